@@ -1,0 +1,19 @@
+// kvscope-cli: headless entry point. Wiring only; each subcommand is in its own file.
+#include <cstdio>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvscope-cli: run local LLMs with a compressed KV cache, headless"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvscope 0.1.0");
+
+  kvscope::cli::GlobalOptions global;
+  app.add_option("--device", global.device, "Vulkan device index (see `devices`); also KVSCOPE_DEVICE");
+
+  int exitCode = 0;
+  kvscope::cli::registerDevices(app, global, exitCode);
+
+  CLI11_PARSE(app, argc, argv);
+  return exitCode;
+}

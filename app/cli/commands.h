@@ -1,0 +1,16 @@
+#pragma once
+// Each kvscope-cli subcommand lives in its own file and registers itself on the
+// root CLI11 app. A subcommand's callback returns the process exit code through
+// `exitCode`: 0 on success, 1 for a user-caused error (printed as one line).
+
+#include <CLI/CLI.hpp>
+
+namespace kvscope::cli {
+
+struct GlobalOptions {
+  int device = -1;  // --device N; -1 means KVSCOPE_DEVICE or automatic choice
+};
+
+void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode);
+
+}  // namespace kvscope::cli

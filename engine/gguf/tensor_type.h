@@ -1,0 +1,28 @@
+#pragma once
+// ggml tensor types as numbered in GGUF files, with block geometry.
+// A type whose layout this build does not know is refused at open() with the
+// tensor's name and type number.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kvscope::gguf {
+
+enum class TensorType : uint32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
+  kQ8_1 = 9, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
+  kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
+};
+
+struct TypeTraits {
+  std::string_view name;  // "Q4_K"
+  uint32_t blockElements;  // values per block (1 for plain types)
+  uint32_t blockBytes;     // bytes per block
+};
+
+// Traits for a raw type number from a file; nullopt when unknown.
+std::optional<TypeTraits> typeTraits(uint32_t rawType);
+TypeTraits traits(TensorType type);
+
+}  // namespace kvscope::gguf
