@@ -3,15 +3,50 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "backend/device_check.h"
 #include "gpu/device_info.h"
 
 namespace kvscope::cli {
 
+namespace {
+
+int runCheck(int device, bool json) {
+  auto report = backend::checkDevice(device);
+  if (!report.ok()) {
+    fmt::print(stderr, "error: {}\n", report.error().message);
+    return 1;
+  }
+  const auto& r = *report;
+  if (json) {
+    nlohmann::json out = {{"device", r.deviceName}, {"context_ms", r.contextMs}, {"pipelines", r.pipelines},
+                          {"pipelines_ms", r.pipelinesMs}, {"pipeline_cache_bytes_loaded", r.cacheBytesLoaded},
+                          {"first_step_ms", r.firstStepMs}, {"step_ms", r.stepMs}, {"max_abs_error", r.maxAbsError}, {"passed", r.passed}};
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("device      {}\n", r.deviceName);
+    fmt::print("context     {:.1f} ms (pipeline cache: {})\n", r.contextMs,
+               r.cacheBytesLoaded ? fmt::format("{} bytes loaded", r.cacheBytesLoaded) : std::string("cold"));
+    fmt::print("pipelines   {} in {:.1f} ms\n", r.pipelines, r.pipelinesMs);
+    fmt::print("first step  {:.2f} ms (includes driver shader compilation on lavapipe)\n", r.firstStepMs);
+    fmt::print("test step   {:.2f} ms, max |error| vs CPU {:.2e}: {}\n", r.stepMs, r.maxAbsError,
+               r.passed ? "ok" : "FAILED");
+  }
+  return r.passed ? 0 : 1;
+}
+
+}  // namespace
+
 void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   auto* cmd = app.add_subcommand("devices", "List Vulkan devices and their capabilities");
   static bool json = false;
+  static bool check = false;
   cmd->add_flag("--json", json, "Print JSON instead of a table");
+  cmd->add_flag("--check", check, "Open the selected device, build every pipeline and run a test step");
   cmd->callback([&global, &exitCode] {
+    if (check) {
+      exitCode = runCheck(global.device, json);
+      return;
+    }
     auto devices = gpu::listDevices();
     if (!devices.ok()) {
       fmt::print(stderr, "error: {}\n", devices.error().message);

@@ -1,0 +1,29 @@
+#pragma once
+// Float32 reference implementations of the engine's primitive ops. They are
+// the oracle every GPU kernel is tested against and the building blocks of
+// CpuBackend, so they favour clarity; accumulation is in float32 like the
+// GPU kernels, except where a comment says otherwise.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace kvscope::cpu {
+
+// y[rows] = W[rows, cols] * x[cols]; W row-major float32.
+void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows, size_t cols);
+// Same with W stored as IEEE fp16 bits.
+void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y, size_t rows,
+               size_t cols);
+
+// y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values.
+void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
+             size_t rows, float eps);
+
+// Row-wise softmax of scale * x (max-subtracted), `rows` rows of n values.
+void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows, float scale = 1.0f);
+
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
+}  // namespace kvscope::cpu

@@ -1,0 +1,59 @@
+#pragma once
+// Move-only storage buffer with its own memory.
+//
+// kDevice buffers live in device-local memory; when that memory is also host
+// visible (unified memory: integrated GPUs, lavapipe) they are mapped and
+// written directly, otherwise upload()/download() go through a staging
+// buffer. kHost buffers are host-visible and mapped (readback, staging).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "gpu/context.h"
+
+namespace kvscope::gpu {
+
+enum class MemoryUse { kDevice, kHost };
+
+class Buffer {
+ public:
+  Buffer() = default;
+  static Expected<Buffer> create(Context& ctx, size_t bytes, MemoryUse use = MemoryUse::kDevice);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return m_buffer; }
+  size_t size() const { return m_size; }
+  bool hostVisible() const { return m_mapped != nullptr; }
+  void* mapped() const { return m_mapped; }
+
+  // Copy host bytes into the buffer at `offset` (staged when not host-visible).
+  Status upload(const void* data, size_t bytes, size_t offset = 0);
+  // Copy buffer bytes at `offset` to host memory (staged when not host-visible).
+  Status download(void* data, size_t bytes, size_t offset = 0) const;
+
+  template <typename T>
+  Status upload(std::span<const T> values, size_t offset = 0) {
+    return upload(values.data(), values.size_bytes(), offset);
+  }
+  template <typename T>
+  Status download(std::span<T> values, size_t offset = 0) const {
+    return download(values.data(), values.size_bytes(), offset);
+  }
+
+ private:
+  void release();
+
+  Context* m_ctx = nullptr;
+  VkBuffer m_buffer = VK_NULL_HANDLE;
+  VkDeviceMemory m_memory = VK_NULL_HANDLE;
+  size_t m_size = 0;
+  void* m_mapped = nullptr;
+  bool m_coherent = true;
+};
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,105 @@
+#include "gpu/kernels.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "shaders/elementwise.h"
+#include "shaders/matvec.h"
+#include "shaders/rows.h"
+
+namespace kvscope::gpu {
+namespace {
+
+constexpr uint32_t kReduceWg = 64;       // power of two (reduce.glsl)
+constexpr uint32_t kElementWg = 256;
+constexpr uint32_t kGroupsPerCpuThread = 3;  // few large groups: see header
+
+struct KernelDesc {
+  const char* shader;
+  const char* kernelClass;
+  uint32_t bindings;
+  uint32_t pushBytes;
+  uint32_t workgroup;
+};
+
+constexpr KernelDesc kDescs[] = {
+    {"convert_f32_to_f16", "convert", 2, sizeof(push::ElementwisePush), kElementWg},
+    {"convert_f16_to_f32", "convert", 2, sizeof(push::ElementwisePush), kElementWg},
+    {"matvec_f32", "matvec", 3, sizeof(push::MatvecPush), kReduceWg},
+    {"matvec_f16", "matvec", 3, sizeof(push::MatvecPush), kReduceWg},
+    {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
+    {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
+    {"silu_mul", "ffn_act", 3, sizeof(push::ElementwisePush), kElementWg},
+};
+
+}  // namespace
+
+Kernels::Kernels(Context& ctx) : m_ctx(ctx) {
+  if (ctx.info().type == DeviceType::kCpu) m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
+}
+
+Expected<uint32_t> Kernels::prepareAll() {
+  for (int id = 0; id < kCount; ++id) KVS_TRY(get(static_cast<Id>(id)));
+  return static_cast<uint32_t>(kCount);
+}
+
+Expected<const Pipeline*> Kernels::get(Id id) {
+  if (!m_pipelines[id]) {
+    const KernelDesc& d = kDescs[id];
+    KVS_ASSIGN_OR_RETURN(Pipeline p, Pipeline::create(m_ctx, {d.shader, d.bindings, d.pushBytes, {d.workgroup},
+                                                              d.kernelClass}));
+    m_pipelines[id] = std::move(p);
+  }
+  return &*m_pipelines[id];
+}
+
+uint32_t Kernels::rowGroups(uint32_t rows) const {
+  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : m_ctx.limits().maxComputeWorkGroupCount[0];
+  return std::max(1u, std::min(rows, cap));
+}
+
+uint32_t Kernels::elementGroups(uint32_t n, uint32_t wg) const {
+  const uint32_t needed = (n + wg - 1) / wg;
+  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : m_ctx.limits().maxComputeWorkGroupCount[0];
+  return std::max(1u, std::min(needed, cap));
+}
+
+Status Kernels::convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kToF16));
+  rec.dispatch(*p, {in, out}, push::ElementwisePush{n}, elementGroups((n + 1) / 2, kElementWg));
+  return okStatus();
+}
+
+Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kToF32));
+  rec.dispatch(*p, {in, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
+  return okStatus();
+}
+
+Status Kernels::matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x, const Buffer& y,
+                       uint32_t rows, uint32_t cols) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(type == WeightType::kF16 ? kMatvecF16 : kMatvecF32));
+  rec.dispatch(*p, {w, x, y}, push::MatvecPush{rows, cols}, rowGroups(rows));
+  return okStatus();
+}
+
+Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
+                        uint32_t rows, float eps) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRmsnorm));
+  rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps}, rowGroups(rows));
+  return okStatus();
+}
+
+Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows, float scale) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
+  rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale}, rowGroups(rows));
+  return okStatus();
+}
+
+Status Kernels::siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out, uint32_t n) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSiluMul));
+  rec.dispatch(*p, {gate, up, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
+  return okStatus();
+}
+
+}  // namespace kvscope::gpu

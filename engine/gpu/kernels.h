@@ -1,0 +1,54 @@
+#pragma once
+// Typed entry points for the primitive kernels: each records one dispatch
+// (no barrier; callers add barrier() where a later dispatch reads the output).
+// Pipelines are created on first use, so a program pays only for the kernels
+// it runs; the pipeline cache makes later starts cheap.
+//
+// Launch shape: on CPU devices (lavapipe) a dispatch costs ~15 us plus ~3 us
+// per workgroup, so row kernels launch a few large workgroups per core that
+// loop over rows; on GPUs they launch one workgroup per row.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
+
+namespace kvscope::gpu {
+
+enum class WeightType { kF32, kF16 };
+
+class Kernels {
+ public:
+  explicit Kernels(Context& ctx);
+
+  // Creates every pipeline now (instead of on first use); returns how many.
+  Expected<uint32_t> prepareAll();
+
+  Status convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
+  Status convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
+  // y[rows] = W[rows, cols] x[cols]
+  Status matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x, const Buffer& y,
+                uint32_t rows, uint32_t cols);
+  Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
+                 uint32_t rows, float eps);
+  Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows, float scale);
+  Status siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out, uint32_t n);
+
+  // Workgroups for a kernel that loops over `rows` independent rows.
+  uint32_t rowGroups(uint32_t rows) const;
+  // Workgroups for an element-wise kernel over n values with `wg` invocations each.
+  uint32_t elementGroups(uint32_t n, uint32_t wg) const;
+
+ private:
+  enum Id { kToF16, kToF32, kMatvecF32, kMatvecF16, kRmsnorm, kSoftmax, kSiluMul, kCount };
+  Expected<const Pipeline*> get(Id id);
+
+  Context& m_ctx;
+  uint32_t m_cpuThreads = 0;  // >0 on CPU devices: the device's worker threads
+  std::array<std::optional<Pipeline>, kCount> m_pipelines;
+};
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,57 @@
+#pragma once
+// A compute pipeline built from an embedded SPIR-V variant.
+//
+// Binding convention shared by every shader: set 0, bindings 0..N-1 are
+// storage buffers in the order the dispatch lists them; one push-constant
+// block at offset 0; specialization constant id i takes specConstants[i]
+// (id 0 is the workgroup size by convention, `local_size_x_id = 0`).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpu/context.h"
+
+namespace kvscope::gpu {
+
+struct PipelineDesc {
+  std::string_view shader;              // variant name in shaders/shaders.cmake
+  uint32_t bindings = 1;                // storage buffers
+  uint32_t pushBytes = 0;               // size of the push-constant struct
+  std::vector<uint32_t> specConstants;  // values for ids 0..n-1
+  std::string_view kernelClass;         // label for GPU time accounting ("matvec")
+};
+
+class Pipeline {
+ public:
+  Pipeline() = default;
+  static Expected<Pipeline> create(Context& ctx, const PipelineDesc& desc);
+  ~Pipeline();
+  Pipeline(Pipeline&& other) noexcept;
+  Pipeline& operator=(Pipeline&& other) noexcept;
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  VkPipeline handle() const { return m_pipeline; }
+  VkPipelineLayout layout() const { return m_layout; }
+  VkDescriptorSetLayout setLayout() const { return m_setLayout; }
+  uint32_t bindings() const { return m_bindings; }
+  uint32_t pushBytes() const { return m_pushBytes; }
+  const std::string& name() const { return m_name; }
+  const std::string& kernelClass() const { return m_kernelClass; }
+
+ private:
+  void release();
+
+  VkDevice m_device = VK_NULL_HANDLE;
+  VkPipeline m_pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout m_layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout m_setLayout = VK_NULL_HANDLE;
+  uint32_t m_bindings = 0;
+  uint32_t m_pushBytes = 0;
+  std::string m_name;
+  std::string m_kernelClass;
+};
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,178 @@
+#include "gpu/recorder.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace kvscope::gpu {
+namespace {
+constexpr uint32_t kMaxBindingsPerDispatch = 8;
+}
+
+Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const RecorderOptions& options) {
+  std::unique_ptr<Recorder> rec(new Recorder(ctx));
+  rec->m_options = options;
+  VkDevice dev = ctx.device();
+
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = ctx.commandPool();
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  KVS_VK(vkAllocateCommandBuffers(dev, &ai, &rec->m_cmd), "vkAllocateCommandBuffers");
+
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, options.maxDispatches * kMaxBindingsPerDispatch};
+  VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pci.maxSets = options.maxDispatches;
+  pci.poolSizeCount = 1;
+  pci.pPoolSizes = &size;
+  KVS_VK(vkCreateDescriptorPool(dev, &pci, nullptr, &rec->m_pool), "vkCreateDescriptorPool");
+
+  if (options.timing && ctx.timestampPeriodNs() > 0) {
+    VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qci.queryCount = options.maxDispatches + 1;
+    KVS_VK(vkCreateQueryPool(dev, &qci, nullptr, &rec->m_queryPool), "vkCreateQueryPool");
+  }
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KVS_VK(vkCreateFence(dev, &fci, nullptr, &rec->m_fence), "vkCreateFence");
+  return rec;
+}
+
+Recorder::~Recorder() {
+  VkDevice dev = m_ctx.device();
+  if (m_fence) vkDestroyFence(dev, m_fence, nullptr);
+  if (m_queryPool) vkDestroyQueryPool(dev, m_queryPool, nullptr);
+  if (m_pool) vkDestroyDescriptorPool(dev, m_pool, nullptr);
+  if (m_cmd) vkFreeCommandBuffers(dev, m_ctx.commandPool(), 1, &m_cmd);
+}
+
+Status Recorder::begin() {
+  assert(!m_recording);
+  m_error = okStatus();
+  m_dispatches = 0;
+  m_timedPipelines.clear();
+  KVS_VK(vkResetDescriptorPool(m_ctx.device(), m_pool, 0), "vkResetDescriptorPool");
+  KVS_VK(vkResetCommandBuffer(m_cmd, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  KVS_VK(vkBeginCommandBuffer(m_cmd, &bi), "vkBeginCommandBuffer");
+  if (m_queryPool) {
+    vkCmdResetQueryPool(m_cmd, m_queryPool, 0, m_options.maxDispatches + 1);
+    vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, m_queryPool, 0);
+  }
+  m_recording = true;
+  return okStatus();
+}
+
+void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                        const void* push, size_t pushBytes, uint32_t groupsX, uint32_t groupsY,
+                        uint32_t groupsZ) {
+  assert(m_recording);
+  assert(buffers.size() == pipeline.bindings() && "binding count must match the pipeline");
+  assert(pushBytes == pipeline.pushBytes() && "push-constant size must match the pipeline");
+  if (!m_error.ok()) return;
+  if (m_dispatches >= m_options.maxDispatches) {
+    m_error = makeError(ErrorCode::kInternal, "step exceeds {} dispatches", m_options.maxDispatches);
+    return;
+  }
+  VkDescriptorSetLayout layout = pipeline.setLayout();
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = m_pool;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (VkResult r = vkAllocateDescriptorSets(m_ctx.device(), &ai, &set); r != VK_SUCCESS) {
+    m_error = vkError(r, "vkAllocateDescriptorSets");
+    return;
+  }
+  VkDescriptorBufferInfo infos[kMaxBindingsPerDispatch];
+  VkWriteDescriptorSet writes[kMaxBindingsPerDispatch];
+  uint32_t i = 0;
+  for (const BufferRange& b : buffers) {
+    infos[i] = {b.buffer->handle(), b.offset, b.bytes};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  vkUpdateDescriptorSets(m_ctx.device(), i, writes, 0, nullptr);
+  vkCmdBindPipeline(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+  vkCmdBindDescriptorSets(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  if (pushBytes) {
+    vkCmdPushConstants(m_cmd, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                       static_cast<uint32_t>(pushBytes), push);
+  }
+  vkCmdDispatch(m_cmd, groupsX, groupsY, groupsZ);
+  ++m_dispatches;
+  if (m_queryPool) {
+    vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, m_queryPool, m_dispatches);
+    m_timedPipelines.push_back(&pipeline);
+  }
+}
+
+void Recorder::barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
+}
+
+void Recorder::copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset, size_t bytes) {
+  barrier();
+  VkBufferCopy region{srcOffset, dstOffset, bytes};
+  vkCmdCopyBuffer(m_cmd, src.handle(), dst.handle(), 1, &region);
+  barrier();
+}
+
+Status Recorder::submitAndWait() {
+  assert(m_recording);
+  m_recording = false;
+  // Make every write visible to the host (mapped readback of unified memory).
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  KVS_VK(vkEndCommandBuffer(m_cmd), "vkEndCommandBuffer");
+  if (!m_error.ok()) return m_error;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &m_cmd;
+  KVS_VK(vkQueueSubmit(m_ctx.queue(), 1, &si, m_fence), "vkQueueSubmit");
+  VkResult r = vkWaitForFences(m_ctx.device(), 1, &m_fence, VK_TRUE, UINT64_MAX);
+  vkResetFences(m_ctx.device(), 1, &m_fence);
+  KVS_VK(r, "vkWaitForFences");
+  if (m_queryPool) collectTimes();
+  return okStatus();
+}
+
+void Recorder::collectTimes() {
+  m_times.clear();
+  m_lastGpuMs = 0.0;
+  if (m_dispatches == 0) return;
+  std::vector<uint64_t> stamps(m_dispatches + 1);
+  if (vkGetQueryPoolResults(m_ctx.device(), m_queryPool, 0, m_dispatches + 1, stamps.size() * sizeof(uint64_t),
+                            stamps.data(), sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) !=
+      VK_SUCCESS) {
+    return;
+  }
+  const uint32_t bits = m_ctx.timestampValidBits();
+  const uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+  const double nsPerTick = m_ctx.timestampPeriodNs();
+  for (uint32_t i = 0; i < m_dispatches; ++i) {
+    const uint64_t delta = ((stamps[i + 1] & mask) - (stamps[i] & mask)) & mask;
+    const double ms = static_cast<double>(delta) * nsPerTick * 1e-6;
+    const std::string& cls = m_timedPipelines[i]->kernelClass();
+    auto it = std::find_if(m_times.begin(), m_times.end(), [&](const KernelTime& t) { return t.kernelClass == cls; });
+    if (it == m_times.end()) it = m_times.insert(m_times.end(), KernelTime{cls, 0, 0.0});
+    it->dispatches += 1;
+    it->gpuMs += ms;
+    m_lastGpuMs += ms;
+  }
+}
+
+}  // namespace kvscope::gpu

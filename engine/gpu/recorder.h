@@ -1,0 +1,93 @@
+#pragma once
+// Records one step of GPU work (e.g. a whole forward pass) into a single
+// command buffer and submits it once. Descriptor sets come from a pool that
+// is reset at begin(); barriers are explicit (barrier() after a dispatch
+// whose output the next one reads). With timing on, a timestamp follows every
+// dispatch and kernelTimes() reports GPU time per kernel class afterwards.
+//
+//   rec.begin();
+//   rec.dispatch(rmsnorm, {x, w, y}, push, groups);
+//   rec.barrier();
+//   rec.dispatch(matvec, {w2, y, z}, push2, groups2);
+//   KVS_TRY(rec.submitAndWait());
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+
+namespace kvscope::gpu {
+
+// A binding: a whole buffer, or `bytes` from `offset` (offset must respect
+// minStorageBufferOffsetAlignment).
+struct BufferRange {
+  BufferRange(const Buffer& b) : buffer(&b) {}  // NOLINT(google-explicit-constructor)
+  BufferRange(const Buffer& b, size_t off, size_t len) : buffer(&b), offset(off), bytes(len) {}
+  const Buffer* buffer;
+  size_t offset = 0;
+  size_t bytes = VK_WHOLE_SIZE;
+};
+
+struct KernelTime {
+  std::string kernelClass;
+  uint32_t dispatches = 0;
+  double gpuMs = 0.0;
+};
+
+struct RecorderOptions {
+  uint32_t maxDispatches = 4096;  // per step
+  bool timing = false;            // timestamps around every dispatch
+};
+
+class Recorder {
+ public:
+  static Expected<std::unique_ptr<Recorder>> create(Context& ctx, const RecorderOptions& options = {});
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  Status begin();
+  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers, const void* push,
+                size_t pushBytes, uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1);
+  template <typename Push>
+  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers, const Push& push,
+                uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {
+    dispatch(pipeline, buffers, &push, sizeof(Push), groupsX, groupsY, groupsZ);
+  }
+  // Makes all prior shader writes visible to later shader reads and writes.
+  void barrier();
+  // Records a buffer-to-buffer copy (with a barrier before and after).
+  void copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset, size_t bytes);
+
+  // Ends, submits, waits. Returns the first recording error, if any.
+  Status submitAndWait();
+
+  uint32_t dispatchCount() const { return m_dispatches; }
+  bool timingEnabled() const { return m_queryPool != VK_NULL_HANDLE; }
+  // Per kernel class, in first-seen order, for the last submitted step.
+  const std::vector<KernelTime>& kernelTimes() const { return m_times; }
+  double lastGpuMs() const { return m_lastGpuMs; }
+
+ private:
+  explicit Recorder(Context& ctx) : m_ctx(ctx) {}
+  void collectTimes();
+
+  Context& m_ctx;
+  RecorderOptions m_options;
+  VkCommandBuffer m_cmd = VK_NULL_HANDLE;
+  VkDescriptorPool m_pool = VK_NULL_HANDLE;
+  VkQueryPool m_queryPool = VK_NULL_HANDLE;
+  VkFence m_fence = VK_NULL_HANDLE;
+  bool m_recording = false;
+  uint32_t m_dispatches = 0;
+  std::vector<const Pipeline*> m_timedPipelines;  // dispatch i -> pipeline, for timing
+  std::vector<KernelTime> m_times;
+  double m_lastGpuMs = 0.0;
+  Status m_error;
+};
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,6 @@
+// Push constants of element-wise kernels (convert, silu_mul).
+#include "push_common.h"
+
+KVS_PUSH_BEGIN(ElementwisePush)
+  KVS_UINT n;  // number of elements
+KVS_PUSH_END(ElementwisePush)

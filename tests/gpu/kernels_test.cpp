@@ -1,0 +1,229 @@
+// Every kernel against the CPU reference (backend/cpu_ops) on seeded random
+// data with odd sizes. Tolerances follow from float32 error analysis: a sum of
+// n products carries a relative error of order sqrt(n)*eps in the worst
+// realistic case, and GLSL's exp() is allowed 3 + 2|x| ulp.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu_ops.h"
+#include "core/float_convert.h"
+#include "gpu_fixture.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+constexpr float kEps = 1.1920929e-7f;
+
+class KernelTest : public GpuTest {};
+
+TEST_F(KernelTest, ConvertF16ToF32IsExact) {
+  for (uint32_t n : {1u, 2u, 7u, 255u, 4097u}) {
+    std::vector<uint16_t> halves(n + (n & 1));
+    auto src = randomFloats(n, 11 + n, -300.0f, 300.0f);
+    for (uint32_t i = 0; i < n; ++i) halves[i] = floatToFp16(src[i]);
+    gpu::Buffer in = upload(halves);
+    gpu::Buffer out = deviceBuffer(n * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().convertF16ToF32(rec(), in, out, n).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<float>(out, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], fp16ToFloat(halves[i])) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST_F(KernelTest, ConvertF32ToF16WithinOneUlp) {
+  // Vulkan leaves the rounding of packHalf2x16 to the driver; lavapipe rounds
+  // to nearest even like the reference, others may truncate: allow 1 ulp.
+  for (uint32_t n : {1u, 3u, 64u, 1001u}) {
+    auto src = randomFloats(n, 5 + n, -1000.0f, 1000.0f);
+    gpu::Buffer in = upload(src);
+    gpu::Buffer out = deviceBuffer(((n + 1) / 2) * 4);
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().convertF32ToF16(rec(), in, out, n).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<uint16_t>(out, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const int diff = static_cast<int>(got[i]) - static_cast<int>(floatToFp16(src[i]));
+      ASSERT_LE(std::abs(diff), 1) << "n=" << n << " i=" << i << " value " << src[i];
+    }
+  }
+}
+
+struct MatShape {
+  uint32_t rows, cols;
+};
+
+void expectMatvecClose(const std::vector<float>& got, const std::vector<float>& w, const std::vector<float>& x,
+                       const MatShape& s) {
+  for (uint32_t r = 0; r < s.rows; ++r) {
+    double ref = 0.0, mag = 0.0;
+    for (uint32_t k = 0; k < s.cols; ++k) {
+      ref += static_cast<double>(w[r * s.cols + k]) * x[k];
+      mag += std::fabs(static_cast<double>(w[r * s.cols + k]) * x[k]);
+    }
+    const double tol = 4.0 * std::sqrt(static_cast<double>(s.cols)) * kEps * mag + 1e-6;
+    ASSERT_NEAR(got[r], ref, tol) << s.rows << "x" << s.cols << " row " << r;
+  }
+}
+
+const MatShape kShapes[] = {{1, 1}, {7, 13}, {64, 64}, {65, 127}, {300, 1023}, {33, 4097}, {1000, 48}};
+
+TEST_F(KernelTest, MatvecF32MatchesReference) {
+  for (const auto& s : kShapes) {
+    auto w = randomFloats(size_t{s.rows} * s.cols, s.rows * 31 + s.cols);
+    auto x = randomFloats(s.cols, s.cols + 7);
+    gpu::Buffer wb = upload(w), xb = upload(x), yb = deviceBuffer(s.rows * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF32, wb, xb, yb, s.rows, s.cols).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    expectMatvecClose(download<float>(yb, s.rows), w, x, s);
+  }
+}
+
+TEST_F(KernelTest, MatvecF16MatchesReference) {
+  for (const auto& s : kShapes) {
+    const size_t count = size_t{s.rows} * s.cols;
+    auto wf = randomFloats(count, s.rows * 17 + s.cols);
+    std::vector<uint16_t> wh(count + (count & 1));
+    for (size_t i = 0; i < count; ++i) {
+      wh[i] = floatToFp16(wf[i]);
+      wf[i] = fp16ToFloat(wh[i]);  // the exact weights the GPU sees
+    }
+    auto x = randomFloats(s.cols, s.cols + 3);
+    gpu::Buffer wb = upload(wh), xb = upload(x), yb = deviceBuffer(s.rows * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF16, wb, xb, yb, s.rows, s.cols).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<float>(yb, s.rows);
+    expectMatvecClose(got, wf, x, s);
+    std::vector<float> ref(s.rows);
+    cpu::matvecF16(wh, x, ref, s.rows, s.cols);  // the CPU backend's own f16 path agrees too
+    expectMatvecClose(ref, wf, x, s);
+  }
+}
+
+TEST_F(KernelTest, RmsnormMatchesReference) {
+  struct Case {
+    uint32_t n, rows;
+  };
+  for (const Case c : {Case{1, 1}, Case{8, 3}, Case{48, 5}, Case{80, 1}, Case{257, 7}, Case{4096, 2}}) {
+    auto x = randomFloats(size_t{c.n} * c.rows, c.n + c.rows, -3.0f, 3.0f);
+    auto w = randomFloats(c.n, c.n * 3, 0.5f, 1.5f);
+    gpu::Buffer xb = upload(x), wb = upload(w), yb = deviceBuffer(x.size() * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().rmsnorm(rec(), xb, wb, yb, c.n, c.rows, 1e-5f).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<float>(yb, x.size());
+    std::vector<float> ref(x.size());
+    cpu::rmsnorm(x, w, ref, c.n, c.rows, 1e-5f);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(got[i], ref[i], 1e-5f * std::fabs(ref[i]) + 1e-6f) << "n=" << c.n << " i=" << i;
+    }
+  }
+}
+
+TEST_F(KernelTest, SoftmaxMatchesReferenceAndSumsToOne) {
+  struct Case {
+    uint32_t n, rows;
+    float scale;
+  };
+  for (const Case c : {Case{1, 1, 1.0f}, Case{7, 4, 0.5f}, Case{64, 8, 0.125f}, Case{1000, 3, 1.0f},
+                       Case{4097, 2, 0.0884f}}) {
+    auto x = randomFloats(size_t{c.n} * c.rows, c.n + 99, -20.0f, 20.0f);
+    gpu::Buffer xb = upload(x), yb = deviceBuffer(x.size() * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().softmax(rec(), xb, yb, c.n, c.rows, c.scale).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<float>(yb, x.size());
+    std::vector<float> ref(x.size());
+    cpu::softmax(x, ref, c.n, c.rows, c.scale);
+    for (uint32_t r = 0; r < c.rows; ++r) {
+      double sum = 0.0;
+      for (uint32_t i = 0; i < c.n; ++i) {
+        const size_t k = size_t{r} * c.n + i;
+        ASSERT_NEAR(got[k], ref[k], 2e-5f * ref[k] + 1e-7f) << "n=" << c.n << " i=" << i;
+        sum += got[k];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST_F(KernelTest, SoftmaxInPlace) {
+  auto x = randomFloats(3 * 50, 4, -5.0f, 5.0f);
+  gpu::Buffer b = upload(x);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().softmax(rec(), b, b, 50, 3, 1.0f).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  auto got = download<float>(b, x.size());
+  std::vector<float> ref(x.size());
+  cpu::softmax(x, ref, 50, 3);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-5f * ref[i] + 1e-7f);
+}
+
+TEST_F(KernelTest, SiluMulMatchesReference) {
+  for (uint32_t n : {1u, 5u, 172u, 11008u, 65537u}) {
+    auto g = randomFloats(n, n + 1, -10.0f, 10.0f), u = randomFloats(n, n + 2, -2.0f, 2.0f);
+    gpu::Buffer gb = upload(g), ub = upload(u), ob = deviceBuffer(n * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().siluMul(rec(), gb, ub, ob, n).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    auto got = download<float>(ob, n);
+    std::vector<float> ref(n);
+    cpu::siluMul(g, u, ref);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * std::fabs(ref[i]) + 1e-6f) << i;
+  }
+}
+
+TEST_F(KernelTest, ChainedDispatchesInOneStepWithBarriers) {
+  // rmsnorm -> matvec -> softmax recorded into one command buffer, as a
+  // forward step will be; proves barriers order dependent dispatches.
+  const uint32_t n = 96, rows = 40;
+  auto x = randomFloats(n, 1), nw = randomFloats(n, 2, 0.5f, 1.5f), w = randomFloats(rows * n, 3);
+  gpu::Buffer xb = upload(x), nwb = upload(nw), wb = upload(w);
+  gpu::Buffer normed = deviceBuffer(n * 4), logits = deviceBuffer(rows * 4), probs = deviceBuffer(rows * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().rmsnorm(rec(), xb, nwb, normed, n, 1, 1e-5f).ok());
+  rec().barrier();
+  ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF32, wb, normed, logits, rows, n).ok());
+  rec().barrier();
+  ASSERT_TRUE(kernels().softmax(rec(), logits, probs, rows, 1, 1.0f).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  std::vector<float> refNorm(n), refLogits(rows), refProbs(rows);
+  cpu::rmsnorm(x, nw, refNorm, n, 1, 1e-5f);
+  cpu::matvec(w, refNorm, refLogits, rows, n);
+  cpu::softmax(refLogits, refProbs, rows, 1);
+  auto got = download<float>(probs, rows);
+  for (uint32_t i = 0; i < rows; ++i) ASSERT_NEAR(got[i], refProbs[i], 1e-4f * refProbs[i] + 1e-7f);
+  EXPECT_EQ(rec().dispatchCount(), 3u);
+}
+
+TEST_F(KernelTest, TimestampsReportEveryKernelClass) {
+  if (ctx().timestampPeriodNs() <= 0) GTEST_SKIP() << "device has no compute timestamps";
+  auto x = randomFloats(4096, 1);
+  gpu::Buffer a = upload(x), b = deviceBuffer(4096 * 4), c = deviceBuffer(4096 * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().siluMul(rec(), a, a, b, 4096).ok());
+  rec().barrier();
+  ASSERT_TRUE(kernels().softmax(rec(), b, c, 4096, 1, 1.0f).ok());
+  rec().barrier();
+  ASSERT_TRUE(kernels().siluMul(rec(), c, a, b, 4096).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto& times = rec().kernelTimes();
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_EQ(times[0].kernelClass, "ffn_act");
+  EXPECT_EQ(times[0].dispatches, 2u);
+  EXPECT_EQ(times[1].kernelClass, "softmax");
+  EXPECT_EQ(times[1].dispatches, 1u);
+  double sum = 0.0;
+  for (const auto& t : times) {
+    EXPECT_GE(t.gpuMs, 0.0);
+    sum += t.gpuMs;
+  }
+  EXPECT_NEAR(sum, rec().lastGpuMs(), 1e-9);
+  EXPECT_GT(rec().lastGpuMs(), 0.0);
+}
+
+}  // namespace
+}  // namespace kvscope::test
