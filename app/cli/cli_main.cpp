@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvscope-cli: run local LLMs with a compressed KV cache, headless"};
+  CLI::App app{"kvscope-cli: run local LLMs with a compressed KV cache, headless", "kvscope-cli"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvscope 0.1.0");
 
@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   kvscope::cli::registerDevices(app, global, exitCode);
 
+  if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"
+    std::fputs(app.help().c_str(), stderr);
+    return 1;
+  }
   CLI11_PARSE(app, argc, argv);
   return exitCode;
 }

@@ -1,0 +1,163 @@
+#include "model/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_file.h"
+
+namespace kvscope::model {
+namespace {
+
+constexpr uint32_t kMaxDim = 1u << 20;  // far above any real model; stops absurd allocations
+
+Expected<uint32_t> requiredUint(const gguf::GgufFile& f, const std::string& key) {
+  auto v = f.getUint(key);
+  if (!v) return makeError(ErrorCode::kBadFile, "metadata key '{}' is missing or not an unsigned integer", key);
+  if (*v > kMaxDim * 16ull) return makeError(ErrorCode::kBadFile, "metadata '{}' = {} is out of range", key, *v);
+  return static_cast<uint32_t>(*v);
+}
+
+Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  const std::string type(f.getString(arch + ".rope.scaling.type").value_or("none"));
+  if (f.findTensor("rope_freqs.weight")) {
+    c.rope.scaling = RopeScaling::kFreqFactors;  // llama 3.1+: factors shipped as a tensor
+    return okStatus();
+  }
+  if (type == "none") return okStatus();
+  if (type == "linear") {
+    c.rope.scaling = RopeScaling::kLinear;
+    c.rope.factor = static_cast<float>(f.getFloat(arch + ".rope.scaling.factor").value_or(1.0));
+    return okStatus();
+  }
+  return makeError(ErrorCode::kUnsupported,
+                   "RoPE scaling '{}' is not supported (supported: none, linear, llama3 frequency factors)", type);
+}
+
+}  // namespace
+
+Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  auto archName = f.getString("general.architecture");
+  if (!archName) return makeError(ErrorCode::kBadFile, "metadata key 'general.architecture' is missing");
+  c.architecture = std::string(*archName);
+  KVS_ASSIGN_OR_RETURN(c.arch, findArchitecture(c.architecture));
+  c.name = std::string(f.getString("general.name").value_or(""));
+  const std::string a = c.architecture;
+  KVS_ASSIGN_OR_RETURN(c.nLayer, requiredUint(f, a + ".block_count"));
+  KVS_ASSIGN_OR_RETURN(c.nEmbd, requiredUint(f, a + ".embedding_length"));
+  KVS_ASSIGN_OR_RETURN(c.nFf, requiredUint(f, a + ".feed_forward_length"));
+  KVS_ASSIGN_OR_RETURN(c.nHead, requiredUint(f, a + ".attention.head_count"));
+  c.nHeadKv = static_cast<uint32_t>(f.getUint(a + ".attention.head_count_kv").value_or(c.nHead));
+  c.headDim = static_cast<uint32_t>(f.getUint(a + ".attention.key_length").value_or(c.nHead ? c.nEmbd / c.nHead : 0));
+  c.headDimV = static_cast<uint32_t>(f.getUint(a + ".attention.value_length").value_or(c.headDim));
+  c.contextLength = static_cast<uint32_t>(f.getUint(a + ".context_length").value_or(2048));
+  c.rmsEps = static_cast<float>(f.getFloat(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope.style = c.arch->rope;
+  c.rope.theta = static_cast<float>(f.getFloat(a + ".rope.freq_base").value_or(10000.0));
+  c.rope.dims = static_cast<uint32_t>(f.getUint(a + ".rope.dimension_count").value_or(c.headDim));
+  KVS_TRY(ropeScalingFromGguf(f, a, c));
+
+  const gguf::TensorInfo* embd = f.findTensor("token_embd.weight");
+  if (!embd || embd->shape.size() != 2) {
+    return makeError(ErrorCode::kBadFile, "tensor 'token_embd.weight' is missing or not 2-D");
+  }
+  if (embd->shape[1] > kMaxDim * 4ull) return makeError(ErrorCode::kBadFile, "vocabulary of {} tokens is out of range", embd->shape[1]);
+  c.nVocab = static_cast<uint32_t>(embd->shape[1]);
+  c.tiedEmbeddings = f.findTensor("output.weight") == nullptr;
+  KVS_TRY(validateConfig(c));
+  return c;
+}
+
+namespace {
+
+Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
+  if (!j.is_object()) return makeError(ErrorCode::kBadFile, "config.json is not a JSON object");
+  auto getU = [&](const char* key, uint64_t fallback, bool required) -> Expected<uint32_t> {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required) return makeError(ErrorCode::kBadFile, "config.json lacks '{}'", key);
+      return static_cast<uint32_t>(fallback);
+    }
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxDim * 16ull) {
+      return makeError(ErrorCode::kBadFile, "config.json '{}' must be a non-negative integer in range", key);
+    }
+    return static_cast<uint32_t>(it->get<uint64_t>());
+  };
+  auto getF = [&](const char* key, double fallback) {
+    auto it = j.find(key);
+    return (it != j.end() && it->is_number()) ? it->get<double>() : fallback;
+  };
+  ModelConfig c;
+  c.architecture = j.value("model_type", std::string());
+  if (c.architecture.empty()) return makeError(ErrorCode::kBadFile, "config.json lacks 'model_type'");
+  KVS_ASSIGN_OR_RETURN(c.arch, findArchitecture(c.architecture));
+  KVS_ASSIGN_OR_RETURN(c.nLayer, getU("num_hidden_layers", 0, true));
+  KVS_ASSIGN_OR_RETURN(c.nEmbd, getU("hidden_size", 0, true));
+  KVS_ASSIGN_OR_RETURN(c.nFf, getU("intermediate_size", 0, true));
+  KVS_ASSIGN_OR_RETURN(c.nHead, getU("num_attention_heads", 0, true));
+  KVS_ASSIGN_OR_RETURN(c.nHeadKv, getU("num_key_value_heads", c.nHead, false));
+  KVS_ASSIGN_OR_RETURN(c.headDim, getU("head_dim", c.nHead ? c.nEmbd / c.nHead : 0, false));
+  c.headDimV = c.headDim;
+  KVS_ASSIGN_OR_RETURN(c.nVocab, getU("vocab_size", 0, true));
+  KVS_ASSIGN_OR_RETURN(c.contextLength, getU("max_position_embeddings", 2048, false));
+  c.rmsEps = static_cast<float>(getF("rms_norm_eps", 1e-6));
+  // Hugging Face stores q/k projections for rotate_half RoPE, which is the
+  // NeoX pairing; GGUF converters permute llama weights to adjacent pairs
+  // instead. Using NeoX here is the same math without touching the weights.
+  c.rope.style = RopeStyle::kNeox;
+  c.rope.theta = static_cast<float>(getF("rope_theta", 10000.0));
+  c.rope.dims = c.headDim;
+  c.tiedEmbeddings = j.value("tie_word_embeddings", false);
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) {
+    const std::string type = rs->value("rope_type", rs->value("type", std::string("none")));
+    if (type == "linear") {
+      c.rope.scaling = RopeScaling::kLinear;
+      c.rope.factor = rs->value("factor", 1.0f);
+    } else if (type == "llama3") {
+      c.rope.scaling = RopeScaling::kFreqFactors;
+      c.rope.factor = rs->value("factor", 8.0f);
+      c.rope.lowFreqFactor = rs->value("low_freq_factor", 1.0f);
+      c.rope.highFreqFactor = rs->value("high_freq_factor", 4.0f);
+      c.rope.originalContext = rs->value("original_max_position_embeddings", 8192u);
+    } else if (type != "none" && type != "default") {
+      return makeError(ErrorCode::kUnsupported,
+                       "RoPE scaling '{}' is not supported (supported: none, linear, llama3)", type);
+    }
+  }
+  KVS_TRY(validateConfig(c));
+  return c;
+}
+
+}  // namespace
+
+Expected<ModelConfig> configFromHf(const nlohmann::json& j) {
+  try {
+    return configFromHfUnchecked(j);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong JSON type
+    return makeError(ErrorCode::kBadFile, "config.json: {}", e.what());
+  }
+}
+
+Status validateConfig(const ModelConfig& c) {
+  auto bad = [&](std::string_view what) {
+    return makeError(ErrorCode::kBadFile, "invalid {} model: {}", c.architecture, what);
+  };
+  if (c.nLayer == 0 || c.nLayer > 4096) return bad(fmt::format("{} layers", c.nLayer));
+  if (c.nEmbd == 0 || c.nEmbd > kMaxDim) return bad(fmt::format("width {}", c.nEmbd));
+  if (c.nFf == 0 || c.nFf > kMaxDim) return bad(fmt::format("feed-forward width {}", c.nFf));
+  if (c.nHead == 0 || c.nHeadKv == 0) return bad("zero attention heads");
+  if (c.nHead % c.nHeadKv != 0) return bad(fmt::format("{} heads are not a multiple of {} KV heads", c.nHead, c.nHeadKv));
+  if (c.headDim == 0 || c.headDim > 4096 || c.headDimV == 0 || c.headDimV > 4096) {
+    return bad(fmt::format("head size {}/{}", c.headDim, c.headDimV));
+  }
+  if (c.headDimV != c.headDim) return bad("different K and V head sizes are not supported");
+  if (c.rope.dims == 0 || c.rope.dims > c.headDim || c.rope.dims % 2 != 0) {
+    return bad(fmt::format("RoPE over {} of {} head dimensions", c.rope.dims, c.headDim));
+  }
+  if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");
+  if (!(c.rmsEps > 0.0f) || c.rmsEps > 1.0f) return bad("RMSNorm epsilon out of range");
+  if (c.nVocab == 0) return bad("empty vocabulary");
+  if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f)) return bad("RoPE scaling factor must be positive");
+  return okStatus();
+}
+
+}  // namespace kvscope::model

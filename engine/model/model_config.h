@@ -1,0 +1,73 @@
+#pragma once
+// ModelConfig: the hyper-parameters a forward pass needs, read from GGUF
+// metadata (`{arch}.*` keys) or a Hugging Face config.json, and validated so
+// later code may trust them (positive sizes, heads divisible by KV heads,
+// even RoPE dimensions, supported RoPE scaling).
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.h"
+#include "model/architecture.h"
+
+namespace kvscope::gguf {
+class GgufFile;
+}
+
+namespace kvscope::model {
+
+enum class RopeScaling {
+  kNone,
+  kLinear,       // positions divided by `factor`
+  kFreqFactors,  // per-frequency divisors: GGUF `rope_freqs.weight`, or llama3 parameters
+};
+
+struct RopeConfig {
+  RopeStyle style = RopeStyle::kNormal;
+  float theta = 10000.0f;  // base frequency
+  uint32_t dims = 0;       // rotated dimensions per head (<= head_dim, even)
+  RopeScaling scaling = RopeScaling::kNone;
+  float factor = 1.0f;
+  // llama3-style scaling from a Hugging Face config (GGUF files carry the
+  // resulting per-frequency factors as the `rope_freqs.weight` tensor instead).
+  float lowFreqFactor = 1.0f;
+  float highFreqFactor = 4.0f;
+  uint32_t originalContext = 0;
+};
+
+struct ModelConfig {
+  std::string architecture;  // general.architecture, e.g. "llama"
+  const ArchitectureInfo* arch = nullptr;
+  std::string name;  // general.name when present
+  uint32_t nLayer = 0;
+  uint32_t nEmbd = 0;    // model width
+  uint32_t nFf = 0;      // feed-forward width
+  uint32_t nHead = 0;    // query heads
+  uint32_t nHeadKv = 0;  // key/value heads (GQA when < nHead)
+  uint32_t headDim = 0;  // per-head K and Q width (may differ from nEmbd / nHead)
+  uint32_t headDimV = 0;  // per-head V width
+  uint32_t nVocab = 0;
+  uint32_t contextLength = 0;  // trained context
+  float rmsEps = 1e-5f;
+  RopeConfig rope;
+  bool tiedEmbeddings = false;  // output projection shares token_embd
+
+  uint32_t qDim() const { return nHead * headDim; }
+  uint32_t kvDim() const { return nHeadKv * headDim; }
+  uint32_t gqaRatio() const { return nHead / nHeadKv; }
+  // Bytes one token adds to an f16 KV cache, over all layers.
+  uint64_t kvBytesPerTokenF16() const {
+    return uint64_t{nLayer} * nHeadKv * (headDim + headDimV) * 2;
+  }
+};
+
+Expected<ModelConfig> configFromGguf(const gguf::GgufFile& file);
+// `config` is a parsed Hugging Face config.json; `tied` from tie_word_embeddings.
+Expected<ModelConfig> configFromHf(const nlohmann::json& config);
+
+// Checks the invariants later code relies on; names the offending field.
+Status validateConfig(const ModelConfig& config);
+
+}  // namespace kvscope::model

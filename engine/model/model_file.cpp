@@ -1,0 +1,146 @@
+#include "model/model_file.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace kvscope::model {
+namespace {
+
+Expected<nlohmann::json> readJson(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return makeError(ErrorCode::kNotFound, "cannot read {}", path.string());
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return makeError(ErrorCode::kBadFile, "{} is not valid JSON", path.string());
+  return j;
+}
+
+}  // namespace
+
+std::string hfToGgufName(std::string_view hf) {
+  static const std::pair<std::string_view, std::string_view> kGlobal[] = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"},
+  };
+  for (const auto& [from, to] : kGlobal)
+    if (hf == from) return std::string(to);
+  static const std::pair<std::string_view, std::string_view> kLayer[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (hf.substr(0, kPrefix.size()) != kPrefix) return {};
+  hf.remove_prefix(kPrefix.size());
+  const size_t dot = hf.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return {};
+  const std::string_view layer = hf.substr(0, dot);
+  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return {};
+  const std::string_view rest = hf.substr(dot + 1);
+  for (const auto& [from, to] : kLayer)
+    if (rest == from) return fmt::format("blk.{}.{}", layer, to);
+  return {};
+}
+
+Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::filesystem::path& path) {
+  std::unique_ptr<ModelFile> m(new ModelFile());
+  m->m_path = path;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return makeError(ErrorCode::kNotFound, "{} does not exist", path.string());
+  if (std::filesystem::is_directory(path, ec)) {
+    m->m_format = ModelFormat::kHuggingFace;
+    KVS_TRY(m->openHf());
+  } else {
+    KVS_TRY(m->openGguf());
+  }
+  return m;
+}
+
+Status ModelFile::openGguf() {
+  KVS_ASSIGN_OR_RETURN(m_gguf, gguf::GgufFile::open(m_path));
+  KVS_ASSIGN_OR_RETURN(m_config, configFromGguf(*m_gguf));
+  for (const auto& t : m_gguf->tensors()) m_tensors.push_back({t.name, t.type, t.shape, m_gguf->tensorData(t)});
+  return okStatus();
+}
+
+Status ModelFile::openHf() {
+  KVS_ASSIGN_OR_RETURN(auto config, readJson(m_path / "config.json"));
+  KVS_ASSIGN_OR_RETURN(m_config, configFromHf(config));
+  if (std::filesystem::exists(m_path / "tokenizer.json")) m_tokenizerJson = m_path / "tokenizer.json";
+
+  std::vector<std::filesystem::path> shards;
+  if (std::filesystem::exists(m_path / "model.safetensors.index.json")) {
+    KVS_ASSIGN_OR_RETURN(auto index, readJson(m_path / "model.safetensors.index.json"));
+    std::set<std::string> files;
+    if (index.contains("weight_map") && index["weight_map"].is_object())
+      for (auto& [name, file] : index["weight_map"].items())
+        if (file.is_string()) files.insert(file.get<std::string>());
+    for (const auto& f : files) {
+      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
+        return makeError(ErrorCode::kBadFile, "model.safetensors.index.json names a file outside the folder: {}", f);
+      }
+      shards.push_back(m_path / f);
+    }
+  } else if (std::filesystem::exists(m_path / "model.safetensors")) {
+    shards.push_back(m_path / "model.safetensors");
+  }
+  if (shards.empty()) {
+    return makeError(ErrorCode::kNotFound, "{} has no model.safetensors (or index); only safetensors weights are supported",
+                     m_path.string());
+  }
+  for (const auto& s : shards) {
+    KVS_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(s));
+    KVS_TRY(addSafetensors(*file));
+    m_shards.push_back(std::move(file));
+  }
+  // transformers saves tied weights once; the other name is an alias.
+  if (!find("token_embd.weight") && m_config.tiedEmbeddings) {
+    if (const TensorView* out = find("output.weight")) {
+      TensorView alias = *out;
+      alias.name = "token_embd.weight";
+      m_tensors.push_back(std::move(alias));
+    }
+  }
+  return okStatus();
+}
+
+Status ModelFile::addSafetensors(const SafetensorsFile& file) {
+  for (const auto& e : file.tensors()) {
+    std::string name = hfToGgufName(e.name);
+    if (name.empty()) continue;  // rotary caches and other buffers the engine recomputes
+    if (find(name)) return makeError(ErrorCode::kBadFile, "tensor {} appears twice in the shards", e.name);
+    std::vector<uint64_t> shape(e.shape.rbegin(), e.shape.rend());  // GGUF order: fastest first
+    m_tensors.push_back({std::move(name), e.type, std::move(shape), {e.data, e.bytes}});
+  }
+  return okStatus();
+}
+
+const TensorView* ModelFile::find(std::string_view name) const {
+  for (const auto& t : m_tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+uint64_t ModelFile::weightBytes() const {
+  uint64_t total = 0;
+  std::set<const uint8_t*> seen;  // tied aliases share their bytes
+  for (const auto& t : m_tensors)
+    if (seen.insert(t.data.data()).second) total += t.data.size();
+  return total;
+}
+
+}  // namespace kvscope::model

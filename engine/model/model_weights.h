@@ -1,0 +1,43 @@
+#pragma once
+// Binds a WeightSource's tensors to the roles a llama-family forward pass
+// uses, checking presence and shape against the ModelConfig, so that a file
+// whose tensors disagree with its metadata fails at load with the tensor's
+// name and both shapes, not with garbage output later.
+// Shapes are GGUF order ({in, out} for projections).
+
+#include <vector>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "model/weight_source.h"
+
+namespace kvscope::model {
+
+struct LayerWeights {
+  const TensorView* attnNorm = nullptr;  // {nEmbd}
+  const TensorView* wq = nullptr;        // {nEmbd, qDim}
+  const TensorView* wk = nullptr;        // {nEmbd, kvDim}
+  const TensorView* wv = nullptr;        // {nEmbd, kvDim}
+  const TensorView* wo = nullptr;        // {qDim, nEmbd}
+  const TensorView* bq = nullptr;        // {qDim}   qwen2 only
+  const TensorView* bk = nullptr;        // {kvDim}  qwen2 only
+  const TensorView* bv = nullptr;        // {kvDim}  qwen2 only
+  const TensorView* qNorm = nullptr;     // {headDim} qwen3 only
+  const TensorView* kNorm = nullptr;     // {headDim} qwen3 only
+  const TensorView* ffnNorm = nullptr;   // {nEmbd}
+  const TensorView* gate = nullptr;      // {nEmbd, nFf}
+  const TensorView* up = nullptr;        // {nEmbd, nFf}
+  const TensorView* down = nullptr;      // {nFf, nEmbd}
+};
+
+struct ModelWeights {
+  const TensorView* tokenEmbd = nullptr;   // {nEmbd, nVocab}
+  const TensorView* outputNorm = nullptr;  // {nEmbd}
+  const TensorView* output = nullptr;      // {nEmbd, nVocab}; == tokenEmbd when tied
+  const TensorView* ropeFreqs = nullptr;   // {rope.dims / 2} when the file ships RoPE factors
+  std::vector<LayerWeights> layers;        // [nLayer]
+};
+
+Expected<ModelWeights> bindWeights(const ModelConfig& config, const WeightSource& source);
+
+}  // namespace kvscope::model

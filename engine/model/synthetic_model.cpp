@@ -1,0 +1,139 @@
+#include "model/synthetic_model.h"
+
+#include <cmath>
+#include <random>
+
+#include <cstring>
+
+#include "core/paths.h"
+#include "gguf/gguf_writer.h"
+
+namespace kvscope::model {
+namespace {
+
+using gguf::TensorType;
+
+class Filler {
+ public:
+  explicit Filler(uint32_t seed) : m_rng(seed) {}
+  std::vector<float> normal(size_t n, float stddev, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, stddev);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(m_rng);
+    return v;
+  }
+
+ private:
+  std::mt19937 m_rng;
+};
+
+std::vector<std::string> vocabulary(uint32_t n) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) tokens.push_back(fmt::format("<0x{:02X}>", b));
+  // Printable pieces: single letters with and without the SentencePiece space mark, then pairs.
+  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
+  for (char c : letters) tokens.push_back(std::string("\xE2\x96\x81") + c);
+  for (char c : letters) tokens.push_back(std::string(1, c));
+  for (size_t i = 0; tokens.size() < n; ++i) {
+    tokens.push_back(std::string(1, letters[i % 26]) + letters[(i / 26) % 26] + std::to_string(i / 676));
+  }
+  tokens.resize(n);
+  return tokens;
+}
+
+void addVocab(gguf::GgufWriter& w, uint32_t n) {
+  auto tokens = vocabulary(n);
+  std::vector<float> scores(n);
+  std::vector<int32_t> types(n, 1);  // normal
+  types[0] = 2;                      // unknown
+  types[1] = types[2] = 3;           // control
+  for (uint32_t i = 3; i < 259 && i < n; ++i) types[i] = 6;  // byte
+  for (uint32_t i = 0; i < n; ++i) scores[i] = i < 259 ? 0.0f : -static_cast<float>(i);
+  w.set("tokenizer.ggml.model", gguf::stringValue("llama"));
+  w.set("tokenizer.ggml.tokens", gguf::stringArrayValue(tokens));
+  w.set("tokenizer.ggml.scores", gguf::float32ArrayValue(scores));
+  w.set("tokenizer.ggml.token_type", gguf::int32ArrayValue(types));
+  w.set("tokenizer.ggml.bos_token_id", gguf::uint32Value(1));
+  w.set("tokenizer.ggml.eos_token_id", gguf::uint32Value(2));
+  w.set("tokenizer.ggml.unknown_token_id", gguf::uint32Value(0));
+}
+
+Status addWeight(gguf::GgufWriter& w, Filler& f, const std::string& name, uint64_t in, uint64_t out,
+                 TensorType type) {
+  auto values = f.normal(in * out, 1.0f / std::sqrt(static_cast<float>(in)));
+  if (type == TensorType::kF32) {
+    std::vector<uint8_t> bytes(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return w.addTensor(name, {in, out}, type, std::move(bytes));
+  }
+  return w.addQuantizedTensor(name, {in, out}, type, values);
+}
+
+Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::string& name) {
+  std::vector<uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return w.addTensor(name, {v.size()}, TensorType::kF32, std::move(bytes));
+}
+
+}  // namespace
+
+Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) {
+  if (s.nVocab < 259) return makeError(ErrorCode::kInvalidArgument, "vocabulary must hold at least 259 tokens");
+  if (s.nHeadKv == 0 || s.nHead % s.nHeadKv != 0) {
+    return makeError(ErrorCode::kInvalidArgument, "heads must be a multiple of KV heads");
+  }
+  const bool bias = s.architecture == "qwen2", qkNorm = s.architecture == "qwen3";
+  gguf::GgufWriter w;
+  const std::string& a = s.architecture;
+  w.set("general.architecture", gguf::stringValue(a));
+  w.set("general.name", gguf::stringValue(fmt::format("synthetic-{}-{}", a, gguf::traits(s.weightType).name)));
+  w.set(a + ".block_count", gguf::uint32Value(s.nLayer));
+  w.set(a + ".context_length", gguf::uint32Value(s.contextLength));
+  w.set(a + ".embedding_length", gguf::uint32Value(s.nEmbd));
+  w.set(a + ".feed_forward_length", gguf::uint32Value(s.nFf));
+  w.set(a + ".attention.head_count", gguf::uint32Value(s.nHead));
+  w.set(a + ".attention.head_count_kv", gguf::uint32Value(s.nHeadKv));
+  w.set(a + ".attention.key_length", gguf::uint32Value(s.headDim));
+  w.set(a + ".attention.value_length", gguf::uint32Value(s.headDim));
+  w.set(a + ".attention.layer_norm_rms_epsilon", gguf::float32Value(1e-5f));
+  w.set(a + ".rope.freq_base", gguf::float32Value(s.ropeTheta));
+  w.set(a + ".rope.dimension_count", gguf::uint32Value(s.headDim));
+  addVocab(w, s.nVocab);
+
+  Filler f(s.seed);
+  const uint32_t q = s.nHead * s.headDim, kv = s.nHeadKv * s.headDim;
+  // Embeddings stay F32 unless quantized output is asked for; like llama.cpp
+  // files, token_embd may be quantized too.
+  KVS_TRY(addWeight(w, f, "token_embd.weight", s.nEmbd, s.nVocab, s.weightType));
+  KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), "output_norm.weight"));
+  if (!s.tiedEmbeddings) KVS_TRY(addWeight(w, f, "output.weight", s.nEmbd, s.nVocab, s.weightType));
+  for (uint32_t i = 0; i < s.nLayer; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "attn_norm.weight"));
+    KVS_TRY(addWeight(w, f, p + "attn_q.weight", s.nEmbd, q, s.weightType));
+    KVS_TRY(addWeight(w, f, p + "attn_k.weight", s.nEmbd, kv, s.weightType));
+    KVS_TRY(addWeight(w, f, p + "attn_v.weight", s.nEmbd, kv, s.weightType));
+    KVS_TRY(addWeight(w, f, p + "attn_output.weight", q, s.nEmbd, s.weightType));
+    if (bias) {
+      KVS_TRY(addVector(w, f.normal(q, 0.1f), p + "attn_q.bias"));
+      KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_k.bias"));
+      KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_v.bias"));
+    }
+    if (qkNorm) {
+      KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_q_norm.weight"));
+      KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_k_norm.weight"));
+    }
+    KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "ffn_norm.weight"));
+    KVS_TRY(addWeight(w, f, p + "ffn_gate.weight", s.nEmbd, s.nFf, s.weightType));
+    KVS_TRY(addWeight(w, f, p + "ffn_up.weight", s.nEmbd, s.nFf, s.weightType));
+    KVS_TRY(addWeight(w, f, p + "ffn_down.weight", s.nFf, s.nEmbd, s.weightType));
+  }
+  return w.toBytes();
+}
+
+Status writeSyntheticModel(const SyntheticModelSpec& spec, const std::filesystem::path& path) {
+  KVS_ASSIGN_OR_RETURN(auto bytes, syntheticModelBytes(spec));
+  return paths::writeFileAtomic(path, bytes.data(), bytes.size());
+}
+
+}  // namespace kvscope::model

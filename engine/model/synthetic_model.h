@@ -1,0 +1,39 @@
+#pragma once
+// Writes random-weight GGUF models of any supported architecture, weight type
+// and shape: the inputs of backend parity tests and benchmarks (a real model
+// of every shape and quantization cannot ship with the project).
+// Weights are seeded and scaled like a trained model's (about 1/sqrt(fan_in)),
+// so activations stay in a realistic range through many layers. The vocabulary
+// is SentencePiece-style: <unk>, <s>, </s>, the 256 byte tokens, then
+// printable pieces, so any text tokenizes through byte fallback.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/tensor_type.h"
+
+namespace kvscope::model {
+
+struct SyntheticModelSpec {
+  std::string architecture = "llama";  // llama, qwen2 (adds q/k/v biases), qwen3 (adds q/k norms)
+  uint32_t nLayer = 2;
+  uint32_t nEmbd = 256;
+  uint32_t nFf = 512;
+  uint32_t nHead = 4;
+  uint32_t nHeadKv = 1;
+  uint32_t headDim = 64;
+  uint32_t nVocab = 512;  // >= 259 (specials + bytes)
+  uint32_t contextLength = 2048;
+  float ropeTheta = 10000.0f;
+  bool tiedEmbeddings = false;
+  gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
+  uint32_t seed = 1;
+};
+
+Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& spec);
+Status writeSyntheticModel(const SyntheticModelSpec& spec, const std::filesystem::path& path);
+
+}  // namespace kvscope::model

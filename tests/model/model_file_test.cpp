@@ -1,0 +1,296 @@
+// ModelConfig and weight binding, against the facts FIXTURES.md states for the
+// real models, and against synthetic files built with the GGUF writer.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_writer.h"
+#include "model/model_file.h"
+#include "model/model_weights.h"
+#include "model/synthetic_model.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+using model::ModelFile;
+
+class TempDir {
+ public:
+  TempDir() {
+    m_path = std::filesystem::temp_directory_path() /
+             ("kvscope-model-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(m_path);
+    std::filesystem::create_directories(m_path);
+  }
+  ~TempDir() { std::filesystem::remove_all(m_path); }
+  const std::filesystem::path& path() const { return m_path; }
+
+ private:
+  std::filesystem::path m_path;
+};
+
+TEST(ModelFile, Stories260kConfigMatchesFixtureFacts) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = ModelFile::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  const auto& c = (*m)->config();
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.nEmbd, 64u);
+  EXPECT_EQ(c.nFf, 172u);
+  EXPECT_EQ(c.nLayer, 5u);
+  EXPECT_EQ(c.nHead, 8u);
+  EXPECT_EQ(c.nHeadKv, 4u);
+  EXPECT_EQ(c.headDim, 8u);
+  EXPECT_EQ(c.gqaRatio(), 2u);
+  EXPECT_EQ(c.nVocab, 512u);
+  EXPECT_FLOAT_EQ(c.rmsEps, 1e-5f);
+  EXPECT_EQ(c.rope.style, model::RopeStyle::kNormal);
+  // 5 layers x 4 KV heads x (8 + 8) values x 2 bytes
+  EXPECT_EQ(c.kvBytesPerTokenF16(), 5u * 4 * 16 * 2);
+  auto w = model::bindWeights(c, **m);
+  ASSERT_TRUE(w.ok()) << w.error().describe();
+  EXPECT_EQ(w->layers.size(), 5u);
+}
+
+TEST(ModelFile, HuggingFaceFolderLoadsWithNeoxRopeAndTiedEmbeddings) {
+  const auto path = sharedFile("models/tinystories-656k");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = ModelFile::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  const auto& c = (*m)->config();
+  EXPECT_EQ((*m)->format(), model::ModelFormat::kHuggingFace);
+  EXPECT_EQ(c.nEmbd, 128u);
+  EXPECT_EQ(c.nLayer, 2u);
+  EXPECT_EQ(c.nHead, 8u);
+  EXPECT_EQ(c.nHeadKv, 4u);
+  EXPECT_EQ(c.headDim, 16u);
+  EXPECT_EQ(c.nVocab, 2048u);
+  EXPECT_TRUE(c.tiedEmbeddings);
+  // HF q/k weights are in rotate_half order: NeoX pairing without permutation.
+  EXPECT_EQ(c.rope.style, model::RopeStyle::kNeox);
+  EXPECT_FALSE((*m)->tokenizerJson().empty());
+  auto w = model::bindWeights(c, **m);
+  ASSERT_TRUE(w.ok()) << w.error().describe();
+  EXPECT_EQ(w->output->data.data(), w->tokenEmbd->data.data()) << "tied: one set of bytes";
+  // safetensors [out, in] becomes GGUF {in, out}
+  EXPECT_EQ(w->layers[0].gate->shape, (std::vector<uint64_t>{128, 384}));
+  // Tied bytes are counted once: 2048*128 + 2*(4*128*128 ... ) floats, all F32.
+  const uint64_t perLayer = 128 + 128 * 128 + 2 * 64 * 128 + 128 * 128 + 128 + 3 * 128 * 384;
+  EXPECT_EQ((*m)->weightBytes(), 4 * (2048ull * 128 + 128 + 2 * perLayer));
+}
+
+TEST(ModelFile, SyntheticArchitecturesBindTheirExtraTensors) {
+  TempDir dir;
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    model::SyntheticModelSpec spec;
+    spec.architecture = arch;
+    spec.nHead = 8;
+    spec.nHeadKv = 2;
+    spec.headDim = 64;
+    spec.nEmbd = 256;
+    spec.weightType = gguf::TensorType::kQ8_0;
+    const auto path = dir.path() / (std::string(arch) + ".gguf");
+    ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+    auto m = ModelFile::open(path);
+    ASSERT_TRUE(m.ok()) << arch << ": " << m.error().describe();
+    const auto& c = (*m)->config();
+    EXPECT_EQ(c.gqaRatio(), 4u);
+    EXPECT_EQ(c.headDim, 64u);
+    auto w = model::bindWeights(c, **m);
+    ASSERT_TRUE(w.ok()) << w.error().describe();
+    const auto& l = w->layers[0];
+    EXPECT_EQ(l.bq != nullptr, std::string(arch) == "qwen2");
+    EXPECT_EQ(l.qNorm != nullptr, std::string(arch) == "qwen3");
+    EXPECT_EQ(c.rope.style, std::string(arch) == "llama" ? model::RopeStyle::kNormal : model::RopeStyle::kNeox);
+    EXPECT_EQ(l.wq->type, gguf::TensorType::kQ8_0);
+  }
+}
+
+TEST(ModelFile, HeadDimMayDifferFromWidthOverHeads) {
+  TempDir dir;
+  model::SyntheticModelSpec spec;
+  spec.nEmbd = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 4;
+  spec.headDim = 64;  // 4 x 64 = 256 != 128, as in gemma/qwen3 style models
+  ASSERT_TRUE(model::writeSyntheticModel(spec, dir.path() / "m.gguf").ok());
+  auto m = ModelFile::open(dir.path() / "m.gguf");
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  EXPECT_EQ((*m)->config().qDim(), 256u);
+  EXPECT_TRUE(model::bindWeights((*m)->config(), **m).ok());
+}
+
+// A minimal GGUF with the given architecture and metadata overrides.
+std::vector<uint8_t> tinyGguf(const std::string& arch, void (*edit)(gguf::GgufWriter&) = nullptr) {
+  gguf::GgufWriter w;
+  w.set("general.architecture", gguf::stringValue(arch));
+  w.set(arch + ".block_count", gguf::uint32Value(1));
+  w.set(arch + ".embedding_length", gguf::uint32Value(8));
+  w.set(arch + ".feed_forward_length", gguf::uint32Value(16));
+  w.set(arch + ".attention.head_count", gguf::uint32Value(2));
+  w.set(arch + ".attention.head_count_kv", gguf::uint32Value(1));
+  if (edit) edit(w);
+  std::vector<uint8_t> embd(8 * 4 * 4);
+  EXPECT_TRUE(w.addTensor("token_embd.weight", {8, 4}, gguf::TensorType::kF32, embd).ok());
+  auto bytes = w.toBytes();
+  EXPECT_TRUE(bytes.ok());
+  return *bytes;
+}
+
+Expected<model::ModelConfig> configOf(const std::vector<uint8_t>& bytes) {
+  KVS_ASSIGN_OR_RETURN(auto f, gguf::GgufFile::fromBytes(bytes));
+  return model::configFromGguf(*f);
+}
+
+TEST(ModelConfig, RefusesMlaAndStateSpaceArchitecturesSayingWhy) {
+  auto mla = configOf(tinyGguf("deepseek2"));
+  ASSERT_FALSE(mla.ok());
+  EXPECT_EQ(mla.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(mla.error().message.find("MLA latent"), std::string::npos) << mla.error().message;
+  EXPECT_NE(mla.error().message.find("llama, mistral, qwen2, qwen3"), std::string::npos);
+  auto ssm = configOf(tinyGguf("mamba"));
+  ASSERT_FALSE(ssm.ok());
+  EXPECT_NE(ssm.error().message.find("recurrent state"), std::string::npos);
+  auto unknown = configOf(tinyGguf("gptneox"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("'gptneox' is not supported (supported: "), std::string::npos);
+}
+
+TEST(ModelConfig, DefaultsAndLinearRopeScaling) {
+  auto c = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.rope.scaling.type", gguf::stringValue("linear"));
+    w.set("llama.rope.scaling.factor", gguf::float32Value(4.0f));
+  }));
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  EXPECT_EQ(c->headDim, 4u);  // embedding / heads
+  EXPECT_EQ(c->rope.dims, 4u);
+  EXPECT_EQ(c->rope.scaling, model::RopeScaling::kLinear);
+  EXPECT_FLOAT_EQ(c->rope.factor, 4.0f);
+  EXPECT_TRUE(c->tiedEmbeddings);
+}
+
+TEST(ModelConfig, RefusesYarnAndInconsistentHeads) {
+  auto yarn = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.rope.scaling.type", gguf::stringValue("yarn"));
+  }));
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_NE(yarn.error().message.find("RoPE scaling 'yarn'"), std::string::npos);
+  auto heads = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.attention.head_count_kv", gguf::uint32Value(3));
+  }));
+  ASSERT_FALSE(heads.ok());
+  EXPECT_NE(heads.error().message.find("not a multiple of 3 KV heads"), std::string::npos);
+  auto missing = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.block_count", gguf::stringValue("five"));
+  }));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("llama.block_count"), std::string::npos);
+}
+
+TEST(ModelWeights, ShapeMismatchNamesTheTensor) {
+  model::SyntheticModelSpec spec;
+  auto bytes = model::syntheticModelBytes(spec);
+  ASSERT_TRUE(bytes.ok());
+  auto f = gguf::GgufFile::fromBytes(*bytes);
+  ASSERT_TRUE(f.ok());
+  auto c = model::configFromGguf(**f);
+  ASSERT_TRUE(c.ok());
+  c->nFf = 999;  // metadata now disagrees with the tensors
+  struct Source : model::WeightSource {
+    std::vector<model::TensorView> views;
+    const model::TensorView* find(std::string_view n) const override {
+      for (const auto& v : views)
+        if (v.name == n) return &v;
+      return nullptr;
+    }
+    std::span<const model::TensorView> all() const override { return views; }
+  } src;
+  for (const auto& t : (*f)->tensors()) src.views.push_back({t.name, t.type, t.shape, (*f)->tensorData(t)});
+  auto w = model::bindWeights(*c, src);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("'blk.0.ffn_gate.weight' has shape {256, 512}, expected {256, 999}"),
+            std::string::npos)
+      << w.error().message;
+}
+
+TEST(HfConfig, Llama3RopeScalingAndTypeErrors) {
+  auto j = nlohmann::json::parse(R"({"model_type":"llama","num_hidden_layers":2,"hidden_size":64,
+    "intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,
+    "rope_theta":500000.0,"rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,
+    "high_freq_factor":4.0,"original_max_position_embeddings":8192}})");
+  auto c = model::configFromHf(j);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  EXPECT_EQ(c->rope.scaling, model::RopeScaling::kFreqFactors);
+  EXPECT_EQ(c->rope.originalContext, 8192u);
+  EXPECT_FLOAT_EQ(c->rope.theta, 500000.0f);
+  j["rope_scaling"]["factor"] = "eight";
+  auto bad = model::configFromHf(j);
+  ASSERT_FALSE(bad.ok()) << "a wrongly typed field is an error, not an exception";
+  EXPECT_EQ(bad.error().code, ErrorCode::kBadFile);
+  j.erase("rope_scaling");
+  j["num_hidden_layers"] = -1;
+  EXPECT_FALSE(model::configFromHf(j).ok());
+}
+
+TEST(HfNames, MapToGgufNames) {
+  EXPECT_EQ(model::hfToGgufName("model.embed_tokens.weight"), "token_embd.weight");
+  EXPECT_EQ(model::hfToGgufName("model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
+  EXPECT_EQ(model::hfToGgufName("model.layers.3.self_attn.k_proj.bias"), "blk.3.attn_k.bias");
+  EXPECT_EQ(model::hfToGgufName("model.layers.0.self_attn.q_norm.weight"), "blk.0.attn_q_norm.weight");
+  EXPECT_EQ(model::hfToGgufName("model.layers.x.mlp.up_proj.weight"), "");
+  EXPECT_EQ(model::hfToGgufName("model.layers.0.self_attn.rotary_emb.inv_freq"), "");
+}
+
+TEST(Safetensors, CorruptHeadersAreBadFileErrors) {
+  TempDir dir;
+  auto write = [&](const std::string& header, size_t dataBytes, uint64_t claimedLen = 0) {
+    const auto p = dir.path() / "m.safetensors";
+    std::ofstream out(p, std::ios::binary);
+    uint64_t len = claimedLen ? claimedLen : header.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << header << std::string(dataBytes, '\0');
+    return p;
+  };
+  auto ok = model::SafetensorsFile::open(
+      write(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", 24));
+  ASSERT_TRUE(ok.ok()) << ok.error().describe();
+  EXPECT_EQ((*ok)->tensors()[0].shape, (std::vector<uint64_t>{2, 3}));
+  const std::pair<std::string, size_t> bad[] = {
+      {R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,48]}})", 24},  // past the end
+      {R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 24},  // size != shape
+      {R"({"a":{"dtype":"F32","shape":[-2,3],"data_offsets":[0,24]}})", 24},
+      {R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[8,0]}})", 24},
+      {R"({"a":{"dtype":"F32","shape":[2,3]}})", 24},
+      {R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,24]}})", 24},
+      {R"(not json)", 24},
+  };
+  for (const auto& [header, data] : bad) {
+    auto r = model::SafetensorsFile::open(write(header, data));
+    ASSERT_FALSE(r.ok()) << header;
+    EXPECT_EQ(r.error().code, ErrorCode::kBadFile) << header;
+  }
+  auto huge = model::SafetensorsFile::open(write("{}", 0, 1ull << 62));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().code, ErrorCode::kBadFile);
+}
+
+TEST(ModelFile, MissingAndNonModelPathsAreClearErrors) {
+  TempDir dir;
+  auto missing = ModelFile::open(dir.path() / "nope.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  auto emptyDir = ModelFile::open(dir.path());
+  ASSERT_FALSE(emptyDir.ok());
+  EXPECT_NE(emptyDir.error().message.find("config.json"), std::string::npos) << emptyDir.error().message;
+  std::ofstream(dir.path() / "text.gguf") << "hello, this is not a model";
+  auto text = ModelFile::open(dir.path() / "text.gguf");
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.error().code, ErrorCode::kBadFile);
+}
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds kvscope into build/ (Ninja, -j2 by default).
+# Extra arguments go to CMake's configure step, e.g. -DKVSCOPE_BUILD_UI=OFF.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cmake -S "$root" -B "$root/build" -G Ninja "$@" >/dev/null
+cmake --build "$root/build" -j "${KVSCOPE_JOBS:-2}"
