@@ -1,0 +1,73 @@
+// `kvscope-cli inspect` on the shared fixtures prints the configs FIXTURES.md
+// states, and refuses bad paths with a one-line error.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+TEST(CliInspect, Stories260k) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto r = runCli("inspect --json -m " + path.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["embedding"], 64);
+  EXPECT_EQ(j["feed_forward"], 172);
+  EXPECT_EQ(j["layers"], 5);
+  EXPECT_EQ(j["heads"], 8);
+  EXPECT_EQ(j["kv_heads"], 4);
+  EXPECT_EQ(j["head_dim"], 8);
+  EXPECT_EQ(j["vocab_size"], 512);
+  EXPECT_EQ(j["vocab_type"], "spm");
+  EXPECT_EQ(j["chat_template"], "none");
+  EXPECT_EQ(j["tensor_types"]["F32"]["tensors"], 48);
+  EXPECT_EQ(j["kv_bytes_per_token_f16"], 5 * 4 * (8 + 8) * 2);
+}
+
+TEST(CliInspect, TinyStoriesHuggingFaceFolder) {
+  const auto path = sharedFile("models/tinystories-656k");
+  KVS_REQUIRE_FIXTURE(path);
+  auto r = runCli("inspect --json -m " + path.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["format"], "huggingface");
+  EXPECT_EQ(j["embedding"], 128);
+  EXPECT_EQ(j["layers"], 2);
+  EXPECT_EQ(j["heads"], 8);
+  EXPECT_EQ(j["kv_heads"], 4);
+  EXPECT_EQ(j["head_dim"], 16);
+  EXPECT_EQ(j["vocab_size"], 2048);
+  EXPECT_EQ(j["tied_embeddings"], true);
+  EXPECT_EQ(j["rope"]["style"], "neox");
+  // The safetensors header lists 20 tensors (lm_head, norm, 9 per layer); the
+  // tied embedding is an alias of lm_head and is not counted twice.
+  EXPECT_EQ(j["tensor_types"]["F32"]["tensors"], 20);
+  EXPECT_EQ(j["weight_bytes"], j["tensor_types"]["F32"]["bytes"]);
+}
+
+TEST(CliInspect, TableOutputIsReadable) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto r = runCli("inspect -m " + path.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("8 query, 4 KV, head_dim 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("640 bytes per token"), std::string::npos) << r.out;
+}
+
+TEST(CliInspect, BadPathsAreOneLineErrors) {
+  auto missing = runCli("inspect -m /nonexistent/model.gguf");
+  EXPECT_EQ(missing.exitCode, 1);
+  EXPECT_EQ(missing.err.rfind("error: ", 0), 0u) << missing.err;
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+  auto notModel = runCli("inspect -m " KVSCOPE_CLI);  // an ELF file, not GGUF
+  EXPECT_EQ(notModel.exitCode, 1);
+  EXPECT_NE(notModel.err.find("error: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvscope::test
