@@ -1,0 +1,42 @@
+#pragma once
+// Composer: the message box under the conversation, with Send and Stop. Send is enabled
+// only when a model is loaded, nothing is being generated and the text is not blank;
+// Stop only while generating. Enter sends, Shift+Enter inserts a new line.
+
+#include <QFrame>
+
+class QPlainTextEdit;
+class QPushButton;
+class QLabel;
+
+namespace kvscope::ui {
+
+class Composer : public QFrame {
+  Q_OBJECT
+
+ public:
+  explicit Composer(QWidget* parent = nullptr);
+
+  void setModelLoaded(bool loaded);
+  void setGenerating(bool generating);
+
+ signals:
+  void sendRequested(const QString& text);
+  void stopRequested();
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ private:
+  void send();
+  void updateState();
+
+  QPlainTextEdit* m_input;
+  QLabel* m_hint;
+  QPushButton* m_send;
+  QPushButton* m_stop;
+  bool m_modelLoaded = false;
+  bool m_generating = false;
+};
+
+}  // namespace kvscope::ui
