@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -70,6 +71,8 @@ class GgufFile {
   uint32_t version() const { return m_version; }
   uint64_t alignment() const { return m_alignment; }
   const std::filesystem::path& path() const { return m_path; }
+  uint64_t fileSize() const { return m_size; }
+  uint64_t dataOffset() const { return m_dataOffset; }  // start of the aligned data section
 
   std::span<const KeyValue> metadata() const { return m_kv; }
   const Value* find(std::string_view key) const;
@@ -105,6 +108,9 @@ class GgufFile {
   uint64_t m_dataOffset = 0;  // absolute offset of the data section
   std::vector<KeyValue> m_kv;
   std::vector<TensorInfo> m_tensors;
+  // Views into m_kv / m_tensors names, built once both vectors are final.
+  std::unordered_map<std::string_view, size_t> m_kvIndex;
+  std::unordered_map<std::string_view, size_t> m_tensorIndex;
 };
 
 }  // namespace kvscope::gguf

@@ -25,4 +25,8 @@ struct TypeTraits {
 std::optional<TypeTraits> typeTraits(uint32_t rawType);
 TypeTraits traits(TensorType type);
 
+// Bytes that `elements` values of `type` occupy; nullopt when `elements` is
+// not a whole number of blocks or the size does not fit in 64 bits.
+std::optional<uint64_t> byteSize(TensorType type, uint64_t elements);
+
 }  // namespace kvscope::gguf
