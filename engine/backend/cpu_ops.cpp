@@ -35,9 +35,10 @@ void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<
   assert(x.size() >= n * rows && weight.size() >= n && y.size() >= n * rows);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x.data() + r * n;
-    float ss = 0.0f;
-    for (size_t i = 0; i < n; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+    double ss = 0.0;  // llama.cpp sums squares in double
+    for (size_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i] * xr[i]);
+    const float mean = static_cast<float>(ss / static_cast<double>(n));
+    const float inv = 1.0f / std::sqrt(mean + eps);
     for (size_t i = 0; i < n; ++i) y[r * n + i] = xr[i] * inv * weight[i];
   }
 }
@@ -62,6 +63,30 @@ void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() >= gate.size());
   for (size_t i = 0; i < gate.size(); ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void ropeAngles(float pos, uint32_t dims, float base, float linearScale, std::span<const float> freqFactors,
+                std::span<float> cosOut, std::span<float> sinOut) {
+  const float step = std::pow(base, -2.0f / static_cast<float>(dims));
+  float theta = pos / linearScale;
+  for (uint32_t i = 0; i < dims / 2; ++i) {
+    const float t = freqFactors.empty() ? theta : theta / freqFactors[i];
+    cosOut[i] = std::cos(t);
+    sinOut[i] = std::sin(t);
+    theta *= step;
+  }
+}
+
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosv,
+               std::span<const float> sinv) {
+  const uint32_t half = dims / 2;
+  for (uint32_t i = 0; i < half; ++i) {
+    const uint32_t a = neox ? i : 2 * i;
+    const uint32_t b = neox ? i + half : 2 * i + 1;
+    const float x0 = head[a], x1 = head[b];
+    head[a] = x0 * cosv[i] - x1 * sinv[i];
+    head[b] = x0 * sinv[i] + x1 * cosv[i];
+  }
 }
 
 }  // namespace kvscope::cpu

@@ -26,4 +26,15 @@ void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// RoPE angle tables for one position: cos/sin[dims/2]. Angles follow
+// llama.cpp's float recurrence theta_i = pos * base^(-2i/dims) (multiplying
+// by the ratio step by step), so rounding matches its reference outputs.
+// freqFactors (optional, dims/2): theta_i /= factor_i; linearScale divides pos.
+void ropeAngles(float pos, uint32_t dims, float base, float linearScale, std::span<const float> freqFactors,
+                std::span<float> cosOut, std::span<float> sinOut);
+// Rotates the first `dims` values of one head vector in place.
+// neox=false: pairs (x[2i], x[2i+1]); neox=true: pairs (x[i], x[i + dims/2]).
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosv,
+               std::span<const float> sinv);
+
 }  // namespace kvscope::cpu

@@ -1,0 +1,172 @@
+#include "backend/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu_matmul.h"
+#include "core/float_convert.h"
+#include "backend/cpu_ops.h"
+#include "backend/rope_factors.h"
+
+namespace kvscope::backend {
+
+using kv::KvPart;
+
+namespace {
+
+void roundF16(std::vector<float>& v) {
+  for (float& x : v) x = fp16ToFloat(floatToFp16(x));
+}
+
+void addBias(std::vector<float>& rows, std::span<const float> bias, uint32_t n) {
+  for (uint32_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < bias.size(); ++i) rows[t * bias.size() + i] += bias[i];
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::shared_ptr<const model::ModelFile> model,
+                                                         const CpuBackendOptions& options) {
+  std::unique_ptr<CpuBackend> b(new CpuBackend());
+  const auto& c = model->config();
+  KVS_ASSIGN_OR_RETURN(b->m_weights, model::bindWeights(c, *model));
+  KVS_ASSIGN_OR_RETURN(auto keyScheme, kv::findScheme(options.keyScheme));
+  KVS_ASSIGN_OR_RETURN(auto valueScheme, kv::findScheme(options.valueScheme));
+  b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
+  b->m_cache = std::make_unique<kv::KvCache>(kv::KvGeometry{c.nLayer, c.nHeadKv, c.headDim}, keyScheme, valueScheme);
+  b->m_pool = std::make_unique<ThreadPool>(options.threads);
+  KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
+  for (const auto& t : model->all()) {
+    if (t.shape.size() != 1) continue;
+    std::vector<float> v(t.shape[0]);
+    cpu::dequantizeRow(t, 0, v);
+    b->m_vectors.emplace(&t, std::move(v));
+  }
+  b->m_model = std::move(model);
+  return b;
+}
+
+void CpuBackend::ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0) {
+  const auto& c = config();
+  const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
+  std::vector<float> cosv(c.rope.dims / 2), sinv(c.rope.dims / 2);
+  for (uint32_t t = 0; t < n; ++t) {
+    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs, cosv, sinv);
+    for (uint32_t h = 0; h < heads; ++h) {
+      cpu::ropeApply({rows + (size_t{t} * heads + h) * c.headDim, c.headDim}, c.rope.dims,
+                     c.rope.style == model::RopeStyle::kNeox, cosv, sinv);
+    }
+  }
+}
+
+// out[n, nHead * headDim]: causal attention of n queries at positions
+// pos0 .. pos0+n-1 over cache rows [0, pos0 + t].
+void CpuBackend::attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out) {
+  const auto& c = config();
+  const uint32_t d = c.headDim, gqa = c.gqaRatio();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // With an f16 cache, llama.cpp multiplies f16 keys by the query rounded to
+  // f16 and f16 values by softmax weights rounded to f16 (the second operand
+  // of a matrix product takes the first's type). Doing the same halves our
+  // distance to its reference logits; see tests/backend/llamacpp_parity_test.
+  const bool roundToF16 = m_cache->scheme(layer, KvPart::kKey).name() == "f16" &&
+                          m_cache->scheme(layer, KvPart::kValue).name() == "f16";
+  m_pool->parallelFor(size_t{n} * c.nHead, [&](size_t begin, size_t end) {
+    std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d);
+    for (size_t job = begin; job < end; ++job) {
+      const uint32_t t = static_cast<uint32_t>(job / c.nHead), h = static_cast<uint32_t>(job % c.nHead);
+      const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
+      std::copy_n(q + (size_t{t} * c.nHead + h) * d, d, qh.begin());
+      if (roundToF16) roundF16(qh);
+      float maxScore = -INFINITY;
+      for (uint32_t j = 0; j < visible; ++j) {
+        m_cache->read(layer, KvPart::kKey, kvHead, j, row);
+        scores[j] = cpu::dot(qh.data(), row.data(), d) * scale;
+        maxScore = std::max(maxScore, scores[j]);
+      }
+      float sum = 0.0f;
+      for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (uint32_t j = 0; j < visible; ++j) {
+        m_cache->read(layer, KvPart::kValue, kvHead, j, row);
+        float w = scores[j] / sum;
+        if (roundToF16) w = fp16ToFloat(floatToFp16(w));
+        for (uint32_t i = 0; i < d; ++i) acc[i] += w * row[i];
+      }
+      std::copy(acc.begin(), acc.end(), out + (size_t{t} * c.nHead + h) * d);
+    }
+  });
+}
+
+Status CpuBackend::forward(const Batch& batch, Logits& out) {
+  const auto& c = config();
+  const auto n = static_cast<uint32_t>(batch.tokens.size());
+  const uint32_t pos0 = m_cache->rows();
+  if (n == 0) return makeError(ErrorCode::kInvalidArgument, "empty batch");
+  if (uint64_t{pos0} + n > m_contextLimit) {
+    return makeError(ErrorCode::kInvalidArgument, "the context is full: {} cached + {} new tokens exceed the limit of {}",
+                     pos0, n, m_contextLimit);
+  }
+  for (int32_t tok : batch.tokens) {
+    if (tok < 0 || static_cast<uint32_t>(tok) >= c.nVocab) {
+      return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
+    }
+  }
+  KVS_TRY(m_cache->append(n));
+  const uint32_t dim = c.nEmbd, q = c.qDim(), kvd = c.kvDim();
+  std::vector<float> x(size_t{n} * dim), xb(x.size()), qb(size_t{n} * q), kb(size_t{n} * kvd), vb(kb.size()),
+      att(qb.size()), gate(size_t{n} * c.nFf), up(gate.size()), tmp(x.size());
+
+  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
+
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    const model::LayerWeights& w = m_weights.layers[l];
+    // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
+    cpu::rmsnorm(x, floats(*w.attnNorm), xb, dim, n, c.rmsEps);
+    cpu::matmul(*w.wq, xb, qb, n, *m_pool);
+    cpu::matmul(*w.wk, xb, kb, n, *m_pool);
+    cpu::matmul(*w.wv, xb, vb, n, *m_pool);
+    if (w.bq) {
+      addBias(qb, floats(*w.bq), n);
+      addBias(kb, floats(*w.bk), n);
+      addBias(vb, floats(*w.bv), n);
+    }
+    if (w.qNorm) {
+      cpu::rmsnorm(qb, floats(*w.qNorm), qb, c.headDim, size_t{n} * c.nHead, c.rmsEps);
+      cpu::rmsnorm(kb, floats(*w.kNorm), kb, c.headDim, size_t{n} * c.nHeadKv, c.rmsEps);
+    }
+    ropeRows(qb.data(), n, c.nHead, pos0);
+    ropeRows(kb.data(), n, c.nHeadKv, pos0);
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+        const size_t off = (size_t{t} * c.nHeadKv + h) * c.headDim;
+        m_cache->write(l, KvPart::kKey, h, pos0 + t, {&kb[off], c.headDim});
+        m_cache->write(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
+      }
+    }
+    attention(l, qb.data(), n, pos0, att.data());
+    cpu::matmul(*w.wo, att, tmp, n, *m_pool);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+
+    // Feed-forward block: norm, SwiGLU, down projection, residual.
+    cpu::rmsnorm(x, floats(*w.ffnNorm), xb, dim, n, c.rmsEps);
+    cpu::matmul(*w.gate, xb, gate, n, *m_pool);
+    cpu::matmul(*w.up, xb, up, n, *m_pool);
+    cpu::siluMul(gate, up, gate);
+    cpu::matmul(*w.down, gate, tmp, n, *m_pool);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+
+  // Final norm and logits, for the last token only unless all are asked for.
+  const uint32_t first = batch.allLogits ? 0 : n - 1, rows = n - first;
+  std::span<const float> last(&x[size_t{first} * dim], size_t{rows} * dim);
+  cpu::rmsnorm(last, floats(*m_weights.outputNorm), std::span<float>(xb).first(last.size()), dim, rows, c.rmsEps);
+  out.rows = rows;
+  out.vocab = c.nVocab;
+  out.values.resize(size_t{rows} * c.nVocab);
+  cpu::matmul(*m_weights.output, xb, out.values, rows, *m_pool);
+  return okStatus();
+}
+
+}  // namespace kvscope::backend

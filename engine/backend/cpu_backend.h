@@ -1,0 +1,55 @@
+#pragma once
+// CpuBackend: the float32 reference implementation of the llama-family
+// forward pass (llama, mistral, qwen2, qwen3), multithreaded over output rows
+// and attention heads. Weights stay in their GGUF types in the mapped file and
+// are dequantized row by row; the KV cache is a host KvCache. This is the
+// oracle every Vulkan kernel and the VulkanBackend are tested against.
+
+#include <memory>
+#include <unordered_map>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+#include "model/model_file.h"
+#include "model/model_weights.h"
+
+namespace kvscope::backend {
+
+struct CpuBackendOptions {
+  uint32_t contextLimit = 0;  // 0: the model's trained context
+  unsigned threads = 0;       // 0: one per hardware thread
+  std::string keyScheme = "f16";
+  std::string valueScheme = "f16";
+};
+
+class CpuBackend final : public Backend {
+ public:
+  static Expected<std::unique_ptr<CpuBackend>> create(std::shared_ptr<const model::ModelFile> model,
+                                                      const CpuBackendOptions& options = {});
+
+  std::string_view name() const override { return "cpu"; }
+  const model::ModelConfig& config() const override { return m_model->config(); }
+  Status forward(const Batch& batch, Logits& out) override;
+  uint32_t cachedTokens() const override { return m_cache->rows(); }
+  uint32_t contextLimit() const override { return m_contextLimit; }
+  Status trim(uint32_t n) override { return m_cache->trim(n); }
+  const kv::KvCache& cache() const override { return *m_cache; }
+
+ private:
+  CpuBackend() = default;
+  struct Scratch;
+  void attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out);
+  void ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0);
+  // A 1-D weight (norm, bias) as float32, converted once at load.
+  std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
+
+  std::shared_ptr<const model::ModelFile> m_model;
+  model::ModelWeights m_weights;
+  std::unique_ptr<kv::KvCache> m_cache;
+  std::unique_ptr<ThreadPool> m_pool;
+  std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
+  std::vector<float> m_ropeFreqs;  // per-frequency divisors, empty when unused
+  uint32_t m_contextLimit = 0;
+};
+
+}  // namespace kvscope::backend

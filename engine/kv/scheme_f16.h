@@ -1,0 +1,17 @@
+#pragma once
+// f16: each value stored as IEEE binary16 (round to nearest even). The
+// reference scheme; llama.cpp's default cache type.
+
+#include "kv/kv_scheme.h"
+
+namespace kvscope::kv {
+
+class F16Scheme final : public KvScheme {
+ public:
+  std::string_view name() const override { return "f16"; }
+  RowLayout rowLayout(uint32_t dim) const override { return {dim * 2, 0, 0}; }
+  void encode(std::span<const float> row, std::span<uint8_t> out) const override;
+  void decode(std::span<const uint8_t> in, std::span<float> row) const override;
+};
+
+}  // namespace kvscope::kv
