@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.h"
 #include "backend/device_check.h"
+#include "cli/commands.h"
 #include "gpu/device_info.h"
 
 namespace kvscope::cli {
@@ -18,16 +18,24 @@ int runCheck(int device, bool json) {
   }
   const auto& r = *report;
   if (json) {
-    nlohmann::json out = {{"device", r.deviceName}, {"context_ms", r.contextMs}, {"pipelines", r.pipelines},
-                          {"pipelines_ms", r.pipelinesMs}, {"pipeline_cache_bytes_loaded", r.cacheBytesLoaded},
-                          {"first_step_ms", r.firstStepMs}, {"step_ms", r.stepMs}, {"max_abs_error", r.maxAbsError}, {"passed", r.passed}};
+    nlohmann::json out = {{"device", r.deviceName},
+                          {"context_ms", r.contextMs},
+                          {"pipelines", r.pipelines},
+                          {"pipelines_ms", r.pipelinesMs},
+                          {"pipeline_cache_bytes_loaded", r.cacheBytesLoaded},
+                          {"first_step_ms", r.firstStepMs},
+                          {"step_ms", r.stepMs},
+                          {"max_abs_error", r.maxAbsError},
+                          {"passed", r.passed}};
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("device      {}\n", r.deviceName);
     fmt::print("context     {:.1f} ms (pipeline cache: {})\n", r.contextMs,
-               r.cacheBytesLoaded ? fmt::format("{} bytes loaded", r.cacheBytesLoaded) : std::string("cold"));
+               r.cacheBytesLoaded ? fmt::format("{} bytes loaded", r.cacheBytesLoaded)
+                                  : std::string("cold"));
     fmt::print("pipelines   {} in {:.1f} ms\n", r.pipelines, r.pipelinesMs);
-    fmt::print("first step  {:.2f} ms (includes driver shader compilation on lavapipe)\n", r.firstStepMs);
+    fmt::print("first step  {:.2f} ms (includes driver shader compilation on lavapipe)\n",
+               r.firstStepMs);
     fmt::print("test step   {:.2f} ms, max |error| vs CPU {:.2e}: {}\n", r.stepMs, r.maxAbsError,
                r.passed ? "ok" : "FAILED");
   }
@@ -41,7 +49,8 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
   static bool json = false;
   static bool check = false;
   cmd->add_flag("--json", json, "Print JSON instead of a table");
-  cmd->add_flag("--check", check, "Open the selected device, build every pipeline and run a test step");
+  cmd->add_flag("--check", check,
+                "Open the selected device, build every pipeline and run a test step");
   cmd->callback([&global, &exitCode] {
     if (check) {
       exitCode = runCheck(global.device, json);
@@ -58,12 +67,19 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
       nlohmann::json out = nlohmann::json::array();
       for (const auto& d : *devices) {
         nlohmann::json heaps = nlohmann::json::array();
-        for (const auto& h : d.heaps) heaps.push_back({{"bytes", h.bytes}, {"device_local", h.deviceLocal}});
-        out.push_back({{"index", d.index}, {"name", d.name}, {"type", gpu::deviceTypeName(d.type)},
-                       {"api_version", d.apiVersion}, {"driver", d.driverInfo},
-                       {"heaps", heaps}, {"subgroup_size", d.subgroupSize},
-                       {"fp16", d.shaderFloat16}, {"int8", d.shaderInt8},
-                       {"storage16", d.storageBuffer16}, {"storage8", d.storageBuffer8},
+        for (const auto& h : d.heaps)
+          heaps.push_back({{"bytes", h.bytes}, {"device_local", h.deviceLocal}});
+        out.push_back({{"index", d.index},
+                       {"name", d.name},
+                       {"type", gpu::deviceTypeName(d.type)},
+                       {"api_version", d.apiVersion},
+                       {"driver", d.driverInfo},
+                       {"heaps", heaps},
+                       {"subgroup_size", d.subgroupSize},
+                       {"fp16", d.shaderFloat16},
+                       {"int8", d.shaderInt8},
+                       {"storage16", d.storageBuffer16},
+                       {"storage8", d.storageBuffer8},
                        {"unified_memory", d.unifiedMemory},
                        {"selected", chosen.ok() && *chosen == d.index}});
       }
@@ -75,7 +91,8 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
       fmt::print("{} [{}] {} ({}, Vulkan {}, {})\n", selected ? '*' : ' ', d.index, d.name,
                  gpu::deviceTypeName(d.type), d.apiVersion, d.driverInfo);
       for (size_t h = 0; h < d.heaps.size(); ++h) {
-        fmt::print("      heap {}: {:.1f} GiB{}\n", h, static_cast<double>(d.heaps[h].bytes) / (1 << 30),
+        fmt::print("      heap {}: {:.1f} GiB{}\n", h,
+                   static_cast<double>(d.heaps[h].bytes) / (1 << 30),
                    d.heaps[h].deviceLocal ? " device-local" : "");
       }
       fmt::print("      subgroup {} | fp16 {} | int8 {} | 16-bit storage {} | 8-bit storage {}{}\n",

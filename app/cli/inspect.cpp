@@ -13,13 +13,18 @@
 namespace kvscope::cli {
 namespace {
 
-const char* ropeStyleName(model::RopeStyle s) { return s == model::RopeStyle::kNeox ? "neox" : "normal"; }
+const char* ropeStyleName(model::RopeStyle s) {
+  return s == model::RopeStyle::kNeox ? "neox" : "normal";
+}
 
 const char* ropeScalingName(model::RopeScaling s) {
   switch (s) {
-    case model::RopeScaling::kNone: return "none";
-    case model::RopeScaling::kLinear: return "linear";
-    case model::RopeScaling::kFreqFactors: return "frequency factors (llama3)";
+    case model::RopeScaling::kNone:
+      return "none";
+    case model::RopeScaling::kLinear:
+      return "linear";
+    case model::RopeScaling::kFreqFactors:
+      return "frequency factors (llama3)";
   }
   return "none";
 }
@@ -40,11 +45,13 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
     h.bytes += t.data.size();
   }
   nlohmann::json types = nlohmann::json::object();
-  for (const auto& [name, s] : histogram) types[name] = {{"tensors", s.tensors}, {"bytes", s.bytes}};
+  for (const auto& [name, s] : histogram)
+    types[name] = {{"tensors", s.tensors}, {"bytes", s.bytes}};
   const auto& v = tok.vocab();
   tokenizer::ChatTemplate chat(v.chatTemplate);
   auto tokenText = [&](tokenizer::TokenId id) {
-    return id == tokenizer::kNoToken ? nlohmann::json(nullptr) : nlohmann::json(std::string(tok.piece(id, true)));
+    return id == tokenizer::kNoToken ? nlohmann::json(nullptr)
+                                     : nlohmann::json(std::string(tok.piece(id, true)));
   };
   return {
       {"path", m.path().string()},
@@ -59,12 +66,17 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
       {"head_dim", c.headDim},
       {"context_length", c.contextLength},
       {"rms_eps", c.rmsEps},
-      {"rope", {{"style", ropeStyleName(c.rope.style)}, {"theta", c.rope.theta}, {"dims", c.rope.dims},
-                {"scaling", ropeScalingName(c.rope.scaling)}, {"factor", c.rope.factor}}},
+      {"rope",
+       {{"style", ropeStyleName(c.rope.style)},
+        {"theta", c.rope.theta},
+        {"dims", c.rope.dims},
+        {"scaling", ropeScalingName(c.rope.scaling)},
+        {"factor", c.rope.factor}}},
       {"tied_embeddings", c.tiedEmbeddings},
       {"vocab_size", tok.size()},
       {"vocab_type", v.kind == tokenizer::VocabKind::kSpm ? "spm" : "bpe"},
-      {"pre_tokenizer", v.kind == tokenizer::VocabKind::kBpe ? nlohmann::json(v.preTokenizer) : nullptr},
+      {"pre_tokenizer",
+       v.kind == tokenizer::VocabKind::kBpe ? nlohmann::json(v.preTokenizer) : nullptr},
       {"bos", tokenText(v.bos)},
       {"eos", tokenText(v.eos)},
       {"chat_template", std::string(chat.familyName())},
@@ -74,29 +86,37 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
   };
 }
 
-std::string mib(uint64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 void printTable(const nlohmann::json& j) {
   auto s = [&](const char* k) { return j[k].is_null() ? std::string("-") : j[k].dump(); };
   fmt::print("{}\n", j["path"].get<std::string>());
   fmt::print("  format          {}\n", j["format"].get<std::string>());
-  if (!j["name"].get<std::string>().empty()) fmt::print("  name            {}\n", j["name"].get<std::string>());
+  if (!j["name"].get<std::string>().empty())
+    fmt::print("  name            {}\n", j["name"].get<std::string>());
   fmt::print("  architecture    {}\n", j["architecture"].get<std::string>());
   fmt::print("  layers          {}\n", s("layers"));
   fmt::print("  embedding       {} (feed-forward {})\n", s("embedding"), s("feed_forward"));
-  fmt::print("  heads           {} query, {} KV, head_dim {}\n", s("heads"), s("kv_heads"), s("head_dim"));
+  fmt::print("  heads           {} query, {} KV, head_dim {}\n", s("heads"), s("kv_heads"),
+             s("head_dim"));
   fmt::print("  context         {}\n", s("context_length"));
   const auto& r = j["rope"];
   fmt::print("  rope            {}, theta {}, {} dims, scaling {}\n", r["style"].get<std::string>(),
              r["theta"].get<double>(), r["dims"].get<int>(), r["scaling"].get<std::string>());
-  fmt::print("  vocab           {} tokens, {}{}\n", s("vocab_size"), j["vocab_type"].get<std::string>(),
-             j["pre_tokenizer"].is_null() ? "" : " (pre-tokenizer " + j["pre_tokenizer"].get<std::string>() + ")");
+  fmt::print("  vocab           {} tokens, {}{}\n", s("vocab_size"),
+             j["vocab_type"].get<std::string>(),
+             j["pre_tokenizer"].is_null()
+                 ? ""
+                 : " (pre-tokenizer " + j["pre_tokenizer"].get<std::string>() + ")");
   fmt::print("  bos / eos       {} / {}\n", s("bos"), s("eos"));
   fmt::print("  chat template   {}\n", j["chat_template"].get<std::string>());
   fmt::print("  weights         {}{}\n", mib(j["weight_bytes"].get<uint64_t>()),
              j["tied_embeddings"].get<bool>() ? " (tied embeddings)" : "");
   for (const auto& [type, st] : j["tensor_types"].items()) {
-    fmt::print("    {:<6} {:>5} tensors  {}\n", type, st["tensors"].get<uint64_t>(), mib(st["bytes"].get<uint64_t>()));
+    fmt::print("    {:<6} {:>5} tensors  {}\n", type, st["tensors"].get<uint64_t>(),
+               mib(st["bytes"].get<uint64_t>()));
   }
   fmt::print("  KV cache (f16)  {} bytes per token\n", s("kv_bytes_per_token_f16"));
 }
@@ -104,7 +124,8 @@ void printTable(const nlohmann::json& j) {
 }  // namespace
 
 void registerInspect(CLI::App& app, const GlobalOptions&, int& exitCode) {
-  auto* cmd = app.add_subcommand("inspect", "Show a model's architecture, sizes, tokenizer and chat template");
+  auto* cmd = app.add_subcommand("inspect",
+                                 "Show a model's architecture, sizes, tokenizer and chat template");
   static std::string path;
   static bool json = false;
   cmd->add_option("-m,--model", path, "GGUF file or Hugging Face folder")->required();
@@ -123,8 +144,10 @@ void registerInspect(CLI::App& app, const GlobalOptions&, int& exitCode) {
       return;
     }
     const auto j = describe(**m, *tok);
-    if (json) fmt::print("{}\n", j.dump(2));
-    else printTable(j);
+    if (json)
+      fmt::print("{}\n", j.dump(2));
+    else
+      printTable(j);
   });
 }
 

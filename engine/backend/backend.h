@@ -26,7 +26,9 @@ struct Logits {
   std::vector<float> values;
   uint32_t rows = 0;
   uint32_t vocab = 0;
-  std::span<const float> row(uint32_t r) const { return {values.data() + size_t{r} * vocab, vocab}; }
+  std::span<const float> row(uint32_t r) const {
+    return {values.data() + size_t{r} * vocab, vocab};
+  }
   std::span<const float> last() const { return row(rows - 1); }
 };
 

@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "backend/cpu_matmul.h"
-#include "core/float_convert.h"
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
+#include "core/float_convert.h"
 
 namespace kvscope::backend {
 
@@ -26,15 +26,16 @@ void addBias(std::vector<float>& rows, std::span<const float> bias, uint32_t n) 
 
 }  // namespace
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::shared_ptr<const model::ModelFile> model,
-                                                         const CpuBackendOptions& options) {
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
+    std::shared_ptr<const model::ModelFile> model, const CpuBackendOptions& options) {
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(b->m_weights, model::bindWeights(c, *model));
   KVS_ASSIGN_OR_RETURN(auto keyScheme, kv::findScheme(options.keyScheme));
   KVS_ASSIGN_OR_RETURN(auto valueScheme, kv::findScheme(options.valueScheme));
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
-  b->m_cache = std::make_unique<kv::KvCache>(kv::KvGeometry{c.nLayer, c.nHeadKv, c.headDim}, keyScheme, valueScheme);
+  b->m_cache = std::make_unique<kv::KvCache>(kv::KvGeometry{c.nLayer, c.nHeadKv, c.headDim},
+                                             keyScheme, valueScheme);
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
   for (const auto& t : model->all()) {
@@ -52,7 +53,8 @@ void CpuBackend::ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0
   const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
   std::vector<float> cosv(c.rope.dims / 2), sinv(c.rope.dims / 2);
   for (uint32_t t = 0; t < n; ++t) {
-    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs, cosv, sinv);
+    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs,
+                    cosv, sinv);
     for (uint32_t h = 0; h < heads; ++h) {
       cpu::ropeApply({rows + (size_t{t} * heads + h) * c.headDim, c.headDim}, c.rope.dims,
                      c.rope.style == model::RopeStyle::kNeox, cosv, sinv);
@@ -75,7 +77,8 @@ void CpuBackend::attention(uint32_t layer, const float* q, uint32_t n, uint32_t 
   m_pool->parallelFor(size_t{n} * c.nHead, [&](size_t begin, size_t end) {
     std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d);
     for (size_t job = begin; job < end; ++job) {
-      const uint32_t t = static_cast<uint32_t>(job / c.nHead), h = static_cast<uint32_t>(job % c.nHead);
+      const uint32_t t = static_cast<uint32_t>(job / c.nHead),
+                     h = static_cast<uint32_t>(job % c.nHead);
       const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
       std::copy_n(q + (size_t{t} * c.nHead + h) * d, d, qh.begin());
       if (roundToF16) roundF16(qh);
@@ -105,20 +108,23 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   const uint32_t pos0 = m_cache->rows();
   if (n == 0) return makeError(ErrorCode::kInvalidArgument, "empty batch");
   if (uint64_t{pos0} + n > m_contextLimit) {
-    return makeError(ErrorCode::kInvalidArgument, "the context is full: {} cached + {} new tokens exceed the limit of {}",
-                     pos0, n, m_contextLimit);
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the context is full: {} cached + {} new tokens exceed the limit of {}", pos0,
+                     n, m_contextLimit);
   }
   for (int32_t tok : batch.tokens) {
     if (tok < 0 || static_cast<uint32_t>(tok) >= c.nVocab) {
-      return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
+      return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}",
+                       tok, c.nVocab);
     }
   }
   KVS_TRY(m_cache->append(n));
   const uint32_t dim = c.nEmbd, q = c.qDim(), kvd = c.kvDim();
-  std::vector<float> x(size_t{n} * dim), xb(x.size()), qb(size_t{n} * q), kb(size_t{n} * kvd), vb(kb.size()),
-      att(qb.size()), gate(size_t{n} * c.nFf), up(gate.size()), tmp(x.size());
+  std::vector<float> x(size_t{n} * dim), xb(x.size()), qb(size_t{n} * q), kb(size_t{n} * kvd),
+      vb(kb.size()), att(qb.size()), gate(size_t{n} * c.nFf), up(gate.size()), tmp(x.size());
 
-  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
+  for (uint32_t t = 0; t < n; ++t)
+    cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
 
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const model::LayerWeights& w = m_weights.layers[l];
@@ -161,7 +167,8 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   // Final norm and logits, for the last token only unless all are asked for.
   const uint32_t first = batch.allLogits ? 0 : n - 1, rows = n - first;
   std::span<const float> last(&x[size_t{first} * dim], size_t{rows} * dim);
-  cpu::rmsnorm(last, floats(*m_weights.outputNorm), std::span<float>(xb).first(last.size()), dim, rows, c.rmsEps);
+  cpu::rmsnorm(last, floats(*m_weights.outputNorm), std::span<float>(xb).first(last.size()), dim,
+               rows, c.rmsEps);
   out.rows = rows;
   out.vocab = c.nVocab;
   out.values.resize(size_t{rows} * c.nVocab);

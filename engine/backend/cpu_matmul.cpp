@@ -23,12 +23,14 @@ void dequantizeRow(const model::TensorView& w, size_t r, std::span<float> out) {
   const size_t in = w.shape[0];
   const auto t = gguf::traits(w.type);
   const size_t rowBytes = in / t.blockElements * t.blockBytes;
-  const auto status = gguf::dequantize(w.type, w.data.subspan(r * rowBytes, rowBytes), out.first(in));
+  const auto status =
+      gguf::dequantize(w.type, w.data.subspan(r * rowBytes, rowBytes), out.first(in));
   assert(status.ok());  // types and sizes were validated when the model was bound
   (void)status;
 }
 
-void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n, ThreadPool& pool) {
+void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
+            ThreadPool& pool) {
   const size_t in = w.shape[0], out = w.shape[1];
   assert(x.size() >= n * in && y.size() >= n * out);
   // F32 rows are read in place when aligned; unaligned data (alignment=1 GGUF

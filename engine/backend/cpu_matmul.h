@@ -11,7 +11,8 @@
 
 namespace kvscope::cpu {
 
-void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n, ThreadPool& pool);
+void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
+            ThreadPool& pool);
 
 // The dot product both the matmul and attention use: float32, 8 independent
 // partial sums so the compiler can vectorize without reassociation flags.

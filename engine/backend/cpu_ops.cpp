@@ -9,7 +9,8 @@
 
 namespace kvscope::cpu {
 
-void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows, size_t cols) {
+void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
+            size_t cols) {
   assert(w.size() >= rows * cols && x.size() >= cols && y.size() >= rows);
   for (size_t r = 0; r < rows; ++r) {
     const float* row = w.data() + r * cols;
@@ -19,8 +20,8 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
   }
 }
 
-void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y, size_t rows,
-               size_t cols) {
+void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y,
+               size_t rows, size_t cols) {
   assert(w.size() >= rows * cols && x.size() >= cols && y.size() >= rows);
   for (size_t r = 0; r < rows; ++r) {
     const uint16_t* row = w.data() + r * cols;
@@ -65,8 +66,9 @@ void siluMul(std::span<const float> gate, std::span<const float> up, std::span<f
   for (size_t i = 0; i < gate.size(); ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void ropeAngles(float pos, uint32_t dims, float base, float linearScale, std::span<const float> freqFactors,
-                std::span<float> cosOut, std::span<float> sinOut) {
+void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
+                std::span<const float> freqFactors, std::span<float> cosOut,
+                std::span<float> sinOut) {
   const float step = std::pow(base, -2.0f / static_cast<float>(dims));
   float theta = pos / linearScale;
   for (uint32_t i = 0; i < dims / 2; ++i) {

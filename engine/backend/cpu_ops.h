@@ -11,17 +11,19 @@
 namespace kvscope::cpu {
 
 // y[rows] = W[rows, cols] * x[cols]; W row-major float32.
-void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows, size_t cols);
+void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
+            size_t cols);
 // Same with W stored as IEEE fp16 bits.
-void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y, size_t rows,
-               size_t cols);
+void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y,
+               size_t rows, size_t cols);
 
 // y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values.
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
              size_t rows, float eps);
 
 // Row-wise softmax of scale * x (max-subtracted), `rows` rows of n values.
-void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows, float scale = 1.0f);
+void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows,
+             float scale = 1.0f);
 
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
@@ -30,8 +32,9 @@ void siluMul(std::span<const float> gate, std::span<const float> up, std::span<f
 // llama.cpp's float recurrence theta_i = pos * base^(-2i/dims) (multiplying
 // by the ratio step by step), so rounding matches its reference outputs.
 // freqFactors (optional, dims/2): theta_i /= factor_i; linearScale divides pos.
-void ropeAngles(float pos, uint32_t dims, float base, float linearScale, std::span<const float> freqFactors,
-                std::span<float> cosOut, std::span<float> sinOut);
+void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
+                std::span<const float> freqFactors, std::span<float> cosOut,
+                std::span<float> sinOut);
 // Rotates the first `dims` values of one head vector in place.
 // neox=false: pairs (x[2i], x[2i+1]); neox=true: pairs (x[i], x[i + dims/2]).
 void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosv,

@@ -73,7 +73,8 @@ Expected<DeviceCheckReport> checkDevice(int deviceIndex) {
   cpu::matvec(w, h, logits, kRows, kDim);
   cpu::softmax(logits, probs, kRows, 1);
   for (uint32_t i = 0; i < kRows; ++i) {
-    report.maxAbsError = std::max(report.maxAbsError, static_cast<double>(std::fabs(got[i] - probs[i])));
+    report.maxAbsError =
+        std::max(report.maxAbsError, static_cast<double>(std::fabs(got[i] - probs[i])));
   }
   report.passed = report.maxAbsError < 1e-5;
   return report;

@@ -7,7 +7,8 @@
 
 namespace kvscope::backend {
 
-Expected<std::vector<float>> ropeFrequencyFactors(const model::ModelConfig& c, const model::TensorView* ropeFreqs) {
+Expected<std::vector<float>> ropeFrequencyFactors(const model::ModelConfig& c,
+                                                  const model::TensorView* ropeFreqs) {
   if (c.rope.scaling != model::RopeScaling::kFreqFactors) return std::vector<float>{};
   const uint32_t half = c.rope.dims / 2;
   std::vector<float> factors(half);
@@ -16,8 +17,9 @@ Expected<std::vector<float>> ropeFrequencyFactors(const model::ModelConfig& c, c
     return factors;
   }
   if (c.rope.originalContext == 0 || !(c.rope.highFreqFactor > c.rope.lowFreqFactor)) {
-    return makeError(ErrorCode::kBadFile, "llama3 RoPE scaling needs original_max_position_embeddings and "
-                                          "high_freq_factor > low_freq_factor");
+    return makeError(ErrorCode::kBadFile,
+                     "llama3 RoPE scaling needs original_max_position_embeddings and "
+                     "high_freq_factor > low_freq_factor");
   }
   // Meta's llama3 rule: long wavelengths are slowed by `factor`, short ones kept,
   // and the band between is interpolated smoothly.

@@ -45,22 +45,37 @@ Error makeError(ErrorCode code, fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : m_v(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(T value) : m_v(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Expected(Error error) : m_v(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return m_v.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(m_v); }
-  const T& value() const& { assert(ok()); return std::get<0>(m_v); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(m_v)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(m_v));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(m_v); }
-  Error&& takeError() { assert(!ok()); return std::get<1>(std::move(m_v)); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(m_v);
+  }
+  Error&& takeError() {
+    assert(!ok());
+    return std::get<1>(std::move(m_v));
+  }
 
  private:
   std::variant<T, Error> m_v;
@@ -74,8 +89,14 @@ class [[nodiscard]] Expected<void> {
 
   bool ok() const { return m_ok; }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { assert(!ok()); return m_error; }
-  Error&& takeError() { assert(!ok()); return std::move(m_error); }
+  const Error& error() const {
+    assert(!ok());
+    return m_error;
+  }
+  Error&& takeError() {
+    assert(!ok());
+    return std::move(m_error);
+  }
 
  private:
   Error m_error;
@@ -84,21 +105,24 @@ class [[nodiscard]] Expected<void> {
 
 using Status = Expected<void>;
 
-inline Status okStatus() { return {}; }
+inline Status okStatus() {
+  return {};
+}
 
 }  // namespace kvscope
 
 // Propagate an error from an Expected/Status expression.
-#define KVS_TRY(expr)                                  \
-  do {                                                 \
-    auto kvs_try_result_ = (expr);                     \
+#define KVS_TRY(expr)                                              \
+  do {                                                             \
+    auto kvs_try_result_ = (expr);                                 \
     if (!kvs_try_result_.ok()) return kvs_try_result_.takeError(); \
   } while (0)
 
 // Evaluate an Expected<T> expression; on success bind its value to `lhs`.
 #define KVS_CONCAT_INNER_(a, b) a##b
 #define KVS_CONCAT_(a, b) KVS_CONCAT_INNER_(a, b)
-#define KVS_ASSIGN_OR_RETURN(lhs, expr) KVS_ASSIGN_OR_RETURN_IMPL_(KVS_CONCAT_(kvs_e_, __LINE__), lhs, expr)
+#define KVS_ASSIGN_OR_RETURN(lhs, expr) \
+  KVS_ASSIGN_OR_RETURN_IMPL_(KVS_CONCAT_(kvs_e_, __LINE__), lhs, expr)
 #define KVS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.ok()) return tmp.takeError();           \

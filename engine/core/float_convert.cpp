@@ -35,7 +35,7 @@ uint16_t floatToFp16(float f) {
     return sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u);
   }
   if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520 -> inf
-  if (absx < 0x38800000u) {                         // below the smallest normal half
+  if (absx < 0x38800000u) {                        // below the smallest normal half
     // Subnormal half: round |f| * 2^24 to an integer, ties to even.
     const float scaled = std::bit_cast<float>(absx) * 16777216.0f;
     const float r = std::nearbyint(scaled);  // default FP env rounds to even
@@ -48,7 +48,9 @@ uint16_t floatToFp16(float f) {
   return sign | static_cast<uint16_t>(v >> 13);
 }
 
-float bf16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bf16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 uint16_t floatToBf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);

@@ -24,18 +24,26 @@ Sink g_sink;
 
 const char* levelName(Level l) {
   switch (l) {
-    case Level::kError: return "error";
-    case Level::kWarn: return "warn";
-    case Level::kInfo: return "info";
-    case Level::kDebug: return "debug";
+    case Level::kError:
+      return "error";
+    case Level::kWarn:
+      return "warn";
+    case Level::kInfo:
+      return "info";
+    case Level::kDebug:
+      return "debug";
   }
   return "";
 }
 
 }  // namespace
 
-Level level() { return g_level.load(std::memory_order_relaxed); }
-void setLevel(Level l) { g_level.store(l, std::memory_order_relaxed); }
+Level level() {
+  return g_level.load(std::memory_order_relaxed);
+}
+void setLevel(Level l) {
+  g_level.store(l, std::memory_order_relaxed);
+}
 
 void setSink(Sink sink) {
   std::lock_guard lock(g_mutex);

@@ -29,8 +29,12 @@ Expected<std::filesystem::path> xdgDir(const char* var, const char* fallback) {
 
 }  // namespace
 
-Expected<std::filesystem::path> cacheDir() { return xdgDir("XDG_CACHE_HOME", ".cache"); }
-Expected<std::filesystem::path> dataDir() { return xdgDir("XDG_DATA_HOME", ".local/share"); }
+Expected<std::filesystem::path> cacheDir() {
+  return xdgDir("XDG_CACHE_HOME", ".cache");
+}
+Expected<std::filesystem::path> dataDir() {
+  return xdgDir("XDG_DATA_HOME", ".local/share");
+}
 
 Status writeFileAtomic(const std::filesystem::path& path, const void* bytes, size_t size) {
   std::string tmp = path.string() + ".tmpXXXXXX";

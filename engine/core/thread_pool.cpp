@@ -26,9 +26,11 @@ std::pair<size_t, size_t> partRange(size_t n, unsigned parts, unsigned index) {
 }
 }  // namespace
 
-void ThreadPool::parallelFor(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain) {
+void ThreadPool::parallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
+                             size_t grain) {
   if (n == 0) return;
-  const unsigned parts = static_cast<unsigned>(std::min<size_t>(size(), std::max<size_t>(1, n / std::max<size_t>(grain, 1))));
+  const unsigned parts = static_cast<unsigned>(
+      std::min<size_t>(size(), std::max<size_t>(1, n / std::max<size_t>(grain, 1))));
   if (parts <= 1) {
     fn(0, n);
     return;

@@ -23,15 +23,17 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
   if (use == MemoryUse::kDevice) {
     // Device-local; host-visible+coherent too when the device offers it (unified memory).
     type = ctx.findMemoryType(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                              ctx.info().unifiedMemory
-                                  ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-                                  : 0);
+                              ctx.info().unifiedMemory ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                                                       : 0);
   }
   if (type < 0) {
-    type = ctx.findMemoryType(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
-                              VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    type = ctx.findMemoryType(
+        req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+        VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
   }
-  if (type < 0) return makeError(ErrorCode::kDevice, "no usable memory type for a {}-byte buffer", bytes);
+  if (type < 0)
+    return makeError(ErrorCode::kDevice, "no usable memory type for a {}-byte buffer", bytes);
 
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
@@ -42,8 +44,8 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
                          ? ErrorCode::kOutOfMemory
                          : ErrorCode::kDevice,
                      "cannot allocate {:.1f} MiB of {} memory ({})",
-                     static_cast<double>(bytes) / (1 << 20), use == MemoryUse::kDevice ? "device" : "host",
-                     vkResultName(r));
+                     static_cast<double>(bytes) / (1 << 20),
+                     use == MemoryUse::kDevice ? "device" : "host", vkResultName(r));
   }
   KVS_VK(vkBindBufferMemory(ctx.device(), b.m_buffer, b.m_memory, 0), "vkBindBufferMemory");
   const auto flags = ctx.memory().memoryTypes[type].propertyFlags;
@@ -54,9 +56,13 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
   return b;
 }
 
-Buffer::~Buffer() { release(); }
+Buffer::~Buffer() {
+  release();
+}
 
-Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+Buffer::Buffer(Buffer&& other) noexcept {
+  *this = std::move(other);
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -83,12 +89,14 @@ void Buffer::release() {
 
 Status Buffer::upload(const void* data, size_t bytes, size_t offset) {
   if (offset + bytes > m_size) {
-    return makeError(ErrorCode::kInternal, "upload of {} bytes at {} overflows a {}-byte buffer", bytes, offset, m_size);
+    return makeError(ErrorCode::kInternal, "upload of {} bytes at {} overflows a {}-byte buffer",
+                     bytes, offset, m_size);
   }
   if (m_mapped) {
     std::memcpy(static_cast<char*>(m_mapped) + offset, data, bytes);
     if (!m_coherent) {
-      VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, nullptr, m_memory, 0, VK_WHOLE_SIZE};
+      VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, nullptr, m_memory, 0,
+                                VK_WHOLE_SIZE};
       KVS_VK(vkFlushMappedMemoryRanges(m_ctx->device(), 1, &range), "vkFlushMappedMemoryRanges");
     }
     return okStatus();
@@ -103,12 +111,15 @@ Status Buffer::upload(const void* data, size_t bytes, size_t offset) {
 
 Status Buffer::download(void* data, size_t bytes, size_t offset) const {
   if (offset + bytes > m_size) {
-    return makeError(ErrorCode::kInternal, "download of {} bytes at {} overflows a {}-byte buffer", bytes, offset, m_size);
+    return makeError(ErrorCode::kInternal, "download of {} bytes at {} overflows a {}-byte buffer",
+                     bytes, offset, m_size);
   }
   if (m_mapped) {
     if (!m_coherent) {
-      VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, nullptr, m_memory, 0, VK_WHOLE_SIZE};
-      KVS_VK(vkInvalidateMappedMemoryRanges(m_ctx->device(), 1, &range), "vkInvalidateMappedMemoryRanges");
+      VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, nullptr, m_memory, 0,
+                                VK_WHOLE_SIZE};
+      KVS_VK(vkInvalidateMappedMemoryRanges(m_ctx->device(), 1, &range),
+             "vkInvalidateMappedMemoryRanges");
     }
     std::memcpy(data, static_cast<const char*>(m_mapped) + offset, bytes);
     return okStatus();

@@ -11,11 +11,16 @@ namespace kvscope::gpu {
 
 const char* deviceTypeName(DeviceType type) {
   switch (type) {
-    case DeviceType::kDiscrete: return "discrete GPU";
-    case DeviceType::kIntegrated: return "integrated GPU";
-    case DeviceType::kVirtual: return "virtual GPU";
-    case DeviceType::kCpu: return "CPU";
-    case DeviceType::kOther: return "other";
+    case DeviceType::kDiscrete:
+      return "discrete GPU";
+    case DeviceType::kIntegrated:
+      return "integrated GPU";
+    case DeviceType::kVirtual:
+      return "virtual GPU";
+    case DeviceType::kCpu:
+      return "CPU";
+    case DeviceType::kOther:
+      return "other";
   }
   return "other";
 }
@@ -24,7 +29,8 @@ Expected<std::vector<DeviceInfo>> listDevices() {
   KVS_ASSIGN_OR_RETURN(auto instance, Instance::create(/*validation=*/false));
   KVS_ASSIGN_OR_RETURN(auto physical, instance->physicalDevices());
   std::vector<DeviceInfo> out;
-  for (size_t i = 0; i < physical.size(); ++i) out.push_back(queryDevice(physical[i], static_cast<int>(i)));
+  for (size_t i = 0; i < physical.size(); ++i)
+    out.push_back(queryDevice(physical[i], static_cast<int>(i)));
   return out;
 }
 
@@ -32,11 +38,16 @@ namespace {
 
 int typeRank(DeviceType t) {
   switch (t) {
-    case DeviceType::kDiscrete: return 0;
-    case DeviceType::kIntegrated: return 1;
-    case DeviceType::kVirtual: return 2;
-    case DeviceType::kCpu: return 3;
-    case DeviceType::kOther: return 4;
+    case DeviceType::kDiscrete:
+      return 0;
+    case DeviceType::kIntegrated:
+      return 1;
+    case DeviceType::kVirtual:
+      return 2;
+    case DeviceType::kCpu:
+      return 3;
+    case DeviceType::kOther:
+      return 4;
   }
   return 4;
 }

@@ -23,7 +23,8 @@ bool hasInstanceExtension(const char* name) {
   uint32_t count = 0;
   if (vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr) != VK_SUCCESS) return false;
   std::vector<VkExtensionProperties> exts(count);
-  if (vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data()) != VK_SUCCESS) return false;
+  if (vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data()) != VK_SUCCESS)
+    return false;
   for (const auto& e : exts)
     if (std::strcmp(e.extensionName, name) == 0) return true;
   return false;
@@ -38,9 +39,11 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   uint32_t loaderVersion = VK_API_VERSION_1_0;
   if (vkEnumerateInstanceVersion) vkEnumerateInstanceVersion(&loaderVersion);
   if (loaderVersion < VK_API_VERSION_1_1) {
-    return makeError(ErrorCode::kDevice, "the Vulkan loader supports only Vulkan 1.0; kvscope needs 1.1");
+    return makeError(ErrorCode::kDevice,
+                     "the Vulkan loader supports only Vulkan 1.0; kvscope needs 1.1");
   }
-  inst->m_apiVersion = loaderVersion >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
+  inst->m_apiVersion =
+      loaderVersion >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
@@ -104,7 +107,8 @@ Expected<std::vector<VkPhysicalDevice>> Instance::physicalDevices() const {
   uint32_t count = 0;
   KVS_VK(vkEnumeratePhysicalDevices(m_instance, &count, nullptr), "vkEnumeratePhysicalDevices");
   std::vector<VkPhysicalDevice> devices(count);
-  KVS_VK(vkEnumeratePhysicalDevices(m_instance, &count, devices.data()), "vkEnumeratePhysicalDevices");
+  KVS_VK(vkEnumeratePhysicalDevices(m_instance, &count, devices.data()),
+         "vkEnumeratePhysicalDevices");
   devices.resize(count);
   if (devices.empty()) {
     return makeError(ErrorCode::kDevice,

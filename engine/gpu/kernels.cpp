@@ -10,7 +10,7 @@
 namespace kvscope::gpu {
 namespace {
 
-constexpr uint32_t kReduceWg = 64;       // power of two (reduce.glsl)
+constexpr uint32_t kReduceWg = 64;  // power of two (reduce.glsl)
 constexpr uint32_t kElementWg = 256;
 constexpr uint32_t kGroupsPerCpuThread = 3;  // few large groups: see header
 
@@ -35,7 +35,8 @@ constexpr KernelDesc kDescs[] = {
 }  // namespace
 
 Kernels::Kernels(Context& ctx) : m_ctx(ctx) {
-  if (ctx.info().type == DeviceType::kCpu) m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
+  if (ctx.info().type == DeviceType::kCpu)
+    m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
 }
 
 Expected<uint32_t> Kernels::prepareAll() {
@@ -46,21 +47,24 @@ Expected<uint32_t> Kernels::prepareAll() {
 Expected<const Pipeline*> Kernels::get(Id id) {
   if (!m_pipelines[id]) {
     const KernelDesc& d = kDescs[id];
-    KVS_ASSIGN_OR_RETURN(Pipeline p, Pipeline::create(m_ctx, {d.shader, d.bindings, d.pushBytes, {d.workgroup},
-                                                              d.kernelClass}));
+    KVS_ASSIGN_OR_RETURN(
+        Pipeline p,
+        Pipeline::create(m_ctx, {d.shader, d.bindings, d.pushBytes, {d.workgroup}, d.kernelClass}));
     m_pipelines[id] = std::move(p);
   }
   return &*m_pipelines[id];
 }
 
 uint32_t Kernels::rowGroups(uint32_t rows) const {
-  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : m_ctx.limits().maxComputeWorkGroupCount[0];
+  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread
+                                    : m_ctx.limits().maxComputeWorkGroupCount[0];
   return std::max(1u, std::min(rows, cap));
 }
 
 uint32_t Kernels::elementGroups(uint32_t n, uint32_t wg) const {
   const uint32_t needed = (n + wg - 1) / wg;
-  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : m_ctx.limits().maxComputeWorkGroupCount[0];
+  const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread
+                                    : m_ctx.limits().maxComputeWorkGroupCount[0];
   return std::max(1u, std::min(needed, cap));
 }
 
@@ -76,27 +80,29 @@ Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& o
   return okStatus();
 }
 
-Status Kernels::matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x, const Buffer& y,
-                       uint32_t rows, uint32_t cols) {
+Status Kernels::matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x,
+                       const Buffer& y, uint32_t rows, uint32_t cols) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(type == WeightType::kF16 ? kMatvecF16 : kMatvecF32));
   rec.dispatch(*p, {w, x, y}, push::MatvecPush{rows, cols}, rowGroups(rows));
   return okStatus();
 }
 
-Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
-                        uint32_t rows, float eps) {
+Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y,
+                        uint32_t n, uint32_t rows, float eps) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRmsnorm));
   rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps}, rowGroups(rows));
   return okStatus();
 }
 
-Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows, float scale) {
+Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
+                        float scale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
   rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale}, rowGroups(rows));
   return okStatus();
 }
 
-Status Kernels::siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out, uint32_t n) {
+Status Kernels::siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out,
+                        uint32_t n) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSiluMul));
   rec.dispatch(*p, {gate, up, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
   return okStatus();

@@ -34,8 +34,10 @@ class Kernels {
                 uint32_t rows, uint32_t cols);
   Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
                  uint32_t rows, float eps);
-  Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows, float scale);
-  Status siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out, uint32_t n);
+  Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
+                 float scale);
+  Status siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out,
+                 uint32_t n);
 
   // Workgroups for a kernel that loops over `rows` independent rows.
   uint32_t rowGroups(uint32_t rows) const;

@@ -8,10 +8,12 @@ namespace kvscope::gpu {
 
 Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
   auto code = shaders::find(desc.shader);
-  if (code.empty()) return makeError(ErrorCode::kInternal, "no embedded shader named '{}'", desc.shader);
+  if (code.empty())
+    return makeError(ErrorCode::kInternal, "no embedded shader named '{}'", desc.shader);
   if (desc.pushBytes > ctx.limits().maxPushConstantsSize) {
-    return makeError(ErrorCode::kUnsupported, "shader {} needs {} bytes of push constants; device allows {}",
-                     desc.shader, desc.pushBytes, ctx.limits().maxPushConstantsSize);
+    return makeError(ErrorCode::kUnsupported,
+                     "shader {} needs {} bytes of push constants; device allows {}", desc.shader,
+                     desc.pushBytes, ctx.limits().maxPushConstantsSize);
   }
   Pipeline p;
   p.m_device = ctx.device();
@@ -27,7 +29,8 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = desc.bindings;
   dl.pBindings = binds.data();
-  KVS_VK(vkCreateDescriptorSetLayout(ctx.device(), &dl, nullptr, &p.m_setLayout), "vkCreateDescriptorSetLayout");
+  KVS_VK(vkCreateDescriptorSetLayout(ctx.device(), &dl, nullptr, &p.m_setLayout),
+         "vkCreateDescriptorSetLayout");
 
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, desc.pushBytes};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -48,7 +51,8 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
     entries[i] = {i, static_cast<uint32_t>(i * sizeof(uint32_t)), sizeof(uint32_t)};
   }
   VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
-                            desc.specConstants.size() * sizeof(uint32_t), desc.specConstants.data()};
+                            desc.specConstants.size() * sizeof(uint32_t),
+                            desc.specConstants.data()};
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -56,16 +60,21 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
   ci.layout = p.m_layout;
-  VkResult r = vkCreateComputePipelines(ctx.device(), ctx.pipelineCache(), 1, &ci, nullptr, &p.m_pipeline);
+  VkResult r =
+      vkCreateComputePipelines(ctx.device(), ctx.pipelineCache(), 1, &ci, nullptr, &p.m_pipeline);
   vkDestroyShaderModule(ctx.device(), module, nullptr);
   KVS_VK(r, "vkCreateComputePipelines");
   ctx.markPipelineCacheDirty();
   return p;
 }
 
-Pipeline::~Pipeline() { release(); }
+Pipeline::~Pipeline() {
+  release();
+}
 
-Pipeline::Pipeline(Pipeline&& other) noexcept { *this = std::move(other); }
+Pipeline::Pipeline(Pipeline&& other) noexcept {
+  *this = std::move(other);
+}
 
 Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
   if (this != &other) {

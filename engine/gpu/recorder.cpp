@@ -19,7 +19,8 @@ Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const Recorde
   ai.commandBufferCount = 1;
   KVS_VK(vkAllocateCommandBuffers(dev, &ai, &rec->m_cmd), "vkAllocateCommandBuffers");
 
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, options.maxDispatches * kMaxBindingsPerDispatch};
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                            options.maxDispatches * kMaxBindingsPerDispatch};
   VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   pci.maxSets = options.maxDispatches;
   pci.poolSizeCount = 1;
@@ -71,7 +72,8 @@ void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRa
   assert(pushBytes == pipeline.pushBytes() && "push-constant size must match the pipeline");
   if (!m_error.ok()) return;
   if (m_dispatches >= m_options.maxDispatches) {
-    m_error = makeError(ErrorCode::kInternal, "step exceeds {} dispatches", m_options.maxDispatches);
+    m_error =
+        makeError(ErrorCode::kInternal, "step exceeds {} dispatches", m_options.maxDispatches);
     return;
   }
   VkDescriptorSetLayout layout = pipeline.setLayout();
@@ -99,7 +101,8 @@ void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRa
   }
   vkUpdateDescriptorSets(m_ctx.device(), i, writes, 0, nullptr);
   vkCmdBindPipeline(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-  vkCmdBindDescriptorSets(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  vkCmdBindDescriptorSets(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0,
+                          nullptr);
   if (pushBytes) {
     vkCmdPushConstants(m_cmd, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        static_cast<uint32_t>(pushBytes), push);
@@ -115,13 +118,15 @@ void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRa
 void Recorder::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  mb.dstAccessMask =
+      VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT;
   vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                       nullptr, 0, nullptr);
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                       &mb, 0, nullptr, 0, nullptr);
 }
 
-void Recorder::copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset, size_t bytes) {
+void Recorder::copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset,
+                    size_t bytes) {
   barrier();
   VkBufferCopy region{srcOffset, dstOffset, bytes};
   vkCmdCopyBuffer(m_cmd, src.handle(), dst.handle(), 1, &region);
@@ -155,9 +160,9 @@ void Recorder::collectTimes() {
   m_lastGpuMs = 0.0;
   if (m_dispatches == 0) return;
   std::vector<uint64_t> stamps(m_dispatches + 1);
-  if (vkGetQueryPoolResults(m_ctx.device(), m_queryPool, 0, m_dispatches + 1, stamps.size() * sizeof(uint64_t),
-                            stamps.data(), sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) !=
-      VK_SUCCESS) {
+  if (vkGetQueryPoolResults(m_ctx.device(), m_queryPool, 0, m_dispatches + 1,
+                            stamps.size() * sizeof(uint64_t), stamps.data(), sizeof(uint64_t),
+                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS) {
     return;
   }
   const uint32_t bits = m_ctx.timestampValidBits();
@@ -167,7 +172,8 @@ void Recorder::collectTimes() {
     const uint64_t delta = ((stamps[i + 1] & mask) - (stamps[i] & mask)) & mask;
     const double ms = static_cast<double>(delta) * nsPerTick * 1e-6;
     const std::string& cls = m_timedPipelines[i]->kernelClass();
-    auto it = std::find_if(m_times.begin(), m_times.end(), [&](const KernelTime& t) { return t.kernelClass == cls; });
+    auto it = std::find_if(m_times.begin(), m_times.end(),
+                           [&](const KernelTime& t) { return t.kernelClass == cls; });
     if (it == m_times.end()) it = m_times.insert(m_times.end(), KernelTime{cls, 0, 0.0});
     it->dispatches += 1;
     it->gpuMs += ms;

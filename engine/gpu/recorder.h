@@ -45,17 +45,19 @@ struct RecorderOptions {
 
 class Recorder {
  public:
-  static Expected<std::unique_ptr<Recorder>> create(Context& ctx, const RecorderOptions& options = {});
+  static Expected<std::unique_ptr<Recorder>> create(Context& ctx,
+                                                    const RecorderOptions& options = {});
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
   Status begin();
-  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers, const void* push,
-                size_t pushBytes, uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1);
+  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                const void* push, size_t pushBytes, uint32_t groupsX, uint32_t groupsY = 1,
+                uint32_t groupsZ = 1);
   template <typename Push>
-  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers, const Push& push,
-                uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {
+  void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                const Push& push, uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {
     dispatch(pipeline, buffers, &push, sizeof(Push), groupsX, groupsY, groupsZ);
   }
   // Makes all prior shader writes visible to later shader reads and writes.

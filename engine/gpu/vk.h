@@ -19,8 +19,8 @@ Error vkError(VkResult r, const char* what);
 }  // namespace kvscope::gpu
 
 // Evaluate a Vulkan call; on failure return an Error describing `what` failed.
-#define KVS_VK(call, what)                                   \
-  do {                                                       \
-    VkResult kvs_vk_r_ = (call);                             \
+#define KVS_VK(call, what)                                                        \
+  do {                                                                            \
+    VkResult kvs_vk_r_ = (call);                                                  \
     if (kvs_vk_r_ != VK_SUCCESS) return ::kvscope::gpu::vkError(kvs_vk_r_, what); \
   } while (0)

@@ -5,7 +5,8 @@
 
 namespace kvscope::kv {
 
-KvCache::KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key, std::shared_ptr<const KvScheme> value)
+KvCache::KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key,
+                 std::shared_ptr<const KvScheme> value)
     : KvCache(geometry, std::vector(geometry.nLayer, key), std::vector(geometry.nLayer, value)) {}
 
 KvCache::KvCache(KvGeometry geometry, std::vector<std::shared_ptr<const KvScheme>> keySchemes,
@@ -18,7 +19,8 @@ KvCache::KvCache(KvGeometry geometry, std::vector<std::shared_ptr<const KvScheme
   for (uint32_t l = 0; l < geometry.nLayer; ++l) {
     for (int p = 0; p < 2; ++p) {
       m_partOffset.push_back(m_pageBytes);
-      m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage * m_schemes[p][l]->rowBytes(geometry.headDim);
+      m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage *
+                     m_schemes[p][l]->rowBytes(geometry.headDim);
     }
   }
 }
@@ -38,8 +40,9 @@ Status KvCache::append(uint32_t n) {
     auto* page = new (std::nothrow) uint8_t[m_pageBytes];
     if (!page) {
       m_pages.resize(before);
-      return makeError(ErrorCode::kOutOfMemory, "cannot grow the KV cache to {} tokens ({:.1f} MiB more needed)",
-                       needed, static_cast<double>(m_pageBytes) / (1 << 20));
+      return makeError(ErrorCode::kOutOfMemory,
+                       "cannot grow the KV cache to {} tokens ({:.1f} MiB more needed)", needed,
+                       static_cast<double>(m_pageBytes) / (1 << 20));
     }
     m_pages.emplace_back(page);
   }
@@ -48,7 +51,8 @@ Status KvCache::append(uint32_t n) {
 }
 
 Status KvCache::trim(uint32_t n) {
-  if (n > m_rows) return makeError(ErrorCode::kInternal, "cannot trim a cache of {} rows to {}", m_rows, n);
+  if (n > m_rows)
+    return makeError(ErrorCode::kInternal, "cannot trim a cache of {} rows to {}", m_rows, n);
   m_rows = n;
   const size_t pagesNeeded = (size_t{n} + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage;
   m_pages.resize(pagesNeeded);
@@ -64,19 +68,23 @@ std::span<uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head, uint
   assert(layer < m_geometry.nLayer && head < m_geometry.nHeadKv && index < m_rows);
   const uint32_t bytes = rowBytes(layer, part);
   uint8_t* page = m_pages[index / m_geometry.rowsPerPage].get();
-  return {page + streamOffset(layer, part, head) + size_t{index % m_geometry.rowsPerPage} * bytes, bytes};
+  return {page + streamOffset(layer, part, head) + size_t{index % m_geometry.rowsPerPage} * bytes,
+          bytes};
 }
 
-std::span<const uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) const {
+std::span<const uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head,
+                                      uint32_t index) const {
   return const_cast<KvCache*>(this)->row(layer, part, head, index);
 }
 
-void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index, std::span<const float> values) {
+void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+                    std::span<const float> values) {
   assert(values.size() == m_geometry.headDim);
   scheme(layer, part).encode(values, row(layer, part, head, index));
 }
 
-void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index, std::span<float> values) const {
+void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+                   std::span<float> values) const {
   assert(values.size() == m_geometry.headDim);
   scheme(layer, part).decode(row(layer, part, head, index), values);
 }
@@ -84,8 +92,8 @@ void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index, s
 KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
   const RowLayout r = scheme(layer, part).rowLayout(m_geometry.headDim);
   const uint64_t streams = m_geometry.nHeadKv;
-  return {streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes, streams * m_rows * r.paddingBytes,
-          streams * (capacity() - m_rows) * r.total()};
+  return {streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes,
+          streams * m_rows * r.paddingBytes, streams * (capacity() - m_rows) * r.total()};
 }
 
 KvBytes KvCache::bytes() const {

@@ -40,14 +40,17 @@ class KvCache {
   KvCache(KvGeometry geometry, std::vector<std::shared_ptr<const KvScheme>> keySchemes,
           std::vector<std::shared_ptr<const KvScheme>> valueSchemes);
   // The same scheme for every layer.
-  KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key, std::shared_ptr<const KvScheme> value);
+  KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key,
+          std::shared_ptr<const KvScheme> value);
 
   const KvGeometry& geometry() const { return m_geometry; }
   const KvScheme& scheme(uint32_t layer, KvPart part) const;
   uint32_t rowBytes(uint32_t layer, KvPart part) const;
 
   uint32_t rows() const { return m_rows; }
-  uint32_t capacity() const { return static_cast<uint32_t>(m_pages.size()) * m_geometry.rowsPerPage; }
+  uint32_t capacity() const {
+    return static_cast<uint32_t>(m_pages.size()) * m_geometry.rowsPerPage;
+  }
 
   // Makes room for rows [rows(), rows() + n) and counts them as present.
   // Allocation failure is kOutOfMemory and leaves the cache unchanged.
@@ -59,8 +62,10 @@ class KvCache {
   std::span<uint8_t> row(uint32_t layer, KvPart part, uint32_t head, uint32_t index);
   std::span<const uint8_t> row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) const;
   // Encode / decode one row through the stream's scheme.
-  void write(uint32_t layer, KvPart part, uint32_t head, uint32_t index, std::span<const float> values);
-  void read(uint32_t layer, KvPart part, uint32_t head, uint32_t index, std::span<float> values) const;
+  void write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+             std::span<const float> values);
+  void read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+            std::span<float> values) const;
 
   // Accounting of one layer or the whole cache (from the schemes' row layouts).
   KvBytes layerBytes(uint32_t layer, KvPart part) const;

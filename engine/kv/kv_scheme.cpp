@@ -28,7 +28,8 @@ Expected<std::shared_ptr<const KvScheme>> findScheme(std::string_view name) {
     if (e.name == name) return e.make();
   std::string known;
   for (const auto& e : kSchemes) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  return makeError(ErrorCode::kInvalidArgument, "unknown KV cache scheme '{}' (available: {})", name, known);
+  return makeError(ErrorCode::kInvalidArgument, "unknown KV cache scheme '{}' (available: {})",
+                   name, known);
 }
 
 }  // namespace kvscope::kv

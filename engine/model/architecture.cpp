@@ -9,7 +9,8 @@ constexpr std::string_view kMla =
     "its attention caches a compressed MLA latent per token, not per-head K/V rows, so the KV "
     "cache schemes do not apply";
 constexpr std::string_view kSsm =
-    "it is a state-space (recurrent) model: its cache is a fixed-size recurrent state, not K/V rows";
+    "it is a state-space (recurrent) model: its cache is a fixed-size recurrent state, not K/V "
+    "rows";
 constexpr std::string_view kHybrid =
     "it mixes attention with state-space layers whose recurrent state is not K/V rows";
 
@@ -31,7 +32,9 @@ constexpr ArchitectureInfo kRegistry[] = {
 
 }  // namespace
 
-std::span<const ArchitectureInfo> architectures() { return kRegistry; }
+std::span<const ArchitectureInfo> architectures() {
+  return kRegistry;
+}
 
 std::string supportedArchitectureList() {
   std::string out;
@@ -47,12 +50,13 @@ Expected<const ArchitectureInfo*> findArchitecture(std::string_view name) {
   auto it = std::find_if(std::begin(kRegistry), std::end(kRegistry),
                          [&](const ArchitectureInfo& a) { return a.name == name; });
   if (it == std::end(kRegistry)) {
-    return makeError(ErrorCode::kUnsupported, "architecture '{}' is not supported (supported: {})", name,
-                     supportedArchitectureList());
+    return makeError(ErrorCode::kUnsupported, "architecture '{}' is not supported (supported: {})",
+                     name, supportedArchitectureList());
   }
   if (!it->supported) {
-    return makeError(ErrorCode::kUnsupported, "architecture '{}' is not supported: {} (supported: {})", name,
-                     it->whyNot, supportedArchitectureList());
+    return makeError(ErrorCode::kUnsupported,
+                     "architecture '{}' is not supported: {} (supported: {})", name, it->whyNot,
+                     supportedArchitectureList());
   }
   return &*it;
 }

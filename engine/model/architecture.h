@@ -25,7 +25,7 @@ enum class RopeStyle {
 struct ArchitectureInfo {
   std::string_view name;  // general.architecture
   bool supported;
-  Family family;          // meaningful when supported
+  Family family;  // meaningful when supported
   RopeStyle rope;
   bool qkvBias;
   bool qkNorm;

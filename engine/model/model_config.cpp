@@ -11,8 +11,11 @@ constexpr uint32_t kMaxDim = 1u << 20;  // far above any real model; stops absur
 
 Expected<uint32_t> requiredUint(const gguf::GgufFile& f, const std::string& key) {
   auto v = f.getUint(key);
-  if (!v) return makeError(ErrorCode::kBadFile, "metadata key '{}' is missing or not an unsigned integer", key);
-  if (*v > kMaxDim * 16ull) return makeError(ErrorCode::kBadFile, "metadata '{}' = {} is out of range", key, *v);
+  if (!v)
+    return makeError(ErrorCode::kBadFile, "metadata key '{}' is missing or not an unsigned integer",
+                     key);
+  if (*v > kMaxDim * 16ull)
+    return makeError(ErrorCode::kBadFile, "metadata '{}' = {} is out of range", key, *v);
   return static_cast<uint32_t>(*v);
 }
 
@@ -28,8 +31,10 @@ Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, Mod
     c.rope.factor = static_cast<float>(f.getFloat(arch + ".rope.scaling.factor").value_or(1.0));
     return okStatus();
   }
-  return makeError(ErrorCode::kUnsupported,
-                   "RoPE scaling '{}' is not supported (supported: none, linear, llama3 frequency factors)", type);
+  return makeError(
+      ErrorCode::kUnsupported,
+      "RoPE scaling '{}' is not supported (supported: none, linear, llama3 frequency factors)",
+      type);
 }
 
 }  // namespace
@@ -37,7 +42,8 @@ Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, Mod
 Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   ModelConfig c;
   auto archName = f.getString("general.architecture");
-  if (!archName) return makeError(ErrorCode::kBadFile, "metadata key 'general.architecture' is missing");
+  if (!archName)
+    return makeError(ErrorCode::kBadFile, "metadata key 'general.architecture' is missing");
   c.architecture = std::string(*archName);
   KVS_ASSIGN_OR_RETURN(c.arch, findArchitecture(c.architecture));
   c.name = std::string(f.getString("general.name").value_or(""));
@@ -47,7 +53,8 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(c.nFf, requiredUint(f, a + ".feed_forward_length"));
   KVS_ASSIGN_OR_RETURN(c.nHead, requiredUint(f, a + ".attention.head_count"));
   c.nHeadKv = static_cast<uint32_t>(f.getUint(a + ".attention.head_count_kv").value_or(c.nHead));
-  c.headDim = static_cast<uint32_t>(f.getUint(a + ".attention.key_length").value_or(c.nHead ? c.nEmbd / c.nHead : 0));
+  c.headDim = static_cast<uint32_t>(
+      f.getUint(a + ".attention.key_length").value_or(c.nHead ? c.nEmbd / c.nHead : 0));
   c.headDimV = static_cast<uint32_t>(f.getUint(a + ".attention.value_length").value_or(c.headDim));
   c.contextLength = static_cast<uint32_t>(f.getUint(a + ".context_length").value_or(2048));
   c.rmsEps = static_cast<float>(f.getFloat(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5));
@@ -60,7 +67,9 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   if (!embd || embd->shape.size() != 2) {
     return makeError(ErrorCode::kBadFile, "tensor 'token_embd.weight' is missing or not 2-D");
   }
-  if (embd->shape[1] > kMaxDim * 4ull) return makeError(ErrorCode::kBadFile, "vocabulary of {} tokens is out of range", embd->shape[1]);
+  if (embd->shape[1] > kMaxDim * 4ull)
+    return makeError(ErrorCode::kBadFile, "vocabulary of {} tokens is out of range",
+                     embd->shape[1]);
   c.nVocab = static_cast<uint32_t>(embd->shape[1]);
   c.tiedEmbeddings = f.findTensor("output.weight") == nullptr;
   KVS_TRY(validateConfig(c));
@@ -78,7 +87,8 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
       return static_cast<uint32_t>(fallback);
     }
     if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxDim * 16ull) {
-      return makeError(ErrorCode::kBadFile, "config.json '{}' must be a non-negative integer in range", key);
+      return makeError(ErrorCode::kBadFile,
+                       "config.json '{}' must be a non-negative integer in range", key);
     }
     return static_cast<uint32_t>(it->get<uint64_t>());
   };
@@ -88,7 +98,8 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
   };
   ModelConfig c;
   c.architecture = j.value("model_type", std::string());
-  if (c.architecture.empty()) return makeError(ErrorCode::kBadFile, "config.json lacks 'model_type'");
+  if (c.architecture.empty())
+    return makeError(ErrorCode::kBadFile, "config.json lacks 'model_type'");
   KVS_ASSIGN_OR_RETURN(c.arch, findArchitecture(c.architecture));
   KVS_ASSIGN_OR_RETURN(c.nLayer, getU("num_hidden_layers", 0, true));
   KVS_ASSIGN_OR_RETURN(c.nEmbd, getU("hidden_size", 0, true));
@@ -120,7 +131,8 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
       c.rope.originalContext = rs->value("original_max_position_embeddings", 8192u);
     } else if (type != "none" && type != "default") {
       return makeError(ErrorCode::kUnsupported,
-                       "RoPE scaling '{}' is not supported (supported: none, linear, llama3)", type);
+                       "RoPE scaling '{}' is not supported (supported: none, linear, llama3)",
+                       type);
     }
   }
   KVS_TRY(validateConfig(c));
@@ -145,7 +157,8 @@ Status validateConfig(const ModelConfig& c) {
   if (c.nEmbd == 0 || c.nEmbd > kMaxDim) return bad(fmt::format("width {}", c.nEmbd));
   if (c.nFf == 0 || c.nFf > kMaxDim) return bad(fmt::format("feed-forward width {}", c.nFf));
   if (c.nHead == 0 || c.nHeadKv == 0) return bad("zero attention heads");
-  if (c.nHead % c.nHeadKv != 0) return bad(fmt::format("{} heads are not a multiple of {} KV heads", c.nHead, c.nHeadKv));
+  if (c.nHead % c.nHeadKv != 0)
+    return bad(fmt::format("{} heads are not a multiple of {} KV heads", c.nHead, c.nHeadKv));
   if (c.headDim == 0 || c.headDim > 4096 || c.headDimV == 0 || c.headDimV > 4096) {
     return bad(fmt::format("head size {}/{}", c.headDim, c.headDimV));
   }
@@ -156,7 +169,8 @@ Status validateConfig(const ModelConfig& c) {
   if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");
   if (!(c.rmsEps > 0.0f) || c.rmsEps > 1.0f) return bad("RMSNorm epsilon out of range");
   if (c.nVocab == 0) return bad("empty vocabulary");
-  if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f)) return bad("RoPE scaling factor must be positive");
+  if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f))
+    return bad("RoPE scaling factor must be positive");
   return okStatus();
 }
 

@@ -42,11 +42,11 @@ struct ModelConfig {
   const ArchitectureInfo* arch = nullptr;
   std::string name;  // general.name when present
   uint32_t nLayer = 0;
-  uint32_t nEmbd = 0;    // model width
-  uint32_t nFf = 0;      // feed-forward width
-  uint32_t nHead = 0;    // query heads
-  uint32_t nHeadKv = 0;  // key/value heads (GQA when < nHead)
-  uint32_t headDim = 0;  // per-head K and Q width (may differ from nEmbd / nHead)
+  uint32_t nEmbd = 0;     // model width
+  uint32_t nFf = 0;       // feed-forward width
+  uint32_t nHead = 0;     // query heads
+  uint32_t nHeadKv = 0;   // key/value heads (GQA when < nHead)
+  uint32_t headDim = 0;   // per-head K and Q width (may differ from nEmbd / nHead)
   uint32_t headDimV = 0;  // per-head V width
   uint32_t nVocab = 0;
   uint32_t contextLength = 0;  // trained context

@@ -13,7 +13,8 @@ Expected<nlohmann::json> readJson(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return makeError(ErrorCode::kNotFound, "cannot read {}", path.string());
   auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded()) return makeError(ErrorCode::kBadFile, "{} is not valid JSON", path.string());
+  if (j.is_discarded())
+    return makeError(ErrorCode::kBadFile, "{} is not valid JSON", path.string());
   return j;
 }
 
@@ -49,7 +50,8 @@ std::string hfToGgufName(std::string_view hf) {
   const size_t dot = hf.find('.');
   if (dot == 0 || dot == std::string_view::npos) return {};
   const std::string_view layer = hf.substr(0, dot);
-  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return {};
+  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return {};
   const std::string_view rest = hf.substr(dot + 1);
   for (const auto& [from, to] : kLayer)
     if (rest == from) return fmt::format("blk.{}.{}", layer, to);
@@ -60,7 +62,8 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::filesystem::path
   std::unique_ptr<ModelFile> m(new ModelFile());
   m->m_path = path;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return makeError(ErrorCode::kNotFound, "{} does not exist", path.string());
+  if (!std::filesystem::exists(path, ec))
+    return makeError(ErrorCode::kNotFound, "{} does not exist", path.string());
   if (std::filesystem::is_directory(path, ec)) {
     m->m_format = ModelFormat::kHuggingFace;
     KVS_TRY(m->openHf());
@@ -73,14 +76,16 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::filesystem::path
 Status ModelFile::openGguf() {
   KVS_ASSIGN_OR_RETURN(m_gguf, gguf::GgufFile::open(m_path));
   KVS_ASSIGN_OR_RETURN(m_config, configFromGguf(*m_gguf));
-  for (const auto& t : m_gguf->tensors()) m_tensors.push_back({t.name, t.type, t.shape, m_gguf->tensorData(t)});
+  for (const auto& t : m_gguf->tensors())
+    m_tensors.push_back({t.name, t.type, t.shape, m_gguf->tensorData(t)});
   return okStatus();
 }
 
 Status ModelFile::openHf() {
   KVS_ASSIGN_OR_RETURN(auto config, readJson(m_path / "config.json"));
   KVS_ASSIGN_OR_RETURN(m_config, configFromHf(config));
-  if (std::filesystem::exists(m_path / "tokenizer.json")) m_tokenizerJson = m_path / "tokenizer.json";
+  if (std::filesystem::exists(m_path / "tokenizer.json"))
+    m_tokenizerJson = m_path / "tokenizer.json";
 
   std::vector<std::filesystem::path> shards;
   if (std::filesystem::exists(m_path / "model.safetensors.index.json")) {
@@ -91,7 +96,8 @@ Status ModelFile::openHf() {
         if (file.is_string()) files.insert(file.get<std::string>());
     for (const auto& f : files) {
       if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
-        return makeError(ErrorCode::kBadFile, "model.safetensors.index.json names a file outside the folder: {}", f);
+        return makeError(ErrorCode::kBadFile,
+                         "model.safetensors.index.json names a file outside the folder: {}", f);
       }
       shards.push_back(m_path / f);
     }
@@ -99,8 +105,10 @@ Status ModelFile::openHf() {
     shards.push_back(m_path / "model.safetensors");
   }
   if (shards.empty()) {
-    return makeError(ErrorCode::kNotFound, "{} has no model.safetensors (or index); only safetensors weights are supported",
-                     m_path.string());
+    return makeError(
+        ErrorCode::kNotFound,
+        "{} has no model.safetensors (or index); only safetensors weights are supported",
+        m_path.string());
   }
   for (const auto& s : shards) {
     KVS_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(s));
@@ -122,7 +130,8 @@ Status ModelFile::addSafetensors(const SafetensorsFile& file) {
   for (const auto& e : file.tensors()) {
     std::string name = hfToGgufName(e.name);
     if (name.empty()) continue;  // rotary caches and other buffers the engine recomputes
-    if (find(name)) return makeError(ErrorCode::kBadFile, "tensor {} appears twice in the shards", e.name);
+    if (find(name))
+      return makeError(ErrorCode::kBadFile, "tensor {} appears twice in the shards", e.name);
     std::vector<uint64_t> shape(e.shape.rbegin(), e.shape.rend());  // GGUF order: fastest first
     m_tensors.push_back({std::move(name), e.type, std::move(shape), {e.data, e.bytes}});
   }

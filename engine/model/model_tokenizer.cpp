@@ -17,7 +17,8 @@ Expected<tokenizer::Tokenizer> loadTokenizer(const ModelFile& model) {
   // Embeddings are often padded past the vocabulary (Qwen: 151936 rows for
   // ~151.6k tokens); only a token without an embedding row is an error.
   if (vocab.tokens.size() > model.config().nVocab) {
-    return makeError(ErrorCode::kBadFile, "the tokenizer has {} tokens but the model's embedding has only {} rows",
+    return makeError(ErrorCode::kBadFile,
+                     "the tokenizer has {} tokens but the model's embedding has only {} rows",
                      vocab.tokens.size(), model.config().nVocab);
   }
   return tokenizer::Tokenizer::create(std::move(vocab));

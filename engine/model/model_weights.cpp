@@ -20,7 +20,8 @@ Expected<const TensorView*> bind(const WeightSource& src, const std::string& nam
     return makeError(ErrorCode::kBadFile, "tensor '{}' is missing", name);
   }
   if (t->shape != shape) {
-    return makeError(ErrorCode::kBadFile, "tensor '{}' has shape {}, expected {} from the model's metadata", name,
+    return makeError(ErrorCode::kBadFile,
+                     "tensor '{}' has shape {}, expected {} from the model's metadata", name,
                      shapeString(t->shape), shapeString(shape));
   }
   return t;
@@ -32,7 +33,8 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   ModelWeights w;
   KVS_ASSIGN_OR_RETURN(w.tokenEmbd, bind(src, "token_embd.weight", {c.nEmbd, c.nVocab}));
   KVS_ASSIGN_OR_RETURN(w.outputNorm, bind(src, "output_norm.weight", {c.nEmbd}));
-  KVS_ASSIGN_OR_RETURN(w.output, bind(src, "output.weight", {c.nEmbd, c.nVocab}, !c.tiedEmbeddings));
+  KVS_ASSIGN_OR_RETURN(w.output,
+                       bind(src, "output.weight", {c.nEmbd, c.nVocab}, !c.tiedEmbeddings));
   if (!w.output) w.output = w.tokenEmbd;
   KVS_ASSIGN_OR_RETURN(w.ropeFreqs, bind(src, "rope_freqs.weight", {c.rope.dims / 2}, false));
   const bool bias = c.arch->qkvBias, qkNorm = c.arch->qkNorm;
@@ -43,7 +45,8 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
     KVS_ASSIGN_OR_RETURN(l.wq, bind(src, p + "attn_q.weight", {c.nEmbd, c.qDim()}));
     KVS_ASSIGN_OR_RETURN(l.wk, bind(src, p + "attn_k.weight", {c.nEmbd, c.kvDim()}));
     KVS_ASSIGN_OR_RETURN(l.wv, bind(src, p + "attn_v.weight", {c.nEmbd, c.nHeadKv * c.headDimV}));
-    KVS_ASSIGN_OR_RETURN(l.wo, bind(src, p + "attn_output.weight", {c.nHead * c.headDimV, c.nEmbd}));
+    KVS_ASSIGN_OR_RETURN(l.wo,
+                         bind(src, p + "attn_output.weight", {c.nHead * c.headDimV, c.nEmbd}));
     KVS_ASSIGN_OR_RETURN(l.bq, bind(src, p + "attn_q.bias", {c.qDim()}, bias));
     KVS_ASSIGN_OR_RETURN(l.bk, bind(src, p + "attn_k.bias", {c.kvDim()}, bias));
     KVS_ASSIGN_OR_RETURN(l.bv, bind(src, p + "attn_v.bias", {c.nHeadKv * c.headDimV}, bias));

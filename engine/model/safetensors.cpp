@@ -21,14 +21,16 @@ struct Dtype {
   uint32_t bytes;
 };
 constexpr Dtype kDtypes[] = {
-    {"F32", gguf::TensorType::kF32, 4}, {"F16", gguf::TensorType::kF16, 2}, {"BF16", gguf::TensorType::kBF16, 2},
-    {"I8", gguf::TensorType::kI8, 1},   {"I16", gguf::TensorType::kI16, 2}, {"I32", gguf::TensorType::kI32, 4},
-    {"I64", gguf::TensorType::kI64, 8}, {"F64", gguf::TensorType::kF64, 8},
+    {"F32", gguf::TensorType::kF32, 4},   {"F16", gguf::TensorType::kF16, 2},
+    {"BF16", gguf::TensorType::kBF16, 2}, {"I8", gguf::TensorType::kI8, 1},
+    {"I16", gguf::TensorType::kI16, 2},   {"I32", gguf::TensorType::kI32, 4},
+    {"I64", gguf::TensorType::kI64, 8},   {"F64", gguf::TensorType::kF64, 8},
 };
 
 }  // namespace
 
-Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::filesystem::path& path) {
+Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(
+    const std::filesystem::path& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   KVS_TRY(f->parse(path));
   return f;
@@ -42,8 +44,8 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
   const std::string p = path.string();
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return makeError(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, "cannot open {}: {}", p,
-                     std::strerror(errno));
+    return makeError(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, "cannot open {}: {}",
+                     p, std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size < 8) {
@@ -53,7 +55,8 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
   m_size = static_cast<uint64_t>(st.st_size);
   void* map = ::mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) return makeError(ErrorCode::kIo, "cannot map {}: {}", p, std::strerror(errno));
+  if (map == MAP_FAILED)
+    return makeError(ErrorCode::kIo, "cannot map {}: {}", p, std::strerror(errno));
   m_base = static_cast<const uint8_t*>(map);
 
   uint64_t headerLen = 0;
@@ -62,7 +65,8 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
     return makeError(ErrorCode::kBadFile, "{}: header length {} exceeds the file", p, headerLen);
   }
   auto header = nlohmann::json::parse(m_base + 8, m_base + 8 + headerLen, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return makeError(ErrorCode::kBadFile, "{}: header is not JSON", p);
+  if (header.is_discarded() || !header.is_object())
+    return makeError(ErrorCode::kBadFile, "{}: header is not JSON", p);
   const uint8_t* data = m_base + 8 + headerLen;
   const uint64_t dataSize = m_size - 8 - headerLen;
 
@@ -76,13 +80,16 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
     if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() || !v.contains("shape") ||
         !v["shape"].is_array() || !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
         v["data_offsets"].size() != 2) {
-      return makeError(ErrorCode::kBadFile, "{}: tensor '{}' has a malformed header entry", p, name);
+      return makeError(ErrorCode::kBadFile, "{}: tensor '{}' has a malformed header entry", p,
+                       name);
     }
     const std::string dtype = v["dtype"].get<std::string>();
     const Dtype* dt = nullptr;
     for (const auto& d : kDtypes)
       if (dtype == d.name) dt = &d;
-    if (!dt) return makeError(ErrorCode::kUnsupported, "{}: tensor '{}' has unsupported dtype {}", p, name, dtype);
+    if (!dt)
+      return makeError(ErrorCode::kUnsupported, "{}: tensor '{}' has unsupported dtype {}", p, name,
+                       dtype);
     SafetensorsEntry e{name, dt->type, {}, nullptr, 0};
     uint64_t count = 1;
     for (const auto& d : v["shape"]) {
@@ -101,8 +108,9 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
     }
     const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
     if (begin > end || end > dataSize || end - begin != count * dt->bytes) {
-      return makeError(ErrorCode::kBadFile, "{}: tensor '{}' data [{}, {}) does not fit the file or its shape", p,
-                       name, begin, end);
+      return makeError(ErrorCode::kBadFile,
+                       "{}: tensor '{}' data [{}, {}) does not fit the file or its shape", p, name,
+                       begin, end);
     }
     e.data = data + begin;
     e.bytes = end - begin;

@@ -35,7 +35,8 @@ std::vector<std::string> vocabulary(uint32_t n) {
   for (char c : letters) tokens.push_back(std::string("\xE2\x96\x81") + c);
   for (char c : letters) tokens.push_back(std::string(1, c));
   for (size_t i = 0; tokens.size() < n; ++i) {
-    tokens.push_back(std::string(1, letters[i % 26]) + letters[(i / 26) % 26] + std::to_string(i / 676));
+    tokens.push_back(std::string(1, letters[i % 26]) + letters[(i / 26) % 26] +
+                     std::to_string(i / 676));
   }
   tokens.resize(n);
   return tokens;
@@ -44,9 +45,9 @@ std::vector<std::string> vocabulary(uint32_t n) {
 void addVocab(gguf::GgufWriter& w, uint32_t n) {
   auto tokens = vocabulary(n);
   std::vector<float> scores(n);
-  std::vector<int32_t> types(n, 1);  // normal
-  types[0] = 2;                      // unknown
-  types[1] = types[2] = 3;           // control
+  std::vector<int32_t> types(n, 1);                          // normal
+  types[0] = 2;                                              // unknown
+  types[1] = types[2] = 3;                                   // control
   for (uint32_t i = 3; i < 259 && i < n; ++i) types[i] = 6;  // byte
   for (uint32_t i = 0; i < n; ++i) scores[i] = i < 259 ? 0.0f : -static_cast<float>(i);
   w.set("tokenizer.ggml.model", gguf::stringValue("llama"));
@@ -78,7 +79,8 @@ Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::st
 }  // namespace
 
 Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) {
-  if (s.nVocab < 259) return makeError(ErrorCode::kInvalidArgument, "vocabulary must hold at least 259 tokens");
+  if (s.nVocab < 259)
+    return makeError(ErrorCode::kInvalidArgument, "vocabulary must hold at least 259 tokens");
   if (s.nHeadKv == 0 || s.nHead % s.nHeadKv != 0) {
     return makeError(ErrorCode::kInvalidArgument, "heads must be a multiple of KV heads");
   }
@@ -86,7 +88,8 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   gguf::GgufWriter w;
   const std::string& a = s.architecture;
   w.set("general.architecture", gguf::stringValue(a));
-  w.set("general.name", gguf::stringValue(fmt::format("synthetic-{}-{}", a, gguf::traits(s.weightType).name)));
+  w.set("general.name",
+        gguf::stringValue(fmt::format("synthetic-{}-{}", a, gguf::traits(s.weightType).name)));
   w.set(a + ".block_count", gguf::uint32Value(s.nLayer));
   w.set(a + ".context_length", gguf::uint32Value(s.contextLength));
   w.set(a + ".embedding_length", gguf::uint32Value(s.nEmbd));

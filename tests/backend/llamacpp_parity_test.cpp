@@ -30,7 +30,8 @@ std::unique_ptr<backend::CpuBackend> makeBackend() {
   auto model = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
   EXPECT_TRUE(model.ok()) << model.error().describe();
   if (!model.ok()) return nullptr;
-  auto b = backend::CpuBackend::create(std::shared_ptr<const model::ModelFile>(std::move(model).value()));
+  auto b = backend::CpuBackend::create(
+      std::shared_ptr<const model::ModelFile>(std::move(model).value()));
   EXPECT_TRUE(b.ok()) << b.error().describe();
   return b.ok() ? std::move(b).value() : nullptr;
 }
@@ -93,8 +94,8 @@ TEST(LlamaCppParity, ForcedStepsEveryLogit) {
     }
   }
   const double mean = sum / static_cast<double>(count);
-  std::printf("forced: %zu steps, max |logit diff| %.2e, mean %.2e, argmax agreement %zu/%zu\n", expected.size(),
-              worst, mean, argmaxAgree, expected.size());
+  std::printf("forced: %zu steps, max |logit diff| %.2e, mean %.2e, argmax agreement %zu/%zu\n",
+              expected.size(), worst, mean, argmaxAgree, expected.size());
   EXPECT_LE(worst, 5e-2);
   EXPECT_LE(mean, 3e-3);
   EXPECT_EQ(argmaxAgree, expected.size());

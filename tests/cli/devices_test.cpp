@@ -31,7 +31,8 @@ TEST(CliDevices, JsonListsEveryDeviceWithCapabilities) {
     EXPECT_FALSE(d.at("name").get<std::string>().empty());
     EXPECT_GT(d.at("subgroup_size").get<int>(), 0);
     EXPECT_FALSE(d.at("heaps").empty());
-    for (const char* key : {"fp16", "int8", "storage16"}) EXPECT_TRUE(d.at(key).is_boolean()) << key;
+    for (const char* key : {"fp16", "int8", "storage16"})
+      EXPECT_TRUE(d.at(key).is_boolean()) << key;
     selected += d.at("selected").get<bool>() ? 1 : 0;
     sawLlvmpipe |= d.at("name").get<std::string>().find("llvmpipe") != std::string::npos;
   }
@@ -58,7 +59,8 @@ TEST(CliDevices, CheckRunsATestStepAgainstTheCpu) {
   EXPECT_TRUE(j.at("passed").get<bool>());
   EXPECT_LT(j.at("max_abs_error").get<double>(), 1e-5);
   EXPECT_GE(j.at("pipelines").get<int>(), 7);
-  EXPECT_EQ(j.at("pipeline_cache_bytes_loaded").get<int>(), 0) << "a fresh cache dir is a cold start";
+  EXPECT_EQ(j.at("pipeline_cache_bytes_loaded").get<int>(), 0)
+      << "a fresh cache dir is a cold start";
 }
 
 TEST(CliDevices, OutOfRangeDeviceIsAClearError) {

@@ -51,9 +51,9 @@ TEST(Bf16, KnownEncodingsAndRounding) {
 
 TEST(E4m3, KnownEncodings) {
   EXPECT_EQ(floatToE4m3(0.0f), 0x00);
-  EXPECT_EQ(floatToE4m3(1.0f), 0x38);    // exponent 7 (bias 7), mantissa 0
-  EXPECT_EQ(floatToE4m3(448.0f), 0x7e);  // largest finite
-  EXPECT_EQ(floatToE4m3(1000.0f), 0x7e); // saturates
+  EXPECT_EQ(floatToE4m3(1.0f), 0x38);     // exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(floatToE4m3(448.0f), 0x7e);   // largest finite
+  EXPECT_EQ(floatToE4m3(1000.0f), 0x7e);  // saturates
   EXPECT_EQ(floatToE4m3(-448.0f), 0xfe);
   EXPECT_EQ(floatToE4m3(std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
   EXPECT_EQ(floatToE4m3(std::ldexp(1.0f, -6)), 0x08);  // smallest normal

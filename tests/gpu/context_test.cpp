@@ -73,8 +73,8 @@ class PipelineCacheTest : public GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     m_dir = std::filesystem::temp_directory_path() /
-            ("kvscope-pcache-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+            ("kvscope-pcache-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+             "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(m_dir);
     std::filesystem::create_directories(m_dir);
   }
@@ -99,7 +99,8 @@ TEST_F(PipelineCacheTest, PersistsAcrossContexts) {
     auto c = makeContext();
     ASSERT_TRUE(c);
     EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
-    auto p = gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
+    auto p =
+        gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
     ASSERT_TRUE(p.ok()) << p.error().describe();
     file = c->pipelineCachePath();
     EXPECT_EQ(c->validationMessages(), 0u);
@@ -119,11 +120,13 @@ TEST_F(PipelineCacheTest, StaleOrCorruptCacheIsIgnored) {
     ASSERT_TRUE(c);
     file = c->pipelineCachePath();
   }
-  std::ofstream(file, std::ios::binary) << "not a pipeline cache, and long enough to look like one.....";
+  std::ofstream(file, std::ios::binary)
+      << "not a pipeline cache, and long enough to look like one.....";
   auto c = makeContext();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
-  auto p = gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
+  auto p =
+      gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
   EXPECT_TRUE(p.ok());
   EXPECT_EQ(c->validationMessages(), 0u);
 }
@@ -141,7 +144,8 @@ TEST(DeviceChoice, PrefersDiscreteThenIntegratedThenVirtualThenCpu) {
   ::unsetenv("KVSCOPE_DEVICE");
   using T = gpu::DeviceType;
   std::vector<gpu::DeviceInfo> devs = {fakeDevice(0, T::kCpu, 8), fakeDevice(1, T::kIntegrated, 4),
-                                       fakeDevice(2, T::kDiscrete, 2), fakeDevice(3, T::kVirtual, 16)};
+                                       fakeDevice(2, T::kDiscrete, 2),
+                                       fakeDevice(3, T::kVirtual, 16)};
   EXPECT_EQ(*gpu::chooseDevice(devs), 2);
   devs.erase(devs.begin() + 2);
   EXPECT_EQ(*gpu::chooseDevice(devs), 1);
@@ -152,7 +156,8 @@ TEST(DeviceChoice, PrefersDiscreteThenIntegratedThenVirtualThenCpu) {
 TEST(DeviceChoice, LargerMemoryBreaksTies) {
   ::unsetenv("KVSCOPE_DEVICE");
   using T = gpu::DeviceType;
-  std::vector<gpu::DeviceInfo> devs = {fakeDevice(0, T::kDiscrete, 8), fakeDevice(1, T::kDiscrete, 24)};
+  std::vector<gpu::DeviceInfo> devs = {fakeDevice(0, T::kDiscrete, 8),
+                                       fakeDevice(1, T::kDiscrete, 24)};
   EXPECT_EQ(*gpu::chooseDevice(devs), 1);
 }
 

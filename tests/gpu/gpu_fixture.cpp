@@ -33,7 +33,8 @@ void GpuTest::SetUp() {
 
 void GpuTest::TearDown() {
   if (s_ctx) {
-    EXPECT_EQ(s_ctx->validationMessages(), m_messagesBefore) << "Vulkan validation reported problems";
+    EXPECT_EQ(s_ctx->validationMessages(), m_messagesBefore)
+        << "Vulkan validation reported problems";
   }
 }
 

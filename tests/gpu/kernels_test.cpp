@@ -28,7 +28,8 @@ TEST_F(KernelTest, ConvertF16ToF32IsExact) {
     ASSERT_TRUE(kernels().convertF16ToF32(rec(), in, out, n).ok());
     ASSERT_TRUE(rec().submitAndWait().ok());
     auto got = download<float>(out, n);
-    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], fp16ToFloat(halves[i])) << "n=" << n << " i=" << i;
+    for (uint32_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], fp16ToFloat(halves[i])) << "n=" << n << " i=" << i;
   }
 }
 
@@ -54,8 +55,8 @@ struct MatShape {
   uint32_t rows, cols;
 };
 
-void expectMatvecClose(const std::vector<float>& got, const std::vector<float>& w, const std::vector<float>& x,
-                       const MatShape& s) {
+void expectMatvecClose(const std::vector<float>& got, const std::vector<float>& w,
+                       const std::vector<float>& x, const MatShape& s) {
   for (uint32_t r = 0; r < s.rows; ++r) {
     double ref = 0.0, mag = 0.0;
     for (uint32_t k = 0; k < s.cols; ++k) {
@@ -67,7 +68,8 @@ void expectMatvecClose(const std::vector<float>& got, const std::vector<float>& 
   }
 }
 
-const MatShape kShapes[] = {{1, 1}, {7, 13}, {64, 64}, {65, 127}, {300, 1023}, {33, 4097}, {1000, 48}};
+const MatShape kShapes[] = {{1, 1},      {7, 13},    {64, 64},  {65, 127},
+                            {300, 1023}, {33, 4097}, {1000, 48}};
 
 TEST_F(KernelTest, MatvecF32MatchesReference) {
   for (const auto& s : kShapes) {
@@ -107,7 +109,8 @@ TEST_F(KernelTest, RmsnormMatchesReference) {
   struct Case {
     uint32_t n, rows;
   };
-  for (const Case c : {Case{1, 1}, Case{8, 3}, Case{48, 5}, Case{80, 1}, Case{257, 7}, Case{4096, 2}}) {
+  for (const Case c :
+       {Case{1, 1}, Case{8, 3}, Case{48, 5}, Case{80, 1}, Case{257, 7}, Case{4096, 2}}) {
     auto x = randomFloats(size_t{c.n} * c.rows, c.n + c.rows, -3.0f, 3.0f);
     auto w = randomFloats(c.n, c.n * 3, 0.5f, 1.5f);
     gpu::Buffer xb = upload(x), wb = upload(w), yb = deviceBuffer(x.size() * sizeof(float));
@@ -172,7 +175,8 @@ TEST_F(KernelTest, SiluMulMatchesReference) {
     auto got = download<float>(ob, n);
     std::vector<float> ref(n);
     cpu::siluMul(g, u, ref);
-    for (uint32_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * std::fabs(ref[i]) + 1e-6f) << i;
+    for (uint32_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-5f * std::fabs(ref[i]) + 1e-6f) << i;
   }
 }
 
@@ -182,7 +186,8 @@ TEST_F(KernelTest, ChainedDispatchesInOneStepWithBarriers) {
   const uint32_t n = 96, rows = 40;
   auto x = randomFloats(n, 1), nw = randomFloats(n, 2, 0.5f, 1.5f), w = randomFloats(rows * n, 3);
   gpu::Buffer xb = upload(x), nwb = upload(nw), wb = upload(w);
-  gpu::Buffer normed = deviceBuffer(n * 4), logits = deviceBuffer(rows * 4), probs = deviceBuffer(rows * 4);
+  gpu::Buffer normed = deviceBuffer(n * 4), logits = deviceBuffer(rows * 4),
+              probs = deviceBuffer(rows * 4);
   ASSERT_TRUE(rec().begin().ok());
   ASSERT_TRUE(kernels().rmsnorm(rec(), xb, nwb, normed, n, 1, 1e-5f).ok());
   rec().barrier();

@@ -21,7 +21,8 @@ class TempDir {
  public:
   TempDir() {
     m_path = std::filesystem::temp_directory_path() /
-             ("kvscope-model-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+             ("kvscope-model-" +
+              std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(m_path);
     std::filesystem::create_directories(m_path);
   }
@@ -105,7 +106,8 @@ TEST(ModelFile, SyntheticArchitecturesBindTheirExtraTensors) {
     const auto& l = w->layers[0];
     EXPECT_EQ(l.bq != nullptr, std::string(arch) == "qwen2");
     EXPECT_EQ(l.qNorm != nullptr, std::string(arch) == "qwen3");
-    EXPECT_EQ(c.rope.style, std::string(arch) == "llama" ? model::RopeStyle::kNormal : model::RopeStyle::kNeox);
+    EXPECT_EQ(c.rope.style,
+              std::string(arch) == "llama" ? model::RopeStyle::kNormal : model::RopeStyle::kNeox);
     EXPECT_EQ(l.wq->type, gguf::TensorType::kQ8_0);
   }
 }
@@ -157,7 +159,8 @@ TEST(ModelConfig, RefusesMlaAndStateSpaceArchitecturesSayingWhy) {
   EXPECT_NE(ssm.error().message.find("recurrent state"), std::string::npos);
   auto unknown = configOf(tinyGguf("gptneox"));
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.error().message.find("'gptneox' is not supported (supported: "), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("'gptneox' is not supported (supported: "),
+            std::string::npos);
 }
 
 TEST(ModelConfig, DefaultsAndLinearRopeScaling) {
@@ -184,9 +187,8 @@ TEST(ModelConfig, RefusesYarnAndInconsistentHeads) {
   }));
   ASSERT_FALSE(heads.ok());
   EXPECT_NE(heads.error().message.find("not a multiple of 3 KV heads"), std::string::npos);
-  auto missing = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
-    w.set("llama.block_count", gguf::stringValue("five"));
-  }));
+  auto missing = configOf(tinyGguf(
+      "llama", [](gguf::GgufWriter& w) { w.set("llama.block_count", gguf::stringValue("five")); }));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("llama.block_count"), std::string::npos);
 }
@@ -209,11 +211,13 @@ TEST(ModelWeights, ShapeMismatchNamesTheTensor) {
     }
     std::span<const model::TensorView> all() const override { return views; }
   } src;
-  for (const auto& t : (*f)->tensors()) src.views.push_back({t.name, t.type, t.shape, (*f)->tensorData(t)});
+  for (const auto& t : (*f)->tensors())
+    src.views.push_back({t.name, t.type, t.shape, (*f)->tensorData(t)});
   auto w = model::bindWeights(*c, src);
   ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.error().message.find("'blk.0.ffn_gate.weight' has shape {256, 512}, expected {256, 999}"),
-            std::string::npos)
+  EXPECT_NE(
+      w.error().message.find("'blk.0.ffn_gate.weight' has shape {256, 512}, expected {256, 999}"),
+      std::string::npos)
       << w.error().message;
 }
 
@@ -238,9 +242,11 @@ TEST(HfConfig, Llama3RopeScalingAndTypeErrors) {
 
 TEST(HfNames, MapToGgufNames) {
   EXPECT_EQ(model::hfToGgufName("model.embed_tokens.weight"), "token_embd.weight");
-  EXPECT_EQ(model::hfToGgufName("model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
+  EXPECT_EQ(model::hfToGgufName("model.layers.12.self_attn.o_proj.weight"),
+            "blk.12.attn_output.weight");
   EXPECT_EQ(model::hfToGgufName("model.layers.3.self_attn.k_proj.bias"), "blk.3.attn_k.bias");
-  EXPECT_EQ(model::hfToGgufName("model.layers.0.self_attn.q_norm.weight"), "blk.0.attn_q_norm.weight");
+  EXPECT_EQ(model::hfToGgufName("model.layers.0.self_attn.q_norm.weight"),
+            "blk.0.attn_q_norm.weight");
   EXPECT_EQ(model::hfToGgufName("model.layers.x.mlp.up_proj.weight"), "");
   EXPECT_EQ(model::hfToGgufName("model.layers.0.self_attn.rotary_emb.inv_freq"), "");
 }
@@ -285,7 +291,8 @@ TEST(ModelFile, MissingAndNonModelPathsAreClearErrors) {
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   auto emptyDir = ModelFile::open(dir.path());
   ASSERT_FALSE(emptyDir.ok());
-  EXPECT_NE(emptyDir.error().message.find("config.json"), std::string::npos) << emptyDir.error().message;
+  EXPECT_NE(emptyDir.error().message.find("config.json"), std::string::npos)
+      << emptyDir.error().message;
   std::ofstream(dir.path() / "text.gguf") << "hello, this is not a model";
   auto text = ModelFile::open(dir.path() / "text.gguf");
   ASSERT_FALSE(text.ok());

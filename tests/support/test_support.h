@@ -22,9 +22,9 @@ std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float
 }  // namespace kvscope::test
 
 // Skips the current test with a clear message when a shared fixture is absent.
-#define KVS_REQUIRE_FIXTURE(path)                                                      \
-  do {                                                                                 \
-    if (!std::filesystem::exists(path))                                                \
-      GTEST_SKIP() << "fixture not found: " << (path)                                  \
-                   << " (set KVSCOPE_SHARED to the shared/ folder)";                   \
+#define KVS_REQUIRE_FIXTURE(path)                                    \
+  do {                                                               \
+    if (!std::filesystem::exists(path))                              \
+      GTEST_SKIP() << "fixture not found: " << (path)                \
+                   << " (set KVSCOPE_SHARED to the shared/ folder)"; \
   } while (0)
