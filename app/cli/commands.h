@@ -13,5 +13,6 @@ struct GlobalOptions {
 
 void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerInspect(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

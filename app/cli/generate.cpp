@@ -1,0 +1,79 @@
+// `kvscope-cli generate`: complete a prompt, streaming text to stdout, or
+// print one JSON object with the tokens, text and speeds (--json).
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/model_options.h"
+
+namespace kvscope::cli {
+namespace {
+
+class StreamToStdout : public runtime::Observer {
+ public:
+  void onToken(std::string_view text, int32_t) override {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+};
+
+struct GenerateArgs {
+  ModelOptions model;
+  std::string prompt;
+  uint32_t tokens = 128;
+  bool json = false;
+};
+
+int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
+  auto session = loadSession(a.model, global);
+  if (!session.ok()) {
+    fmt::print(stderr, "error: {}\n", session.error().message);
+    return 1;
+  }
+  auto& s = **session;
+  const auto prompt = s.tokenizeCompletion(a.prompt);
+  runtime::GenerateOptions go;
+  go.maxTokens = a.tokens;
+  go.sampler = a.model.sampler;
+  if (a.model.seedSet) go.sampler.seed = a.model.seed;
+  StreamToStdout stream;
+  if (!a.json) std::fputs(a.prompt.c_str(), stdout);
+  auto r = s.generate(prompt, go, a.json ? nullptr : &stream);
+  if (!r.ok()) {
+    fmt::print(stderr, "{}error: {}\n", a.json ? "" : "\n", r.error().message);
+    return 1;
+  }
+  const auto& st = r->stats;
+  if (a.json) {
+    nlohmann::json out = {{"prompt_tokens", prompt},
+                          {"tokens", r->tokens},
+                          {"text", r->text},
+                          {"stop", runtime::stopReasonName(r->stop)},
+                          {"seed", r->seed},
+                          {"prefill_tps", st.prefillTokensPerSecond()},
+                          {"decode_tps", st.decodeTokensPerSecond()}};
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print(stderr,
+               "\n[{} prompt tokens, {:.1f} tok/s prefill; {} generated, {:.1f} tok/s decode; "
+               "stop: {}; seed {}]\n",
+               prompt.size(), st.prefillTokensPerSecond(), r->tokens.size(),
+               st.decodeTokensPerSecond(), runtime::stopReasonName(r->stop), r->seed);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode) {
+  static GenerateArgs args;
+  auto* cmd = app.add_subcommand("generate", "Complete a prompt with a model");
+  addModelOptions(cmd, args.model);
+  cmd->add_option("-p,--prompt", args.prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", args.tokens, "Tokens to generate")->default_val(args.tokens);
+  cmd->add_flag("--json", args.json, "Print one JSON object instead of streaming text");
+  cmd->callback([&global, &exitCode] { exitCode = runGenerate(args, global); });
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,39 @@
+#pragma once
+// What a Session reports while it works. All callbacks run on the engine
+// worker thread, synchronously; keep them cheap (the UI's EngineWorker turns
+// them into queued Qt signals). StepStats is a plain value type.
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace kvscope::runtime {
+
+struct StepStats {
+  uint32_t promptTokens = 0;  // tokens in the prompt
+  uint32_t reusedTokens = 0;  // of which were already cached
+  uint32_t generatedTokens = 0;
+  uint32_t cachedTokens = 0;  // after this step
+  uint32_t contextLimit = 0;
+  double prefillMs = 0.0;
+  uint32_t decodeSteps = 0;  // forward passes after the prompt
+  double decodeMs = 0.0;     // all decode steps so far
+  double lastStepMs = 0.0;
+  double prefillTokensPerSecond() const {
+    return prefillMs > 0 ? (promptTokens - reusedTokens) * 1e3 / prefillMs : 0;
+  }
+  double decodeTokensPerSecond() const { return decodeMs > 0 ? decodeSteps * 1e3 / decodeMs : 0; }
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  // A piece of generated text (complete UTF-8 characters) and its token.
+  virtual void onToken(std::string_view text, int32_t token) { (void)text, (void)token; }
+  // Prefill progress: `done` of `total` new prompt tokens processed.
+  virtual void onProgress(uint32_t done, uint32_t total) { (void)done, (void)total; }
+  virtual void onStep(const StepStats& stats) { (void)stats; }
+};
+
+}  // namespace kvscope::runtime

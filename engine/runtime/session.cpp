@@ -1,0 +1,149 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "tokenizer/detokenizer.h"
+
+namespace kvscope::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* stopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kEndOfGeneration:
+      return "end_of_generation";
+    case StopReason::kMaxTokens:
+      return "max_tokens";
+    case StopReason::kStopRequested:
+      return "stopped";
+    case StopReason::kContextFull:
+      return "context_full";
+  }
+  return "unknown";
+}
+
+Session::Session(std::shared_ptr<const model::ModelFile> model,
+                 std::unique_ptr<backend::Backend> backend, tokenizer::Tokenizer tokenizer)
+    : m_model(std::move(model)),
+      m_backend(std::move(backend)),
+      m_tokenizer(std::move(tokenizer)),
+      m_chatTemplate(m_tokenizer.vocab().chatTemplate) {}
+
+std::vector<int32_t> Session::tokenizeCompletion(std::string_view text) const {
+  return m_tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
+}
+
+tokenizer::ChatPrompt Session::renderChat(std::span<const tokenizer::ChatMessage> messages) const {
+  const auto& v = m_tokenizer.vocab();
+  tokenizer::ChatOptions options;
+  if (v.bos != tokenizer::kNoToken) options.bosToken = std::string(m_tokenizer.piece(v.bos, true));
+  if (v.eos != tokenizer::kNoToken) options.eosToken = std::string(m_tokenizer.piece(v.eos, true));
+  return m_chatTemplate.render(messages, options);
+}
+
+std::vector<int32_t> Session::tokenizeChat(const tokenizer::ChatPrompt& prompt) const {
+  return tokenizer::encodeChatPrompt(m_tokenizer, prompt);
+}
+
+Status Session::trim(uint32_t n) {
+  if (n > m_history.size()) return okStatus();
+  KVS_TRY(m_backend->trim(n));
+  m_history.resize(n);
+  return okStatus();
+}
+
+// Reuses the cached prefix, trims the rest and runs the new prompt tokens in
+// chunks; leaves the logits of the prompt's last token in `logits`.
+Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
+                        Observer* observer, backend::Logits& logits, StepStats& stats) {
+  size_t common = 0;
+  while (common < prompt.size() && common < m_history.size() && prompt[common] == m_history[common])
+    ++common;
+  // The last prompt token is always run again: its logits start the reply.
+  if (common == prompt.size()) --common;
+  KVS_TRY(trim(static_cast<uint32_t>(common)));
+  stats.reusedTokens = static_cast<uint32_t>(common);
+  const auto t0 = Clock::now();
+  const size_t total = prompt.size() - common;
+  const size_t chunk = std::max<uint32_t>(options.prefillChunk, 1);
+  for (size_t done = 0; done < total;) {
+    if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped during prompt processing");
+    const size_t n = std::min(chunk, total - done);
+    KVS_TRY(m_backend->forward({prompt.subspan(common + done, n)}, logits));
+    m_history.insert(m_history.end(), prompt.begin() + common + done,
+                     prompt.begin() + common + done + n);
+    done += n;
+    if (observer) observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(total));
+  }
+  stats.prefillMs = msSince(t0);
+  return okStatus();
+}
+
+Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
+                                             const GenerateOptions& options, Observer* observer) {
+  m_stop.store(false);
+  if (prompt.empty()) return makeError(ErrorCode::kInvalidArgument, "the prompt is empty");
+  const uint32_t limit = m_backend->contextLimit();
+  if (prompt.size() > limit) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the prompt has {} tokens but the context holds {}; "
+                     "shorten it or raise the context length",
+                     prompt.size(), limit);
+  }
+  KVS_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampler));
+  GenerationResult result;
+  result.seed = sampler.seed();
+  StepStats& stats = result.stats;
+  stats.promptTokens = static_cast<uint32_t>(prompt.size());
+  stats.contextLimit = limit;
+  for (int32_t t : prompt) sampler.accept(t);
+
+  backend::Logits logits;
+  KVS_TRY(prefill(prompt, options, observer, logits, stats));
+  tokenizer::IncrementalDecoder decoder(m_tokenizer, {.stripLeadingSpace = false});
+  result.stop = StopReason::kMaxTokens;
+  while (result.tokens.size() < options.maxTokens) {
+    if (m_stop.load()) {
+      result.stop = StopReason::kStopRequested;
+      break;
+    }
+    const int32_t token = sampler.sample(logits.last());
+    sampler.accept(token);
+    if (m_tokenizer.isEndOfGeneration(token)) {
+      result.stop = StopReason::kEndOfGeneration;
+      break;
+    }
+    result.tokens.push_back(token);
+    const std::string piece = decoder.push(token);
+    result.text += piece;
+    if (observer) observer->onToken(piece, token);
+    if (m_history.size() >= limit) {
+      result.stop = StopReason::kContextFull;
+      break;
+    }
+    if (result.tokens.size() == options.maxTokens) break;  // no need to run the last token
+    const auto t0 = Clock::now();
+    KVS_TRY(m_backend->forward({std::span(&token, 1)}, logits));
+    m_history.push_back(token);
+    stats.lastStepMs = msSince(t0);
+    stats.decodeMs += stats.lastStepMs;
+    ++stats.decodeSteps;
+    stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
+    stats.cachedTokens = m_backend->cachedTokens();
+    if (observer) observer->onStep(stats);
+  }
+  const std::string tail = decoder.flush();
+  result.text += tail;
+  if (observer && !tail.empty()) observer->onToken(tail, -1);
+  stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
+  stats.cachedTokens = m_backend->cachedTokens();
+  return result;
+}
+
+}  // namespace kvscope::runtime

@@ -1,0 +1,82 @@
+#pragma once
+// Session: one conversation with one model. It owns the backend (and so the
+// KV cache), the tokenizer and the token history, and turns prompts into
+// streamed text:
+//   - generate(tokens): reuses the longest prefix of `tokens` already in the
+//     cache (multi-turn chat, edits and regenerate cost only the new suffix),
+//     trims the rest, prefills the new tokens in chunks with progress, then
+//     decodes until end of generation, maxTokens, a stop request or a full
+//     context. A full context is an explicit outcome (StopReason::kContextFull),
+//     never silent truncation; a prompt longer than the context is an error.
+//   - requestStop() may be called from any thread; it is checked every step.
+// Not thread-safe otherwise: the engine worker owns the session.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_file.h"
+#include "runtime/observer.h"
+#include "runtime/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvscope::runtime {
+
+enum class StopReason { kEndOfGeneration, kMaxTokens, kStopRequested, kContextFull };
+const char* stopReasonName(StopReason reason);
+
+struct GenerateOptions {
+  uint32_t maxTokens = 256;
+  SamplerConfig sampler;
+  uint32_t prefillChunk = 256;  // tokens per prefill batch (progress granularity)
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids, the end-of-generation token excluded
+  std::string text;
+  StopReason stop = StopReason::kMaxTokens;
+  StepStats stats;
+  uint64_t seed = 0;  // the sampler's seed, to reproduce the run
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
+          tokenizer::Tokenizer tokenizer);
+
+  const tokenizer::Tokenizer& tokenizer() const { return m_tokenizer; }
+  const backend::Backend& backend() const { return *m_backend; }
+  const model::ModelConfig& config() const { return m_backend->config(); }
+  // Every token in the cache: prompts and generated tokens, in order.
+  const std::vector<int32_t>& history() const { return m_history; }
+
+  // Tokenizes plain text for completion (BOS as the vocabulary asks).
+  std::vector<int32_t> tokenizeCompletion(std::string_view text) const;
+  // Renders a conversation with the model's chat template and tokenizes it.
+  // The prompt's warning (unknown template) is returned for the UI.
+  tokenizer::ChatPrompt renderChat(std::span<const tokenizer::ChatMessage> messages) const;
+  std::vector<int32_t> tokenizeChat(const tokenizer::ChatPrompt& prompt) const;
+
+  Expected<GenerationResult> generate(std::span<const int32_t> prompt,
+                                      const GenerateOptions& options, Observer* observer = nullptr);
+  void requestStop() { m_stop.store(true); }
+  // Drops cached tokens past n (edit / regenerate).
+  Status trim(uint32_t n);
+
+ private:
+  Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
+                 Observer* observer, backend::Logits& logits, StepStats& stats);
+
+  std::shared_ptr<const model::ModelFile> m_model;
+  std::unique_ptr<backend::Backend> m_backend;
+  tokenizer::Tokenizer m_tokenizer;
+  tokenizer::ChatTemplate m_chatTemplate;
+  std::vector<int32_t> m_history;
+  std::atomic<bool> m_stop{false};
+};
+
+}  // namespace kvscope::runtime
