@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kvscope::cli::registerDevices(app, global, exitCode);
   kvscope::cli::registerInspect(app, global, exitCode);
   kvscope::cli::registerGenerate(app, global, exitCode);
+  kvscope::cli::registerChat(app, global, exitCode);
 
   if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"
     std::fputs(app.help().c_str(), stderr);

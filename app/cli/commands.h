@@ -14,5 +14,6 @@ struct GlobalOptions {
 void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerInspect(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

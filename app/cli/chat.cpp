@@ -1,0 +1,105 @@
+// `kvscope-cli chat -m MODEL`: a terminal chat using the model's chat template.
+// Each turn re-renders the whole conversation; the Session reuses the cached
+// prefix, so only the new message is processed. Ctrl-C stops a reply; at the
+// prompt, Ctrl-D or /exit quits, /reset starts over, /system TEXT sets the
+// system prompt.
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/model_options.h"
+
+namespace kvscope::cli {
+namespace {
+
+runtime::Session* g_active = nullptr;  // the session a Ctrl-C should stop
+
+void onInterrupt(int) {
+  if (g_active) g_active->requestStop();  // an atomic store: safe in a signal handler
+}
+
+class Stream : public runtime::Observer {
+ public:
+  void onToken(std::string_view text, int32_t) override {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+};
+
+struct ChatArgs {
+  ModelOptions model;
+  std::string system;
+  uint32_t maxTokens = 512;
+};
+
+int runChat(const ChatArgs& a, const GlobalOptions& global) {
+  auto loaded = loadSession(a.model, global);
+  if (!loaded.ok()) {
+    fmt::print(stderr, "error: {}\n", loaded.error().message);
+    return 1;
+  }
+  runtime::Session& s = **loaded;
+  std::vector<tokenizer::ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back({"system", a.system});
+  runtime::GenerateOptions go;
+  go.maxTokens = a.maxTokens;
+  go.sampler = a.model.sampler;
+  if (a.model.seedSet) go.sampler.seed = a.model.seed;
+  std::signal(SIGINT, onInterrupt);
+  bool warned = false;
+  fmt::print(stderr, "kvscope chat: {} ({} layers). /exit quits, /reset starts over, Ctrl-C stops a reply.\n",
+             s.config().name.empty() ? s.config().architecture : s.config().name, s.config().nLayer);
+  std::string line;
+  while (true) {
+    fmt::print("\n> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      messages.erase(std::remove_if(messages.begin(), messages.end(), [](auto& m) { return m.role != "system"; }),
+                     messages.end());
+      continue;
+    }
+    if (line.rfind("/system ", 0) == 0) {
+      messages.erase(std::remove_if(messages.begin(), messages.end(), [](auto& m) { return m.role == "system"; }),
+                     messages.end());
+      messages.insert(messages.begin(), {"system", line.substr(8)});
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    const auto prompt = s.renderChat(messages);
+    if (!prompt.warning.empty() && !warned) {
+      fmt::print(stderr, "warning: {}\n", prompt.warning);
+      warned = true;
+    }
+    Stream stream;
+    g_active = &s;
+    auto r = s.generate(s.tokenizeChat(prompt), go, &stream);
+    g_active = nullptr;
+    if (!r.ok()) {
+      fmt::print(stderr, "\nerror: {}\n", r.error().message);
+      messages.pop_back();  // the conversation stays as it was
+      continue;
+    }
+    messages.push_back({"assistant", r->text});
+    fmt::print(stderr, "\n[{} tokens, {:.1f} tok/s{}]\n", r->tokens.size(), r->stats.decodeTokensPerSecond(),
+               r->stop == runtime::StopReason::kContextFull ? "; the context is full, /reset to continue" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode) {
+  static ChatArgs args;
+  auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal, using its chat template");
+  addModelOptions(cmd, args.model);
+  cmd->add_option("--system", args.system, "System prompt");
+  cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")->default_val(args.maxTokens);
+  cmd->callback([&global, &exitCode] { exitCode = runChat(args, global); });
+}
+
+}  // namespace kvscope::cli
