@@ -6,3 +6,24 @@ kvscope_shader(matvec.comp NAME matvec_f16 DEFINES WEIGHT_F16)
 kvscope_shader(rmsnorm.comp)
 kvscope_shader(softmax.comp)
 kvscope_shader(silu_mul.comp)
+kvscope_shader(add.comp)
+kvscope_shader(rope.comp)
+# Weight kernels (engine/gpu/weight_kernels.cpp): every GGUF weight type in
+# each launch shape: cpu (wide loads, no barriers), sg (subgroup reduction),
+# smem (shared-memory reduction), gpu (shared-memory tiles).
+foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K)
+  string(TOLOWER ${type} t)
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_sg DEFINES TYPE_${type} SUBGROUP_REDUCE)
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_smem DEFINES TYPE_${type})
+  kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
+  kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_gpu DEFINES TYPE_${type})
+endforeach()
+# Attention over the paged f16 KV cache (engine/gpu/attention_kernels.cpp): the
+# GPU launch shape, the CPU-device one (_cpu), and the split reduction.
+kvscope_shader(kv_write.comp)
+kvscope_shader(attention.comp NAME attention_stats DEFINES PASS_STATS)
+kvscope_shader(attention.comp NAME attention_out DEFINES PASS_OUT)
+kvscope_shader(attention_cpu.comp NAME attention_stats_cpu DEFINES PASS_STATS)
+kvscope_shader(attention_cpu.comp NAME attention_out_cpu DEFINES PASS_OUT)
+kvscope_shader(attention_reduce.comp)

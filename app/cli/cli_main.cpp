@@ -14,8 +14,12 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   kvscope::cli::registerDevices(app, global, exitCode);
   kvscope::cli::registerInspect(app, global, exitCode);
+  kvscope::cli::registerBenchKernels(app, global, exitCode);
+  kvscope::cli::registerBenchAttention(app, global, exitCode);
   kvscope::cli::registerGenerate(app, global, exitCode);
   kvscope::cli::registerChat(app, global, exitCode);
+  kvscope::cli::registerMakeModel(app, global, exitCode);
+  kvscope::cli::registerBench(app, global, exitCode);
 
   if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"
     std::fputs(app.help().c_str(), stderr);

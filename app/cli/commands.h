@@ -13,7 +13,11 @@ struct GlobalOptions {
 
 void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerInspect(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerBenchKernels(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerBenchAttention(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerMakeModel(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

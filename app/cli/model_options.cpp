@@ -1,14 +1,14 @@
 #include "cli/model_options.h"
 
-#include "backend/cpu_backend.h"
 #include "model/model_tokenizer.h"
+#include "runtime/backend_factory.h"
 
 namespace kvscope::cli {
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-m,--model", o.model, "GGUF file or Hugging Face folder")->required();
   cmd->add_option("-c,--ctx", o.context, "Context length in tokens (default: the model's)");
-  cmd->add_option("--backend", o.backend, "Backend to run on")->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--backend", o.backend, "Backend to run on")->check(CLI::IsMember({"cpu", "vulkan"}));
   cmd->add_option("--threads", o.threads, "CPU threads (default: all)");
   cmd->add_option("--temp", o.sampler.temperature, "Temperature; 0 = greedy")
       ->default_val(o.sampler.temperature);
@@ -25,14 +25,12 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o) {
 }
 
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
-                                                        const GlobalOptions&) {
+                                                        const GlobalOptions& global) {
   KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(o.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
-  backend::CpuBackendOptions bo;
-  bo.contextLimit = o.context;
-  bo.threads = o.threads;
-  KVS_ASSIGN_OR_RETURN(auto backend, backend::CpuBackend::create(model, bo));
+  KVS_ASSIGN_OR_RETURN(auto backend,
+                       runtime::makeBackend(model, {o.backend, o.context, global.device, o.threads}));
   return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer));
 }
 

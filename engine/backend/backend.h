@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kv/kv_cache.h"
 #include "model/model_config.h"
 
 namespace kvscope::backend {
@@ -46,7 +45,6 @@ class Backend {
   virtual uint32_t contextLimit() const = 0;
   // Keeps the first n cached tokens (n <= cachedTokens()).
   virtual Status trim(uint32_t n) = 0;
-  virtual const kv::KvCache& cache() const = 0;
 };
 
 }  // namespace kvscope::backend

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "kv/kv_cache.h"
 #include "model/model_file.h"
 #include "model/model_weights.h"
 
@@ -33,7 +34,7 @@ class CpuBackend final : public Backend {
   uint32_t cachedTokens() const override { return m_cache->rows(); }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override { return m_cache->trim(n); }
-  const kv::KvCache& cache() const override { return *m_cache; }
+  const kv::KvCache& cache() const { return *m_cache; }
 
  private:
   CpuBackend() = default;

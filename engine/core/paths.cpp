@@ -1,6 +1,7 @@
 #include "core/paths.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +41,8 @@ Status writeFileAtomic(const std::filesystem::path& path, const void* bytes, siz
   std::string tmp = path.string() + ".tmpXXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return makeError(ErrorCode::kIo, "cannot create {}: {}", tmp, std::strerror(errno));
+  // mkstemp creates 0600; a saved file gets the usual rw-r--r--.
+  ::fchmod(fd, 0644);
   const char* p = static_cast<const char*>(bytes);
   size_t left = size;
   while (left > 0) {

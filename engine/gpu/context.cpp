@@ -53,6 +53,11 @@ Status Context::createDevice(const ContextOptions& options) {
   s16.storageBuffer16BitAccess = m_info.storageBuffer16;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &s16;
+  // Attention indexes the KV cache's page array with a dynamically uniform index.
+  VkPhysicalDeviceFeatures supported;
+  vkGetPhysicalDeviceFeatures(m_physical, &supported);
+  features.features.shaderStorageBufferArrayDynamicIndexing = supported.shaderStorageBufferArrayDynamicIndexing;
+  features.features.shaderInt64 = m_info.shaderInt64;
   VkPhysicalDeviceShaderFloat16Int8Features f16i8{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};

@@ -30,6 +30,8 @@ struct DeviceInfo {
   std::vector<MemoryHeap> heaps;
   uint64_t deviceLocalBytes = 0;  // largest device-local heap
   uint32_t subgroupSize = 0;
+  bool subgroupArithmetic = false;  // subgroupAdd & co. in compute shaders
+  bool shaderInt64 = false;
   bool shaderFloat16 = false;
   bool shaderInt8 = false;
   bool storageBuffer16 = false;

@@ -72,6 +72,9 @@ DeviceInfo queryDevice(VkPhysicalDevice device, int index) {
     }
   }
   info.subgroupSize = subgroup.subgroupSize;
+  info.subgroupArithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.shaderInt64 = feats.features.shaderInt64;
   info.shaderFloat16 = v12 && f16i8.shaderFloat16;
   info.shaderInt8 = v12 && f16i8.shaderInt8;
   info.storageBuffer16 = s16.storageBuffer16BitAccess;

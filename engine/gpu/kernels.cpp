@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "shaders/add.h"
 #include "shaders/elementwise.h"
 #include "shaders/matvec.h"
+#include "shaders/rope.h"
 #include "shaders/rows.h"
 
 namespace kvscope::gpu {
@@ -30,6 +32,8 @@ constexpr KernelDesc kDescs[] = {
     {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
     {"silu_mul", "ffn_act", 3, sizeof(push::ElementwisePush), kElementWg},
+    {"add", "add", 2, sizeof(push::AddPush), kElementWg},
+    {"rope", "rope", 2, sizeof(push::RopePush), kElementWg},
 };
 
 }  // namespace
@@ -105,6 +109,21 @@ Status Kernels::siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, con
                         uint32_t n) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSiluMul));
   rec.dispatch(*p, {gate, up, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
+  return okStatus();
+}
+
+Status Kernels::add(Recorder& rec, const Buffer& dst, const Buffer& src, uint32_t n,
+                    uint32_t period) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kAdd));
+  rec.dispatch(*p, {dst, src}, push::AddPush{n, period}, elementGroups(n, kElementWg));
+  return okStatus();
+}
+
+Status Kernels::rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n,
+                     uint32_t heads, uint32_t headDim, uint32_t dims, bool neox) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRope));
+  rec.dispatch(*p, {x, table}, push::RopePush{n, heads, headDim, dims, neox ? 1u : 0u},
+               elementGroups(n * heads * (dims / 2), kElementWg));
   return okStatus();
 }
 

@@ -38,6 +38,12 @@ class Kernels {
                  float scale);
   Status siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out,
                  uint32_t n);
+  // dst[i] += src[i % period] for i < n: residual add (period = n) or bias rows.
+  Status add(Recorder& rec, const Buffer& dst, const Buffer& src, uint32_t n, uint32_t period);
+  // RoPE in place on n tokens x heads rows of headDim floats; `table` holds
+  // (cos, sin) pairs [n][dims/2] (cpu::ropeAngles), so angles match the CPU.
+  Status rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n, uint32_t heads,
+              uint32_t headDim, uint32_t dims, bool neox);
 
   // Workgroups for a kernel that loops over `rows` independent rows.
   uint32_t rowGroups(uint32_t rows) const;
@@ -45,7 +51,9 @@ class Kernels {
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id { kToF16, kToF32, kMatvecF32, kMatvecF16, kRmsnorm, kSoftmax, kSiluMul, kCount };
+  enum Id {
+    kToF16, kToF32, kMatvecF32, kMatvecF16, kRmsnorm, kSoftmax, kSiluMul, kAdd, kRope, kCount
+  };
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

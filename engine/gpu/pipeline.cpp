@@ -18,6 +18,7 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
   Pipeline p;
   p.m_device = ctx.device();
   p.m_bindings = desc.bindings;
+  p.m_pageArray = desc.pageArray;
   p.m_pushBytes = desc.pushBytes;
   p.m_name = desc.shader;
   p.m_kernelClass = desc.kernelClass.empty() ? p.m_name : std::string(desc.kernelClass);
@@ -26,8 +27,12 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
   for (uint32_t i = 0; i < desc.bindings; ++i) {
     binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   }
+  if (desc.pageArray) {
+    binds.push_back({desc.bindings, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, desc.pageArray, VK_SHADER_STAGE_COMPUTE_BIT,
+                     nullptr});
+  }
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = desc.bindings;
+  dl.bindingCount = static_cast<uint32_t>(binds.size());
   dl.pBindings = binds.data();
   KVS_VK(vkCreateDescriptorSetLayout(ctx.device(), &dl, nullptr, &p.m_setLayout),
          "vkCreateDescriptorSetLayout");
@@ -84,6 +89,7 @@ Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
     m_layout = std::exchange(other.m_layout, VK_NULL_HANDLE);
     m_setLayout = std::exchange(other.m_setLayout, VK_NULL_HANDLE);
     m_bindings = other.m_bindings;
+    m_pageArray = other.m_pageArray;
     m_pushBytes = other.m_pushBytes;
     m_name = std::move(other.m_name);
     m_kernelClass = std::move(other.m_kernelClass);

@@ -2,9 +2,11 @@
 // A compute pipeline built from an embedded SPIR-V variant.
 //
 // Binding convention shared by every shader: set 0, bindings 0..N-1 are
-// storage buffers in the order the dispatch lists them; one push-constant
-// block at offset 0; specialization constant id i takes specConstants[i]
-// (id 0 is the workgroup size by convention, `local_size_x_id = 0`).
+// storage buffers in the order the dispatch lists them; binding N, when
+// pageArray > 0, is an array of pageArray storage buffers (the pages of a KV
+// cache, indexed with a dynamically uniform index); one push-constant block at
+// offset 0; specialization constant id i takes specConstants[i] (id 0 is the
+// workgroup size by convention, `local_size_x_id = 0`).
 
 #include <cstdint>
 #include <string>
@@ -21,6 +23,7 @@ struct PipelineDesc {
   uint32_t pushBytes = 0;               // size of the push-constant struct
   std::vector<uint32_t> specConstants;  // values for ids 0..n-1
   std::string_view kernelClass;         // label for GPU time accounting ("matvec")
+  uint32_t pageArray = 0;               // size of the page-array binding (0: none)
 };
 
 class Pipeline {
@@ -37,6 +40,7 @@ class Pipeline {
   VkPipelineLayout layout() const { return m_layout; }
   VkDescriptorSetLayout setLayout() const { return m_setLayout; }
   uint32_t bindings() const { return m_bindings; }
+  uint32_t pageArray() const { return m_pageArray; }
   uint32_t pushBytes() const { return m_pushBytes; }
   const std::string& name() const { return m_name; }
   const std::string& kernelClass() const { return m_kernelClass; }
@@ -49,6 +53,7 @@ class Pipeline {
   VkPipelineLayout m_layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout m_setLayout = VK_NULL_HANDLE;
   uint32_t m_bindings = 0;
+  uint32_t m_pageArray = 0;
   uint32_t m_pushBytes = 0;
   std::string m_name;
   std::string m_kernelClass;

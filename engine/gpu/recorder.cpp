@@ -20,7 +20,7 @@ Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const Recorde
   KVS_VK(vkAllocateCommandBuffers(dev, &ai, &rec->m_cmd), "vkAllocateCommandBuffers");
 
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                            options.maxDispatches * kMaxBindingsPerDispatch};
+                            options.maxDispatches * kMaxBindingsPerDispatch + options.maxPageBindings};
   VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   pci.maxSets = options.maxDispatches;
   pci.poolSizeCount = 1;
@@ -64,11 +64,12 @@ Status Recorder::begin() {
   return okStatus();
 }
 
-void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
-                        const void* push, size_t pushBytes, uint32_t groupsX, uint32_t groupsY,
-                        uint32_t groupsZ) {
+void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                             std::span<const Buffer* const> pages, const void* push, size_t pushBytes,
+                             uint32_t groupsX, uint32_t groupsY, uint32_t groupsZ) {
   assert(m_recording);
   assert(buffers.size() == pipeline.bindings() && "binding count must match the pipeline");
+  assert((pipeline.pageArray() == 0) == pages.empty() && pages.size() <= pipeline.pageArray());
   assert(pushBytes == pipeline.pushBytes() && "push-constant size must match the pipeline");
   if (!m_error.ok()) return;
   if (m_dispatches >= m_options.maxDispatches) {
@@ -87,7 +88,7 @@ void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRa
     return;
   }
   VkDescriptorBufferInfo infos[kMaxBindingsPerDispatch];
-  VkWriteDescriptorSet writes[kMaxBindingsPerDispatch];
+  VkWriteDescriptorSet writes[kMaxBindingsPerDispatch + 1];
   uint32_t i = 0;
   for (const BufferRange& b : buffers) {
     infos[i] = {b.buffer->handle(), b.offset, b.bytes};
@@ -97,6 +98,20 @@ void Recorder::dispatch(const Pipeline& pipeline, std::initializer_list<BufferRa
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  std::vector<VkDescriptorBufferInfo> pageInfos;
+  if (pipeline.pageArray()) {
+    pageInfos.resize(pipeline.pageArray());
+    for (size_t p = 0; p < pageInfos.size(); ++p) {
+      pageInfos[p] = {(p < pages.size() ? pages[p] : pages[0])->handle(), 0, VK_WHOLE_SIZE};
+    }
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = pipeline.pageArray();
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = pageInfos.data();
     ++i;
   }
   vkUpdateDescriptorSets(m_ctx.device(), i, writes, 0, nullptr);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,9 @@ struct KernelTime {
 };
 
 struct RecorderOptions {
-  uint32_t maxDispatches = 4096;  // per step
-  bool timing = false;            // timestamps around every dispatch
+  uint32_t maxDispatches = 4096;      // per step
+  uint32_t maxPageBindings = 16384;   // page-array descriptors per step
+  bool timing = false;                // timestamps around every dispatch
 };
 
 class Recorder {
@@ -54,7 +56,20 @@ class Recorder {
   Status begin();
   void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
                 const void* push, size_t pushBytes, uint32_t groupsX, uint32_t groupsY = 1,
-                uint32_t groupsZ = 1);
+                uint32_t groupsZ = 1) {
+    dispatchPaged(pipeline, buffers, {}, push, pushBytes, groupsX, groupsY, groupsZ);
+  }
+  // With a page-array binding: `pages` fill its first slots and the rest
+  // repeat pages[0] (every descriptor of an array must be valid).
+  void dispatchPaged(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                     std::span<const Buffer* const> pages, const void* push, size_t pushBytes,
+                     uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1);
+  template <typename Push>
+  void dispatchPaged(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
+                     std::span<const Buffer* const> pages, const Push& push, uint32_t groupsX,
+                     uint32_t groupsY = 1, uint32_t groupsZ = 1) {
+    dispatchPaged(pipeline, buffers, pages, &push, sizeof(Push), groupsX, groupsY, groupsZ);
+  }
   template <typename Push>
   void dispatch(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
                 const Push& push, uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {

@@ -1,6 +1,7 @@
 #pragma once
 // f16: each value stored as IEEE binary16 (round to nearest even). The
-// reference scheme; llama.cpp's default cache type.
+// reference scheme; llama.cpp's default cache type. Rows are padded to a
+// multiple of 4 bytes (odd head_dim) so GPU kernels address them in words.
 
 #include "kv/kv_scheme.h"
 
@@ -9,7 +10,7 @@ namespace kvscope::kv {
 class F16Scheme final : public KvScheme {
  public:
   std::string_view name() const override { return "f16"; }
-  RowLayout rowLayout(uint32_t dim) const override { return {dim * 2, 0, 0}; }
+  RowLayout rowLayout(uint32_t dim) const override { return {dim * 2, 0, (dim * 2) % 4}; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

@@ -232,3 +232,53 @@ TEST_F(KernelTest, TimestampsReportEveryKernelClass) {
 
 }  // namespace
 }  // namespace kvscope::test
+
+namespace kvscope::test {
+namespace {
+
+TEST_F(KernelTest, AddResidualAndBiasRows) {
+  const uint32_t rows = 7, width = 33, n = rows * width;
+  auto x = randomFloats(n, 1), r = randomFloats(n, 2), bias = randomFloats(width, 3);
+  gpu::Buffer xb = upload(x), rb = upload(r), bb = upload(bias);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().add(rec(), xb, rb, n, n).ok());
+  rec().barrier();
+  ASSERT_TRUE(kernels().add(rec(), xb, bb, n, width).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  auto got = download<float>(xb, n);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], (x[i] + r[i]) + bias[i % width]) << i;  // exact: same ops
+}
+
+TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
+  struct Case {
+    uint32_t n, heads, headDim, dims;
+  };
+  for (bool neox : {false, true}) {
+    for (const Case c : {Case{1, 1, 8, 8}, Case{5, 4, 64, 64}, Case{3, 2, 80, 32}, Case{2, 8, 128, 128}}) {
+      const uint32_t pos0 = 37;
+      auto x = randomFloats(size_t{c.n} * c.heads * c.headDim, c.headDim + c.n, -2.0f, 2.0f);
+      std::vector<float> table(size_t{c.n} * c.dims), cosv(c.dims / 2), sinv(c.dims / 2);
+      auto ref = x;
+      for (uint32_t t = 0; t < c.n; ++t) {
+        cpu::ropeAngles(static_cast<float>(pos0 + t), c.dims, 10000.0f, 1.0f, {}, cosv, sinv);
+        for (uint32_t i = 0; i < c.dims / 2; ++i) {
+          table[(t * c.dims / 2 + i) * 2] = cosv[i];
+          table[(t * c.dims / 2 + i) * 2 + 1] = sinv[i];
+        }
+        for (uint32_t h = 0; h < c.heads; ++h) {
+          cpu::ropeApply({&ref[(size_t{t} * c.heads + h) * c.headDim], c.headDim}, c.dims, neox, cosv, sinv);
+        }
+      }
+      gpu::Buffer xb = upload(x), tb = upload(table);
+      ASSERT_TRUE(rec().begin().ok());
+      ASSERT_TRUE(kernels().rope(rec(), xb, tb, c.n, c.heads, c.headDim, c.dims, neox).ok());
+      ASSERT_TRUE(rec().submitAndWait().ok());
+      auto got = download<float>(xb, x.size());
+      // Same products and sums in the same order: equal up to FMA contraction.
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test

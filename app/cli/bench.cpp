@@ -1,0 +1,151 @@
+// `kvscope-cli bench -m MODEL`: llama-bench-style throughput. For each backend
+// and context depth d: the cache is filled to d tokens (not timed), then a
+// prefill of -p tokens and a decode of -n tokens are timed at that depth.
+// Each backend is warmed up untimed first (lazy drivers compile pipelines on
+// first use). Also reported: cold start (model open, weight upload, first token) and peak
+// host memory. Backends run one after the other in this process, so their
+// figures are comparable side by side; compare ratios across machines.
+#include <sys/resource.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "runtime/backend_factory.h"
+
+namespace kvscope::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct BenchArgs {
+  std::string model;
+  uint32_t prefill = 512;
+  uint32_t decode = 128;
+  std::vector<uint32_t> depths = {0};
+  std::vector<std::string> backends = {"cpu", "vulkan"};
+  unsigned threads = 0;
+  bool json = false;
+};
+
+struct Row {
+  std::string backend;
+  uint32_t depth = 0;
+  double prefillTps = 0, decodeTps = 0;
+};
+
+std::vector<int32_t> benchTokens(uint32_t n, uint32_t vocab, uint32_t salt) {
+  std::vector<int32_t> t(n);
+  for (uint32_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((uint64_t{i} * 7919 + salt * 104729 + 3) % vocab);
+  return t;
+}
+
+// Times one depth: fill to `depth`, prefill, trim back, decode one by one.
+Expected<Row> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth) {
+  Row row;
+  row.depth = depth;
+  const uint32_t vocab = b.config().nVocab;
+  backend::Logits logits;
+  KVS_TRY(b.trim(0));
+  if (depth > 0) KVS_TRY(b.forward({benchTokens(depth, vocab, 1)}, logits));
+  if (a.prefill > 0) {
+    const auto tokens = benchTokens(a.prefill, vocab, 2);
+    const auto t0 = Clock::now();
+    KVS_TRY(b.forward({tokens}, logits));
+    row.prefillTps = a.prefill / secondsSince(t0);
+    KVS_TRY(b.trim(depth));
+  }
+  if (a.decode > 0) {
+    const auto tokens = benchTokens(a.decode, vocab, 3);
+    const auto t0 = Clock::now();
+    for (int32_t t : tokens) KVS_TRY(b.forward({std::span(&t, 1)}, logits));
+    row.decodeTps = a.decode / secondsSince(t0);
+  }
+  return row;
+}
+
+long peakRssMiB() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
+
+int runBench(const BenchArgs& a, const GlobalOptions& global) {
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<std::string> lines;
+  for (const auto& kind : a.backends) {
+    const auto t0 = Clock::now();
+    auto file = model::ModelFile::open(a.model);
+    if (!file.ok()) {
+      fmt::print(stderr, "error: {}\n", file.error().message);
+      return 1;
+    }
+    std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+    uint32_t maxDepth = 0;
+    for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
+    const uint32_t ctx = std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
+    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads});
+    if (!b.ok()) {
+      fmt::print(stderr, "error: {} backend: {}\n", kind, b.error().message);
+      return 1;
+    }
+    backend::Logits logits;
+    const int32_t first = 1;
+    if (auto s = (*b)->forward({std::span(&first, 1)}, logits); !s.ok()) {
+      fmt::print(stderr, "error: {}\n", s.error().message);
+      return 1;
+    }
+    const double coldStart = secondsSince(t0);
+    // Warm-up, not timed: lazy drivers (lavapipe) compile each pipeline on its
+    // first dispatch; a short prefill and decode reach every kernel once.
+    const auto warm = benchTokens(std::min<uint32_t>(16, std::max<uint32_t>(a.prefill, 2)), m->config().nVocab, 4);
+    if (auto s = (*b)->forward({warm}, logits); !s.ok() || !(*b)->forward({std::span(&first, 1)}, logits).ok()) {
+      fmt::print(stderr, "error: warm-up failed\n");
+      return 1;
+    }
+    for (uint32_t d : a.depths) {
+      auto row = benchDepth(**b, a, d);
+      if (!row.ok()) {
+        fmt::print(stderr, "error: {}\n", row.error().message);
+        return 1;
+      }
+      row->backend = kind;
+      results.push_back({{"backend", kind}, {"model", m->config().name}, {"depth", d}, {"prefill_tokens", a.prefill},
+                         {"prefill_tps", row->prefillTps}, {"decode_tokens", a.decode}, {"decode_tps", row->decodeTps},
+                         {"cold_start_s", coldStart}, {"peak_rss_mib", peakRssMiB()}});
+      lines.push_back(fmt::format("| {:<7} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |", kind, d,
+                                  row->prefillTps, row->decodeTps, coldStart, peakRssMiB()));
+    }
+  }
+  if (a.json) {
+    fmt::print("{}\n", results.dump(2));
+    return 0;
+  }
+  fmt::print("model: {}  prefill {} tokens, decode {} tokens\n\n", a.model, a.prefill, a.decode);
+  fmt::print("| backend | depth  | prefill t/s  | decode t/s  | cold start s| peak RSS MiB  |\n");
+  fmt::print("|---------|--------|--------------|-------------|-------------|---------------|\n");
+  for (const auto& l : lines) fmt::print("{}\n", l);
+  return 0;
+}
+
+}  // namespace
+
+void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
+  static BenchArgs args;
+  auto* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens/s per backend and context depth");
+  cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("-p,--n-prompt", args.prefill, "Prefill tokens to time")->default_val(args.prefill);
+  cmd->add_option("-n,--n-gen", args.decode, "Decode tokens to time")->default_val(args.decode);
+  cmd->add_option("--ctx,-d,--depth", args.depths, "Context depths, comma-separated")->delimiter(',');
+  cmd->add_option("--backend", args.backends, "Backends, comma-separated (cpu, vulkan)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cpu", "vulkan"}));
+  cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->callback([&global, &exitCode] { exitCode = runBench(args, global); });
+}
+
+}  // namespace kvscope::cli

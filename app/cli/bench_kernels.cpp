@@ -1,0 +1,182 @@
+// `kvscope-cli bench-kernels`: throughput of the weight kernels
+// (gpu/weight_kernels.h) for every supported GGUF type on the selected device.
+// matvec at a large square shape and at the shapes of a ~40M-parameter model
+// (dim 512, FFN 1536); matmul (prefill) at n = 16, 64, 256 tokens. Each figure
+// is the best of 3 runs of back-to-back dispatches separated by barriers, as
+// in a forward step: wall-clock time of the submission divided by the
+// dispatches (per-dispatch timestamps would add their own cost on lavapipe).
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "gguf/quantize.h"
+#include "gpu/buffer.h"
+#include "gpu/context.h"
+#include "gpu/recorder.h"
+#include "gpu/weight_kernels.h"
+
+namespace kvscope::cli {
+namespace {
+
+using gguf::TensorType;
+
+struct BenchType {
+  TensorType type;
+  const char* name;
+};
+constexpr BenchType kBenchTypes[] = {
+    {TensorType::kF32, "F32"},   {TensorType::kF16, "F16"},   {TensorType::kBF16, "BF16"},
+    {TensorType::kQ8_0, "Q8_0"}, {TensorType::kQ4_0, "Q4_0"}, {TensorType::kQ4_K, "Q4_K"},
+    {TensorType::kQ5_K, "Q5_K"}, {TensorType::kQ6_K, "Q6_K"},
+};
+
+std::vector<std::string> typeNames() {
+  std::vector<std::string> names;
+  for (const BenchType& bt : kBenchTypes) names.emplace_back(bt.name);
+  return names;
+}
+
+struct Shape {
+  uint32_t n, rows, cols;
+};
+constexpr Shape kShapes[] = {
+    {1, 4096, 4096}, {1, 512, 512},   {1, 1536, 512},   {1, 512, 1536},  // matvec
+    {16, 1536, 512}, {64, 1536, 512}, {256, 1536, 512},                  // matmul
+};
+
+struct Result {
+  std::string type;
+  Shape shape;
+  double us = 0.0;  // per dispatch
+  double weightBytes = 0.0;
+};
+
+// Device bytes of a random `rows` x `cols` tensor of `type`. Quantizing is
+// slow on the CPU, so 64 quantized rows are repeated: timing needs valid
+// blocks (finite scales), not distinct ones.
+Expected<std::vector<uint8_t>> randomWeights(TensorType type, uint32_t rows, uint32_t cols) {
+  const uint32_t seedRows = std::min(rows, 64u);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(size_t{seedRows} * cols);
+  for (float& v : values) v = dist(rng);
+  KVS_ASSIGN_OR_RETURN(auto raw, gguf::quantize(type, values));
+  KVS_ASSIGN_OR_RETURN(auto seed, gpu::WeightKernels::repack(type, cols, raw));
+  const uint64_t rowBytes = *gpu::WeightKernels::rowBytes(type, cols);
+  std::vector<uint8_t> out((rows * rowBytes + 3) / 4 * 4);
+  for (uint32_t r = 0; r < rows; ++r) {
+    std::copy_n(seed.begin() + static_cast<ptrdiff_t>((r % seedRows) * rowBytes), rowBytes,
+                out.begin() + static_cast<ptrdiff_t>(r * rowBytes));
+  }
+  return out;
+}
+
+Expected<Result> benchOne(gpu::Context& ctx, gpu::WeightKernels& wk, gpu::Recorder& rec,
+                          const BenchType& bt, const Shape& s, uint32_t iters) {
+  KVS_ASSIGN_OR_RETURN(auto weights, randomWeights(bt.type, s.rows, s.cols));
+  std::vector<float> x(size_t{s.n} * s.cols, 0.5f);
+  KVS_ASSIGN_OR_RETURN(auto wb, gpu::Buffer::create(ctx, weights.size()));
+  KVS_ASSIGN_OR_RETURN(auto xb, gpu::Buffer::create(ctx, x.size() * sizeof(float)));
+  KVS_ASSIGN_OR_RETURN(auto yb, gpu::Buffer::create(ctx, size_t{s.n} * s.rows * sizeof(float)));
+  KVS_TRY(wb.upload(std::span<const uint8_t>(weights)));
+  KVS_TRY(xb.upload(std::span<const float>(x)));
+
+  Result result{bt.name, s, 1e30, static_cast<double>(weights.size())};
+  for (int run = 0; run < 4; ++run) {  // the first run compiles lavapipe's shader
+    const uint32_t count = run == 0 ? 1 : iters;
+    KVS_TRY(rec.begin());
+    for (uint32_t i = 0; i < count; ++i) {
+      if (i) rec.barrier();
+      KVS_TRY(s.n == 1 ? wk.matvec(rec, bt.type, wb, xb, yb, s.rows, s.cols)
+                       : wk.matmul(rec, bt.type, wb, xb, yb, s.n, s.rows, s.cols));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    KVS_TRY(rec.submitAndWait());
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (run > 0) result.us = std::min(result.us, us / count);
+  }
+  return result;
+}
+
+int run(int device, uint32_t iters, const std::vector<std::string>& only, bool json) {
+  gpu::ContextOptions options;
+  options.device = device;
+  auto ctx = gpu::Context::create(options);
+  if (!ctx.ok()) {
+    fmt::print(stderr, "error: {}\n", ctx.error().message);
+    return 1;
+  }
+  gpu::WeightKernels wk(**ctx);
+  auto rec = gpu::Recorder::create(**ctx, {.maxDispatches = iters + 1});
+  if (!rec.ok()) {
+    fmt::print(stderr, "error: {}\n", rec.error().message);
+    return 1;
+  }
+  std::vector<Result> results;
+  for (const BenchType& bt : kBenchTypes) {
+    if (!only.empty() && std::find(only.begin(), only.end(), bt.name) == only.end()) continue;
+    for (const Shape& s : kShapes) {
+      auto r = benchOne(**ctx, wk, **rec, bt, s, iters);
+      if (!r.ok()) {
+        fmt::print(stderr, "error: {} {}x{} n={}: {}\n", bt.name, s.rows, s.cols, s.n,
+                   r.error().message);
+        return 1;
+      }
+      results.push_back(*r);
+    }
+  }
+  const std::string shape = gpu::weightShapeName(wk.shape());
+  if (json) {
+    nlohmann::json out = {
+        {"device", (*ctx)->info().name}, {"shape", shape}, {"results", nlohmann::json::array()}};
+    for (const Result& r : results) {
+      const double macs = static_cast<double>(r.shape.n) * r.shape.rows * r.shape.cols;
+      out["results"].push_back({{"type", r.type},
+                                {"n", r.shape.n},
+                                {"rows", r.shape.rows},
+                                {"cols", r.shape.cols},
+                                {"us", r.us},
+                                {"gmacs", macs / r.us * 1e-3},
+                                {"weight_gbs", r.weightBytes / r.us * 1e-3},
+                                {"tokens_per_s", r.shape.n / r.us * 1e6}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("device {} | launch shape {} | {} dispatches per run, best of 3\n",
+             (*ctx)->info().name, shape, iters);
+  fmt::print("{:<6} {:>4} {:>11} {:>11} {:>9} {:>12} {:>12}\n", "type", "n", "rows x cols",
+             "us/call", "G MAC/s", "weight GB/s", "tokens/s");
+  for (const Result& r : results) {
+    const double macs = static_cast<double>(r.shape.n) * r.shape.rows * r.shape.cols;
+    fmt::print("{:<6} {:>4} {:>5}x{:<5} {:>11.1f} {:>9.2f} {:>12.2f} {:>12.0f}\n", r.type,
+               r.shape.n, r.shape.rows, r.shape.cols, r.us, macs / r.us * 1e-3,
+               r.weightBytes / r.us * 1e-3, r.shape.n / r.us * 1e6);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerBenchKernels(CLI::App& app, const GlobalOptions& global, int& exitCode) {
+  auto* cmd = app.add_subcommand("bench-kernels",
+                                 "Measure the weight kernels (matvec, matmul) for every GGUF type");
+  static uint32_t iters = 20;
+  static bool json = false;
+  static std::vector<std::string> types;
+  cmd->add_option("--iters", iters, "Dispatches per timed run")->check(CLI::Range(1u, 4000u));
+  cmd->add_option("--types", types, "Only these types")
+      ->delimiter(',')
+      ->check(CLI::IsMember(typeNames()));
+  cmd->add_flag("--json", json, "Print JSON instead of a table");
+  cmd->callback([&global, &exitCode] { exitCode = run(global.device, iters, types, json); });
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,58 @@
+// `kvscope-cli make-model -o PATH`: write a random-weight model of a chosen
+// architecture, shape and weight type, for benchmarks and parity checks.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "gguf/tensor_type.h"
+#include "model/synthetic_model.h"
+
+namespace kvscope::cli {
+namespace {
+
+std::optional<gguf::TensorType> typeByName(const std::string& name) {
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    auto t = gguf::typeTraits(raw);
+    if (t && t->name == name) return static_cast<gguf::TensorType>(raw);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
+  static model::SyntheticModelSpec spec;
+  static std::string out, type = "F32";
+  auto* cmd = app.add_subcommand("make-model", "Write a random-weight model (GGUF) for benchmarks and tests");
+  cmd->add_option("-o,--output", out, "Output .gguf path")->required();
+  cmd->add_option("--arch", spec.architecture, "llama, qwen2 or qwen3")->default_val(spec.architecture);
+  cmd->add_option("--layers", spec.nLayer, "Blocks")->default_val(spec.nLayer);
+  cmd->add_option("--dim", spec.nEmbd, "Model width")->default_val(spec.nEmbd);
+  cmd->add_option("--ffn", spec.nFf, "Feed-forward width")->default_val(spec.nFf);
+  cmd->add_option("--heads", spec.nHead, "Query heads")->default_val(spec.nHead);
+  cmd->add_option("--kv-heads", spec.nHeadKv, "Key/value heads")->default_val(spec.nHeadKv);
+  cmd->add_option("--head-dim", spec.headDim, "Per-head width")->default_val(spec.headDim);
+  cmd->add_option("--vocab", spec.nVocab, "Vocabulary size (>= 259)")->default_val(spec.nVocab);
+  cmd->add_option("--ctx", spec.contextLength, "Trained context length")->default_val(spec.contextLength);
+  cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
+  cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
+  cmd->callback([&exitCode] {
+    auto t = typeByName(type);
+    if (!t) {
+      fmt::print(stderr, "error: unknown weight type '{}'\n", type);
+      exitCode = 1;
+      return;
+    }
+    spec.weightType = *t;
+    if (auto s = model::writeSyntheticModel(spec, out); !s.ok()) {
+      fmt::print(stderr, "error: {}\n", s.error().message);
+      exitCode = 1;
+      return;
+    }
+    const uint64_t q = uint64_t{spec.nHead} * spec.headDim, kv = uint64_t{spec.nHeadKv} * spec.headDim;
+    const uint64_t perLayer = spec.nEmbd * (2 * q + 2 * kv) + 3ull * spec.nEmbd * spec.nFf;
+    const uint64_t params = perLayer * spec.nLayer + uint64_t{spec.nEmbd} * spec.nVocab * (spec.tiedEmbeddings ? 1 : 2);
+    fmt::print("wrote {} ({} {}, {:.1f}M parameters)\n", out, spec.architecture, type, static_cast<double>(params) / 1e6);
+  });
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,292 @@
+#include "backend/vulkan_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu_matmul.h"
+#include "backend/cpu_ops.h"
+#include "backend/rope_factors.h"
+
+namespace kvscope::backend {
+
+// Activation buffers for batches of up to `capacity` tokens, shapes per token.
+struct VulkanBackend::Activations {
+  uint32_t capacity = 0;
+  gpu::Buffer x, xb;        // [n, nEmbd]
+  gpu::Buffer q, att;       // [n, nHead * headDim]
+  gpu::Buffer k, v;         // [n, nHeadKv * headDim]
+  gpu::Buffer tmp;          // [n, nEmbd]
+  gpu::Buffer gate, up;     // [n, nFf]
+  gpu::Buffer ropeTable;    // [n, rope.dims / 2] (cos, sin)
+  gpu::Buffer last, lastNorm;  // [nEmbd]: the row whose logits are wanted
+  gpu::Buffer logits;       // [n, nVocab], host-visible
+  gpu::AttentionScratch scratch;
+};
+
+VulkanBackend::~VulkanBackend() = default;
+
+Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<const model::ModelFile> model,
+                                                               const VulkanBackendOptions& options) {
+  std::unique_ptr<VulkanBackend> b(new VulkanBackend());
+  b->m_model = std::move(model);
+  b->m_options = options;
+  const auto& c = b->m_model->config();
+  KVS_ASSIGN_OR_RETURN(b->m_bound, model::bindWeights(c, *b->m_model));
+  KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_bound.ropeFreqs));
+  gpu::ContextOptions co;
+  co.device = options.device;
+  co.validation = options.validation;
+  KVS_ASSIGN_OR_RETURN(b->m_ctx, gpu::Context::create(co));
+  b->m_kernels = std::make_unique<gpu::Kernels>(*b->m_ctx);
+  b->m_weightKernels = std::make_unique<gpu::WeightKernels>(*b->m_ctx);
+  b->m_attention = std::make_unique<gpu::AttentionKernels>(*b->m_ctx);
+  KVS_ASSIGN_OR_RETURN(b->m_rec, gpu::Recorder::create(*b->m_ctx, {.timing = options.timing}));
+  b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
+  // Pages never move; their count is bounded by the page-array binding, so a
+  // long context gets bigger pages rather than more of them.
+  const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
+  const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
+  b->m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
+  KVS_TRY(b->uploadWeights());
+  return b;
+}
+
+Expected<VulkanBackend::DeviceMatrix> VulkanBackend::uploadMatrix(const model::TensorView& t) {
+  DeviceMatrix m;
+  m.type = t.type;
+  m.cols = static_cast<uint32_t>(t.shape[0]);
+  m.rows = static_cast<uint32_t>(t.shape[1]);
+  if (!gpu::WeightKernels::supportsType(t.type)) {
+    return makeError(ErrorCode::kUnsupported, "tensor '{}' has type {}, which the Vulkan backend does not run yet",
+                     t.name, gguf::traits(t.type).name);
+  }
+  KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(t.type, m.cols, t.data));
+  KVS_ASSIGN_OR_RETURN(m.buffer, gpu::Buffer::create(*m_ctx, bytes.size()));
+  KVS_TRY(m.buffer.upload(bytes.data(), bytes.size()));
+  m_weightBytes += bytes.size();
+  return m;
+}
+
+Expected<gpu::Buffer> VulkanBackend::uploadVector(const model::TensorView* t) {
+  if (!t) return gpu::Buffer();
+  std::vector<float> v(t->shape[0]);
+  cpu::dequantizeRow(*t, 0, v);
+  KVS_ASSIGN_OR_RETURN(auto buf, gpu::Buffer::create(*m_ctx, v.size() * sizeof(float)));
+  KVS_TRY(buf.upload(std::span<const float>(v)));
+  m_weightBytes += v.size() * sizeof(float);
+  return buf;
+}
+
+Status VulkanBackend::uploadWeights() {
+  const auto& w = m_bound;
+  KVS_ASSIGN_OR_RETURN(m_outputNorm, uploadVector(w.outputNorm));
+  KVS_ASSIGN_OR_RETURN(m_output, uploadMatrix(*w.output));
+  for (const auto& lw : w.layers) {
+    DeviceLayer d;
+    KVS_ASSIGN_OR_RETURN(d.attnNorm, uploadVector(lw.attnNorm));
+    KVS_ASSIGN_OR_RETURN(d.ffnNorm, uploadVector(lw.ffnNorm));
+    KVS_ASSIGN_OR_RETURN(d.bq, uploadVector(lw.bq));
+    KVS_ASSIGN_OR_RETURN(d.bk, uploadVector(lw.bk));
+    KVS_ASSIGN_OR_RETURN(d.bv, uploadVector(lw.bv));
+    KVS_ASSIGN_OR_RETURN(d.qNorm, uploadVector(lw.qNorm));
+    KVS_ASSIGN_OR_RETURN(d.kNorm, uploadVector(lw.kNorm));
+    KVS_ASSIGN_OR_RETURN(d.wq, uploadMatrix(*lw.wq));
+    KVS_ASSIGN_OR_RETURN(d.wk, uploadMatrix(*lw.wk));
+    KVS_ASSIGN_OR_RETURN(d.wv, uploadMatrix(*lw.wv));
+    KVS_ASSIGN_OR_RETURN(d.wo, uploadMatrix(*lw.wo));
+    KVS_ASSIGN_OR_RETURN(d.gate, uploadMatrix(*lw.gate));
+    KVS_ASSIGN_OR_RETURN(d.up, uploadMatrix(*lw.up));
+    KVS_ASSIGN_OR_RETURN(d.down, uploadMatrix(*lw.down));
+    m_layers.push_back(std::move(d));
+  }
+  return okStatus();
+}
+
+Status VulkanBackend::ensureActivations(uint32_t n) {
+  if (m_act && m_act->capacity >= n) return okStatus();
+  const auto& c = config();
+  auto a = std::make_unique<Activations>();
+  a->capacity = n;
+  auto make = [&](gpu::Buffer& b, size_t floats, gpu::MemoryUse use = gpu::MemoryUse::kDevice) -> Status {
+    KVS_ASSIGN_OR_RETURN(b, gpu::Buffer::create(*m_ctx, floats * sizeof(float), use));
+    return okStatus();
+  };
+  KVS_TRY(make(a->x, size_t{n} * c.nEmbd));
+  KVS_TRY(make(a->xb, size_t{n} * c.nEmbd));
+  KVS_TRY(make(a->tmp, size_t{n} * c.nEmbd));
+  KVS_TRY(make(a->q, size_t{n} * c.qDim()));
+  KVS_TRY(make(a->att, size_t{n} * c.qDim()));
+  KVS_TRY(make(a->k, size_t{n} * c.kvDim()));
+  KVS_TRY(make(a->v, size_t{n} * c.kvDim()));
+  KVS_TRY(make(a->gate, size_t{n} * c.nFf));
+  KVS_TRY(make(a->up, size_t{n} * c.nFf));
+  KVS_TRY(make(a->ropeTable, size_t{n} * c.rope.dims, gpu::MemoryUse::kHost));
+  KVS_TRY(make(a->last, c.nEmbd));
+  KVS_TRY(make(a->lastNorm, c.nEmbd));
+  KVS_TRY(make(a->logits, size_t{n} * c.nVocab, gpu::MemoryUse::kHost));
+  KVS_ASSIGN_OR_RETURN(a->scratch, m_attention->makeScratch(m_layout, c.nHead, n, m_contextLimit));
+  m_act = std::move(a);
+  return okStatus();
+}
+
+Status VulkanBackend::ensurePages(uint32_t rows) {
+  while (m_pages.size() * m_layout.rowsPerPage < rows) {
+    KVS_ASSIGN_OR_RETURN(auto page, gpu::Buffer::create(*m_ctx, m_layout.pageBytes()));
+    m_pages.push_back(std::move(page));
+  }
+  m_pagePtrs.clear();
+  for (const auto& p : m_pages) m_pagePtrs.push_back(&p);
+  return okStatus();
+}
+
+Status VulkanBackend::trim(uint32_t n) {
+  if (n > m_rows) return makeError(ErrorCode::kInternal, "cannot trim {} cached tokens to {}", m_rows, n);
+  m_rows = n;
+  const size_t keep = (size_t{n} + m_layout.rowsPerPage - 1) / m_layout.rowsPerPage;
+  if (m_pages.size() > keep) {
+    m_pages.resize(keep);
+    KVS_TRY(ensurePages(n));
+  }
+  return okStatus();
+}
+
+Status VulkanBackend::matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n) {
+  return m_weightKernels->matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols);
+}
+
+// One transformer block for n tokens at positions pos0.. (the tensors named as
+// in the CPU backend so their values can be compared).
+Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
+  const auto& c = config();
+  const DeviceLayer& w = m_layers[l];
+  Activations& a = *m_act;
+  gpu::Recorder& rec = *m_rec;
+  gpu::Kernels& k = *m_kernels;
+
+  // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
+  KVS_TRY(k.rmsnorm(rec, a.x, w.attnNorm, a.xb, c.nEmbd, n, c.rmsEps));
+  rec.barrier();
+  KVS_TRY(matmul(w.wq, a.xb, a.q, n));
+  KVS_TRY(matmul(w.wk, a.xb, a.k, n));
+  KVS_TRY(matmul(w.wv, a.xb, a.v, n));
+  rec.barrier();
+  if (c.arch->qkvBias) {
+    KVS_TRY(k.add(rec, a.q, w.bq, n * c.qDim(), c.qDim()));
+    KVS_TRY(k.add(rec, a.k, w.bk, n * c.kvDim(), c.kvDim()));
+    KVS_TRY(k.add(rec, a.v, w.bv, n * c.kvDim(), c.kvDim()));
+    rec.barrier();
+  }
+  if (c.arch->qkNorm) {
+    KVS_TRY(k.rmsnorm(rec, a.q, w.qNorm, a.q, c.headDim, n * c.nHead, c.rmsEps));
+    KVS_TRY(k.rmsnorm(rec, a.k, w.kNorm, a.k, c.headDim, n * c.nHeadKv, c.rmsEps));
+    rec.barrier();
+  }
+  const bool neox = c.rope.style == model::RopeStyle::kNeox;
+  KVS_TRY(k.rope(rec, a.q, a.ropeTable, n, c.nHead, c.headDim, c.rope.dims, neox));
+  KVS_TRY(k.rope(rec, a.k, a.ropeTable, n, c.nHeadKv, c.headDim, c.rope.dims, neox));
+  rec.barrier();
+  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0));
+  rec.barrier();
+  KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead, a.scratch));
+  rec.barrier();
+  KVS_TRY(matmul(w.wo, a.att, a.tmp, n));
+  rec.barrier();
+  KVS_TRY(k.add(rec, a.x, a.tmp, n * c.nEmbd, n * c.nEmbd));
+  rec.barrier();
+
+  // Feed-forward block: norm, SwiGLU, down projection, residual.
+  KVS_TRY(k.rmsnorm(rec, a.x, w.ffnNorm, a.xb, c.nEmbd, n, c.rmsEps));
+  rec.barrier();
+  KVS_TRY(matmul(w.gate, a.xb, a.gate, n));
+  KVS_TRY(matmul(w.up, a.xb, a.up, n));
+  rec.barrier();
+  KVS_TRY(k.siluMul(rec, a.gate, a.up, a.gate, n * c.nFf));
+  rec.barrier();
+  KVS_TRY(matmul(w.down, a.gate, a.tmp, n));
+  rec.barrier();
+  KVS_TRY(k.add(rec, a.x, a.tmp, n * c.nEmbd, n * c.nEmbd));
+  rec.barrier();
+  return okStatus();
+}
+
+Status VulkanBackend::recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits) {
+  const auto& c = config();
+  const auto n = static_cast<uint32_t>(tokens.size());
+  Activations& a = *m_act;
+  // Host side: embedding rows and RoPE angles (the CPU backend's exact values).
+  std::vector<float> embd(size_t{n} * c.nEmbd);
+  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_bound.tokenEmbd, tokens[t], {&embd[size_t{t} * c.nEmbd], c.nEmbd});
+  KVS_TRY(a.x.upload(std::span<const float>(embd)));
+  const uint32_t half = c.rope.dims / 2;
+  const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
+  std::vector<float> table(size_t{n} * c.rope.dims), cosv(half), sinv(half);
+  for (uint32_t t = 0; t < n; ++t) {
+    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs, cosv, sinv);
+    for (uint32_t i = 0; i < half; ++i) {
+      table[(size_t{t} * half + i) * 2] = cosv[i];
+      table[(size_t{t} * half + i) * 2 + 1] = sinv[i];
+    }
+  }
+  KVS_TRY(a.ropeTable.upload(std::span<const float>(table)));
+
+  KVS_TRY(m_rec->begin());
+  for (uint32_t l = 0; l < c.nLayer; ++l) KVS_TRY(recordLayer(l, n, pos0));
+  if (allLogits) {
+    KVS_TRY(m_kernels->rmsnorm(*m_rec, a.x, m_outputNorm, a.xb, c.nEmbd, n, c.rmsEps));
+    m_rec->barrier();
+    KVS_TRY(matmul(m_output, a.xb, a.logits, n));
+  } else {
+    m_rec->copy(a.x, size_t{n - 1} * c.nEmbd * sizeof(float), a.last, 0, c.nEmbd * sizeof(float));
+    KVS_TRY(m_kernels->rmsnorm(*m_rec, a.last, m_outputNorm, a.lastNorm, c.nEmbd, 1, c.rmsEps));
+    m_rec->barrier();
+    KVS_TRY(matmul(m_output, a.lastNorm, a.logits, 1));
+  }
+  return m_rec->submitAndWait();
+}
+
+Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0) {
+  const auto& c = config();
+  const auto n = static_cast<uint32_t>(tokens.size());
+  KVS_TRY(ensureActivations(std::min(m_options.maxBatch, std::max<uint32_t>(n, 1))));
+  KVS_TRY(ensurePages(m_rows + n));
+  KVS_TRY(recordStep(tokens, m_rows, allLogits));
+  m_rows += n;
+  const uint32_t rows = allLogits ? n : 1;
+  return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));
+}
+
+Status VulkanBackend::forward(const Batch& batch, Logits& out) {
+  const auto& c = config();
+  const auto n = static_cast<uint32_t>(batch.tokens.size());
+  if (n == 0) return makeError(ErrorCode::kInvalidArgument, "empty batch");
+  if (uint64_t{m_rows} + n > m_contextLimit) {
+    return makeError(ErrorCode::kInvalidArgument, "the context is full: {} cached + {} new tokens exceed the limit of {}",
+                     m_rows, n, m_contextLimit);
+  }
+  for (int32_t tok : batch.tokens) {
+    if (tok < 0 || static_cast<uint32_t>(tok) >= c.nVocab) {
+      return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
+    }
+  }
+  out.vocab = c.nVocab;
+  out.rows = batch.allLogits ? n : 1;
+  out.values.resize(size_t{out.rows} * c.nVocab);
+  // Batches larger than the activation buffers run in chunks; only the last
+  // chunk's final row matters unless every row's logits are wanted.
+  for (uint32_t done = 0; done < n;) {
+    const uint32_t chunk = std::min(m_options.maxBatch, n - done);
+    const bool lastChunk = done + chunk == n;
+    if (!batch.allLogits && !lastChunk) {
+      Logits scratch;
+      scratch.values.resize(c.nVocab);
+      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0));
+    } else {
+      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out, batch.allLogits ? done : 0));
+    }
+    done += chunk;
+  }
+  return okStatus();
+}
+
+}  // namespace kvscope::backend

@@ -1,0 +1,100 @@
+#pragma once
+// VulkanBackend: the llama-family forward pass on a Vulkan device. Weights are
+// uploaded once in their GGUF type (repacked per row for wide loads, see
+// gpu/weight_kernels.h); the KV cache lives in device pages that never move;
+// one forward() records the whole step into one command buffer and submits it
+// once. The token embedding row is dequantized on the host (one row per token)
+// and the RoPE angle table is computed on the host with cpu::ropeAngles, so
+// both match the CpuBackend exactly. Agreement with CpuBackend is tested per
+// weight type (tests/backend/vulkan_parity_test.cpp).
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gpu/attention_kernels.h"
+#include "gpu/buffer.h"
+#include "gpu/context.h"
+#include "gpu/kernels.h"
+#include "gpu/recorder.h"
+#include "gpu/weight_kernels.h"
+#include "model/model_file.h"
+#include "model/model_weights.h"
+
+namespace kvscope::backend {
+
+struct VulkanBackendOptions {
+  uint32_t contextLimit = 0;  // 0: the model's trained context
+  int device = -1;            // -1: $KVSCOPE_DEVICE, then the best device
+  bool validation = false;    // Khronos validation (tests)
+  bool timing = true;         // per-kernel-class GPU time (throughput panel)
+  uint32_t maxBatch = 512;    // tokens per forward(); larger batches are split
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  static Expected<std::unique_ptr<VulkanBackend>> create(std::shared_ptr<const model::ModelFile> model,
+                                                         const VulkanBackendOptions& options = {});
+  ~VulkanBackend() override;
+
+  std::string_view name() const override { return "vulkan"; }
+  const model::ModelConfig& config() const override { return m_model->config(); }
+  Status forward(const Batch& batch, Logits& out) override;
+  uint32_t cachedTokens() const override { return m_rows; }
+  uint32_t contextLimit() const override { return m_contextLimit; }
+  Status trim(uint32_t n) override;
+
+  const gpu::Context& context() const { return *m_ctx; }
+  // GPU time per kernel class of the last forward() (empty without timestamps).
+  const std::vector<gpu::KernelTime>& kernelTimes() const { return m_rec->kernelTimes(); }
+  uint64_t weightBytes() const { return m_weightBytes; }
+  uint64_t kvBytesAllocated() const { return uint64_t{m_layout.pageBytes()} * m_pages.size(); }
+
+ private:
+  struct DeviceMatrix {
+    gguf::TensorType type = gguf::TensorType::kF32;
+    uint32_t rows = 0, cols = 0;  // output rows, input columns
+    gpu::Buffer buffer;
+  };
+  struct DeviceLayer {
+    gpu::Buffer attnNorm, ffnNorm, bq, bk, bv, qNorm, kNorm;
+    DeviceMatrix wq, wk, wv, wo, gate, up, down;
+  };
+  struct Activations;
+
+  VulkanBackend() = default;
+  Status uploadWeights();
+  Expected<DeviceMatrix> uploadMatrix(const model::TensorView& t);
+  Expected<gpu::Buffer> uploadVector(const model::TensorView* t);
+  Status ensureActivations(uint32_t n);
+  Status ensurePages(uint32_t rows);
+  Status recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits);
+  Status recordLayer(uint32_t l, uint32_t n, uint32_t pos0);
+  Status matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n);
+  Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
+
+  std::shared_ptr<const model::ModelFile> m_model;
+  model::ModelWeights m_bound;
+  std::unique_ptr<gpu::Context> m_ctx;
+  std::unique_ptr<gpu::Kernels> m_kernels;
+  std::unique_ptr<gpu::WeightKernels> m_weightKernels;
+  std::unique_ptr<gpu::AttentionKernels> m_attention;
+  std::unique_ptr<gpu::Recorder> m_rec;
+  VulkanBackendOptions m_options;
+
+  DeviceMatrix m_output;
+  gpu::Buffer m_outputNorm;
+  std::vector<DeviceLayer> m_layers;
+  std::vector<float> m_ropeFreqs;
+  uint64_t m_weightBytes = 0;
+
+  std::unique_ptr<Activations> m_act;
+  gpu::KvPageLayout m_layout;
+  std::vector<gpu::Buffer> m_pages;
+  std::vector<const gpu::Buffer*> m_pagePtrs;
+  uint32_t m_rows = 0;
+  uint32_t m_contextLimit = 0;
+};
+
+}  // namespace kvscope::backend

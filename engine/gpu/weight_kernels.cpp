@@ -1,0 +1,305 @@
+#include "gpu/weight_kernels.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "shaders/weights.h"
+
+namespace kvscope::gpu {
+namespace {
+
+using gguf::TensorType;
+
+// One field of a GGUF block: byte offset and size (block_layout.h).
+struct Field {
+  uint32_t offset;
+  uint32_t bytes;
+};
+
+struct TypeInfo {
+  TensorType type;
+  const char* name;  // lower case, as in shader variant names
+  uint32_t blockElements;
+  uint32_t blockBytes;
+  uint32_t planeCount;  // 0: rows stay raw
+  std::array<Field, 4> planes;
+  // kCpu shape, swept on lavapipe: matvec rows per invocation (the k-quants'
+  // 64-value units fill registers sooner, so fewer rows), matmul tile of
+  // rows x tokens per invocation.
+  uint32_t matvecRows;
+  uint32_t matmulRows, matmulTokens;
+};
+
+constexpr TypeInfo kTypes[] = {
+    {TensorType::kF32, "f32", 1, 4, 0, {}, 16, 8, 8},
+    {TensorType::kF16, "f16", 1, 2, 0, {}, 16, 8, 8},
+    {TensorType::kBF16, "bf16", 1, 2, 0, {}, 16, 8, 8},
+    {TensorType::kQ8_0, "q8_0", 32, 34, 2, {{{2, 32}, {0, 2}}}, 8, 8, 8},
+    {TensorType::kQ4_0, "q4_0", 32, 18, 2, {{{2, 16}, {0, 2}}}, 8, 8, 8},
+    {TensorType::kQ4_K, "q4_k", 256, 144, 2, {{{16, 128}, {0, 16}}}, 4, 8, 8},
+    {TensorType::kQ5_K, "q5_k", 256, 176, 3, {{{48, 128}, {16, 32}, {0, 16}}}, 2, 8, 8},
+    {TensorType::kQ6_K, "q6_k", 256, 210, 4, {{{0, 128}, {128, 64}, {192, 16}, {208, 2}}}, 4, 8, 8},
+};
+static_assert(std::size(kTypes) == 8, "WeightKernels::kTypeCount");
+
+constexpr uint32_t kPlaneAlign = 32;  // the widest shader load
+constexpr uint32_t kCpuWorkgroup = 16;
+constexpr uint32_t kGroupsPerCpuThread = 3;             // few large groups: see header
+constexpr uint32_t kGpuWorkgroup = KVS_WEIGHT_TILE_WG;  // matvec uses the same size
+constexpr uint32_t kGpuMatvecRows = 2;                  // rows per workgroup
+
+const TypeInfo* findType(TensorType type) {
+  for (const TypeInfo& t : kTypes) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
+}
+
+uint64_t roundUp(uint64_t v, uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+// Where each plane starts within a device row of `cols` values, and the row stride.
+struct RowLayout {
+  uint64_t rowBytes = 0;
+  std::array<uint64_t, 4> planeOffset{};
+};
+
+RowLayout rowLayout(const TypeInfo& t, uint32_t cols) {
+  RowLayout layout;
+  const uint64_t blocks = cols / t.blockElements;
+  if (t.planeCount == 0) {
+    layout.rowBytes = blocks * t.blockBytes;
+    return layout;
+  }
+  for (uint32_t p = 0; p < t.planeCount; ++p) {
+    layout.planeOffset[p] = layout.rowBytes;
+    layout.rowBytes += roundUp(blocks * t.planes[p].bytes, kPlaneAlign);
+  }
+  return layout;
+}
+
+Error unsupportedType(TensorType type) {
+  return makeError(ErrorCode::kUnsupported,
+                   "GGUF tensor type {} has no GPU weight kernel (supported: F32, F16, BF16, Q8_0, "
+                   "Q4_0, Q4_K, Q5_K, Q6_K)",
+                   static_cast<uint32_t>(type));
+}
+
+std::string upper(const char* name) {
+  std::string s = name;
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+WeightShape resolveShape(const Context& ctx, WeightShape shape) {
+  if (shape != WeightShape::kAuto) return shape;
+  const DeviceInfo& info = ctx.info();
+  if (info.type == DeviceType::kCpu && info.shaderInt64) return WeightShape::kCpu;
+  return info.subgroupArithmetic ? WeightShape::kGpuSubgroup : WeightShape::kGpuShared;
+}
+
+}  // namespace
+
+const char* weightShapeName(WeightShape shape) {
+  switch (shape) {
+    case WeightShape::kAuto:
+      return "auto";
+    case WeightShape::kCpu:
+      return "cpu";
+    case WeightShape::kGpuSubgroup:
+      return "gpu-subgroup";
+    case WeightShape::kGpuShared:
+      return "gpu-shared";
+  }
+  return "?";
+}
+
+WeightKernels::WeightKernels(Context& ctx, WeightShape shape)
+    : m_ctx(ctx), m_shape(resolveShape(ctx, shape)) {
+  if (m_shape == WeightShape::kCpu)
+    m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool WeightKernels::supportsType(TensorType type) {
+  return findType(type) != nullptr;
+}
+
+std::optional<uint64_t> WeightKernels::rowBytes(TensorType type, uint32_t cols) {
+  const TypeInfo* t = findType(type);
+  if (!t || cols == 0 || cols % t->blockElements != 0) return std::nullopt;
+  return rowLayout(*t, cols).rowBytes;
+}
+
+Expected<std::vector<uint8_t>> WeightKernels::repack(TensorType type, uint32_t cols,
+                                                     std::span<const uint8_t> raw) {
+  const TypeInfo* t = findType(type);
+  if (!t) return unsupportedType(type);
+  if (cols == 0 || cols % t->blockElements != 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "{} rows of {} values are not whole {}-value blocks", upper(t->name), cols,
+                     t->blockElements);
+  }
+  const uint64_t blocks = cols / t->blockElements;
+  const uint64_t rawRow = blocks * t->blockBytes;
+  if (raw.size() % rawRow != 0) {
+    return makeError(ErrorCode::kInvalidArgument, "{} bytes are not whole {} rows of {} bytes",
+                     raw.size(), upper(t->name), rawRow);
+  }
+  const uint64_t rows = raw.size() / rawRow;
+  const RowLayout layout = rowLayout(*t, cols);
+  // Padded to a word so the last fp16/bf16 pair of an odd-sized tensor is readable.
+  std::vector<uint8_t> out(roundUp(rows * layout.rowBytes, 4), 0);
+  if (t->planeCount == 0) {
+    std::copy(raw.begin(), raw.end(), out.begin());
+    return out;
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = raw.data() + r * rawRow;
+    uint8_t* dst = out.data() + r * layout.rowBytes;
+    for (uint64_t b = 0; b < blocks; ++b) {
+      for (uint32_t p = 0; p < t->planeCount; ++p) {
+        const Field& f = t->planes[p];
+        std::memcpy(dst + layout.planeOffset[p] + b * f.bytes, src + b * t->blockBytes + f.offset,
+                    f.bytes);
+      }
+    }
+  }
+  return out;
+}
+
+Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel) {
+  std::optional<Pipeline>& slot = m_pipelines[typeIndex][kernel];
+  if (!slot) {
+    const TypeInfo& t = kTypes[typeIndex];
+    const bool cpu = m_shape == WeightShape::kCpu;
+    const char* suffix = cpu                                    ? "cpu"
+                         : kernel == kMatmul                    ? "gpu"
+                         : m_shape == WeightShape::kGpuSubgroup ? "sg"
+                                                                : "smem";
+    const std::string name = std::string(kernel == kMatvec ? "weight_matvec_" : "weight_matmul_") +
+                             t.name + "_" + suffix;
+    std::vector<uint32_t> spec;
+    if (cpu) {
+      spec = kernel == kMatvec ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows}
+                               : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens};
+    } else {
+      spec = kernel == kMatvec ? std::vector<uint32_t>{kGpuWorkgroup, kGpuMatvecRows}
+                               : std::vector<uint32_t>{kGpuWorkgroup};
+    }
+    KVS_ASSIGN_OR_RETURN(Pipeline p,
+                         Pipeline::create(m_ctx, {name, 3, sizeof(push::WeightPush), spec,
+                                                  kernel == kMatvec ? "matvec" : "matmul"}));
+    slot = std::move(p);
+  }
+  return &*slot;
+}
+
+Expected<BufferRange> WeightKernels::bind(const BufferRange& range, uint64_t bytes,
+                                          const char* what) const {
+  const uint64_t align = m_ctx.limits().minStorageBufferOffsetAlignment;
+  const uint64_t size = range.buffer->size();
+  if (range.offset % align != 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "{} offset {} is not a multiple of the device's {}-byte alignment", what,
+                     range.offset, align);
+  }
+  const uint64_t avail = range.offset > size ? 0
+                         : range.bytes == VK_WHOLE_SIZE
+                             ? size - range.offset
+                             : std::min<uint64_t>(range.bytes, size - range.offset);
+  if (avail < bytes) {
+    return makeError(ErrorCode::kInvalidArgument, "{} need {} bytes but the binding holds {}", what,
+                     bytes, avail);
+  }
+  if (bytes > m_ctx.limits().maxStorageBufferRange) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{} take {} bytes, more than the device binds at once ({})", what, bytes,
+                     m_ctx.limits().maxStorageBufferRange);
+  }
+  return BufferRange(*range.buffer, range.offset, bytes);
+}
+
+uint32_t WeightKernels::groups(uint64_t tasks, uint32_t perGroup) const {
+  const uint64_t needed = (tasks + perGroup - 1) / perGroup;
+  const uint64_t cap = m_cpuThreads ? uint64_t{m_cpuThreads} * kGroupsPerCpuThread
+                                    : uint64_t{m_ctx.limits().maxComputeWorkGroupCount[0]};
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(needed, cap)));
+}
+
+Status WeightKernels::matvec(Recorder& rec, TensorType type, const BufferRange& w,
+                             const BufferRange& x, const BufferRange& y, uint32_t rows,
+                             uint32_t cols) {
+  return record(rec, type, kMatvec, w, x, y, 1, rows, cols);
+}
+
+Status WeightKernels::matmul(Recorder& rec, TensorType type, const BufferRange& w,
+                             const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
+                             uint32_t cols) {
+  return record(rec, type, n == 1 ? kMatvec : kMatmul, w, x, y, n, rows, cols);
+}
+
+Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, const BufferRange& w,
+                             const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
+                             uint32_t cols) {
+  const TypeInfo* t = findType(type);
+  if (!t) return unsupportedType(type);
+  if (m_shape == WeightShape::kCpu && !m_ctx.info().shaderInt64) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{} has no 64-bit integers for the CPU weight kernels", m_ctx.info().name);
+  }
+  if (m_shape == WeightShape::kGpuSubgroup && !m_ctx.info().subgroupArithmetic) {
+    return makeError(ErrorCode::kUnsupported, "{} has no subgroup arithmetic in compute shaders",
+                     m_ctx.info().name);
+  }
+  if (rows == 0 || cols == 0 || n == 0) {
+    return makeError(ErrorCode::kInvalidArgument, "empty weight product: {} tokens x [{}, {}]", n,
+                     rows, cols);
+  }
+  if (cols % t->blockElements != 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "{} weights need columns in whole {}-value blocks, not {}", upper(t->name),
+                     t->blockElements, cols);
+  }
+  const RowLayout layout = rowLayout(*t, cols);
+  const uint64_t elements = uint64_t{rows} * cols;
+  // Shaders index words and elements with 32-bit integers.
+  if (elements >= (1ull << 32) || uint64_t{n} * cols >= (1ull << 32) ||
+      uint64_t{n} * rows >= (1ull << 32)) {
+    return makeError(ErrorCode::kUnsupported,
+                     "weight product {} tokens x [{}, {}] is too large for one dispatch", n, rows,
+                     cols);
+  }
+  KVS_ASSIGN_OR_RETURN(BufferRange wb, bind(w, roundUp(rows * layout.rowBytes, 4), "weights"));
+  KVS_ASSIGN_OR_RETURN(BufferRange xb, bind(x, uint64_t{n} * cols * sizeof(float), "inputs"));
+  KVS_ASSIGN_OR_RETURN(BufferRange yb, bind(y, uint64_t{n} * rows * sizeof(float), "outputs"));
+
+  const auto typeIndex = static_cast<size_t>(t - kTypes);
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel));
+  const push::WeightPush push{rows,
+                              cols,
+                              n,
+                              static_cast<uint32_t>(layout.rowBytes / 4),
+                              static_cast<uint32_t>(layout.planeOffset[1] / 4),
+                              static_cast<uint32_t>(layout.planeOffset[2] / 4),
+                              static_cast<uint32_t>(layout.planeOffset[3] / 4)};
+  uint32_t count = 0;
+  if (m_shape == WeightShape::kCpu) {
+    const uint64_t rowTasks = kernel == kMatvec ? (rows + t->matvecRows - 1) / t->matvecRows
+                                                : (rows + t->matmulRows - 1) / t->matmulRows;
+    const uint64_t tokenTasks = kernel == kMatvec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
+    count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
+  } else if (kernel == kMatvec) {
+    count = groups((rows + kGpuMatvecRows - 1) / kGpuMatvecRows, 1);
+  } else {
+    const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
+    count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
+  }
+  rec.dispatch(*p, {wb, xb, yb}, push, count);
+  return okStatus();
+}
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,100 @@
+#pragma once
+// The weight kernels of the forward pass, for weights kept on the device in
+// their GGUF type: matvec (decode, one token) and matmul (prefill, n tokens).
+//
+//   matvec: y[rows]    = W[rows, cols] x[cols]
+//   matmul: Y[n, rows] = X[n, cols] W[rows, cols]^T   (X, Y row-major float32)
+//
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (supportsType()); others
+// are refused with kUnsupported. cols must be a whole number of blocks (32 for
+// Q8_0/Q4_0, 256 for the k-quants); float types take any cols (rows that are
+// not whole 32-byte units take a slower element-wise path).
+//
+// Device layout of W, written once by repack():
+//  - F32, F16, BF16: the raw GGUF rows (repack() copies them).
+//  - quantized types: the same bits regrouped per row. Each row holds one
+//    plane per block field, the field of every block of the row in block
+//    order, each plane padded to 32 bytes:
+//        Q8_0: qs[32] | d          Q4_K: qs[128] | d dmin scales[12]
+//        Q4_0: qs[16] | d          Q5_K: qs[128] | qh[32] | d dmin scales[12]
+//        Q6_K: ql[128] | qh[64] | scales[16] | d
+//    so every shader load is aligned and as wide as the device allows.
+//    rowBytes() is the row stride (for quantized types a multiple of 32), so
+//    rows [r0, r1) of a tensor are the bytes [r0, r1) * rowBytes().
+//    Measured on lavapipe (matvec, G MAC/s per core): Q8_0 raw blocks read as
+//    words 2.4; planes with 16-byte loads 3.0; planes with 64-bit vector loads
+//    of W and x 4.6. Q4_K (already 16-byte aligned raw): planes 4.0 vs raw 3.9,
+//    matmul 7.1 vs 6.7; kept for one code path.
+//
+// Buffers are BufferRanges: several tensors may share a buffer. Every offset
+// must be a multiple of minStorageBufferOffsetAlignment (kInvalidArgument
+// otherwise); a binding covers exactly the bytes the kernel reads, so ranges
+// may be VK_WHOLE_SIZE in buffers larger than maxStorageBufferRange. F16/BF16
+// weights with an odd number of elements need 2 bytes of padding after them.
+//
+// Each call records one dispatch and no barrier. Pipelines are created on
+// first use. Launch shapes: on CPU devices with 64-bit integers (lavapipe) an
+// invocation owns several whole rows (and tokens), with no shared memory or
+// barriers; on GPUs a workgroup splits each row and reduces with subgroup
+// arithmetic when the device has it, else through shared memory.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
+
+namespace kvscope::gpu {
+
+enum class WeightShape {
+  kAuto,         // kCpu on CPU devices with shaderInt64, else the best GPU shape
+  kCpu,          // whole rows per invocation, 64-bit loads (needs shaderInt64)
+  kGpuSubgroup,  // rows split across a workgroup, subgroup reduction
+  kGpuShared,    // rows split across a workgroup, shared-memory reduction
+};
+const char* weightShapeName(WeightShape shape);
+
+class WeightKernels {
+ public:
+  explicit WeightKernels(Context& ctx, WeightShape shape = WeightShape::kAuto);
+
+  static bool supportsType(gguf::TensorType type);
+  // Device bytes of one row of `cols` values; nullopt when the type is not
+  // supported or cols is not a whole number of blocks.
+  static std::optional<uint64_t> rowBytes(gguf::TensorType type, uint32_t cols);
+  // The device copy of `raw` (whole GGUF rows of `cols` values of `type`).
+  static Expected<std::vector<uint8_t>> repack(gguf::TensorType type, uint32_t cols,
+                                               std::span<const uint8_t> raw);
+
+  // The launch shape this instance uses (kAuto resolved).
+  WeightShape shape() const { return m_shape; }
+
+  Status matvec(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
+                const BufferRange& y, uint32_t rows, uint32_t cols);
+  // n == 1 records matvec.
+  Status matmul(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
+                const BufferRange& y, uint32_t n, uint32_t rows, uint32_t cols);
+
+ private:
+  enum Kernel { kMatvec, kMatmul, kKernelCount };
+  static constexpr size_t kTypeCount = 8;
+
+  Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel);
+  Status record(Recorder& rec, gguf::TensorType type, Kernel kernel, const BufferRange& w,
+                const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
+                uint32_t cols);
+  Expected<BufferRange> bind(const BufferRange& range, uint64_t bytes, const char* what) const;
+  uint32_t groups(uint64_t tasks, uint32_t perGroup) const;
+
+  Context& m_ctx;
+  WeightShape m_shape;
+  uint32_t m_cpuThreads = 0;  // >0 for the kCpu shape: the device's worker threads
+  std::array<std::array<std::optional<Pipeline>, kKernelCount>, kTypeCount> m_pipelines;
+};
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,23 @@
+#include "runtime/backend_factory.h"
+
+#include "backend/cpu_backend.h"
+#include "backend/vulkan_backend.h"
+
+namespace kvscope::runtime {
+
+Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
+                                                        const BackendChoice& choice) {
+  if (choice.kind == "cpu") {
+    KVS_ASSIGN_OR_RETURN(auto b, backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
+                                                                     .threads = choice.threads}));
+    return std::unique_ptr<backend::Backend>(std::move(b));
+  }
+  if (choice.kind == "vulkan") {
+    KVS_ASSIGN_OR_RETURN(auto b, backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
+                                                                        .device = choice.device}));
+    return std::unique_ptr<backend::Backend>(std::move(b));
+  }
+  return makeError(ErrorCode::kInvalidArgument, "unknown backend '{}' (choose cpu or vulkan)", choice.kind);
+}
+
+}  // namespace kvscope::runtime

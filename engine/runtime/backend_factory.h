@@ -1,0 +1,23 @@
+#pragma once
+// Creates the backend a user asked for by name ("cpu" or "vulkan"), so the
+// CLI and the UI share one switch.
+
+#include <memory>
+#include <string_view>
+
+#include "backend/backend.h"
+#include "model/model_file.h"
+
+namespace kvscope::runtime {
+
+struct BackendChoice {
+  std::string_view kind = "vulkan";  // "cpu" or "vulkan"
+  uint32_t contextLimit = 0;         // 0: the model's trained context
+  int device = -1;                   // Vulkan device index (-1: automatic)
+  unsigned threads = 0;              // CPU threads (0: all)
+};
+
+Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
+                                                        const BackendChoice& choice);
+
+}  // namespace kvscope::runtime

@@ -1,0 +1,48 @@
+// Push constants of the attention family (kv_write.comp, attention.comp,
+// attention_reduce.comp) and the size of their KV page-array binding. The page
+// layout is engine/gpu/attention_kernels.h's KvPageLayout; offsets here are
+// in 32-bit words inside one page. A shader has one push-constant block, so
+// GLSL sees only the block its file selects (KVS_KV_WRITE, KVS_ATTENTION or
+// KVS_ATTENTION_REDUCE defined before the include); C++ sees all three.
+#include "push_common.h"
+
+// Slots of the page-array binding: one storage-buffer descriptor per page,
+// plus at most 4 plain bindings, stays within the 32 per stage lavapipe has.
+#define KVS_ATTENTION_MAX_PAGES 16
+
+#if defined(__cplusplus) || defined(KVS_KV_WRITE)
+KVS_PUSH_BEGIN(KvWritePush)
+  KVS_UINT n;            // new tokens (rows) to write
+  KVS_UINT pos0;         // cache row of the first one
+  KVS_UINT nHeadKv;
+  KVS_UINT headDim;
+  KVS_UINT rowsPerPage;
+  KVS_UINT rowWords;     // row stride: rowBytes / 4
+  KVS_UINT keyOffset;    // this layer's K block in a page
+  KVS_UINT valueOffset;  // this layer's V block in a page
+KVS_PUSH_END(KvWritePush)
+#endif
+
+#if defined(__cplusplus) || defined(KVS_ATTENTION)
+KVS_PUSH_BEGIN(AttentionPush)
+  KVS_UINT n;            // query tokens, at rows pos0 .. pos0 + n - 1
+  KVS_UINT pos0;
+  KVS_UINT nHead;        // query heads; KV heads = nHead / GQA (specialization constant)
+  KVS_UINT rowsPerPage;
+  KVS_UINT rowWords;
+  KVS_UINT keyOffset;
+  KVS_UINT valueOffset;
+  KVS_UINT tokenTiles;   // ceil(n / TOKENS)
+  KVS_UINT splits;       // the cached rows are cut into `splits` ranges of splitRows
+  KVS_UINT splitRows;
+  KVS_UINT scoreStride;  // 0: pass 2 recomputes scores; else row stride of the score buffer
+  KVS_FLOAT scale;       // 1 / sqrt(head_dim)
+KVS_PUSH_END(AttentionPush)
+#endif
+
+#if defined(__cplusplus) || defined(KVS_ATTENTION_REDUCE)
+KVS_PUSH_BEGIN(AttentionReducePush)
+  KVS_UINT count;   // n * nHead * headDim outputs
+  KVS_UINT splits;  // partial results per output, `count` apart
+KVS_PUSH_END(AttentionReducePush)
+#endif

@@ -1,0 +1,90 @@
+// Declarations shared by the two launch shapes of the attention kernels
+// (attention.comp for GPUs, attention_cpu.comp for CPU devices): the
+// specialization constants, the bindings, and how a workgroup's task index
+// maps to (KV head, tile of query tokens, split of the cached rows).
+#ifndef KVSCOPE_ATTENTION_COMMON_GLSL
+#define KVSCOPE_ATTENTION_COMMON_GLSL
+
+#define KVS_ATTENTION
+#include "attention.h"
+#include "attention_f16.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const uint GQA = 1;     // query heads per KV head
+layout(constant_id = 3) const uint TOKENS = 1;  // query tokens per task
+layout(local_size_x_id = 0) in;
+
+const uint PAIRS = TOKENS * GQA;          // (token, query head) pairs of a task
+const uint WORDS = (HEAD_DIM + 1u) / 2u;  // words of a row that hold values
+const float kNoScore = -3.0e38;           // below any score; running max of no row
+
+layout(std430, binding = 0) readonly buffer Q { float q[]; };  // [n][nHead][HEAD_DIM]
+layout(std430, binding = 1) buffer Stats { vec2 stats[]; };    // [splits][n][nHead] (max, sum)
+layout(std430, binding = 2) buffer Scores { float scores[]; };  // [n][nHead][scoreStride]
+#ifdef PASS_OUT
+// One split: [n][nHead][HEAD_DIM]; several: [splits][n][nHead][HEAD_DIM].
+layout(std430, binding = 3) writeonly buffer Out { float outv[]; };
+#define PAGE_BINDING 4
+#else
+#define PAGE_BINDING 3
+#endif
+layout(std430, binding = PAGE_BINDING) readonly buffer Page {
+  uint words[];
+} pages[KVS_ATTENTION_MAX_PAGES];
+
+struct Task {
+  uint kvHead, token0, tokens, split, rowBegin, rowEnd;
+};
+
+Task task(uint index) {
+  Task t;
+  t.split = index % pc.splits;
+  const uint tile = (index / pc.splits) % pc.tokenTiles;
+  t.kvHead = index / (pc.splits * pc.tokenTiles);
+  t.token0 = tile * TOKENS;
+  t.tokens = min(TOKENS, pc.n - t.token0);
+  t.rowBegin = t.split * pc.splitRows;
+  // Rows past the last token's position are visible to none of the tile.
+  t.rowEnd = min(t.rowBegin + pc.splitRows, pc.pos0 + t.token0 + t.tokens);
+  return t;
+}
+
+uint taskCount() { return (pc.nHead / GQA) * pc.tokenTiles * pc.splits; }
+uint head(Task t, uint pair) { return t.kvHead * GQA + pair % GQA; }
+uint token(Task t, uint pair) { return t.token0 + pair / GQA; }
+bool visible(Task t, uint pair, uint row) {
+  return pair / GQA < t.tokens && row <= pc.pos0 + token(t, pair);
+}
+uint scoreIndex(Task t, uint pair, uint row) {
+  return (token(t, pair) * pc.nHead + head(t, pair)) * pc.scoreStride + row;
+}
+// Word offset of row `row` of the task's KV head in the block at `block`.
+uint rowWord(Task t, uint block, uint row) {
+  return block + (t.kvHead * pc.rowsPerPage + row % pc.rowsPerPage) * pc.rowWords;
+}
+// The end of the tile that starts at row r0: at most WG rows, within one page,
+// so the page index is uniform across the workgroup.
+uint tileEnd(Task t, uint r0) {
+  return min(min(r0 + WG, t.rowEnd), (r0 / pc.rowsPerPage + 1u) * pc.rowsPerPage);
+}
+// Where the partial output of (split, token, head) starts.
+uint outIndex(Task t, uint pair) {
+  const uint splitBase = pc.splits > 1u ? t.split * pc.n * pc.nHead : 0u;
+  return (splitBase + token(t, pair) * pc.nHead + head(t, pair)) * HEAD_DIM;
+}
+// (max, sum of exp(score - max)) of pair `pair` over all splits.
+vec2 combinedStats(Task t, uint pair) {
+  const uint at = token(t, pair) * pc.nHead + head(t, pair), stride = pc.n * pc.nHead;
+  float mx = kNoScore, sum = 0.0;
+  for (uint s = 0u; s < pc.splits; ++s) {
+    if (stats[s * stride + at].y > 0.0) mx = max(mx, stats[s * stride + at].x);
+  }
+  for (uint s = 0u; s < pc.splits; ++s) {
+    const vec2 st = stats[s * stride + at];
+    if (st.y > 0.0) sum += st.y * exp(st.x - mx);
+  }
+  return vec2(mx, sum);
+}
+
+#endif

@@ -1,0 +1,124 @@
+#version 450
+// y[rows] = W[rows, cols] x[cols] with W in a GGUF type (weight_types.glsl).
+// Two launch shapes, picked by the host per device:
+//  - WIDE_LOADS (CPU devices): each invocation owns R whole rows and walks
+//    them unit by unit, loading every piece of x once for its R rows. No
+//    shared memory and no barrier, both slow on lavapipe.
+//  - otherwise (GPUs): a workgroup owns R rows at a time; its invocations
+//    split the row into units and reduce with subgroup arithmetic
+//    (SUBGROUP_REDUCE) or through shared memory.
+// Float weights whose rows are not whole units (cols % UNIT != 0) take an
+// element-wise path.
+#if defined(WIDE_LOADS)
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+#if defined(SUBGROUP_REDUCE)
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "weights.h"
+
+#if defined(WIDE_LOADS) || defined(SUBGROUP_REDUCE)
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+#else
+#include "reduce.glsl"
+#endif
+layout(constant_id = 1) const uint R = 1;  // rows per invocation (CPU) or per workgroup (GPU)
+
+#include "weight_types.glsl"
+
+// The x values that unit u of a row multiplies, in decodeUnit() order.
+void loadXUnit(uint u, out vec4 xv[UNIT4]) {
+  for (uint c = 0; c < CHUNKS; ++c) {
+    const uint first = chunkColumn(u, c) / 8;
+    for (uint i = 0; i < CHUNK8; ++i) {
+      loadX8(first + i, xv[c * CHUNK / 4 + 2 * i], xv[c * CHUNK / 4 + 2 * i + 1]);
+    }
+  }
+}
+
+float dotUnit(const vec4 w[UNIT4], const vec4 xv[UNIT4]) {
+  float s = 0.0;
+  for (uint i = 0; i < UNIT4; ++i) s += dot(w[i], xv[i]);
+  return s;
+}
+
+#if defined(SUBGROUP_REDUCE)
+shared float partials[WG];  // one per subgroup; WG bounds the subgroup count
+
+float groupSum(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) partials[gl_SubgroupID] = v;
+  barrier();
+  float total = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) total += partials[i];
+  barrier();  // partials are reused by the next call
+  return total;
+}
+#elif !defined(WIDE_LOADS)
+float groupSum(float v) { return workgroupSum(v); }
+#endif
+
+void main() {
+  const uint units = pc.cols / UNIT;
+  float acc[R];
+  uint rows[R];
+#if defined(WIDE_LOADS)
+  const uint tasks = (pc.rows + R - 1) / R;
+  for (uint task = gl_GlobalInvocationID.x; task < tasks; task += gl_NumWorkGroups.x * WG) {
+    for (uint r = 0; r < R; ++r) {
+      rows[r] = min(task * R + r, pc.rows - 1);
+      acc[r] = 0.0;
+    }
+#if defined(FLOAT_WEIGHTS)
+    if (pc.cols % UNIT != 0) {
+      for (uint k = 0; k < pc.cols; ++k) {
+        const float xk = x4[k];
+        for (uint r = 0; r < R; ++r) acc[r] += weightAt(rows[r] * pc.cols + k) * xk;
+      }
+    } else
+#endif
+    for (uint u = 0; u < units; ++u) {
+      vec4 xv[UNIT4];
+      loadXUnit(u, xv);
+      for (uint r = 0; r < R; ++r) {
+        vec4 wv[UNIT4];
+        decodeUnit(rows[r], u, wv);
+        acc[r] += dotUnit(wv, xv);
+      }
+    }
+    for (uint r = 0; r < R; ++r) {
+      if (task * R + r < pc.rows) y[task * R + r] = acc[r];
+    }
+  }
+#else
+  const uint lid = gl_LocalInvocationID.x;
+  for (uint first = gl_WorkGroupID.x * R; first < pc.rows; first += gl_NumWorkGroups.x * R) {
+    for (uint r = 0; r < R; ++r) {
+      rows[r] = min(first + r, pc.rows - 1);
+      acc[r] = 0.0;
+    }
+#if defined(FLOAT_WEIGHTS)
+    for (uint k = lid; k < pc.cols; k += WG) {
+      const float xk = x4[k];
+      for (uint r = 0; r < R; ++r) acc[r] += weightAt(rows[r] * pc.cols + k) * xk;
+    }
+#else
+    for (uint u = lid; u < units; u += WG) {
+      vec4 xv[UNIT4];
+      loadXUnit(u, xv);
+      for (uint r = 0; r < R; ++r) {
+        vec4 wv[UNIT4];
+        decodeUnit(rows[r], u, wv);
+        acc[r] += dotUnit(wv, xv);
+      }
+    }
+#endif
+    for (uint r = 0; r < R; ++r) {
+      const float total = groupSum(acc[r]);
+      if (lid == 0 && first + r < pc.rows) y[first + r] = total;
+    }
+  }
+#endif
+}

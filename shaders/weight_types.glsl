@@ -1,0 +1,247 @@
+// Weight decoding shared by weight_matvec.comp and weight_matmul.comp.
+//
+// One TYPE_* define selects the GGUF type. Quantized weights arrive in the
+// repacked layout of engine/gpu/weight_kernels.h: within each row, every field
+// of the row's blocks (quants, scales, ...) gathered in its own 32-byte aligned
+// plane, so every load below is aligned. Float types arrive as raw GGUF rows.
+//
+// A row is walked in units: 8 values for F32 and 16 for F16/BF16 (32 bytes),
+// one 32-value block for Q8_0/Q4_0, 64 values for the k-quants (a Q4_K/Q5_K
+// scale group; for Q6_K the two 32-value quarters that share the bytes of ql:
+// columns 128h + 32p + [0, 32) and the same + 64). decodeUnit() dequantizes a
+// unit with ggml's arithmetic (same products, same order); chunkColumn() says
+// which columns of X each chunk of CHUNK consecutive values multiplies.
+//
+// WIDE_LOADS (CPU devices) reads through 64-bit vectors: lavapipe executes a
+// buffer load lane by lane, so the number of loads, not their width, sets the
+// cost, and fewer, wider loads win.
+#ifndef KVSCOPE_WEIGHT_TYPES_GLSL
+#define KVSCOPE_WEIGHT_TYPES_GLSL
+
+#if defined(WIDE_LOADS)
+layout(std430, binding = 0) readonly buffer W32 { u64vec4 w32[]; };
+layout(std430, binding = 0) readonly buffer W16 { u64vec2 w16[]; };
+layout(std430, binding = 1) readonly buffer X32 { u64vec4 x32[]; };
+#else
+layout(std430, binding = 0) readonly buffer W16 { uvec4 w16[]; };
+layout(std430, binding = 1) readonly buffer X16 { vec4 x16[]; };
+#endif
+layout(std430, binding = 0) readonly buffer W4 { uint w4[]; };
+layout(std430, binding = 1) readonly buffer X4 { float x4[]; };
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+#define FLOAT_WEIGHTS
+#if defined(TYPE_F32)
+const uint UNIT = 8;
+const uint CHUNK = 8;
+#else
+const uint UNIT = 16;
+const uint CHUNK = 16;
+#endif
+const uint UNITS_PER_BLOCK = 1;
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+const uint UNIT = 32;
+const uint CHUNK = 32;
+const uint BLOCK = 32;
+const uint UNITS_PER_BLOCK = 1;
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+const uint UNIT = 64;
+const uint CHUNK = 32;
+const uint BLOCK = 256;
+const uint UNITS_PER_BLOCK = 4;
+#else
+#error "define one TYPE_*"
+#endif
+const uint UNIT4 = UNIT / 4;       // vec4s per unit
+const uint CHUNKS = UNIT / CHUNK;  // 1 or 2
+const uint CHUNK8 = CHUNK / 8;     // 8-float groups of X per chunk
+
+// 32 bytes at 32-byte index i as eight little-endian words.
+void load32(uint i, out uint q[8]) {
+#if defined(WIDE_LOADS)
+  const u64vec4 v = w32[i];
+  const uvec2 a = unpack32(v.x), b = unpack32(v.y), c = unpack32(v.z), d = unpack32(v.w);
+  q = uint[8](a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y);
+#else
+  const uvec4 a = w16[2 * i], b = w16[2 * i + 1];
+  q = uint[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+#endif
+}
+
+// 16 bytes at 16-byte index i.
+uvec4 load16(uint i) {
+#if defined(WIDE_LOADS)
+  const u64vec2 v = w16[i];
+  return uvec4(unpack32(v.x), unpack32(v.y));
+#else
+  return w16[i];
+#endif
+}
+
+// X values 8i .. 8i + 7.
+void loadX8(uint i, out vec4 a, out vec4 b) {
+#if defined(WIDE_LOADS)
+  const u64vec4 v = x32[i];
+  a = uintBitsToFloat(uvec4(unpack32(v.x), unpack32(v.y)));
+  b = uintBitsToFloat(uvec4(unpack32(v.z), unpack32(v.w)));
+#else
+  a = x16[2 * i];
+  b = x16[2 * i + 1];
+#endif
+}
+
+// fp16 number `index` of a plane of packed halves starting at word `plane`.
+float halfAt(uint plane, uint index) {
+  return unpackHalf2x16(w4[plane + index / 2] >> (16 * (index & 1))).x;
+}
+
+vec4 int8x4(uint q) {
+  return vec4(ivec4(int(q) << 24, int(q) << 16, int(q) << 8, int(q)) >> 24);
+}
+// Nibbles of the four bytes of q: low (shift 0) or high (shift 4).
+uvec4 nibbles(uint q, uint shift) {
+  return (uvec4(q) >> (uvec4(0, 8, 16, 24) + shift)) & 0xfu;
+}
+// Bits [shift, shift + width) of each byte of q.
+uvec4 byteBits(uint q, uint shift, uint width) {
+  return (uvec4(q) >> (uvec4(0, 8, 16, 24) + shift)) & ((1u << width) - 1u);
+}
+uint byteAt(uvec4 v, uint i) {
+  return (v[i / 4] >> (8 * (i % 4))) & 0xffu;
+}
+float int8At(uvec4 v, uint i) {
+  return float(bitfieldExtract(int(v[i / 4]), int(8 * (i % 4)), 8));
+}
+// bfloat16 pairs (low half first) of two words.
+vec4 bf16x4(uint a, uint b) {
+  return uintBitsToFloat(uvec4(a << 16, a & 0xffff0000u, b << 16, b & 0xffff0000u));
+}
+
+#if defined(FLOAT_WEIGHTS)
+
+// Element e (row * cols + column) of the weight matrix, any alignment.
+float weightAt(uint e) {
+#if defined(TYPE_F32)
+  return uintBitsToFloat(w4[e]);
+#elif defined(TYPE_F16)
+  return unpackHalf2x16(w4[e / 2] >> (16 * (e & 1))).x;
+#else
+  return bf16x4(w4[e / 2] >> (16 * (e & 1)), 0).x;
+#endif
+}
+
+uint chunkColumn(uint u, uint c) { return UNIT * u; }
+
+// Unit u of `row`; needs cols % UNIT == 0 (rows start 32-byte aligned).
+void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
+  const uint e = row * pc.cols + UNIT * u;
+#if defined(TYPE_F32)
+  uint q[8];
+  load32(e / 8, q);
+  v[0] = uintBitsToFloat(uvec4(q[0], q[1], q[2], q[3]));
+  v[1] = uintBitsToFloat(uvec4(q[4], q[5], q[6], q[7]));
+#elif defined(TYPE_F16)
+  uint h[8];
+  load32(e / 16, h);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = vec4(unpackHalf2x16(h[2 * i]), unpackHalf2x16(h[2 * i + 1]));
+  }
+#else
+  uint h[8];
+  load32(e / 16, h);
+  for (uint i = 0; i < 4; ++i) v[i] = bf16x4(h[2 * i], h[2 * i + 1]);
+#endif
+}
+
+#else  // quantized types
+
+uint chunkColumn(uint u, uint c) {
+#if defined(TYPE_Q6_K)
+  const uint sub = u % 4;  // 2 * half + pair
+  return BLOCK * (u / 4) + 128 * (sub / 2) + 32 * (sub % 2) + 64 * c;
+#else
+  return UNIT * u + CHUNK * c;
+#endif
+}
+
+void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
+  const uint rw = row * pc.rowWords;  // first word of the row
+  const uint b = u / UNITS_PER_BLOCK;  // block within the row
+#if defined(TYPE_Q8_0)
+  // planes: qs (32 bytes), d (fp16)
+  uint q[8];
+  load32(rw / 8 + b, q);
+  const float d = halfAt(rw + pc.plane1, b);
+  for (uint i = 0; i < 8; ++i) v[i] = int8x4(q[i]) * d;
+#elif defined(TYPE_Q4_0)
+  // planes: qs (16 bytes: value j in the low nibble of byte j, j + 16 in the high), d
+  const uvec4 q = load16(rw / 4 + b);
+  const float d = halfAt(rw + pc.plane1, b);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = (vec4(nibbles(q[i], 0)) - 8.0) * d;
+    v[i + 4] = (vec4(nibbles(q[i], 4)) - 8.0) * d;
+  }
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+  // planes: qs (128 bytes), [Q5_K: qh (32 bytes)], header (d, dmin, 12 scale bytes)
+  const uint g = u % 4;
+  uint q[8];
+  load32(rw / 8 + b * 4 + g, q);
+#if defined(TYPE_Q5_K)
+  uint qh[8];
+  load32((rw + pc.plane1) / 8 + b, qh);
+  const uvec4 hdr = load16((rw + pc.plane2) / 4 + b);
+#else
+  const uvec4 hdr = load16((rw + pc.plane1) / 4 + b);
+#endif
+  // Eight 6-bit (scale, min) pairs in bytes 4..15 of the header (see block_layout.h).
+  const uint j = 2 * g;
+  uint sc1, m1, sc2, m2;
+  if (j < 4) {
+    sc1 = byteAt(hdr, 4 + j) & 63u;
+    m1 = byteAt(hdr, 8 + j) & 63u;
+    sc2 = byteAt(hdr, 5 + j) & 63u;
+    m2 = byteAt(hdr, 9 + j) & 63u;
+  } else {
+    sc1 = (byteAt(hdr, 8 + j) & 0xfu) | ((byteAt(hdr, j) >> 6) << 4);
+    m1 = (byteAt(hdr, 8 + j) >> 4) | ((byteAt(hdr, 4 + j) >> 6) << 4);
+    sc2 = (byteAt(hdr, 9 + j) & 0xfu) | ((byteAt(hdr, 1 + j) >> 6) << 4);
+    m2 = (byteAt(hdr, 9 + j) >> 4) | ((byteAt(hdr, 5 + j) >> 6) << 4);
+  }
+  const vec2 dm = unpackHalf2x16(hdr.x);
+  const float d1 = dm.x * float(sc1), n1 = dm.y * float(m1);
+  const float d2 = dm.x * float(sc2), n2 = dm.y * float(m2);
+  for (uint i = 0; i < 8; ++i) {
+#if defined(TYPE_Q5_K)
+    const uvec4 lo = nibbles(q[i], 0) | (byteBits(qh[i], j, 1) << 4);
+    const uvec4 hi = nibbles(q[i], 4) | (byteBits(qh[i], j + 1, 1) << 4);
+#else
+    const uvec4 lo = nibbles(q[i], 0), hi = nibbles(q[i], 4);
+#endif
+    v[i] = d1 * vec4(lo) - n1;
+    v[i + 8] = d2 * vec4(hi) - n2;
+  }
+#elif defined(TYPE_Q6_K)
+  // planes: ql (128 bytes), qh (64 bytes), scales (16 x int8), d (fp16)
+  const uint sub = u % 4, h = sub / 2, p = sub % 2;
+  uint ql[8], qh[8];
+  load32(rw / 8 + b * 4 + sub, ql);  // ql bytes 64h + 32p + [0, 32)
+  load32((rw + pc.plane1) / 8 + b * 2 + h, qh);
+  const uvec4 sc = load16((rw + pc.plane2) / 4 + b);
+  const float d = halfAt(rw + pc.plane3, b);
+  // Scales of quarter p's values 0..15 and 16..31 (s, s + 1), of quarter p + 2 (s + 4, s + 5).
+  const uint s = 8 * h + 2 * p;
+  const float a0 = d * int8At(sc, s), a1 = d * int8At(sc, s + 1);
+  const float b0 = d * int8At(sc, s + 4), b1 = d * int8At(sc, s + 5);
+  for (uint i = 0; i < 8; ++i) {
+    const ivec4 lo = ivec4(nibbles(ql[i], 0) | (byteBits(qh[i], 2 * p, 2) << 4)) - 32;
+    const ivec4 hi = ivec4(nibbles(ql[i], 4) | (byteBits(qh[i], 2 * p + 4, 2) << 4)) - 32;
+    v[i] = (i < 4 ? a0 : a1) * vec4(lo);
+    v[i + 8] = (i < 4 ? b0 : b1) * vec4(hi);
+  }
+#endif
+}
+
+#endif  // FLOAT_WEIGHTS
+
+#endif

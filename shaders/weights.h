@@ -1,0 +1,20 @@
+// Push constants of the weight kernels (weight_matvec.comp, weight_matmul.comp):
+// Y[n, rows] = X[n, cols] * W[rows, cols]^T, with W in a GGUF type (see
+// engine/gpu/weight_kernels.h for the repacked layout the planes describe).
+#include "push_common.h"
+
+KVS_PUSH_BEGIN(WeightPush)
+  KVS_UINT rows;      // weight rows = outputs per token
+  KVS_UINT cols;      // weight columns = inputs per token
+  KVS_UINT n;         // tokens (1 for matvec)
+  KVS_UINT rowWords;  // quantized types: 32-bit words per repacked row
+  KVS_UINT plane1;    // quantized types: word offsets of planes 1..3 in a row
+  KVS_UINT plane2;    //   (plane 0 starts the row; unused planes are 0)
+  KVS_UINT plane3;
+KVS_PUSH_END(WeightPush)
+
+// GPU shape of weight_matmul.comp: a workgroup of 64 invocations computes a
+// tile of 32 rows x 16 tokens (2 rows x 4 tokens each).
+#define KVS_WEIGHT_TILE_WG 64
+#define KVS_WEIGHT_TILE_ROWS 32
+#define KVS_WEIGHT_TILE_TOKENS 16

@@ -1,0 +1,135 @@
+// VulkanBackend against CpuBackend, teacher-forced: both get the same tokens
+// (a prefill, then one token at a time) and every step's logits are compared.
+//
+// Tolerances: weights are dequantized to the same floats on both sides, so
+// the backends differ only in float32 summation order (~1e-6 relative) — but
+// the query and softmax weights are rounded to f16 in f16-cache attention, and
+// a value within 1e-7 of an f16 rounding midpoint can round differently,
+// moving later logits by up to ~1e-3 of their spread. So each step is checked
+// against max |diff| <= 2e-3 * spread of the reference logits, the mean over
+// all logits against 1e-4 * spread, and the argmax must agree on every step.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu_backend.h"
+#include "backend/vulkan_backend.h"
+#include "model/synthetic_model.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+struct Comparison {
+  double worstRel = 0.0;   // max over steps of max|diff| / spread
+  double meanRel = 0.0;    // mean |diff| / spread over all logits
+  uint32_t steps = 0, argmaxAgree = 0;
+};
+
+int32_t argmax(std::span<const float> v) { return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+Comparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t prefill, uint32_t decode) {
+  Comparison out;
+  auto cpu = backend::CpuBackend::create(m);
+  EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
+  backend::VulkanBackendOptions vo;
+  vo.validation = true;
+  auto gpu = backend::VulkanBackend::create(m, vo);
+  EXPECT_TRUE(gpu.ok()) << gpu.error().describe();
+  if (!cpu.ok() || !gpu.ok()) return out;
+  std::vector<int32_t> tokens;
+  for (uint32_t i = 0; i < prefill + decode; ++i) tokens.push_back(static_cast<int32_t>((i * 131 + 7) % m->config().nVocab));
+  tokens[0] = 1;
+  backend::Logits a, b;
+  double sumRel = 0.0;
+  size_t count = 0;
+  for (uint32_t s = 0; s <= decode; ++s) {
+    std::span<const int32_t> batch = s == 0 ? std::span(tokens).first(prefill) : std::span(&tokens[prefill + s - 1], 1);
+    EXPECT_TRUE((*cpu)->forward({batch}, a).ok());
+    auto st = (*gpu)->forward({batch}, b);
+    EXPECT_TRUE(st.ok()) << st.error().describe();
+    if (!st.ok()) return out;
+    const auto ra = a.last(), rb = b.last();
+    const auto [lo, hi] = std::minmax_element(ra.begin(), ra.end());
+    const double spread = std::max(1e-6, static_cast<double>(*hi - *lo));
+    double worst = 0.0;
+    for (size_t i = 0; i < ra.size(); ++i) {
+      const double d = std::fabs(ra[i] - rb[i]) / spread;
+      worst = std::max(worst, d);
+      sumRel += d;
+      ++count;
+    }
+    out.worstRel = std::max(out.worstRel, worst);
+    out.argmaxAgree += argmax(ra) == argmax(rb) ? 1 : 0;
+    ++out.steps;
+  }
+  out.meanRel = sumRel / static_cast<double>(count);
+  EXPECT_EQ((*gpu)->context().validationMessages(), 0u);
+  return out;
+}
+
+void expectClose(const Comparison& c, const std::string& what) {
+  std::printf("%-28s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n", what.c_str(), c.steps,
+              c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
+  EXPECT_LE(c.worstRel, 2e-3) << what;
+  EXPECT_LE(c.meanRel, 1e-4) << what;
+  EXPECT_EQ(c.argmaxAgree, c.steps) << what;
+}
+
+TEST(VulkanParity, Stories260k) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok());
+  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64), "stories260K");
+}
+
+TEST(VulkanParity, TinyStoriesHuggingFace) {
+  const auto path = sharedFile("models/tinystories-656k");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok());
+  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 9, 64),
+              "tinystories-656k (HF)");
+}
+
+class SyntheticParity : public ::testing::TestWithParam<std::tuple<std::string, gguf::TensorType>> {};
+
+TEST_P(SyntheticParity, EveryWeightType) {
+  const auto& [arch, type] = GetParam();
+  model::SyntheticModelSpec spec;
+  spec.architecture = arch;
+  spec.nLayer = 2;
+  spec.nEmbd = 256;
+  spec.nFf = 512;
+  spec.nHead = 4;
+  spec.nHeadKv = 1;  // GQA 4:1
+  spec.headDim = 64;
+  spec.nVocab = 512;
+  spec.weightType = type;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvscope-parity-" + arch + "-" + std::string(gguf::traits(type).name) + ".gguf");
+  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  auto c = compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 7, 64);
+  std::filesystem::remove(path);
+  expectClose(c, arch + " " + std::string(gguf::traits(type).name));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, SyntheticParity,
+    ::testing::Combine(::testing::Values("llama"),
+                       ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16, gguf::TensorType::kBF16,
+                                         gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_K,
+                                         gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K)),
+    [](const auto& p) { return std::string(gguf::traits(std::get<1>(p.param)).name); });
+
+INSTANTIATE_TEST_SUITE_P(Architectures, SyntheticParity,
+                         ::testing::Combine(::testing::Values("qwen2", "qwen3"),
+                                            ::testing::Values(gguf::TensorType::kQ8_0)),
+                         [](const auto& p) { return std::get<0>(p.param); });
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,363 @@
+// The attention kernels (gpu/attention_kernels.h) against the host KV cache and
+// CpuBackend::attention's math, under validation.
+//
+// writeKv must store the bytes kv::KvCache::write stores with F16Scheme; the
+// shader rounds in integer arithmetic, so no 1-ulp allowance is needed.
+//
+// attend() tolerance, per output value d of (token, head). Queries and cached
+// rows are the same f16 values on both sides, so the differences are:
+//  - score summation order, exp() (GLSL allows 3 + 2|x| ulp) and division
+//    (2.5 ulp) move an unrounded weight by ~1e-6 relative, which can round it
+//    to the neighbouring f16 value: each weight w_j may be one f16 ulp off,
+//    bounded by sum_j ulp16(w_j) * |v_jd|;
+//  - float32 accumulation of sum_j w_j v_jd in another order (splits, lanes):
+//    4 * sqrt(rows) * eps * sum_j |w_j v_jd|, as kernels_test.cpp allows.
+// That bound holds even if every weight flipped, so at long contexts a wrong
+// row (page, mask or offset bug) could hide below it. A second check catches
+// those: the normalized mean squared error over all outputs (as llama.cpp's
+// test-backend-ops) must stay below 1e-8; one wrong row of weight 1/2000
+// already gives ~1e-4, while a few weight flips give ~1e-12.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_matmul.h"
+#include "core/float_convert.h"
+#include "gpu/attention_kernels.h"
+#include "gpu_fixture.h"
+#include "kv/kv_cache.h"
+#include "kv/scheme_f16.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+using kv::KvPart;
+
+constexpr float kEps = 1.1920929e-7f;
+constexpr uint32_t kLayers = 2;  // the kernels use layer 1, so partOffset matters
+constexpr uint32_t kLayer = 1;
+
+float roundF16(float x) {
+  return fp16ToFloat(floatToFp16(x));
+}
+
+// One f16 ulp at w >= 0 (2^-24 in the subnormal range).
+double ulp16(float w) {
+  if (w < 6.103515625e-05f) return std::ldexp(1.0, -24);
+  int exp = 0;
+  std::frexp(w, &exp);  // w = m * 2^exp, m in [0.5, 1)
+  return std::ldexp(1.0, exp - 11);
+}
+
+// Every test runs for both launch shapes (lavapipe runs either).
+class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::AttentionShape> {
+ public:
+  static void TearDownTestSuite() {
+    for (auto& a : s_attention) a.reset();
+    GpuTest::TearDownTestSuite();
+  }
+
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    const gpu::DeviceInfo& info = ctx().info();
+    if (GetParam() == gpu::AttentionShape::kCpu &&
+        !(info.shaderInt64 && info.subgroupArithmetic && info.subgroupSize > 0)) {
+      GTEST_SKIP() << "the cpu launch shape needs 64-bit integers and subgroup arithmetic";
+    }
+  }
+
+  // The same f16 KV cache on the host (kv::KvCache) and on the device (pages).
+  struct Twin {
+    gpu::KvPageLayout layout;
+    kv::KvCache host;
+    std::vector<gpu::Buffer> pages;
+    std::vector<const gpu::Buffer*> pagePointers;
+
+    Twin(uint32_t nHeadKv, uint32_t headDim, uint32_t rowsPerPage)
+        : layout(gpu::KvPageLayout::f16(kLayers, nHeadKv, headDim, rowsPerPage)),
+          host({kLayers, nHeadKv, headDim, rowsPerPage}, std::make_shared<kv::F16Scheme>(),
+               std::make_shared<kv::F16Scheme>()) {}
+  };
+
+  static gpu::AttentionKernels& attention() {
+    auto& a = s_attention[static_cast<int>(GetParam())];
+    if (!a) a = std::make_unique<gpu::AttentionKernels>(ctx(), GetParam());
+    return *a;
+  }
+
+  // Appends n rows of K and V ([n][nHeadKv][headDim]) to layer kLayer of both
+  // caches: KvCache::write on the host, writeKv on the device.
+  static void append(Twin& c, const std::vector<float>& k, const std::vector<float>& v,
+                     uint32_t n) {
+    const uint32_t pos0 = c.host.rows(), d = c.layout.headDim;
+    ASSERT_TRUE(c.host.append(n).ok());
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t h = 0; h < c.layout.nHeadKv; ++h) {
+        const size_t off = (size_t{t} * c.layout.nHeadKv + h) * d;
+        c.host.write(kLayer, KvPart::kKey, h, pos0 + t, {&k[off], d});
+        c.host.write(kLayer, KvPart::kValue, h, pos0 + t, {&v[off], d});
+      }
+    }
+    while (c.pages.size() * c.layout.rowsPerPage < c.host.capacity())
+      c.pages.push_back(deviceBuffer(c.layout.pageBytes()));
+    c.pagePointers.clear();
+    for (const gpu::Buffer& p : c.pages) c.pagePointers.push_back(&p);
+    gpu::Buffer kb = upload(k), vb = upload(v);
+    ASSERT_TRUE(rec().begin().ok());
+    auto s = attention().writeKv(rec(), c.layout, c.pagePointers, kLayer, kb, vb, n, pos0);
+    ASSERT_TRUE(s.ok()) << s.error().describe();
+    ASSERT_TRUE(rec().submitAndWait().ok());
+  }
+
+  // Appends `rows` random rows, written in chunks of `chunk`.
+  static void fill(Twin& c, uint32_t rows, uint32_t chunk, uint32_t seed) {
+    const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
+    for (uint32_t done = 0; done < rows;) {
+      const uint32_t n = std::min(chunk, rows - done);
+      append(c, randomFloats(size_t{n} * width, seed + done),
+             randomFloats(size_t{n} * width, seed + done + 77777), n);
+      done += n;
+    }
+  }
+
+  // What CpuBackend::attention computes for the last n rows' queries, and
+  // the per-value tolerance of the header comment. Rows are decoded from the
+  // host cache once per KV head rather than once per query head and token.
+  static void reference(const Twin& c, const std::vector<float>& q, uint32_t n, uint32_t nHead,
+                        std::vector<float>& out, std::vector<double>& tol) {
+    const uint32_t d = c.layout.headDim, gqa = nHead / c.layout.nHeadKv, rows = c.host.rows();
+    const uint32_t pos0 = rows - n;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    std::vector<float> keys(size_t{rows} * d), values(keys.size());
+    out.assign(size_t{n} * nHead * d, 0.0f);
+    tol.assign(out.size(), 0.0);
+    std::vector<float> qh(d), scores(rows);
+    std::vector<double> flips(d), magnitude(d);
+    for (uint32_t h = 0; h < nHead; ++h) {
+      const uint32_t kvHead = h / gqa;
+      if (h % gqa == 0) {
+        for (uint32_t j = 0; j < rows; ++j) {
+          c.host.read(kLayer, KvPart::kKey, kvHead, j, {&keys[size_t{j} * d], d});
+          c.host.read(kLayer, KvPart::kValue, kvHead, j, {&values[size_t{j} * d], d});
+        }
+      }
+      for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t visible = pos0 + t + 1;
+        const size_t at = (size_t{t} * nHead + h) * d;
+        for (uint32_t i = 0; i < d; ++i) qh[i] = roundF16(q[at + i]);
+        float maxScore = -INFINITY;
+        for (uint32_t j = 0; j < visible; ++j) {
+          scores[j] = cpu::dot(qh.data(), &keys[size_t{j} * d], d) * scale;
+          maxScore = std::max(maxScore, scores[j]);
+        }
+        float sum = 0.0f;
+        for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
+        std::fill(flips.begin(), flips.end(), 0.0);
+        std::fill(magnitude.begin(), magnitude.end(), 0.0);
+        for (uint32_t j = 0; j < visible; ++j) {
+          const float w = roundF16(scores[j] / sum);
+          const float* v = &values[size_t{j} * d];
+          for (uint32_t i = 0; i < d; ++i) {
+            out[at + i] += w * v[i];
+            flips[i] += ulp16(w) * std::fabs(v[i]);
+            magnitude[i] += std::fabs(static_cast<double>(w) * v[i]);
+          }
+        }
+        for (uint32_t i = 0; i < d; ++i)
+          tol[at + i] =
+              flips[i] + 4.0 * std::sqrt(static_cast<double>(visible)) * kEps * magnitude[i];
+      }
+    }
+  }
+
+  // Appends n rows to a cache holding pos0 rows, attends with n random
+  // queries and compares with the reference.
+  static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, bool withScores,
+                               uint32_t seed) {
+    const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
+    append(c, randomFloats(size_t{n} * width, seed), randomFloats(size_t{n} * width, seed + 1), n);
+    const uint32_t rows = c.host.rows(), pos0 = rows - n;
+    // |q| up to 3 makes the softmax uneven, so weights span many binades.
+    auto q = randomFloats(size_t{n} * nHead * c.layout.headDim, seed + 2, -3.0f, 3.0f);
+    gpu::Buffer qb = upload(q), out = deviceBuffer(q.size() * sizeof(float));
+    auto scratch = attention().makeScratch(c.layout, nHead, n, rows);
+    ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
+    scratch->scores =
+        withScores ? deviceBuffer(size_t{n} * nHead * rows * sizeof(float)) : gpu::Buffer();
+    ASSERT_TRUE(rec().begin().ok());
+    auto s = attention().attend(rec(), c.layout, c.pagePointers, kLayer, qb, out, n, pos0, nHead,
+                                *scratch);
+    ASSERT_TRUE(s.ok()) << s.error().describe();
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    const auto got = download<float>(out, q.size());
+
+    std::vector<float> want;
+    std::vector<double> tol;
+    reference(c, q, n, nHead, want, tol);
+    const auto p = attention().plan(c.layout, nHead, n, pos0);
+    double err2 = 0.0, ref2 = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], tol[i])
+          << gpu::attentionShapeName(GetParam()) << " head_dim " << c.layout.headDim << " gqa "
+          << nHead / c.layout.nHeadKv << " n " << n << " pos0 " << pos0 << " splits " << p.splits
+          << " value " << i;
+      err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+      ref2 += double{want[i]} * want[i];
+    }
+    EXPECT_LT(err2 / ref2, 1e-8) << "head_dim " << c.layout.headDim << " n " << n << " pos0 "
+                                 << pos0;
+  }
+
+ private:
+  static std::unique_ptr<gpu::AttentionKernels> s_attention[3];  // by AttentionShape
+};
+std::unique_ptr<gpu::AttentionKernels> AttentionTest::s_attention[3];
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(gpu::AttentionShape::kCpu, gpu::AttentionShape::kGpu),
+                         [](const auto& param) {
+                           return std::string(gpu::attentionShapeName(param.param));
+                         });
+
+TEST_P(AttentionTest, PageLayoutMatchesHostCache) {
+  Twin c(3, 80, 7);
+  fill(c, 20, 20, 1);
+  for (uint32_t row : {0u, 6u, 7u, 19u}) {
+    const uint8_t* pageStart = c.host.row(0, KvPart::kKey, 0, row / 7 * 7).data();
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      for (uint32_t part = 0; part < 2; ++part) {
+        for (uint32_t h = 0; h < 3; ++h) {
+          const auto bytes = c.host.row(l, static_cast<KvPart>(part), h, row);
+          EXPECT_EQ(static_cast<size_t>(bytes.data() - pageStart),
+                    c.layout.rowOffset(l, part, h, row));
+          EXPECT_EQ(bytes.size(), c.layout.rowBytes);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(c.layout.pageBytes(), c.layout.partOffset(kLayers - 1, 1) + c.layout.partBytes());
+}
+
+TEST_P(AttentionTest, WriteKvStoresTheHostCacheBytes) {
+  for (uint32_t headDim : {5u, 8u, 48u, 64u, 80u, 128u, 256u}) {
+    Twin c(3, headDim, 7);
+    const uint32_t width = 3 * headDim;
+    uint32_t seed = headDim;
+    // Batches that start mid-page and span several pages.
+    for (uint32_t n : {5u, 9u, 1u, 20u}) {
+      // Magnitudes from f16-subnormal to overflow, plus exact ties and specials.
+      auto k = randomFloats(size_t{n} * width, seed++), v = randomFloats(size_t{n} * width, seed++);
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = std::ldexp(k[i], static_cast<int>(i % 48) - 30);
+        v[i] *= 4.0f;
+      }
+      const float specials[] = {65504.0f,
+                                65519.0f,
+                                65520.0f,
+                                -1e9f,
+                                std::ldexp(1.0f, -25),
+                                std::ldexp(3.0f, -26),
+                                std::ldexp(1.0f, -14) * 1.00048828125f,
+                                1.0f + std::ldexp(1.0f, -11),
+                                1.0f + std::ldexp(3.0f, -11),
+                                INFINITY,
+                                -0.0f,
+                                1e-40f};
+      for (size_t i = 0; i < std::size(specials) && i < v.size(); ++i) v[i] = specials[i];
+      append(c, k, v, n);
+    }
+    std::vector<uint8_t> page(c.layout.pageBytes());
+    for (uint32_t row = 0; row < c.host.rows(); ++row) {
+      if (row % 7 == 0) {
+        ASSERT_TRUE(c.pages[row / 7].download(page.data(), page.size()).ok());
+      }
+      for (uint32_t part = 0; part < 2; ++part) {
+        for (uint32_t h = 0; h < 3; ++h) {
+          const auto want = c.host.row(kLayer, static_cast<KvPart>(part), h, row);
+          const uint8_t* got = page.data() + c.layout.rowOffset(kLayer, part, h, row);
+          ASSERT_EQ(std::memcmp(got, want.data(), headDim * 2), 0)
+              << "head_dim " << headDim << " row " << row << " part " << part << " head " << h;
+          for (uint32_t b = headDim * 2; b < c.layout.rowBytes; ++b)
+            ASSERT_EQ(got[b], 0) << "row padding must be zero";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, MatchesReferenceForEveryHeadDimAndGqa) {
+  // One growing cache per shape: prefill and decode steps at pos0 0, 3, 300,
+  // 364, 365; the last two split the rows (two KV heads leave too few tasks).
+  struct Step {
+    uint32_t pos0, n;
+  };
+  constexpr Step kSteps[] = {{0, 1}, {3, 5}, {300, 64}, {364, 1}, {365, 5}};
+  for (uint32_t headDim : {8u, 48u, 64u, 80u, 128u, 256u}) {
+    for (uint32_t gqa : {1u, 2u, 4u, 8u}) {
+      Twin c(2, headDim, 32);
+      for (const Step& step : kSteps) {
+        fill(c, step.pos0 - c.host.rows(), 100, headDim * 10 + gqa + step.pos0);
+        attendAndCompare(c, step.n, 2 * gqa, gqa % 2 == 0, headDim + gqa + step.n);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, MatchesReferenceAcrossSmallPages) {
+  // 7 rows per page: tiles end at every page boundary.
+  for (uint32_t pos0 : {0u, 3u, 40u}) {
+    for (uint32_t n : {1u, 5u, 64u}) {
+      if (pos0 + n > 7 * gpu::AttentionKernels::kMaxPages) continue;
+      Twin c(2, 64, 7);
+      fill(c, pos0, 9, pos0 + n);
+      attendAndCompare(c, n, 8, n == 5, 1000 + pos0 + n);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(AttentionTest, MatchesReferenceAtLongContext) {
+  // The benchmark's layer shape: 32 query heads over 8 KV heads, head_dim 128.
+  for (bool withScores : {false, true}) {
+    for (uint32_t n : {1u, 5u}) {
+      Twin c(8, 128, 128);
+      fill(c, 2000 - n, 512, 5);
+      attendAndCompare(c, n, 32, withScores, 9 + n);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(AttentionTest, SplitsDecodeOverPositions) {
+  // One KV head leaves one task per token tile: decode must split the rows.
+  Twin c(1, 64, 256);
+  fill(c, 1500, 500, 3);
+  EXPECT_GT(attention().plan(c.layout, 4, 1, 1500).splits, 1u);
+  attendAndCompare(c, 1, 4, false, 21);
+  attendAndCompare(c, 1, 4, true, 22);
+}
+
+TEST_P(AttentionTest, RejectsBadArguments) {
+  Twin c(2, 64, 16);
+  fill(c, 20, 20, 4);
+  gpu::Buffer q = deviceBuffer(4 * 64 * sizeof(float)), out = deviceBuffer(4 * 64 * sizeof(float));
+  ASSERT_TRUE(rec().begin().ok());
+  auto threeHeads = attention().attend(rec(), c.layout, c.pagePointers, kLayer, q, out, 1, 19, 3);
+  ASSERT_FALSE(threeHeads.ok());
+  EXPECT_EQ(threeHeads.error().code, ErrorCode::kInvalidArgument);
+  auto pastPages = attention().attend(rec(), c.layout, c.pagePointers, kLayer, q, out, 1, 40, 4);
+  ASSERT_FALSE(pastPages.ok());
+  EXPECT_EQ(pastPages.error().code, ErrorCode::kInvalidArgument);
+  auto badLayer = attention().writeKv(rec(), c.layout, c.pagePointers, 2, q, q, 1, 0);
+  ASSERT_FALSE(badLayer.ok());
+  EXPECT_EQ(badLayer.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(rec().submitAndWait().ok());
+}
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,277 @@
+// The weight kernels (gpu/weight_kernels.h) against a double-precision CPU
+// product of the CPU-dequantized weights (gguf/dequant.h), for every type in
+// every launch shape the device supports, on seeded random data with odd sizes.
+//
+// Tolerance: the GPU dequantizes with ggml's arithmetic (a fused d * q - m may
+// differ from the reference by an ulp), then accumulates `cols` float32
+// products in its own order. That sum carries at most about
+// cols * eps * sum|w x| of error and in practice sqrt(cols) * eps * sum|w x|
+// (random rounding); we allow 4 * sqrt(cols) * eps * sum|w x|, plus 1e-6 for
+// outputs that cancel to near 0.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf/dequant.h"
+#include "gguf/quantize.h"
+#include "gpu/weight_kernels.h"
+#include "gpu_fixture.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+using gguf::TensorType;
+using gpu::WeightShape;
+
+constexpr double kEps = 1.1920929e-7;
+
+struct TypeCase {
+  TensorType type;
+  const char* name;
+  std::vector<uint32_t> cols;
+};
+
+const TypeCase kTypes[] = {
+    {TensorType::kF32, "F32", {13, 40, 48, 80, 256}},
+    {TensorType::kF16, "F16", {13, 40, 48, 80, 256}},
+    {TensorType::kBF16, "BF16", {13, 40, 48, 80, 256}},
+    {TensorType::kQ8_0, "Q8_0", {32, 256, 800}},
+    {TensorType::kQ4_0, "Q4_0", {32, 256, 800}},
+    {TensorType::kQ4_K, "Q4_K", {256, 512, 768}},
+    {TensorType::kQ5_K, "Q5_K", {256, 512, 768}},
+    {TensorType::kQ6_K, "Q6_K", {256, 512, 768}},
+};
+const uint32_t kRows[] = {1, 7, 33, 100, 257};
+
+struct Case {
+  TypeCase type;
+  WeightShape shape;
+};
+
+std::vector<Case> allCases() {
+  std::vector<Case> cases;
+  for (const TypeCase& t : kTypes) {
+    for (WeightShape s : {WeightShape::kCpu, WeightShape::kGpuSubgroup, WeightShape::kGpuShared}) {
+      cases.push_back({t, s});
+    }
+  }
+  return cases;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string name =
+      std::string(info.param.type.name) + "_" + gpu::weightShapeName(info.param.shape);
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << caseName({c, 0});
+}
+
+// A random weight matrix in `type`: the device copy and the exact floats it holds.
+struct Weights {
+  std::vector<uint8_t> device;
+  std::vector<float> values;  // [rows, cols]
+};
+
+Weights makeWeights(TensorType type, uint32_t rows, uint32_t cols, uint32_t seed) {
+  const auto source = randomFloats(size_t{rows} * cols, seed);
+  auto raw = gguf::quantize(type, source);
+  EXPECT_TRUE(raw.ok()) << raw.error().describe();
+  Weights w;
+  w.values.resize(source.size());
+  auto s = gguf::dequantize(type, *raw, w.values);
+  EXPECT_TRUE(s.ok()) << s.error().describe();
+  auto repacked = gpu::WeightKernels::repack(type, cols, *raw);
+  EXPECT_TRUE(repacked.ok()) << repacked.error().describe();
+  w.device = std::move(repacked).value();
+  return w;
+}
+
+// Checks Y[n, rows] against X[n, cols] * W^T computed in double precision.
+void expectProductClose(const std::vector<float>& got, const std::vector<float>& w,
+                        const std::vector<float>& x, uint32_t n, uint32_t rows, uint32_t cols,
+                        const std::string& what) {
+  for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t r = 0; r < rows; ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (uint32_t k = 0; k < cols; ++k) {
+        const double p = static_cast<double>(w[size_t{r} * cols + k]) * x[size_t{t} * cols + k];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double tol = 4.0 * std::sqrt(static_cast<double>(cols)) * kEps * mag + 1e-6;
+      ASSERT_NEAR(got[size_t{t} * rows + r], ref, tol) << what << " token " << t << " row " << r;
+    }
+  }
+}
+
+class WeightKernelTest : public GpuTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    const WeightShape shape = GetParam().shape;
+    if (shape == WeightShape::kCpu && !ctx().info().shaderInt64)
+      GTEST_SKIP() << "device has no shaderInt64";
+    if (shape == WeightShape::kGpuSubgroup && !ctx().info().subgroupArithmetic) {
+      GTEST_SKIP() << "device has no subgroup arithmetic";
+    }
+  }
+
+  // Records one product through matvec() (`viaMatvec`) or matmul(), runs it, returns Y.
+  std::vector<float> run(gpu::WeightKernels& wk, TensorType type, const Weights& w,
+                         const std::vector<float>& x, uint32_t n, uint32_t rows, uint32_t cols,
+                         bool viaMatvec) {
+    gpu::Buffer wb = upload(w.device), xb = upload(x),
+                yb = deviceBuffer(size_t{n} * rows * sizeof(float));
+    EXPECT_TRUE(rec().begin().ok());
+    const Status s = viaMatvec ? wk.matvec(rec(), type, wb, xb, yb, rows, cols)
+                               : wk.matmul(rec(), type, wb, xb, yb, n, rows, cols);
+    EXPECT_TRUE(s.ok()) << s.error().describe();
+    EXPECT_TRUE(rec().submitAndWait().ok());
+    return download<float>(yb, size_t{n} * rows);
+  }
+};
+
+TEST_P(WeightKernelTest, MatvecMatchesReference) {
+  const auto& [tc, shape] = GetParam();
+  gpu::WeightKernels wk(ctx(), shape);
+  for (uint32_t cols : tc.cols) {
+    for (uint32_t rows : kRows) {
+      const Weights w = makeWeights(tc.type, rows, cols, rows * 131 + cols);
+      const auto x = randomFloats(cols, cols + 17);
+      const auto got = run(wk, tc.type, w, x, 1, rows, cols, true);
+      expectProductClose(got, w.values, x, 1, rows, cols,
+                         fmt::format("{} matvec {}x{}", tc.name, rows, cols));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(WeightKernelTest, MatmulMatchesReference) {
+  const auto& [tc, shape] = GetParam();
+  gpu::WeightKernels wk(ctx(), shape);
+  for (uint32_t cols : {tc.cols.front(), tc.cols.back()}) {
+    for (uint32_t rows : kRows) {
+      const Weights w = makeWeights(tc.type, rows, cols, rows * 7 + cols);
+      for (uint32_t n : {1u, 3u, 17u, 64u}) {
+        const auto x = randomFloats(size_t{n} * cols, n * 1000 + cols);
+        const auto got = run(wk, tc.type, w, x, n, rows, cols, false);
+        expectProductClose(got, w.values, x, n, rows, cols,
+                           fmt::format("{} matmul n={} {}x{}", tc.name, n, rows, cols));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, WeightKernelTest, ::testing::ValuesIn(allCases()), caseName);
+
+class WeightKernelApiTest : public GpuTest {};
+
+TEST_F(WeightKernelApiTest, TensorsShareOneBufferAtAlignedOffsets) {
+  // Two Q4_K tensors and their inputs/outputs packed into single buffers, as a
+  // backend packs a model; each dispatch binds its own sub-range.
+  gpu::WeightKernels wk(ctx());
+  const uint64_t align = std::max<uint64_t>(ctx().limits().minStorageBufferOffsetAlignment, 4);
+  const uint32_t cols = 512, rowsA = 33, rowsB = 64;
+  const Weights a = makeWeights(TensorType::kQ4_K, rowsA, cols, 1);
+  const Weights b = makeWeights(TensorType::kQ4_K, rowsB, cols, 2);
+  const uint64_t offB = (a.device.size() + align - 1) / align * align + align;
+  std::vector<uint8_t> packed(offB + b.device.size(), 0xee);
+  std::copy(a.device.begin(), a.device.end(), packed.begin());
+  std::copy(b.device.begin(), b.device.end(), packed.begin() + static_cast<ptrdiff_t>(offB));
+  const auto x = randomFloats(cols, 3);
+  const uint64_t xOff = align;  // the input sits after some other activation
+  std::vector<float> xs(xOff / 4 + cols, 0.0f);
+  std::copy(x.begin(), x.end(), xs.begin() + static_cast<ptrdiff_t>(xOff / 4));
+  const uint64_t yOffB = (rowsA * 4 + align - 1) / align * align;
+  gpu::Buffer wb = upload(packed), xb = upload(xs), yb = deviceBuffer(yOffB + rowsB * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(wk.matvec(rec(), TensorType::kQ4_K, {wb, 0, a.device.size()}, {xb, xOff, cols * 4},
+                        yb, rowsA, cols)
+                  .ok());
+  ASSERT_TRUE(wk.matvec(rec(), TensorType::kQ4_K, {wb, offB, VK_WHOLE_SIZE},
+                        {xb, xOff, VK_WHOLE_SIZE}, {yb, yOffB, VK_WHOLE_SIZE}, rowsB, cols)
+                  .ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto y = download<float>(yb, (yOffB + rowsB * 4) / 4);
+  expectProductClose(std::vector<float>(y.begin(), y.begin() + rowsA), a.values, x, 1, rowsA, cols,
+                     "tensor A");
+  expectProductClose(std::vector<float>(y.begin() + static_cast<ptrdiff_t>(yOffB / 4), y.end()),
+                     b.values, x, 1, rowsB, cols, "tensor B");
+}
+
+TEST_F(WeightKernelApiTest, RowRangeOfARepackedTensorIsContiguous) {
+  const uint32_t cols = 768, rows = 12;
+  const Weights w = makeWeights(TensorType::kQ6_K, rows, cols, 5);
+  const auto stride = gpu::WeightKernels::rowBytes(TensorType::kQ6_K, cols);
+  ASSERT_TRUE(stride);
+  EXPECT_EQ(*stride % 32, 0u);
+  ASSERT_EQ(w.device.size(), rows * *stride);
+  // Rows 4..11 alone, bound from the middle of the full tensor.
+  gpu::WeightKernels wk(ctx());
+  const auto x = randomFloats(cols, 6);
+  gpu::Buffer wb = upload(w.device), xb = upload(x), yb = deviceBuffer(8 * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(
+      wk.matvec(rec(), TensorType::kQ6_K, {wb, 4 * *stride, 8 * *stride}, xb, yb, 8, cols).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  expectProductClose(download<float>(yb, 8),
+                     std::vector<float>(w.values.begin() + 4 * cols, w.values.end()), x, 1, 8, cols,
+                     "rows 4..11");
+}
+
+TEST_F(WeightKernelApiTest, RefusesWhatItCannotRun) {
+  gpu::WeightKernels wk(ctx());
+  EXPECT_FALSE(gpu::WeightKernels::supportsType(TensorType::kQ4_1));
+  EXPECT_TRUE(gpu::WeightKernels::supportsType(TensorType::kQ6_K));
+  EXPECT_FALSE(gpu::WeightKernels::rowBytes(TensorType::kQ4_K, 300));
+  gpu::Buffer w = deviceBuffer(1 << 16), x = deviceBuffer(4096), y = deviceBuffer(4096);
+  ASSERT_TRUE(rec().begin().ok());
+  auto s = wk.matvec(rec(), TensorType::kQ4_1, w, x, y, 4, 32);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kUnsupported);
+  s = wk.matvec(rec(), TensorType::kQ8_0, w, x, y, 4, 48);  // not whole blocks
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  s = wk.matvec(rec(), TensorType::kQ8_0, w, x, y, 4096, 256);  // weights larger than the buffer
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  if (ctx().limits().minStorageBufferOffsetAlignment > 1) {
+    s = wk.matvec(rec(), TensorType::kF32, w, {x, 2, 64}, y, 4, 16);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(rec().dispatchCount(), 0u);
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  auto r = gpu::WeightKernels::repack(TensorType::kQ8_0, 64, std::vector<uint8_t>(68 * 3 + 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(WeightKernelApiTest, RepackKeepsFloatRowsAndRegroupsBlocks) {
+  const std::vector<uint8_t> f16(2 * 7 * 13, 0x3c);  // 7 rows of 13 halves: 182 bytes
+  auto same = gpu::WeightKernels::repack(TensorType::kF16, 13, f16);
+  ASSERT_TRUE(same.ok());
+  ASSERT_EQ(same->size(), 184u);  // padded to a word
+  EXPECT_TRUE(std::equal(f16.begin(), f16.end(), same->begin()));
+  // One Q8_0 row of 3 blocks: d0 q0[32] d1 q1[32] d2 q2[32] -> q0 q1 q2 | d0 d1 d2 (padded).
+  std::vector<uint8_t> raw(3 * 34);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<uint8_t>(i);
+  auto planes = gpu::WeightKernels::repack(TensorType::kQ8_0, 96, raw);
+  ASSERT_TRUE(planes.ok());
+  ASSERT_EQ(planes->size(), 96u + 32u);
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t j = 0; j < 32; ++j) ASSERT_EQ((*planes)[b * 32 + j], raw[b * 34 + 2 + j]);
+    EXPECT_EQ((*planes)[96 + 2 * b], raw[b * 34]);
+    EXPECT_EQ((*planes)[96 + 2 * b + 1], raw[b * 34 + 1]);
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test
