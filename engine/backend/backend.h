@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +15,12 @@
 #include "model/model_config.h"
 
 namespace kvscope::backend {
+
+struct KernelTiming {
+  std::string kernelClass;  // "matvec", "attention", "norm", …
+  uint32_t dispatches = 0;
+  double ms = 0.0;
+};
 
 struct Batch {
   std::span<const int32_t> tokens;  // consecutive tokens, n >= 1
@@ -45,6 +52,9 @@ class Backend {
   virtual uint32_t contextLimit() const = 0;
   // Keeps the first n cached tokens (n <= cachedTokens()).
   virtual Status trim(uint32_t n) = 0;
+  // Device time per kernel class of the last forward(), when the backend
+  // measures it (GPU timestamp queries); empty otherwise.
+  virtual std::vector<KernelTiming> kernelTimings() const { return {}; }
 };
 
 }  // namespace kvscope::backend

@@ -26,6 +26,12 @@ struct VulkanBackend::Activations {
 
 VulkanBackend::~VulkanBackend() = default;
 
+std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
+  std::vector<KernelTiming> out;
+  for (const auto& t : m_rec->kernelTimes()) out.push_back({t.kernelClass, t.dispatches, t.gpuMs});
+  return out;
+}
+
 Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<const model::ModelFile> model,
                                                                const VulkanBackendOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend());

@@ -47,7 +47,7 @@ class VulkanBackend final : public Backend {
 
   const gpu::Context& context() const { return *m_ctx; }
   // GPU time per kernel class of the last forward() (empty without timestamps).
-  const std::vector<gpu::KernelTime>& kernelTimes() const { return m_rec->kernelTimes(); }
+  std::vector<KernelTiming> kernelTimings() const override;
   uint64_t weightBytes() const { return m_weightBytes; }
   uint64_t kvBytesAllocated() const { return uint64_t{m_layout.pageBytes()} * m_pages.size(); }
 

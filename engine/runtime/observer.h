@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include <vector>
+
+#include "backend/backend.h"
 #include "core/error.h"
 
 namespace kvscope::runtime {
@@ -20,6 +23,7 @@ struct StepStats {
   uint32_t decodeSteps = 0;  // forward passes after the prompt
   double decodeMs = 0.0;     // all decode steps so far
   double lastStepMs = 0.0;
+  std::vector<backend::KernelTiming> kernels;  // device time of the last step by kernel class
   double prefillTokensPerSecond() const {
     return prefillMs > 0 ? (promptTokens - reusedTokens) * 1e3 / prefillMs : 0;
   }

@@ -136,6 +136,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     ++stats.decodeSteps;
     stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
     stats.cachedTokens = m_backend->cachedTokens();
+    stats.kernels = m_backend->kernelTimings();
     if (observer) observer->onStep(stats);
   }
   const std::string tail = decoder.flush();

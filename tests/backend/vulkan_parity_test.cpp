@@ -10,6 +10,7 @@
 // all logits against 1e-4 * spread, and the argmax must agree on every step.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,29 @@ TEST(VulkanParity, Stories260k) {
   auto m = model::ModelFile::open(path);
   ASSERT_TRUE(m.ok());
   expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64), "stories260K");
+}
+
+TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok());
+  auto b = backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()));
+  ASSERT_TRUE(b.ok()) << b.error().describe();
+  if (!(*b)->context().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
+  backend::Logits logits;
+  const std::vector<int32_t> prompt = {1, 403, 407};
+  ASSERT_TRUE((*b)->forward({prompt}, logits).ok());
+  const auto timings = (*b)->kernelTimings();
+  std::set<std::string> classes;
+  for (const auto& t : timings) {
+    classes.insert(t.kernelClass);
+    EXPECT_GE(t.ms, 0.0);
+    EXPECT_GT(t.dispatches, 0u);
+  }
+  // Every block of the forward pass shows up: norms, RoPE, residual adds, SwiGLU.
+  for (const char* c : {"norm", "rope", "add", "ffn_act"}) EXPECT_TRUE(classes.count(c)) << c;
+  EXPECT_GE(timings.size(), 6u) << "weights and attention kernels are timed too";
 }
 
 TEST(VulkanParity, TinyStoriesHuggingFace) {
