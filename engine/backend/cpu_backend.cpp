@@ -37,6 +37,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_cache = std::make_unique<kv::KvCache>(kv::KvGeometry{c.nLayer, c.nHeadKv, c.headDim},
                                              keyScheme, valueScheme);
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
+  b->m_matmul = options.matmul;
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
   for (const auto& t : model->all()) {
     if (t.shape.size() != 1) continue;
@@ -130,9 +131,9 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
     const model::LayerWeights& w = m_weights.layers[l];
     // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
     cpu::rmsnorm(x, floats(*w.attnNorm), xb, dim, n, c.rmsEps);
-    cpu::matmul(*w.wq, xb, qb, n, *m_pool);
-    cpu::matmul(*w.wk, xb, kb, n, *m_pool);
-    cpu::matmul(*w.wv, xb, vb, n, *m_pool);
+    cpu::matmul(*w.wq, xb, qb, n, *m_pool, m_matmul);
+    cpu::matmul(*w.wk, xb, kb, n, *m_pool, m_matmul);
+    cpu::matmul(*w.wv, xb, vb, n, *m_pool, m_matmul);
     if (w.bq) {
       addBias(qb, floats(*w.bq), n);
       addBias(kb, floats(*w.bk), n);
@@ -152,15 +153,15 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
       }
     }
     attention(l, qb.data(), n, pos0, att.data());
-    cpu::matmul(*w.wo, att, tmp, n, *m_pool);
+    cpu::matmul(*w.wo, att, tmp, n, *m_pool, m_matmul);
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
 
     // Feed-forward block: norm, SwiGLU, down projection, residual.
     cpu::rmsnorm(x, floats(*w.ffnNorm), xb, dim, n, c.rmsEps);
-    cpu::matmul(*w.gate, xb, gate, n, *m_pool);
-    cpu::matmul(*w.up, xb, up, n, *m_pool);
+    cpu::matmul(*w.gate, xb, gate, n, *m_pool, m_matmul);
+    cpu::matmul(*w.up, xb, up, n, *m_pool, m_matmul);
     cpu::siluMul(gate, up, gate);
-    cpu::matmul(*w.down, gate, tmp, n, *m_pool);
+    cpu::matmul(*w.down, gate, tmp, n, *m_pool, m_matmul);
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
   }
 
@@ -172,7 +173,7 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   out.rows = rows;
   out.vocab = c.nVocab;
   out.values.resize(size_t{rows} * c.nVocab);
-  cpu::matmul(*m_weights.output, xb, out.values, rows, *m_pool);
+  cpu::matmul(*m_weights.output, xb, out.values, rows, *m_pool, m_matmul);
   return okStatus();
 }
 

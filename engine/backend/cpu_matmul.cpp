@@ -1,10 +1,14 @@
 #include "backend/cpu_matmul.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu_quant_avx2.h"
+#include "backend/cpu_quant_decode.h"
+#include "backend/cpu_quant_dot.h"
 #include "gguf/dequant.h"
 
 namespace kvscope::cpu {
@@ -29,30 +33,170 @@ void dequantizeRow(const model::TensorView& w, size_t r, std::span<float> out) {
   (void)status;
 }
 
-void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
-            ThreadPool& pool) {
-  const size_t in = w.shape[0], out = w.shape[1];
-  assert(x.size() >= n * in && y.size() >= n * out);
-  // F32 rows are read in place when aligned; unaligned data (alignment=1 GGUF
-  // files, arbitrary safetensors offsets) goes through the copying path.
-  const bool f32 = w.type == gguf::TensorType::kF32 &&
-                   reinterpret_cast<uintptr_t>(w.data.data()) % alignof(float) == 0;
+namespace {
+
+// Per-thread buffers for a tile of weight rows; pool threads live as long as
+// the backend, so these are allocated once, not per product.
+struct RowScratch {
+  std::vector<float> values;  // [kTileRows, in]
+  std::vector<int8_t> q;      // [in]
+  std::vector<float> scale, offset;
+
+  DecodedRow decoded(size_t in) {
+    q.resize(in);
+    scale.resize(in / kGroup);
+    offset.resize(in / kGroup);
+    return {q.data(), scale.data(), offset.data()};
+  }
+};
+
+RowScratch& rowScratch() {
+  thread_local RowScratch s;
+  return s;
+}
+
+size_t rowGrain(size_t in, size_t n) {
+  return std::max<size_t>(1, kMinTaskMacs / std::max<size_t>(1, in * n));
+}
+
+size_t rowBytes(const model::TensorView& w) {
+  const auto t = gguf::traits(w.type);
+  return w.shape[0] / t.blockElements * t.blockBytes;
+}
+
+// The row at `src` as the floats gguf::dequantize gives: aligned F32 in place,
+// anything else widened into `buf` (unaligned F32 comes from alignment=1
+// GGUF files and arbitrary safetensors offsets).
+const float* floatRow(const model::TensorView& w, const uint8_t* src, float* buf, RowScratch& s,
+                      bool portable) {
+  const size_t in = w.shape[0];
+  switch (w.type) {
+    case gguf::TensorType::kF32:
+      if (reinterpret_cast<uintptr_t>(src) % alignof(float) == 0)
+        return reinterpret_cast<const float*>(src);
+      std::memcpy(buf, src, in * sizeof(float));
+      return buf;
+    case gguf::TensorType::kF16:
+      f16RowToFloat(src, in, buf, portable);
+      return buf;
+    case gguf::TensorType::kBF16:
+      bf16RowToFloat(src, in, buf);
+      return buf;
+    default: {
+      const DecodedRow d = s.decoded(in);
+      decodeRow(w.type, src, in, d, portable);
+      expandRow(d, in, buf, portable);
+      return buf;
+    }
+  }
+}
+
+// Every product as dot(dequantized row, x), a tile of rows at a time.
+void matmulFloat(const model::TensorView& w, const float* x, float* y, size_t n, ThreadPool& pool,
+                 bool portable) {
+  const size_t in = w.shape[0], out = w.shape[1], bytes = rowBytes(w);
   pool.parallelFor(
       out,
       [&](size_t begin, size_t end) {
-        std::vector<float> row(f32 ? 0 : in);
-        for (size_t r = begin; r < end; ++r) {
-          const float* wr;
-          if (f32) {
-            wr = reinterpret_cast<const float*>(w.data.data()) + r * in;
-          } else {
-            dequantizeRow(w, r, row);
-            wr = row.data();
+        RowScratch& s = rowScratch();
+        s.values.resize(kTileRows * in);
+        for (size_t r0 = begin; r0 < end; r0 += kTileRows) {
+          const size_t rows = std::min(kTileRows, end - r0);
+          const float* tile[kTileRows];
+          for (size_t k = 0; k < rows; ++k) {
+            tile[k] = floatRow(w, w.data.data() + (r0 + k) * bytes, s.values.data() + k * in, s,
+                               portable);
           }
-          for (size_t t = 0; t < n; ++t) y[t * out + r] = dot(wr, x.data() + t * in, in);
+          dotTile(tile, rows, x, n, in, y + r0, out, portable);
         }
       },
-      16);
+      rowGrain(in, n));
+}
+
+// Quantized weights with int8 activations: the activations are rounded once
+// per product, each weight row decoded once for all n of them.
+void matmulInt8(const model::TensorView& w, const float* x, float* y, size_t n, ThreadPool& pool,
+                bool portable) {
+  const size_t in = w.shape[0], out = w.shape[1], bytes = rowBytes(w);
+  const bool offsets = hasOffsets(w.type);
+  std::vector<ActBlock> xq(n * in / kActBlock);
+  for (size_t t = 0; t < n; ++t)
+    quantizeActivations(x + t * in, in, xq.data() + t * in / kActBlock, portable);
+  pool.parallelFor(
+      out,
+      [&](size_t begin, size_t end) {
+        const DecodedRow d = rowScratch().decoded(in);
+        for (size_t r = begin; r < end; ++r) {
+          decodeRow(w.type, w.data.data() + r * bytes, in, d, portable);
+          for (size_t t = 0; t < n; ++t)
+            y[t * out + r] = dotInt8(d, xq.data() + t * in / kActBlock, in, offsets, portable);
+        }
+      },
+      rowGrain(in, n));
+}
+
+#if defined(KVSCOPE_CPU_AVX2)
+// One input row: the fused kernels decode each block in registers, since a
+// decoded row would be used only once. kExact then factors each group's
+// scale and offset out of its sum (the bound of cpu_matmul.h).
+bool matmulFused(const model::TensorView& w, const float* x, float* y, ThreadPool& pool,
+                 MatmulPrecision precision) {
+  const avx2::RowKernels k = avx2::rowKernels(w.type);
+  const size_t in = w.shape[0], out = w.shape[1], bytes = rowBytes(w);
+  const uint8_t* data = w.data.data();
+  if (precision == MatmulPrecision::kInt8Activations) {
+    if (!k.dotInt8) return false;
+    std::vector<ActBlock> xq(in / kActBlock);
+    avx2::quantizeActivations(x, in, xq.data());
+    pool.parallelFor(
+        out,
+        [&](size_t begin, size_t end) {
+          for (size_t r = begin; r < end; ++r) y[r] = k.dotInt8(data + r * bytes, xq.data(), in);
+        },
+        rowGrain(in, 1));
+    return true;
+  }
+  if (!k.dotExact) return false;
+  std::vector<float> xSums(in / kGroup);
+  if (hasOffsets(w.type)) groupSums(x, in, xSums.data());
+  pool.parallelFor(
+      out,
+      [&](size_t begin, size_t end) {
+        for (size_t r = begin; r < end; ++r)
+          y[r] = k.dotExact(data + r * bytes, x, xSums.data(), in);
+      },
+      rowGrain(in, 1));
+  return true;
+}
+#endif
+
+void matmulWith(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
+                ThreadPool& pool, MatmulPrecision precision, bool portable) {
+  assert(x.size() >= n * w.shape[0] && y.size() >= n * w.shape[1]);
+  // Binding admits only types gguf::dequantize decodes: F32, F16, BF16 and
+  // the quantized types decodeRow handles.
+  const bool quantized = canDecodeRow(w.type);
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable && quantized && n == 1 && matmulFused(w, x.data(), y.data(), pool, precision))
+    return;
+#endif
+  if (quantized && precision == MatmulPrecision::kInt8Activations) {
+    matmulInt8(w, x.data(), y.data(), n, pool, portable);
+  } else {
+    matmulFloat(w, x.data(), y.data(), n, pool, portable);
+  }
+}
+
+}  // namespace
+
+void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
+            ThreadPool& pool, MatmulPrecision precision) {
+  matmulWith(w, x, y, n, pool, precision, false);
+}
+
+void matmulPortable(const model::TensorView& w, std::span<const float> x, std::span<float> y,
+                    size_t n, ThreadPool& pool, MatmulPrecision precision) {
+  matmulWith(w, x, y, n, pool, precision, true);
 }
 
 }  // namespace kvscope::cpu

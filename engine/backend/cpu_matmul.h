@@ -1,8 +1,30 @@
 #pragma once
-// Y[n, out] = X[n, in] * W^T for a weight tensor in any GGUF type (shape
-// {in, out}, GGUF order). Each weight row is dequantized once per call and
-// dotted with all n input rows, so a prefill batch reads the weights once.
-// Rows are split across the thread pool. Accumulation is float32.
+// Y[n, out] = X[n, in] * W^T for a weight tensor in any type gguf::dequantize
+// decodes (shape {in, out}, GGUF order). Each weight row is decoded once per
+// call and dotted with all n input rows, so a prefill batch reads the weights
+// once. Rows are split across the thread pool in ranges of at least
+// kMinTaskMacs multiply-adds.
+//
+// Precision. Let w be the row gguf::dequantize decodes, x an input row and
+// eps = 2^-24.
+//  - MatmulPrecision::kExact (the reference): y = dot(w, x), bit for bit the
+//    float32 sum dot() below computes, for every weight type. One exception,
+//    for speed where the decode step reads every weight once: in SIMD builds
+//    (KVSCOPE_NATIVE on an AVX2 machine) a quantized row with n == 1 goes
+//    through a fused kernel that sums each group of 16 quants before scaling
+//    it (cpu_quant_avx2.h). Its error against the exact w . x is at most
+//    (in + 32) * eps * sum_i (|w_i| + 2 |o_i|) * |x_i|, o_i being the offset
+//    of w_i's group (cpu_quant_decode.h; zero for Q8_0, Q4_0, Q5_0, Q6_K...),
+//    the same order as dot()'s own rounding.
+//  - MatmulPrecision::kInt8Activations (llama.cpp's CPU scheme), quantized
+//    weights only; F32/F16/BF16 weights ignore it. x is rounded to int8
+//    blocks of 32 with scale a_b / 127, a_b = max |x_i| in block b, so each
+//    x_i moves by at most a_b / 254, and products are summed in int32. The
+//    error against w . x is at most sum_b (a_b / 254) * sum_{i in b} |w_i|
+//    plus the float term above, typically ~0.5% of |w . x|. On the synthetic
+//    models of tests/backend/vulkan_parity_test.cpp it moves logits by up to
+//    2e-2 of their spread (mean 3e-3), ten times what that test allows
+//    between kExact and Vulkan, so it is an option, not the reference.
 
 #include <span>
 
@@ -11,8 +33,24 @@
 
 namespace kvscope::cpu {
 
+enum class MatmulPrecision {
+  kExact,            // float activations: the reference
+  kInt8Activations,  // int8 activations for quantized weights: faster
+};
+
+// The least work, in multiply-adds, given to a thread: handing a range to a
+// worker costs ~3-6 us (thread_pool.h), which these kernels spend on
+// 60-150k multiply-adds, so smaller products (all of stories260K's, the
+// 512x256 K/V projections of a 40M model) stay on the calling thread.
+inline constexpr size_t kMinTaskMacs = size_t{1} << 17;
+
 void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
-            ThreadPool& pool);
+            ThreadPool& pool, MatmulPrecision precision = MatmulPrecision::kExact);
+
+// The same product on the portable C++ kernels even where SIMD ones are
+// built, so tests can check both.
+void matmulPortable(const model::TensorView& w, std::span<const float> x, std::span<float> y,
+                    size_t n, ThreadPool& pool, MatmulPrecision precision);
 
 // The dot product both the matmul and attention use: float32, 8 independent
 // partial sums so the compiler can vectorize without reassociation flags.

@@ -1,30 +1,48 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace kvscope {
 
-ThreadPool::ThreadPool(unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 1; i < threads; ++i) m_workers.emplace_back([this, i] { workerLoop(i); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stop = true;
-  }
-  m_start.notify_all();
-  for (auto& t : m_workers) t.join();
-}
-
 namespace {
+
+constexpr int kPartsBits = 16;
+
 std::pair<size_t, size_t> partRange(size_t n, unsigned parts, unsigned index) {
   const size_t base = n / parts, extra = n % parts;
   const size_t begin = index * base + std::min<size_t>(index, extra);
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
+
+// Polls `done` for up to `spin`; true when it came true.
+template <class Done>
+bool spinUntil(std::chrono::microseconds spin, const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + spin;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 }  // namespace
+
+ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : m_spin(spin) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  assert(threads < (1u << kPartsBits));
+  for (unsigned i = 1; i < threads; ++i) m_workers.emplace_back([this, i] { workerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  m_stop.store(true);
+  {
+    std::lock_guard lock(m_mutex);
+    m_job.fetch_add(uint64_t{1} << kPartsBits, std::memory_order_release);
+  }
+  m_start.notify_all();
+  for (auto& t : m_workers) t.join();
+}
 
 void ThreadPool::parallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
                              size_t grain) {
@@ -35,36 +53,47 @@ void ThreadPool::parallelFor(size_t n, const std::function<void(size_t, size_t)>
     fn(0, n);
     return;
   }
+  m_fn = &fn;
+  m_n = n;
+  m_pending.store(parts - 1, std::memory_order_relaxed);
   {
+    // Under the mutex, so a worker between its check and its wait cannot
+    // miss the new loop.
     std::lock_guard lock(m_mutex);
-    m_fn = &fn;
-    m_n = n;
-    m_parts = parts;
-    m_pending = parts - 1;
-    ++m_generation;
+    const uint64_t next = ((m_job.load(std::memory_order_relaxed) >> kPartsBits) + 1) << kPartsBits;
+    m_job.store(next | parts, std::memory_order_release);
   }
   m_start.notify_all();
   const auto [b, e] = partRange(n, parts, 0);
   fn(b, e);
-  std::unique_lock lock(m_mutex);
-  m_done.wait(lock, [this] { return m_pending == 0; });
+  const auto finished = [this] { return m_pending.load(std::memory_order_acquire) == 0; };
+  if (!spinUntil(m_spin, finished)) {
+    std::unique_lock lock(m_mutex);
+    m_done.wait(lock, finished);
+  }
   m_fn = nullptr;
 }
 
 void ThreadPool::workerLoop(unsigned index) {
   uint64_t seen = 0;
   for (;;) {
-    std::unique_lock lock(m_mutex);
-    m_start.wait(lock, [&] { return m_stop || m_generation != seen; });
-    if (m_stop) return;
-    seen = m_generation;
-    if (index >= m_parts) continue;  // this loop needs fewer threads
-    const auto* fn = m_fn;
-    const auto [b, e] = partRange(m_n, m_parts, index);
-    lock.unlock();
-    (*fn)(b, e);
-    lock.lock();
-    if (--m_pending == 0) m_done.notify_one();
+    const auto arrived = [&] { return m_job.load(std::memory_order_acquire) != seen; };
+    if (!spinUntil(m_spin, arrived)) {
+      std::unique_lock lock(m_mutex);
+      m_start.wait(lock, arrived);
+    }
+    if (m_stop.load()) return;
+    seen = m_job.load(std::memory_order_acquire);
+    const auto parts = static_cast<unsigned>(seen & ((1u << kPartsBits) - 1));
+    if (index >= parts) continue;  // this loop needs fewer threads
+    const auto [b, e] = partRange(m_n, parts, index);
+    (*m_fn)(b, e);
+    if (m_pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the mutex, so the caller between its check and its wait
+      // cannot miss the notification.
+      std::lock_guard lock(m_mutex);
+      m_done.notify_one();
+    }
   }
 }
 

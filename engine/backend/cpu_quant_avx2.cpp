@@ -1,0 +1,432 @@
+#include "backend/cpu_quant_avx2.h"
+
+#if defined(KVSCOPE_CPU_AVX2)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "gguf/block_layout.h"
+
+namespace kvscope::cpu::avx2 {
+namespace {
+
+using namespace gguf::blocks;
+
+[[gnu::always_inline]] inline float half(const uint8_t* p) {
+  return _cvtsh_ss(loadU16(p));
+}
+
+[[gnu::always_inline]] inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+[[gnu::always_inline]] inline float horizontalSum(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+[[gnu::always_inline]] inline int horizontalSum(__m256i v) {
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
+// 16 bytes split into 32 nibbles: low nibbles are values 0-15, high 16-31.
+[[gnu::always_inline]] inline __m256i nibbles16(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+}
+
+// Bits 0-31 of `bits` as bytes 0-31 holding 16 where the bit is set.
+[[gnu::always_inline]] inline __m256i fifthBits(uint32_t bits) {
+  const __m256i byteOfBit =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), byteOfBit);
+  const __m256i bitOfByte = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bitOfByte), bitOfByte);
+  return _mm256_and_si256(set, _mm256_set1_epi8(16));
+}
+
+// Each byte shifted right by `shift` and masked (the shift works on 16-bit
+// lanes; the mask drops the bits that crossed over from the next byte).
+[[gnu::always_inline]] inline __m256i bitsOfBytes(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Q4_K/Q5_K scales (kQuantScales), vectorized: the six-bit fields are
+// gathered four to a 32-bit word, then widened and scaled eight at a time.
+[[gnu::always_inline]] inline void kQuantScalesAvx2(const uint8_t* b, float* scale, float* offset) {
+  const uint8_t* s = b + q4_k::kScales;
+  const uint32_t w0 = loadU32(s), w1 = loadU32(s + 4), w2 = loadU32(s + 8);
+  const __m128i fields =
+      _mm_setr_epi32(static_cast<int>(w0 & 0x3f3f3f3fu),
+                     static_cast<int>((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)),
+                     static_cast<int>(w1 & 0x3f3f3f3fu),
+                     static_cast<int>(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)));
+  const __m256 sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(fields)),
+                                  _mm256_set1_ps(half(b + q4_k::kD)));
+  const __m256 m =
+      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(fields, fields))),
+                    _mm256_set1_ps(-half(b + q4_k::kDmin)));
+  // Each of the eight pairs covers two groups of 16.
+  const __m256i first = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256i second = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+  _mm256_storeu_ps(scale, _mm256_permutevar8x32_ps(sc, first));
+  _mm256_storeu_ps(scale + 8, _mm256_permutevar8x32_ps(sc, second));
+  _mm256_storeu_ps(offset, _mm256_permutevar8x32_ps(m, first));
+  _mm256_storeu_ps(offset + 8, _mm256_permutevar8x32_ps(m, second));
+}
+
+// Block formats: scales() writes the block's per-group scale and offset
+// (cpu_quant_decode.h), quants(b, c) returns values 32c .. 32c+31 as int8.
+
+struct Q8_0 {
+  static constexpr size_t kBytes = q8_0::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    scale[0] = scale[1] = half(b + q8_0::kD);
+  }
+  static __m256i quants(const uint8_t* b, size_t) { return load32(b + q8_0::kQs); }
+};
+
+struct Q4_0 {
+  static constexpr size_t kBytes = q4_0::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    scale[0] = scale[1] = half(b + q4_0::kD);
+  }
+  static __m256i quants(const uint8_t* b, size_t) {
+    return _mm256_sub_epi8(nibbles16(b + q4_0::kQs), _mm256_set1_epi8(8));
+  }
+};
+
+struct Q4_1 {
+  static constexpr size_t kBytes = q4_1::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = true;
+  static void scales(const uint8_t* b, float* scale, float* offset) {
+    scale[0] = scale[1] = half(b + q4_1::kD);
+    offset[0] = offset[1] = half(b + q4_1::kM);
+  }
+  static __m256i quants(const uint8_t* b, size_t) { return nibbles16(b + q4_1::kQs); }
+};
+
+struct Q5_0 {
+  static constexpr size_t kBytes = q5_0::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    scale[0] = scale[1] = half(b + q5_0::kD);
+  }
+  static __m256i quants(const uint8_t* b, size_t) {
+    const __m256i v = _mm256_or_si256(nibbles16(b + q5_0::kQs), fifthBits(loadU32(b + q5_0::kQh)));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+  }
+};
+
+struct Q5_1 {
+  static constexpr size_t kBytes = q5_1::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = true;
+  static void scales(const uint8_t* b, float* scale, float* offset) {
+    scale[0] = scale[1] = half(b + q5_1::kD);
+    offset[0] = offset[1] = half(b + q5_1::kM);
+  }
+  static __m256i quants(const uint8_t* b, size_t) {
+    return _mm256_or_si256(nibbles16(b + q5_1::kQs), fifthBits(loadU32(b + q5_1::kQh)));
+  }
+};
+
+// Q4_K/Q5_K: chunk c is the low (even c) or high nibbles of qs[32 * (c / 2)];
+// Q5_K's fifth bit of value l of chunk c is bit c of qh[l].
+struct Q4_K {
+  static constexpr size_t kBytes = q4_k::kBytes, kValues = kQK_K;
+  static constexpr bool kOffsets = true;
+  static void scales(const uint8_t* b, float* scale, float* offset) {
+    kQuantScalesAvx2(b, scale, offset);
+  }
+  static __m256i quants(const uint8_t* b, size_t c) {
+    return bitsOfBytes(load32(b + q4_k::kQs + 32 * (c / 2)), c % 2 ? 4 : 0, 0x0f);
+  }
+};
+
+struct Q5_K {
+  static constexpr size_t kBytes = q5_k::kBytes, kValues = kQK_K;
+  static constexpr bool kOffsets = true;
+  static void scales(const uint8_t* b, float* scale, float* offset) {
+    kQuantScalesAvx2(b, scale, offset);
+  }
+  static __m256i quants(const uint8_t* b, size_t c) {
+    const __m256i low = bitsOfBytes(load32(b + q5_k::kQs + 32 * (c / 2)), c % 2 ? 4 : 0, 0x0f);
+    const __m256i high = bitsOfBytes(load32(b + q5_k::kQh), static_cast<int>(c), 0x01);
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+};
+
+// Q6_K: chunk c = 4 * half + k takes a nibble of ql[64 * half + 32 * (k % 2)]
+// (high for k >= 2) and bits 2k..2k+1 of qh[32 * half], minus 32.
+struct Q6_K {
+  static constexpr size_t kBytes = q6_k::kBytes, kValues = kQK_K;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    const float d = half(b + q6_k::kD);
+    const auto* sc = reinterpret_cast<const int8_t*>(b + q6_k::kScales);
+    for (size_t g = 0; g < kValues / kGroup; ++g) scale[g] = d * sc[g];
+  }
+  static __m256i quants(const uint8_t* b, size_t c) {
+    const size_t half = c / 4, k = c % 4;
+    const __m256i ql = load32(b + q6_k::kQl + 64 * half + 32 * (k % 2));
+    const __m256i qh = load32(b + q6_k::kQh + 32 * half);
+    const __m256i low = bitsOfBytes(ql, k >= 2 ? 4 : 0, 0x0f);
+    const __m256i high = _mm256_slli_epi16(bitsOfBytes(qh, static_cast<int>(2 * k), 0x03), 4);
+    return _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
+  }
+};
+
+constexpr size_t kChunk = 32;  // values per quants() call and per ActBlock
+
+// Exact step: sum_g scale[g] * sum_i q[i] * x[i] for the two groups of one
+// chunk, accumulated per group so both scales stay separate multiplies.
+[[gnu::always_inline]] inline void exactStep(__m128i q0, __m128i q1, const float* x,
+                                             const float* scale, __m256& acc0, __m256& acc1) {
+  const auto widen = [](__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); };
+  __m256 p0 = _mm256_mul_ps(widen(q0), _mm256_loadu_ps(x));
+  p0 = _mm256_fmadd_ps(widen(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(x + 8), p0);
+  __m256 p1 = _mm256_mul_ps(widen(q1), _mm256_loadu_ps(x + 16));
+  p1 = _mm256_fmadd_ps(widen(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(x + 24), p1);
+  acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(scale), p0, acc0);
+  acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(scale + 1), p1, acc1);
+}
+
+// Integer step: per-group int32 sums of w * a, scaled by scale[g] * a.d.
+// Without VNNI, maddubs takes one unsigned operand, so the weight's sign
+// moves onto the activation; |w| <= 128 and |a| <= 127 keep each pair sum
+// within int16, so both forms give the same integers.
+[[gnu::always_inline]] inline __m256 int8Step(__m256i w, const ActBlock& a, const float* scale,
+                                              __m256 acc) {
+  const __m256i aq = load32(a.q);
+  const __m256i absW = _mm256_sign_epi8(w, w), signedA = _mm256_sign_epi8(aq, w);
+#if defined(__AVXVNNI__)
+  const __m256i sums = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
+#else
+  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
+#endif
+  // Lanes 0-3 hold the first group's partial sums, lanes 4-7 the second's.
+  const __m128 twoScales = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(scale)));
+  const __m256 scales =
+      _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(twoScales),
+                                             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                    _mm256_broadcast_ss(&a.d));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scales, acc);
+}
+
+// dot() of R weight rows with T input rows: dot()'s eight lanes per pair,
+// multiplied and added separately in the same order, then reduced the way
+// dot() reduces, so every result equals dot() bit for bit. The R * T
+// independent chains hide the add latency a single dot() waits on, and each
+// weight vector is loaded once for T inputs.
+constexpr size_t kTileInputs = 2;
+
+template <size_t R, size_t T>
+void tile(const float* const* w, const float* x, size_t in, float* y, size_t yStride) {
+  // The accumulators must live in registers: unroll every R and T loop.
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= in; i += 8) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) wv[r] = _mm256_loadu_ps(w[r] + i);
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * in + i);
+#pragma GCC unroll 8
+      for (size_t r = 0; r < R; ++r) acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(wv[r], xv));
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      float lane[8];
+      _mm256_storeu_ps(lane, acc[r][t]);
+      float tail = 0.0f;
+      for (size_t j = i; j < in; ++j) tail += w[r][j] * x[t * in + j];
+      y[t * yStride + r] = ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
+                           ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
+    }
+  }
+}
+
+template <class F>
+void decodeRowOf(const uint8_t* row, size_t in, const DecodedRow& out) {
+  constexpr size_t kGroups = F::kValues / kGroup;
+  int8_t* q = out.q;
+  float* scale = out.scale;
+  float* offset = out.offset;
+  for (size_t b = 0; b < in / F::kValues; ++b) {
+    const uint8_t* block = row + b * F::kBytes;
+    if constexpr (!F::kOffsets) {
+      for (size_t g = 0; g < kGroups; ++g) offset[b * kGroups + g] = 0.0f;
+    }
+    F::scales(block, scale + b * kGroups, offset + b * kGroups);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < F::kValues / kChunk; ++c) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * F::kValues + c * kChunk),
+                          F::quants(block, c));
+    }
+  }
+}
+
+template <class F>
+float fusedDotExact(const uint8_t* row, const float* x, const float* xGroupSums, size_t in) {
+  constexpr size_t kGroups = F::kValues / kGroup;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float off = 0.0f;
+  for (size_t b = 0; b < in / F::kValues; ++b) {
+    const uint8_t* block = row + b * F::kBytes;
+    float scale[kGroups], offset[kGroups];
+    F::scales(block, scale, offset);
+    // Unrolled so the per-chunk shifts and offsets of quants() are constants.
+#pragma GCC unroll 8
+    for (size_t c = 0; c < F::kValues / kChunk; ++c) {
+      const __m256i q = F::quants(block, c);
+      exactStep(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1),
+                x + b * F::kValues + c * kChunk, scale + 2 * c, acc0, acc1);
+    }
+    if constexpr (F::kOffsets) {
+      for (size_t g = 0; g < kGroups; ++g) off += offset[g] * xGroupSums[b * kGroups + g];
+    }
+  }
+  return horizontalSum(_mm256_add_ps(acc0, acc1)) + off;
+}
+
+template <class F>
+float fusedDotInt8(const uint8_t* row, const ActBlock* x, size_t in) {
+  constexpr size_t kGroups = F::kValues / kGroup, kChunks = F::kValues / kChunk;
+  __m256 acc = _mm256_setzero_ps();
+  float off = 0.0f;
+  for (size_t b = 0; b < in / F::kValues; ++b) {
+    const uint8_t* block = row + b * F::kBytes;
+    float scale[kGroups], offset[kGroups];
+    F::scales(block, scale, offset);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < kChunks; ++c) {
+      const ActBlock& a = x[b * kChunks + c];
+      acc = int8Step(F::quants(block, c), a, scale + 2 * c, acc);
+      if constexpr (F::kOffsets) {
+        off += a.d * (offset[2 * c] * a.sum[0] + offset[2 * c + 1] * a.sum[1]);
+      }
+    }
+  }
+  return horizontalSum(acc) + off;
+}
+
+template <class F>
+RowKernels kernelsOf() {
+  return {decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>};
+}
+
+}  // namespace
+
+void quantizeActivations(const float* x, size_t in, ActBlock* out) {
+  const __m256 signBit = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < in / kChunk; ++b) {
+    const float* xb = x + b * kChunk;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(signBit, v[k]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float d = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    // cvtps rounds to nearest even, like nearbyint in the default mode.
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+    out[b].d = d;
+    out[b].sum[0] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
+    out[b].sum[1] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
+    // The packs work per 128-bit lane; the permute restores value order.
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out[b].q),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+}
+
+void expandRow(const DecodedRow& w, size_t in, float* out) {
+  for (size_t i = 0; i < in; i += 2 * 8) {
+    const __m256 scale = _mm256_broadcast_ss(w.scale + i / kGroup);
+    const __m256 offset = _mm256_broadcast_ss(w.offset + i / kGroup);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q + i));
+    for (size_t k = 0; k < 2; ++k) {
+      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(k ? _mm_srli_si128(q, 8) : q));
+      // Multiply, then add: one rounding each, as gguf::dequantize does.
+      _mm256_storeu_ps(out + i + 8 * k, _mm256_add_ps(_mm256_mul_ps(scale, v), offset));
+    }
+  }
+}
+
+void dotTile(const float* const* w, size_t rows, const float* x, size_t n, size_t in, float* y,
+             size_t yStride) {
+  using Tile = void (*)(const float* const*, const float*, size_t, float*, size_t);
+  static constexpr Tile kTiles[kTileRows][kTileInputs] = {{tile<1, 1>, tile<1, 2>},
+                                                          {tile<2, 1>, tile<2, 2>},
+                                                          {tile<3, 1>, tile<3, 2>},
+                                                          {tile<4, 1>, tile<4, 2>}};
+  for (size_t t = 0; t < n; t += kTileInputs) {
+    const size_t inputs = std::min(kTileInputs, n - t);
+    kTiles[rows - 1][inputs - 1](w, x + t * in, in, y + t * yStride, yStride);
+  }
+}
+
+float dotInt8(const DecodedRow& w, const ActBlock* x, size_t in) {
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < in / kChunk; ++b)
+    acc = int8Step(load32(w.q + b * kChunk), x[b], w.scale + 2 * b, acc);
+  return horizontalSum(acc);
+}
+
+void f16RowToFloat(const uint8_t* row, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = half(row + 2 * i);
+}
+
+RowKernels rowKernels(gguf::TensorType type) {
+  using gguf::TensorType;
+  switch (type) {
+    case TensorType::kQ8_0:
+      return kernelsOf<Q8_0>();
+    case TensorType::kQ4_0:
+      return kernelsOf<Q4_0>();
+    case TensorType::kQ4_1:
+      return kernelsOf<Q4_1>();
+    case TensorType::kQ5_0:
+      return kernelsOf<Q5_0>();
+    case TensorType::kQ5_1:
+      return kernelsOf<Q5_1>();
+    case TensorType::kQ4_K:
+      return kernelsOf<Q4_K>();
+    case TensorType::kQ5_K:
+      return kernelsOf<Q5_K>();
+    case TensorType::kQ6_K:
+      return kernelsOf<Q6_K>();
+    default:
+      return {};
+  }
+}
+
+}  // namespace kvscope::cpu::avx2
+#endif

@@ -1,0 +1,44 @@
+#pragma once
+// AVX2 versions of the kernels of cpu_quant_decode.h and cpu_quant_dot.h,
+// built only when the compiler targets AVX2, FMA and F16C (KVSCOPE_NATIVE on
+// such a machine). They compute the same quantities as the portable kernels:
+// integer results are identical, float results differ only in the order of
+// float32 additions and in fused multiply-adds.
+//
+// Beyond the portable set they offer fused row dots for the common weight
+// types, which decode each block in registers instead of through a decoded
+// row: the decode step (n = 1) reads every weight once, so a separate decode
+// pass would cost as much as the dot itself.
+
+#include "backend/cpu_quant_decode.h"
+#include "backend/cpu_quant_dot.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define KVSCOPE_CPU_AVX2 1
+#endif
+
+#if defined(KVSCOPE_CPU_AVX2)
+namespace kvscope::cpu::avx2 {
+
+void quantizeActivations(const float* x, size_t in, ActBlock* out);
+
+void expandRow(const DecodedRow& w, size_t in, float* out);
+void dotTile(const float* const* w, size_t rows, const float* x, size_t n, size_t in, float* y,
+             size_t yStride);
+// The decoded-row int8 dot without its offset term (added by the caller).
+float dotInt8(const DecodedRow& w, const ActBlock* x, size_t in);
+
+void f16RowToFloat(const uint8_t* row, size_t n, float* out);
+
+// Kernels on one weight row in its GGUF block layout (`in` values), offsets
+// included. Null for types without a fused kernel.
+struct RowKernels {
+  void (*decode)(const uint8_t* row, size_t in, const DecodedRow& out) = nullptr;
+  float (*dotExact)(const uint8_t* row, const float* x, const float* xGroupSums,
+                    size_t in) = nullptr;
+  float (*dotInt8)(const uint8_t* row, const ActBlock* x, size_t in) = nullptr;
+};
+RowKernels rowKernels(gguf::TensorType type);
+
+}  // namespace kvscope::cpu::avx2
+#endif
