@@ -87,7 +87,9 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
     uint32_t maxDepth = 0;
     for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
     const uint32_t ctx = std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
-    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads});
+    // Without per-dispatch timestamps: they are for the throughput panel and
+    // cost about a fifth of decode speed on lavapipe.
+    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads, /*timing=*/false});
     if (!b.ok()) {
       fmt::print(stderr, "error: {} backend: {}\n", kind, b.error().message);
       return 1;

@@ -14,7 +14,8 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const mo
   }
   if (choice.kind == "vulkan") {
     KVS_ASSIGN_OR_RETURN(auto b, backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
-                                                                        .device = choice.device}));
+                                                                        .device = choice.device,
+                                                                        .timing = choice.timing}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
   return makeError(ErrorCode::kInvalidArgument, "unknown backend '{}' (choose cpu or vulkan)", choice.kind);

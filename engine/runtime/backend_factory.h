@@ -15,6 +15,7 @@ struct BackendChoice {
   uint32_t contextLimit = 0;         // 0: the model's trained context
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
+  bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
 };
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
