@@ -19,7 +19,9 @@ namespace kvscope::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct BenchArgs {
   std::string model;
@@ -29,17 +31,21 @@ struct BenchArgs {
   std::vector<std::string> backends = {"cpu", "vulkan"};
   unsigned threads = 0;
   bool json = false;
+  bool kernels = false;  // device time per kernel class of one decode step
 };
 
 struct Row {
   std::string backend;
   uint32_t depth = 0;
   double prefillTps = 0, decodeTps = 0;
+  double lastDecodeMs = 0;                     // wall time of the last decode step
+  std::vector<backend::KernelTiming> kernels;  // its device time by kernel class
 };
 
 std::vector<int32_t> benchTokens(uint32_t n, uint32_t vocab, uint32_t salt) {
   std::vector<int32_t> t(n);
-  for (uint32_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((uint64_t{i} * 7919 + salt * 104729 + 3) % vocab);
+  for (uint32_t i = 0; i < n; ++i)
+    t[i] = static_cast<int32_t>((uint64_t{i} * 7919 + salt * 104729 + 3) % vocab);
   return t;
 }
 
@@ -61,8 +67,14 @@ Expected<Row> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth
   if (a.decode > 0) {
     const auto tokens = benchTokens(a.decode, vocab, 3);
     const auto t0 = Clock::now();
-    for (int32_t t : tokens) KVS_TRY(b.forward({std::span(&t, 1)}, logits));
+    auto step = Clock::now();
+    for (int32_t t : tokens) {
+      step = Clock::now();
+      KVS_TRY(b.forward({std::span(&t, 1)}, logits));
+    }
+    row.lastDecodeMs = secondsSince(step) * 1e3;
     row.decodeTps = a.decode / secondsSince(t0);
+    row.kernels = b.kernelTimings();
   }
   return row;
 }
@@ -75,7 +87,7 @@ long peakRssMiB() {
 
 int runBench(const BenchArgs& a, const GlobalOptions& global) {
   nlohmann::json results = nlohmann::json::array();
-  std::vector<std::string> lines;
+  std::vector<std::string> lines, breakdown;
   for (const auto& kind : a.backends) {
     const auto t0 = Clock::now();
     auto file = model::ModelFile::open(a.model);
@@ -86,10 +98,11 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
     std::shared_ptr<const model::ModelFile> m(std::move(file).value());
     uint32_t maxDepth = 0;
     for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
-    const uint32_t ctx = std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
+    const uint32_t ctx =
+        std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
     // Without per-dispatch timestamps: they are for the throughput panel and
     // cost about a fifth of decode speed on lavapipe.
-    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads, /*timing=*/false});
+    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads, /*timing=*/a.kernels});
     if (!b.ok()) {
       fmt::print(stderr, "error: {} backend: {}\n", kind, b.error().message);
       return 1;
@@ -103,8 +116,10 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
     const double coldStart = secondsSince(t0);
     // Warm-up, not timed: lazy drivers (lavapipe) compile each pipeline on its
     // first dispatch; a short prefill and decode reach every kernel once.
-    const auto warm = benchTokens(std::min<uint32_t>(16, std::max<uint32_t>(a.prefill, 2)), m->config().nVocab, 4);
-    if (auto s = (*b)->forward({warm}, logits); !s.ok() || !(*b)->forward({std::span(&first, 1)}, logits).ok()) {
+    const auto warm = benchTokens(std::min<uint32_t>(16, std::max<uint32_t>(a.prefill, 2)),
+                                  m->config().nVocab, 4);
+    if (auto s = (*b)->forward({warm}, logits);
+        !s.ok() || !(*b)->forward({std::span(&first, 1)}, logits).ok()) {
       fmt::print(stderr, "error: warm-up failed\n");
       return 1;
     }
@@ -115,11 +130,33 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
         return 1;
       }
       row->backend = kind;
-      results.push_back({{"backend", kind}, {"model", m->config().name}, {"depth", d}, {"prefill_tokens", a.prefill},
-                         {"prefill_tps", row->prefillTps}, {"decode_tokens", a.decode}, {"decode_tps", row->decodeTps},
-                         {"cold_start_s", coldStart}, {"peak_rss_mib", peakRssMiB()}});
-      lines.push_back(fmt::format("| {:<7} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |", kind, d,
-                                  row->prefillTps, row->decodeTps, coldStart, peakRssMiB()));
+      results.push_back({{"backend", kind},
+                         {"model", m->config().name},
+                         {"depth", d},
+                         {"prefill_tokens", a.prefill},
+                         {"prefill_tps", row->prefillTps},
+                         {"decode_tokens", a.decode},
+                         {"decode_tps", row->decodeTps},
+                         {"cold_start_s", coldStart},
+                         {"peak_rss_mib", peakRssMiB()}});
+      lines.push_back(fmt::format("| {:<7} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |",
+                                  kind, d, row->prefillTps, row->decodeTps, coldStart,
+                                  peakRssMiB()));
+      if (a.kernels && !row->kernels.empty()) {
+        double device = 0;
+        for (const auto& k : row->kernels) device += k.ms;
+        std::string detail = fmt::format(
+            "    last decode step: {:.2f} ms wall, {:.2f} ms on the device:", row->lastDecodeMs,
+            device);
+        for (const auto& k : row->kernels)
+          detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
+        detail.pop_back();
+        breakdown.push_back(std::move(detail));
+        results.back()["kernels"] = nlohmann::json::array();
+        for (const auto& k : row->kernels)
+          results.back()["kernels"].push_back(
+              {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
+      }
     }
   }
   if (a.json) {
@@ -130,6 +167,7 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
   fmt::print("| backend | depth  | prefill t/s  | decode t/s  | cold start s| peak RSS MiB  |\n");
   fmt::print("|---------|--------|--------------|-------------|-------------|---------------|\n");
   for (const auto& l : lines) fmt::print("{}\n", l);
+  for (const auto& l : breakdown) fmt::print("{}\n", l);
   return 0;
 }
 
@@ -137,16 +175,22 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
 
 void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static BenchArgs args;
-  auto* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens/s per backend and context depth");
+  auto* cmd = app.add_subcommand(
+      "bench", "Measure prefill and decode tokens/s per backend and context depth");
   cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
-  cmd->add_option("-p,--n-prompt", args.prefill, "Prefill tokens to time")->default_val(args.prefill);
+  cmd->add_option("-p,--n-prompt", args.prefill, "Prefill tokens to time")
+      ->default_val(args.prefill);
   cmd->add_option("-n,--n-gen", args.decode, "Decode tokens to time")->default_val(args.decode);
-  cmd->add_option("--ctx,-d,--depth", args.depths, "Context depths, comma-separated")->delimiter(',');
+  cmd->add_option("--ctx,-d,--depth", args.depths, "Context depths, comma-separated")
+      ->delimiter(',');
   cmd->add_option("--backend", args.backends, "Backends, comma-separated (cpu, vulkan)")
       ->delimiter(',')
       ->check(CLI::IsMember({"cpu", "vulkan"}));
   cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
   cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->add_flag(
+      "--kernels", args.kernels,
+      "Time every GPU dispatch and print device time per kernel class of a decode step (slower)");
   cmd->callback([&global, &exitCode] { exitCode = runBench(args, global); });
 }
 
