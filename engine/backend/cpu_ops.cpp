@@ -5,8 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#include "core/float_convert.h"
-
 namespace kvscope::cpu {
 
 void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
@@ -16,17 +14,6 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
     const float* row = w.data() + r * cols;
     float acc = 0.0f;
     for (size_t k = 0; k < cols; ++k) acc += row[k] * x[k];
-    y[r] = acc;
-  }
-}
-
-void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y,
-               size_t rows, size_t cols) {
-  assert(w.size() >= rows * cols && x.size() >= cols && y.size() >= rows);
-  for (size_t r = 0; r < rows; ++r) {
-    const uint16_t* row = w.data() + r * cols;
-    float acc = 0.0f;
-    for (size_t k = 0; k < cols; ++k) acc += fp16ToFloat(row[k]) * x[k];
     y[r] = acc;
   }
 }

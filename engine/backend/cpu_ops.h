@@ -13,9 +13,6 @@ namespace kvscope::cpu {
 // y[rows] = W[rows, cols] * x[cols]; W row-major float32.
 void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
             size_t cols);
-// Same with W stored as IEEE fp16 bits.
-void matvecF16(std::span<const uint16_t> w, std::span<const float> x, std::span<float> y,
-               size_t rows, size_t cols);
 
 // y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values.
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,

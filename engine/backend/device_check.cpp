@@ -11,6 +11,7 @@
 #include "gpu/context.h"
 #include "gpu/kernels.h"
 #include "gpu/recorder.h"
+#include "gpu/weight_kernels.h"
 
 namespace kvscope::backend {
 namespace {
@@ -54,12 +55,13 @@ Expected<DeviceCheckReport> checkDevice(int deviceIndex) {
   KVS_TRY(nb.upload(std::span<const float>(norm)));
   KVS_TRY(wb.upload(std::span<const float>(w)));
 
+  gpu::WeightKernels weights(*ctx);
   KVS_ASSIGN_OR_RETURN(auto rec, gpu::Recorder::create(*ctx));
   for (double* ms : {&report.firstStepMs, &report.stepMs}) {
     KVS_TRY(rec->begin());
     KVS_TRY(kernels.rmsnorm(*rec, xb, nb, hb, kDim, 1, 1e-5f));
     rec->barrier();
-    KVS_TRY(kernels.matvec(*rec, gpu::WeightType::kF32, wb, hb, lb, kRows, kDim));
+    KVS_TRY(weights.matvec(*rec, gguf::TensorType::kF32, wb, hb, lb, kRows, kDim));
     rec->barrier();
     KVS_TRY(kernels.softmax(*rec, lb, pb, kRows, 1, 1.0f));
     t0 = Clock::now();

@@ -5,7 +5,6 @@
 
 #include "shaders/add.h"
 #include "shaders/elementwise.h"
-#include "shaders/matvec.h"
 #include "shaders/rope.h"
 #include "shaders/rows.h"
 
@@ -27,8 +26,6 @@ struct KernelDesc {
 constexpr KernelDesc kDescs[] = {
     {"convert_f32_to_f16", "convert", 2, sizeof(push::ElementwisePush), kElementWg},
     {"convert_f16_to_f32", "convert", 2, sizeof(push::ElementwisePush), kElementWg},
-    {"matvec_f32", "matvec", 3, sizeof(push::MatvecPush), kReduceWg},
-    {"matvec_f16", "matvec", 3, sizeof(push::MatvecPush), kReduceWg},
     {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
     {"silu_mul", "ffn_act", 3, sizeof(push::ElementwisePush), kElementWg},
@@ -81,13 +78,6 @@ Status Kernels::convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& o
 Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kToF32));
   rec.dispatch(*p, {in, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
-  return okStatus();
-}
-
-Status Kernels::matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x,
-                       const Buffer& y, uint32_t rows, uint32_t cols) {
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(type == WeightType::kF16 ? kMatvecF16 : kMatvecF32));
-  rec.dispatch(*p, {w, x, y}, push::MatvecPush{rows, cols}, rowGroups(rows));
   return okStatus();
 }
 

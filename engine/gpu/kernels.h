@@ -18,8 +18,6 @@
 
 namespace kvscope::gpu {
 
-enum class WeightType { kF32, kF16 };
-
 class Kernels {
  public:
   explicit Kernels(Context& ctx);
@@ -29,9 +27,6 @@ class Kernels {
 
   Status convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
   Status convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
-  // y[rows] = W[rows, cols] x[cols]
-  Status matvec(Recorder& rec, WeightType type, const Buffer& w, const Buffer& x, const Buffer& y,
-                uint32_t rows, uint32_t cols);
   Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
                  uint32_t rows, float eps);
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
@@ -51,9 +46,7 @@ class Kernels {
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id {
-    kToF16, kToF32, kMatvecF32, kMatvecF16, kRmsnorm, kSoftmax, kSiluMul, kAdd, kRope, kCount
-  };
+  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kSiluMul, kAdd, kRope, kCount };
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

@@ -7,13 +7,12 @@
 
 #include "backend/cpu_ops.h"
 #include "core/float_convert.h"
+#include "gpu/weight_kernels.h"
 #include "gpu_fixture.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
-
-constexpr float kEps = 1.1920929e-7f;
 
 class KernelTest : public GpuTest {};
 
@@ -48,60 +47,6 @@ TEST_F(KernelTest, ConvertF32ToF16WithinOneUlp) {
       const int diff = static_cast<int>(got[i]) - static_cast<int>(floatToFp16(src[i]));
       ASSERT_LE(std::abs(diff), 1) << "n=" << n << " i=" << i << " value " << src[i];
     }
-  }
-}
-
-struct MatShape {
-  uint32_t rows, cols;
-};
-
-void expectMatvecClose(const std::vector<float>& got, const std::vector<float>& w,
-                       const std::vector<float>& x, const MatShape& s) {
-  for (uint32_t r = 0; r < s.rows; ++r) {
-    double ref = 0.0, mag = 0.0;
-    for (uint32_t k = 0; k < s.cols; ++k) {
-      ref += static_cast<double>(w[r * s.cols + k]) * x[k];
-      mag += std::fabs(static_cast<double>(w[r * s.cols + k]) * x[k]);
-    }
-    const double tol = 4.0 * std::sqrt(static_cast<double>(s.cols)) * kEps * mag + 1e-6;
-    ASSERT_NEAR(got[r], ref, tol) << s.rows << "x" << s.cols << " row " << r;
-  }
-}
-
-const MatShape kShapes[] = {{1, 1},      {7, 13},    {64, 64},  {65, 127},
-                            {300, 1023}, {33, 4097}, {1000, 48}};
-
-TEST_F(KernelTest, MatvecF32MatchesReference) {
-  for (const auto& s : kShapes) {
-    auto w = randomFloats(size_t{s.rows} * s.cols, s.rows * 31 + s.cols);
-    auto x = randomFloats(s.cols, s.cols + 7);
-    gpu::Buffer wb = upload(w), xb = upload(x), yb = deviceBuffer(s.rows * sizeof(float));
-    ASSERT_TRUE(rec().begin().ok());
-    ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF32, wb, xb, yb, s.rows, s.cols).ok());
-    ASSERT_TRUE(rec().submitAndWait().ok());
-    expectMatvecClose(download<float>(yb, s.rows), w, x, s);
-  }
-}
-
-TEST_F(KernelTest, MatvecF16MatchesReference) {
-  for (const auto& s : kShapes) {
-    const size_t count = size_t{s.rows} * s.cols;
-    auto wf = randomFloats(count, s.rows * 17 + s.cols);
-    std::vector<uint16_t> wh(count + (count & 1));
-    for (size_t i = 0; i < count; ++i) {
-      wh[i] = floatToFp16(wf[i]);
-      wf[i] = fp16ToFloat(wh[i]);  // the exact weights the GPU sees
-    }
-    auto x = randomFloats(s.cols, s.cols + 3);
-    gpu::Buffer wb = upload(wh), xb = upload(x), yb = deviceBuffer(s.rows * sizeof(float));
-    ASSERT_TRUE(rec().begin().ok());
-    ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF16, wb, xb, yb, s.rows, s.cols).ok());
-    ASSERT_TRUE(rec().submitAndWait().ok());
-    auto got = download<float>(yb, s.rows);
-    expectMatvecClose(got, wf, x, s);
-    std::vector<float> ref(s.rows);
-    cpu::matvecF16(wh, x, ref, s.rows, s.cols);  // the CPU backend's own f16 path agrees too
-    expectMatvecClose(ref, wf, x, s);
   }
 }
 
@@ -191,7 +136,8 @@ TEST_F(KernelTest, ChainedDispatchesInOneStepWithBarriers) {
   ASSERT_TRUE(rec().begin().ok());
   ASSERT_TRUE(kernels().rmsnorm(rec(), xb, nwb, normed, n, 1, 1e-5f).ok());
   rec().barrier();
-  ASSERT_TRUE(kernels().matvec(rec(), gpu::WeightType::kF32, wb, normed, logits, rows, n).ok());
+  gpu::WeightKernels weights(ctx());
+  ASSERT_TRUE(weights.matvec(rec(), gguf::TensorType::kF32, wb, normed, logits, rows, n).ok());
   rec().barrier();
   ASSERT_TRUE(kernels().softmax(rec(), logits, probs, rows, 1, 1.0f).ok());
   ASSERT_TRUE(rec().submitAndWait().ok());
@@ -246,7 +192,8 @@ TEST_F(KernelTest, AddResidualAndBiasRows) {
   ASSERT_TRUE(kernels().add(rec(), xb, bb, n, width).ok());
   ASSERT_TRUE(rec().submitAndWait().ok());
   auto got = download<float>(xb, n);
-  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], (x[i] + r[i]) + bias[i % width]) << i;  // exact: same ops
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], (x[i] + r[i]) + bias[i % width]) << i;  // exact: same ops
 }
 
 TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
@@ -254,7 +201,8 @@ TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
     uint32_t n, heads, headDim, dims;
   };
   for (bool neox : {false, true}) {
-    for (const Case c : {Case{1, 1, 8, 8}, Case{5, 4, 64, 64}, Case{3, 2, 80, 32}, Case{2, 8, 128, 128}}) {
+    for (const Case c :
+         {Case{1, 1, 8, 8}, Case{5, 4, 64, 64}, Case{3, 2, 80, 32}, Case{2, 8, 128, 128}}) {
       const uint32_t pos0 = 37;
       auto x = randomFloats(size_t{c.n} * c.heads * c.headDim, c.headDim + c.n, -2.0f, 2.0f);
       std::vector<float> table(size_t{c.n} * c.dims), cosv(c.dims / 2), sinv(c.dims / 2);
@@ -266,7 +214,8 @@ TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
           table[(t * c.dims / 2 + i) * 2 + 1] = sinv[i];
         }
         for (uint32_t h = 0; h < c.heads; ++h) {
-          cpu::ropeApply({&ref[(size_t{t} * c.heads + h) * c.headDim], c.headDim}, c.dims, neox, cosv, sinv);
+          cpu::ropeApply({&ref[(size_t{t} * c.heads + h) * c.headDim], c.headDim}, c.dims, neox,
+                         cosv, sinv);
         }
       }
       gpu::Buffer xb = upload(x), tb = upload(table);
@@ -275,7 +224,8 @@ TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
       ASSERT_TRUE(rec().submitAndWait().ok());
       auto got = download<float>(xb, x.size());
       // Same products and sums in the same order: equal up to FMA contraction.
-      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
     }
   }
 }
