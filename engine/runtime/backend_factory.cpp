@@ -7,6 +7,9 @@ namespace kvscope::runtime {
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
                                                         const BackendChoice& choice) {
+  if (!choice.kvPolicy.empty() && choice.kvPolicy != "k=f16,v=f16") {
+    return makeError(ErrorCode::kInvalidArgument, "KV cache policy '{}' is not supported", choice.kvPolicy);
+  }
   if (choice.kind == "cpu") {
     KVS_ASSIGN_OR_RETURN(auto b, backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
                                                                      .threads = choice.threads}));

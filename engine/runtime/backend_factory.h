@@ -3,6 +3,7 @@
 // CLI and the UI share one switch.
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "backend/backend.h"
@@ -16,6 +17,7 @@ struct BackendChoice {
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
+  std::string kvPolicy;              // KV cache policy ("k=q8_0,v=turbo3,…"); empty: f16
 };
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
