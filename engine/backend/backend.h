@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kv/kv_cache.h"
 #include "model/model_config.h"
 
 namespace kvscope::backend {
@@ -38,6 +39,24 @@ struct Logits {
   std::span<const float> last() const { return row(rows - 1); }
 };
 
+// One layer of the KV cache as a backend holds it: the scheme of each part
+// (the objects the cache encodes with, seed included; they live as long as
+// the backend) and the bytes its cached rows take, counted from the schemes'
+// row layouts.
+struct KvLayerBytes {
+  const kv::KvScheme* key = nullptr;
+  const kv::KvScheme* value = nullptr;
+  kv::KvBytes keyBytes, valueBytes;
+};
+
+// Measured codec error of one layer: the relative RMS reconstruction error
+// ||x - decode(encode(x))|| / ||x|| of the K and V rows written so far
+// (backend/codec_error.h); negative where nothing was measured.
+struct KvLayerError {
+  double key = -1.0;
+  double value = -1.0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -55,6 +74,16 @@ class Backend {
   // Device time per kernel class of the last forward(), when the backend
   // measures it (GPU timestamp queries); empty otherwise.
   virtual std::vector<KernelTiming> kernelTimings() const { return {}; }
+
+  // KV cache accounting, one entry per layer in layer order.
+  virtual std::vector<KvLayerBytes> kvBytes() const = 0;
+  // The cached rows of one layer and part, decoded to floats through the
+  // part's scheme (KvScheme::decode, so in the original, unrotated space):
+  // [cachedTokens()][nHeadKv][headDim]. For inspection and eval, not a hot path.
+  virtual Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const = 0;
+  // Measured codec error, one entry per layer in layer order; empty when the
+  // backend does not measure it.
+  virtual std::vector<KvLayerError> kvErrors() const { return {}; }
 };
 
 }  // namespace kvscope::backend

@@ -8,6 +8,7 @@
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
 #include "core/float_convert.h"
+#include "kv/rotation.h"
 
 namespace kvscope::backend {
 
@@ -31,11 +32,18 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(b->m_weights, model::bindWeights(c, *model));
-  KVS_ASSIGN_OR_RETURN(auto keyScheme, kv::findScheme(options.keyScheme));
-  KVS_ASSIGN_OR_RETURN(auto valueScheme, kv::findScheme(options.valueScheme));
+  const std::vector<kv::LayerSchemes> f16(c.nLayer);
+  const std::vector<kv::LayerSchemes>& schemes =
+      options.kvSchemes.empty() ? f16 : options.kvSchemes;
+  const kv::KvGeometry geometry{c.nLayer, c.nHeadKv, c.headDim};
+  // Built even when two-phase defers it, so a bad scheme fails here.
+  KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, schemes, options.kvSeed));
+  if (options.twoPhase && schemes != f16) {
+    b->m_pendingSchemes = schemes;
+    KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, f16, options.kvSeed));
+  }
+  b->m_errors = CodecErrorMeter(c.nLayer);
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
-  b->m_cache = std::make_unique<kv::KvCache>(kv::KvGeometry{c.nLayer, c.nHeadKv, c.headDim},
-                                             keyScheme, valueScheme);
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
@@ -64,28 +72,36 @@ void CpuBackend::ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0
 }
 
 // out[n, nHead * headDim]: causal attention of n queries at positions
-// pos0 .. pos0+n-1 over cache rows [0, pos0 + t].
+// pos0 .. pos0+n-1 over cache rows [0, pos0 + t]. A rotated scheme (turbo*)
+// is attended in its rotated space: the query is rotated once per head with
+// R_k (q' . y_hat = q . R_k^T y_hat), V rows are summed as stored (rotated by
+// R_v) and the sum is rotated back once with R_v^T.
 void CpuBackend::attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out) {
   const auto& c = config();
   const uint32_t d = c.headDim, gqa = c.gqaRatio();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const kv::KvScheme& keys = m_cache->scheme(layer, KvPart::kKey);
+  const kv::KvScheme& values = m_cache->scheme(layer, KvPart::kValue);
   // With an f16 cache, llama.cpp multiplies f16 keys by the query rounded to
   // f16 and f16 values by softmax weights rounded to f16 (the second operand
   // of a matrix product takes the first's type). Doing the same halves our
   // distance to its reference logits; see tests/backend/llamacpp_parity_test.
-  const bool roundToF16 = m_cache->scheme(layer, KvPart::kKey).name() == "f16" &&
-                          m_cache->scheme(layer, KvPart::kValue).name() == "f16";
+  const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
   m_pool->parallelFor(size_t{n} * c.nHead, [&](size_t begin, size_t end) {
-    std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d);
+    std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d), rotated(d);
     for (size_t job = begin; job < end; ++job) {
       const uint32_t t = static_cast<uint32_t>(job / c.nHead),
                      h = static_cast<uint32_t>(job % c.nHead);
       const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
       std::copy_n(q + (size_t{t} * c.nHead + h) * d, d, qh.begin());
       if (roundToF16) roundF16(qh);
+      if (keys.rotated()) {
+        kv::rotateVector(keys.rotation(), qh, rotated);
+        qh.swap(rotated);
+      }
       float maxScore = -INFINITY;
       for (uint32_t j = 0; j < visible; ++j) {
-        m_cache->read(layer, KvPart::kKey, kvHead, j, row);
+        m_cache->readRotated(layer, KvPart::kKey, kvHead, j, row);
         scores[j] = cpu::dot(qh.data(), row.data(), d) * scale;
         maxScore = std::max(maxScore, scores[j]);
       }
@@ -93,12 +109,16 @@ void CpuBackend::attention(uint32_t layer, const float* q, uint32_t n, uint32_t 
       for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t j = 0; j < visible; ++j) {
-        m_cache->read(layer, KvPart::kValue, kvHead, j, row);
+        m_cache->readRotated(layer, KvPart::kValue, kvHead, j, row);
         float w = scores[j] / sum;
         if (roundToF16) w = fp16ToFloat(floatToFp16(w));
         for (uint32_t i = 0; i < d; ++i) acc[i] += w * row[i];
       }
-      std::copy(acc.begin(), acc.end(), out + (size_t{t} * c.nHead + h) * d);
+      float* o = out + (size_t{t} * c.nHead + h) * d;
+      if (values.rotated())
+        kv::rotateVectorBack(values.rotation(), acc, {o, d});
+      else
+        std::copy(acc.begin(), acc.end(), o);
     }
   });
 }
@@ -118,6 +138,15 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
       return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}",
                        tok, c.nVocab);
     }
+  }
+  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) {
+    // Two-phase: the first decode step compresses the prefilled rows.
+    KVS_ASSIGN_OR_RETURN(auto compressed, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
+                                                              m_cache->cacheSeed()));
+    KVS_TRY(compressed->appendRecoded(*m_cache));
+    measureRecoded(*m_cache, *compressed);
+    m_cache = std::move(compressed);
+    m_pendingSchemes.clear();
   }
   KVS_TRY(m_cache->append(n));
   const uint32_t dim = c.nEmbd, q = c.qDim(), kvd = c.kvDim();
@@ -148,8 +177,8 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
     for (uint32_t t = 0; t < n; ++t) {
       for (uint32_t h = 0; h < c.nHeadKv; ++h) {
         const size_t off = (size_t{t} * c.nHeadKv + h) * c.headDim;
-        m_cache->write(l, KvPart::kKey, h, pos0 + t, {&kb[off], c.headDim});
-        m_cache->write(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
+        store(l, KvPart::kKey, h, pos0 + t, {&kb[off], c.headDim});
+        store(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
       }
     }
     attention(l, qb.data(), n, pos0, att.data());
@@ -175,6 +204,63 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   out.values.resize(size_t{rows} * c.nVocab);
   cpu::matmul(*m_weights.output, xb, out.values, rows, *m_pool, m_matmul);
   return okStatus();
+}
+
+// Encodes one row into the cache and measures what the codec lost on it.
+void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+                       std::span<const float> row) {
+  m_cache->write(layer, part, head, index, row);
+  m_decoded.resize(row.size());
+  m_cache->read(layer, part, head, index, m_decoded);
+  m_errors.add(layer, part, row, m_decoded);
+}
+
+std::vector<KvLayerBytes> CpuBackend::kvBytes() const {
+  std::vector<KvLayerBytes> layers;
+  for (uint32_t l = 0; l < config().nLayer; ++l) {
+    layers.push_back({&m_cache->scheme(l, KvPart::kKey), &m_cache->scheme(l, KvPart::kValue),
+                      m_cache->layerBytes(l, KvPart::kKey),
+                      m_cache->layerBytes(l, KvPart::kValue)});
+  }
+  return layers;
+}
+
+std::vector<KvLayerError> CpuBackend::kvErrors() const {
+  std::vector<KvLayerError> layers;
+  for (uint32_t l = 0; l < config().nLayer; ++l)
+    layers.push_back({m_errors.error(l, KvPart::kKey), m_errors.error(l, KvPart::kValue)});
+  return layers;
+}
+
+// The recoded rows' error against the f16 rows they came from, which replace
+// the originals once two-phase caching has compressed them.
+void CpuBackend::measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded) {
+  const auto& c = config();
+  std::vector<float> x(c.headDim), decoded(c.headDim);
+  m_errors.reset();
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+        for (uint32_t i = 0; i < f16.rows(); ++i) {
+          f16.read(l, part, h, i, x);
+          recoded.read(l, part, h, i, decoded);
+          m_errors.add(l, part, x, decoded);
+        }
+      }
+    }
+  }
+}
+
+Expected<std::vector<float>> CpuBackend::readKv(uint32_t layer, kv::KvPart part) const {
+  const auto& c = config();
+  if (layer >= c.nLayer)
+    return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
+  std::vector<float> rows(size_t{m_cache->rows()} * c.nHeadKv * c.headDim);
+  for (uint32_t i = 0; i < m_cache->rows(); ++i) {
+    for (uint32_t h = 0; h < c.nHeadKv; ++h)
+      m_cache->read(layer, part, h, i, {&rows[(size_t{i} * c.nHeadKv + h) * c.headDim], c.headDim});
+  }
+  return rows;
 }
 
 }  // namespace kvscope::backend

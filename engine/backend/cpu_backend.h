@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "backend/codec_error.h"
 #include "backend/cpu_matmul.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
@@ -21,8 +22,14 @@ namespace kvscope::backend {
 struct CpuBackendOptions {
   uint32_t contextLimit = 0;  // 0: the model's trained context
   unsigned threads = 0;       // 0: one per hardware thread
-  std::string keyScheme = "f16";
-  std::string valueScheme = "f16";
+  // KV cache schemes per layer (empty: f16 everywhere), each stream built
+  // with kv::streamSeed(kvSeed, layer, part) (kv::KvCache::create).
+  std::vector<kv::LayerSchemes> kvSchemes;
+  uint64_t kvSeed = kv::kDefaultCacheSeed;
+  // Two-phase caching: rows stay f16 through prefill; the first decode step
+  // (a one-token forward on a non-empty cache) re-encodes every row into
+  // kvSchemes, and later rows are encoded as they are appended.
+  bool twoPhase = false;
   // kExact keeps every product in float32 (the reference); kInt8Activations
   // rounds activations to int8 for quantized weights like llama.cpp's CPU
   // path: ~35% faster decode, but logits move by up to ~2e-2 of their spread
@@ -42,18 +49,31 @@ class CpuBackend final : public Backend {
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override { return m_cache->trim(n); }
   const kv::KvCache& cache() const { return *m_cache; }
+  std::vector<KvLayerBytes> kvBytes() const override;
+  Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
+  std::vector<KvLayerError> kvErrors() const override;
 
  private:
   CpuBackend() = default;
   struct Scratch;
   void attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out);
   void ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0);
+  void store(uint32_t layer, kv::KvPart part, uint32_t head, uint32_t index,
+             std::span<const float> row);
+  void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
   // A 1-D weight (norm, bias) as float32, converted once at load.
   std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
 
   std::shared_ptr<const model::ModelFile> m_model;
   model::ModelWeights m_weights;
   std::unique_ptr<kv::KvCache> m_cache;
+  // Two-phase: the schemes m_cache moves to at the first decode step; empty
+  // once it has (or when two-phase is off).
+  std::vector<kv::LayerSchemes> m_pendingSchemes;
+  // Each written row against its decoded copy; re-measured from the f16 rows
+  // when two-phase caching recodes them.
+  CodecErrorMeter m_errors;
+  std::vector<float> m_decoded;  // [headDim] scratch of store()
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
   std::vector<float> m_ropeFreqs;  // per-frequency divisors, empty when unused

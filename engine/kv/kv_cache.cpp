@@ -5,22 +5,49 @@
 
 namespace kvscope::kv {
 
+Expected<std::unique_ptr<KvCache>> KvCache::create(KvGeometry geometry,
+                                                   std::span<const LayerSchemes> layers,
+                                                   uint64_t cacheSeed) {
+  if (geometry.nLayer == 0 || geometry.nHeadKv == 0 || geometry.rowsPerPage == 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a KV cache needs at least one layer, KV head and row per page "
+                     "({} layers, {} KV heads, {} rows per page)",
+                     geometry.nLayer, geometry.nHeadKv, geometry.rowsPerPage);
+  }
+  if (layers.size() != geometry.nLayer) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the KV cache policy names schemes for {} layers, the model has {}",
+                     layers.size(), geometry.nLayer);
+  }
+  std::vector<std::shared_ptr<const KvScheme>> schemes[2];
+  for (uint32_t l = 0; l < geometry.nLayer; ++l) {
+    for (uint32_t p = 0; p < 2; ++p) {
+      const std::string& name = p == 0 ? layers[l].key : layers[l].value;
+      KVS_ASSIGN_OR_RETURN(auto s,
+                           makeScheme(name, {geometry.headDim, streamSeed(cacheSeed, l, p)}));
+      schemes[p].push_back(std::move(s));
+    }
+  }
+  return std::make_unique<KvCache>(geometry, std::move(schemes[0]), std::move(schemes[1]),
+                                   cacheSeed);
+}
+
 KvCache::KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key,
                  std::shared_ptr<const KvScheme> value)
     : KvCache(geometry, std::vector(geometry.nLayer, key), std::vector(geometry.nLayer, value)) {}
 
 KvCache::KvCache(KvGeometry geometry, std::vector<std::shared_ptr<const KvScheme>> keySchemes,
-                 std::vector<std::shared_ptr<const KvScheme>> valueSchemes)
-    : m_geometry(geometry) {
+                 std::vector<std::shared_ptr<const KvScheme>> valueSchemes, uint64_t cacheSeed)
+    : m_geometry(geometry), m_cacheSeed(cacheSeed) {
   assert(keySchemes.size() == geometry.nLayer && valueSchemes.size() == geometry.nLayer);
   assert(geometry.rowsPerPage > 0);
   m_schemes[0] = std::move(keySchemes);
   m_schemes[1] = std::move(valueSchemes);
   for (uint32_t l = 0; l < geometry.nLayer; ++l) {
     for (int p = 0; p < 2; ++p) {
+      assert(m_schemes[p][l]->dim() == geometry.headDim);
       m_partOffset.push_back(m_pageBytes);
-      m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage *
-                     m_schemes[p][l]->rowBytes(geometry.headDim);
+      m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage * m_schemes[p][l]->rowBytes();
     }
   }
 }
@@ -29,8 +56,12 @@ const KvScheme& KvCache::scheme(uint32_t layer, KvPart part) const {
   return *m_schemes[static_cast<int>(part)][layer];
 }
 
-uint32_t KvCache::rowBytes(uint32_t layer, KvPart part) const {
-  return scheme(layer, part).rowBytes(m_geometry.headDim);
+std::vector<LayerSchemes> KvCache::layerSchemes() const {
+  std::vector<LayerSchemes> out;
+  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
+    out.push_back({std::string(m_schemes[0][l]->name()), std::string(m_schemes[1][l]->name())});
+  }
+  return out;
 }
 
 Status KvCache::append(uint32_t n) {
@@ -56,6 +87,28 @@ Status KvCache::trim(uint32_t n) {
   m_rows = n;
   const size_t pagesNeeded = (size_t{n} + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage;
   m_pages.resize(pagesNeeded);
+  return okStatus();
+}
+
+Status KvCache::appendRecoded(const KvCache& source) {
+  const KvGeometry& g = source.geometry();
+  if (g.nLayer != m_geometry.nLayer || g.nHeadKv != m_geometry.nHeadKv ||
+      g.headDim != m_geometry.headDim) {
+    return makeError(ErrorCode::kInternal, "cannot recode a KV cache of another geometry");
+  }
+  const uint32_t first = m_rows;
+  KVS_TRY(append(source.rows()));
+  std::vector<float> values(m_geometry.headDim);
+  for (uint32_t l = 0; l < g.nLayer; ++l) {
+    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
+      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+        for (uint32_t r = 0; r < source.rows(); ++r) {
+          source.read(l, p, h, r, values);
+          write(l, p, h, first + r, values);
+        }
+      }
+    }
+  }
   return okStatus();
 }
 
@@ -89,8 +142,14 @@ void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
   scheme(layer, part).decode(row(layer, part, head, index), values);
 }
 
+void KvCache::readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
+                          std::span<float> values) const {
+  assert(values.size() == m_geometry.headDim);
+  scheme(layer, part).decodeRotated(row(layer, part, head, index), values);
+}
+
 KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
-  const RowLayout r = scheme(layer, part).rowLayout(m_geometry.headDim);
+  const RowLayout& r = scheme(layer, part).rowLayout();
   const uint64_t streams = m_geometry.nHeadKv;
   return {streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes,
           streams * m_rows * r.paddingBytes, streams * (capacity() - m_rows) * r.total()};

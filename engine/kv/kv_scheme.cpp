@@ -1,19 +1,57 @@
 #include "kv/kv_scheme.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kv/scheme_affine4.h"
 #include "kv/scheme_f16.h"
+#include "kv/scheme_fp8.h"
+#include "kv/scheme_q4_0.h"
+#include "kv/scheme_q8_0.h"
+#include "kv/scheme_turbo.h"
+#include "kv/splitmix.h"
 
 namespace kvscope::kv {
 namespace {
 
+using Made = std::shared_ptr<const KvScheme>;
+
 struct Entry {
   std::string_view name;
-  std::shared_ptr<const KvScheme> (*make)();
+  uint32_t minDim;
+  Made (*make)(const SchemeParams&);
 };
+
+template <typename T>
+Made makePlain(const SchemeParams& p) {
+  return std::make_shared<T>(p);
+}
+
+template <uint32_t kBits, bool kGrouped>
+Made makeTurbo(const SchemeParams& p) {
+  return std::make_shared<TurboScheme>(p, kBits, kGrouped);
+}
 
 // The scheme registry: one row per scheme.
 const Entry kSchemes[] = {
-    {"f16", [] { return std::shared_ptr<const KvScheme>(std::make_shared<F16Scheme>()); }},
+    {"f16", 1, makePlain<F16Scheme>},
+    {"q8_0", 1, makePlain<Q8_0Scheme>},
+    {"q4_0", 1, makePlain<Q4_0Scheme>},
+    {"fp8", 1, makePlain<Fp8Scheme>},
+    {"affine4", 1, makePlain<Affine4Scheme>},
+    {"turbo4", kMinTurboDim, makeTurbo<4, false>},
+    {"turbo3", kMinTurboDim, makeTurbo<3, false>},
+    {"turbo2", kMinTurboDim, makeTurbo<2, false>},
+    {"turbo4g", kMinTurboDim, makeTurbo<4, true>},
+    {"turbo3g", kMinTurboDim, makeTurbo<3, true>},
+    {"turbo2g", kMinTurboDim, makeTurbo<2, true>},
 };
+
+const Entry* findEntry(std::string_view name) {
+  for (const auto& e : kSchemes)
+    if (e.name == name) return &e;
+  return nullptr;
+}
 
 }  // namespace
 
@@ -23,13 +61,28 @@ std::vector<std::string_view> schemeNames() {
   return names;
 }
 
-Expected<std::shared_ptr<const KvScheme>> findScheme(std::string_view name) {
-  for (const auto& e : kSchemes)
-    if (e.name == name) return e.make();
-  std::string known;
-  for (const auto& e : kSchemes) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  return makeError(ErrorCode::kInvalidArgument, "unknown KV cache scheme '{}' (available: {})",
-                   name, known);
+bool isSchemeName(std::string_view name) {
+  return findEntry(name) != nullptr;
+}
+
+Expected<std::shared_ptr<const KvScheme>> makeScheme(std::string_view name,
+                                                     const SchemeParams& params) {
+  const Entry* e = findEntry(name);
+  if (!e) {
+    return makeError(ErrorCode::kInvalidArgument, "unknown KV cache scheme '{}' (available: {})",
+                     name, fmt::join(schemeNames(), ", "));
+  }
+  if (params.dim < e->minDim || params.dim > kMaxKvDim) {
+    return makeError(ErrorCode::kUnsupported,
+                     "KV cache scheme '{}' needs a head dimension of {} to {}, not {}", name,
+                     e->minDim, kMaxKvDim, params.dim);
+  }
+  return e->make(params);
+}
+
+uint64_t streamSeed(uint64_t cacheSeed, uint32_t layer, uint32_t part) {
+  return splitmixMix(splitmixMix(cacheSeed ^ 0x9e3779b97f4a7c15ull) +
+                     (uint64_t{layer} << 1 | (part & 1)));
 }
 
 }  // namespace kvscope::kv

@@ -3,25 +3,19 @@
 #include <cassert>
 #include <cstring>
 
-#include "core/float_convert.h"
+#include "kv/code_packing.h"
 
 namespace kvscope::kv {
 
 void F16Scheme::encode(std::span<const float> row, std::span<uint8_t> out) const {
-  assert(out.size() >= row.size() * 2);
-  for (size_t i = 0; i < row.size(); ++i) {
-    const uint16_t h = floatToFp16(row[i]);
-    std::memcpy(out.data() + 2 * i, &h, 2);
-  }
+  assert(row.size() == dim() && out.size() >= rowBytes());
+  for (uint32_t i = 0; i < dim(); ++i) storeHalf(out, i, row[i]);
+  std::memset(out.data() + 2 * dim(), 0, rowLayout().paddingBytes);
 }
 
 void F16Scheme::decode(std::span<const uint8_t> in, std::span<float> row) const {
-  assert(in.size() >= row.size() * 2);
-  for (size_t i = 0; i < row.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, in.data() + 2 * i, 2);
-    row[i] = fp16ToFloat(h);
-  }
+  assert(row.size() == dim() && in.size() >= rowBytes());
+  for (uint32_t i = 0; i < dim(); ++i) row[i] = loadHalf(in, i);
 }
 
 }  // namespace kvscope::kv

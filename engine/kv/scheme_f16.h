@@ -9,8 +9,9 @@ namespace kvscope::kv {
 
 class F16Scheme final : public KvScheme {
  public:
+  explicit F16Scheme(const SchemeParams& params)
+      : KvScheme(params, {params.dim * 2, 0, padTo4(params.dim * 2)}) {}
   std::string_view name() const override { return "f16"; }
-  RowLayout rowLayout(uint32_t dim) const override { return {dim * 2, 0, (dim * 2) % 4}; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

@@ -2,26 +2,51 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
+#include "kv/kv_policy.h"
 
 namespace kvscope::runtime {
 
-Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
-                                                        const BackendChoice& choice) {
-  if (!choice.kvPolicy.empty() && choice.kvPolicy != "k=f16,v=f16") {
-    return makeError(ErrorCode::kInvalidArgument, "KV cache policy '{}' is not supported", choice.kvPolicy);
-  }
+Expected<std::unique_ptr<backend::Backend>> makeBackend(
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice) {
+  if (choice.kind != "cpu" && choice.kind != "vulkan")
+    return makeError(ErrorCode::kInvalidArgument, "unknown backend '{}' (choose cpu or vulkan)",
+                     choice.kind);
+  // The policy is checked against the model before anything is loaded.
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(choice.kvPolicy));
+  const auto& c = model->config();
+  KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
+                       policy.resolve({c.architecture, c.nLayer}));
   if (choice.kind == "cpu") {
-    KVS_ASSIGN_OR_RETURN(auto b, backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
-                                                                     .threads = choice.threads}));
+    KVS_ASSIGN_OR_RETURN(auto b,
+                         backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
+                                                             .threads = choice.threads,
+                                                             .kvSchemes = std::move(schemes),
+                                                             .kvSeed = policy.seed,
+                                                             .twoPhase = policy.twoPhase}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
-  if (choice.kind == "vulkan") {
-    KVS_ASSIGN_OR_RETURN(auto b, backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
-                                                                        .device = choice.device,
-                                                                        .timing = choice.timing}));
-    return std::unique_ptr<backend::Backend>(std::move(b));
-  }
-  return makeError(ErrorCode::kInvalidArgument, "unknown backend '{}' (choose cpu or vulkan)", choice.kind);
+  if (policy.twoPhase)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache option two_phase runs on the cpu backend only");
+  KVS_ASSIGN_OR_RETURN(auto b,
+                       backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
+                                                              .device = choice.device,
+                                                              .timing = choice.timing,
+                                                              .kvSchemes = std::move(schemes),
+                                                              .kvSeed = policy.seed}));
+  return std::unique_ptr<backend::Backend>(std::move(b));
+}
+
+BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
+                                  const BackendChoice& choice) {
+  // BackendChoice::kind is a view; the factory outlives the caller's string.
+  return
+      [model = std::move(model), choice, kind = std::string(choice.kind)](std::string_view policy) {
+        BackendChoice c = choice;
+        c.kind = kind;
+        c.kvPolicy = std::string(policy);
+        return makeBackend(model, c);
+      };
 }
 
 }  // namespace kvscope::runtime

@@ -2,6 +2,7 @@
 // Creates the backend a user asked for by name ("cpu" or "vulkan"), so the
 // CLI and the UI share one switch.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,10 +18,20 @@ struct BackendChoice {
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
-  std::string kvPolicy;              // KV cache policy ("k=q8_0,v=turbo3,…"); empty: f16
+  std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
 };
 
-Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> model,
-                                                        const BackendChoice& choice);
+Expected<std::unique_ptr<backend::Backend>> makeBackend(
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice);
+
+// Builds a backend for one model and device under KV cache policy `policy`
+// (kv::KvPolicy text), with an empty cache; Session::setKvPolicy uses it.
+using BackendFactory =
+    std::function<Expected<std::unique_ptr<backend::Backend>>(std::string_view policy)>;
+
+// The factory that builds what makeBackend(model, choice) builds, under any
+// policy. It keeps its own copies of `choice`'s strings.
+BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
+                                  const BackendChoice& choice);
 
 }  // namespace kvscope::runtime

@@ -1,0 +1,195 @@
+#include "kv/kv_policy.h"
+
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kvscope::kv {
+namespace {
+
+struct ArchitectureCache {
+  std::string_view architecture;
+  CacheLayout layout;
+};
+
+// Architectures whose cache is not K/V rows (see model/architecture.cpp).
+constexpr ArchitectureCache kNonRowCaches[] = {
+    {"deepseek2", CacheLayout::kLatent},         {"deepseek3", CacheLayout::kLatent},
+    {"minicpm3", CacheLayout::kLatent},          {"mamba", CacheLayout::kRecurrentState},
+    {"mamba2", CacheLayout::kRecurrentState},    {"rwkv6", CacheLayout::kRecurrentState},
+    {"rwkv7", CacheLayout::kRecurrentState},     {"jamba", CacheLayout::kRecurrentState},
+    {"falcon-h1", CacheLayout::kRecurrentState},
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Error badItem(std::string_view item, std::string_view why) {
+  return makeError(ErrorCode::kInvalidArgument, "KV cache policy item '{}': {}", item, why);
+}
+
+template <typename T>
+bool parseNumber(std::string_view s, T& out) {
+  int base = 10;
+  if (s.starts_with("0x") || s.starts_with("0X")) {
+    s.remove_prefix(2);
+    base = 16;
+  }
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+Status checkScheme(std::string_view item, std::string_view name) {
+  if (isSchemeName(name)) return okStatus();
+  return badItem(item, fmt::format("unknown scheme '{}' (available: {})", name,
+                                   fmt::join(schemeNames(), ", ")));
+}
+
+}  // namespace
+
+CacheLayout cacheLayoutOf(std::string_view architecture) {
+  for (const auto& a : kNonRowCaches)
+    if (a.architecture == architecture) return a.layout;
+  return CacheLayout::kKvRows;
+}
+
+Status checkSchemeForArchitecture(std::string_view architecture, std::string_view scheme) {
+  switch (cacheLayoutOf(architecture)) {
+    case CacheLayout::kKvRows:
+      return okStatus();
+    // A latent carries the RoPE part and is read by both K and V through
+    // absorbed projections; a state is rewritten every step. The row codecs
+    // are built for neither, so only the exact f16 store is accepted.
+    case CacheLayout::kLatent:
+    case CacheLayout::kRecurrentState:
+      if (scheme == "f16") return okStatus();
+      return makeError(ErrorCode::kUnsupported,
+                       "KV cache scheme '{}' cannot be used with architecture '{}': its cache is "
+                       "{}, not K/V rows (only f16 is possible)",
+                       scheme, architecture,
+                       cacheLayoutOf(architecture) == CacheLayout::kLatent
+                           ? "a compressed latent (MLA)"
+                           : "a recurrent state");
+  }
+  return okStatus();
+}
+
+Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
+  KvPolicy p;
+  std::set<std::string, std::less<>> seen;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = trim(text.substr(start, comma - start));
+    start = comma + 1;
+    if (item.empty()) {
+      if (trim(text).empty()) break;
+      return makeError(ErrorCode::kInvalidArgument, "KV cache policy '{}' has an empty item", text);
+    }
+    const size_t eq = item.find('=');
+    const std::string_view key = trim(item.substr(0, eq));
+    const std::string_view value = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
+    const size_t at = key.find('@');
+    const std::string_view base = key.substr(0, at);
+    if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
+        base != "seed") {
+      return badItem(item,
+                     "unknown key (known: k, v, kv, k@L, v@L, kv@L, boundary, two_phase, seed)");
+    }
+    if (at == std::string_view::npos && !seen.emplace(key).second)
+      return badItem(item, "given twice");
+    if (base == "two_phase") {
+      if (eq != std::string_view::npos || at != std::string_view::npos)
+        return badItem(item, "two_phase takes no value");
+      p.twoPhase = true;
+      continue;
+    }
+    if (eq == std::string_view::npos || value.empty()) return badItem(item, "missing '=value'");
+    if (base == "seed") {
+      if (at != std::string_view::npos || !parseNumber(value, p.seed))
+        return badItem(item, "seed must be an unsigned 64-bit number");
+      continue;
+    }
+    if (base == "boundary") {
+      if (at != std::string_view::npos) return badItem(item, "boundary has no per-layer form");
+      const size_t colon = value.find(':');
+      if (!parseNumber(value.substr(0, colon), p.boundary))
+        return badItem(item, "boundary must be a layer count, optionally ':scheme'");
+      if (colon != std::string_view::npos) {
+        p.boundaryScheme = std::string(value.substr(colon + 1));
+        KVS_TRY(checkScheme(item, p.boundaryScheme));
+      }
+      continue;
+    }
+    KVS_TRY(checkScheme(item, value));
+    if (at == std::string_view::npos) {
+      if (base != "v") p.key = std::string(value);
+      if (base != "k") p.value = std::string(value);
+      continue;
+    }
+    const std::string_view range = key.substr(at + 1);
+    const size_t dash = range.find('-');
+    Override o{.key = base != "v", .value = base != "k", .scheme = std::string(value)};
+    if (!parseNumber(range.substr(0, dash), o.first) ||
+        !parseNumber(
+            dash == std::string_view::npos ? range.substr(0, dash) : range.substr(dash + 1),
+            o.last) ||
+        o.last < o.first) {
+      return badItem(item, "a layer override is k@L=, v@L= or kv@L= with L a layer or A-B");
+    }
+    p.overrides.push_back(std::move(o));
+  }
+  return p;
+}
+
+std::string KvPolicy::toString() const {
+  std::string s = fmt::format("k={},v={}", key, value);
+  if (boundary) s += fmt::format(",boundary={}:{}", boundary, boundaryScheme);
+  for (const auto& o : overrides) {
+    const char* part = o.key && o.value ? "kv" : o.key ? "k" : "v";
+    if (o.first == o.last)
+      s += fmt::format(",{}@{}={}", part, o.first, o.scheme);
+    else
+      s += fmt::format(",{}@{}-{}={}", part, o.first, o.last, o.scheme);
+  }
+  if (twoPhase) s += ",two_phase";
+  if (seed != kDefaultCacheSeed) s += fmt::format(",seed={:#x}", seed);
+  return s;
+}
+
+Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) const {
+  std::vector<LayerSchemes> layers(target.nLayer, LayerSchemes{key, value});
+  for (uint32_t l = 0; l < target.nLayer; ++l) {
+    if (l < boundary || l + boundary >= target.nLayer) layers[l] = {boundaryScheme, boundaryScheme};
+  }
+  for (const auto& o : overrides) {
+    if (o.last >= target.nLayer) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "KV cache policy names layer {}, but the model has layers 0 to {}", o.last,
+                       target.nLayer - 1);
+    }
+    for (uint32_t l = o.first; l <= o.last; ++l) {
+      if (o.key) layers[l].key = o.scheme;
+      if (o.value) layers[l].value = o.scheme;
+    }
+  }
+  for (const auto& l : layers) {
+    KVS_TRY(checkSchemeForArchitecture(target.architecture, l.key));
+    KVS_TRY(checkSchemeForArchitecture(target.architecture, l.value));
+  }
+  return layers;
+}
+
+KvPolicy defaultKvPolicy() {
+  KvPolicy p;
+  p.key = "q8_0";
+  p.value = "turbo4";
+  return p;
+}
+
+}  // namespace kvscope::kv

@@ -1,0 +1,81 @@
+#pragma once
+// KvPolicy: which scheme caches K and V in each layer, plus cache options.
+// Parsed from a comma-separated list of items (whitespace around items is
+// ignored; every key at most once, except per-layer overrides):
+//
+//   k=NAME            K scheme of every layer (default f16)
+//   v=NAME            V scheme of every layer (default f16)
+//   kv=NAME           both
+//   boundary=N        the first and last N layers use f16 ...
+//   boundary=N:NAME   ... or NAME, for K and V
+//   k@L=NAME          K scheme of layer L (0-based); also v@L, kv@L, and a
+//   k@A-B=NAME        range of layers A..B inclusive
+//   two_phase         f16 during prefill; compress everything at the first
+//                     decode step, then encode each new row
+//   seed=N            the cache seed (decimal or 0x hex) of rotated schemes
+//
+// Precedence: k/v/kv, then boundary, then per-layer overrides in the order
+// written (later wins). Example: "k=q8_0,v=turbo3,boundary=2,k@5=f16".
+// The empty string is f16 everywhere.
+//
+// resolve() turns a policy into per-layer scheme names for a model, refusing
+// a layer index past the model, and a scheme the architecture's cache cannot
+// hold (cacheLayoutOf: MLA latents and recurrent state are not K/V rows).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_scheme.h"
+
+namespace kvscope::kv {
+
+// What an architecture's cache holds per token and layer.
+enum class CacheLayout {
+  kKvRows,          // one K row and one V row per KV head (llama, qwen, mistral ...)
+  kLatent,          // one compressed latent shared by K and V (MLA: deepseek2/3)
+  kRecurrentState,  // a fixed-size state updated in place (mamba, rwkv, hybrids)
+};
+
+// The per-architecture table; names it does not list hold K/V rows.
+CacheLayout cacheLayoutOf(std::string_view architecture);
+// Ok when `scheme` can store the cache of `architecture`; else an error naming both.
+Status checkSchemeForArchitecture(std::string_view architecture, std::string_view scheme);
+
+// The model facts a policy resolves against.
+struct KvTarget {
+  std::string_view architecture;
+  uint32_t nLayer = 0;
+};
+
+struct KvPolicy {
+  struct Override {
+    uint32_t first = 0, last = 0;  // layers, inclusive
+    bool key = false, value = false;
+    std::string scheme;
+  };
+
+  std::string key = "f16";
+  std::string value = "f16";
+  uint32_t boundary = 0;
+  std::string boundaryScheme = "f16";
+  std::vector<Override> overrides;
+  bool twoPhase = false;
+  uint64_t seed = kDefaultCacheSeed;
+
+  // Errors (kInvalidArgument) name the offending item.
+  static Expected<KvPolicy> parse(std::string_view text);
+  // A canonical text that parses back to an equal policy.
+  std::string toString() const;
+  // (K, V) scheme names per layer.
+  Expected<std::vector<LayerSchemes>> resolve(const KvTarget& target) const;
+};
+
+// The recommended compressed policy: q8_0 keys (softmax amplifies K error),
+// turbo4 values.
+KvPolicy defaultKvPolicy();
+
+}  // namespace kvscope::kv

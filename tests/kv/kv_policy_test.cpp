@@ -1,0 +1,103 @@
+// KvPolicy: parsing good and bad texts, resolution per layer, the
+// per-architecture check.
+#include <gtest/gtest.h>
+
+#include "kv/kv_policy.h"
+
+namespace kvscope::kv {
+namespace {
+
+std::vector<LayerSchemes> resolve(std::string_view text, uint32_t nLayer,
+                                  std::string_view arch = "llama") {
+  auto p = KvPolicy::parse(text);
+  EXPECT_TRUE(p.ok()) << text << ": " << p.error().describe();
+  if (!p.ok()) return {};
+  auto r = p->resolve({arch, nLayer});
+  EXPECT_TRUE(r.ok()) << text << ": " << r.error().describe();
+  return r.ok() ? *r : std::vector<LayerSchemes>{};
+}
+
+TEST(KvPolicy, EmptyIsF16) {
+  EXPECT_EQ(resolve("", 3), std::vector<LayerSchemes>(3));
+  EXPECT_EQ(resolve("  ", 2), std::vector<LayerSchemes>(2));
+  auto p = KvPolicy::parse("");
+  EXPECT_FALSE(p->twoPhase);
+  EXPECT_EQ(p->seed, kDefaultCacheSeed);
+}
+
+TEST(KvPolicy, KeysValuesBoundaryOverrides) {
+  using L = LayerSchemes;
+  EXPECT_EQ(resolve("k=fp8,v=turbo3", 2), (std::vector<L>{{"fp8", "turbo3"}, {"fp8", "turbo3"}}));
+  EXPECT_EQ(resolve("kv=q4_0", 1), (std::vector<L>{{"q4_0", "q4_0"}}));
+  EXPECT_EQ(
+      resolve("k=q8_0, v=turbo4, boundary=1", 4),
+      (std::vector<L>{{"f16", "f16"}, {"q8_0", "turbo4"}, {"q8_0", "turbo4"}, {"f16", "f16"}}));
+  EXPECT_EQ(resolve("k=q8_0,v=turbo2,boundary=1:q8_0", 3),
+            (std::vector<L>{{"q8_0", "q8_0"}, {"q8_0", "turbo2"}, {"q8_0", "q8_0"}}));
+  // Overrides beat the boundary; later overrides beat earlier ones.
+  EXPECT_EQ(resolve("k=turbo3,boundary=1,k@0=fp8,v@1-2=affine4,kv@2=turbo4g", 4),
+            (std::vector<L>{
+                {"fp8", "f16"}, {"turbo3", "affine4"}, {"turbo4g", "turbo4g"}, {"f16", "f16"}}));
+  EXPECT_EQ(resolve("boundary=5", 3), std::vector<L>(3));
+}
+
+TEST(KvPolicy, FlagsAndSeed) {
+  auto p = KvPolicy::parse("two_phase,seed=0x10,k=q8_0");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->twoPhase);
+  EXPECT_EQ(p->seed, 16u);
+  EXPECT_EQ(KvPolicy::parse("seed=42")->seed, 42u);
+}
+
+TEST(KvPolicy, ToStringParsesBack) {
+  for (auto text : {"", "k=q8_0,v=turbo4", "k=fp8,v=turbo3,boundary=2,two_phase,seed=7",
+                    "kv=turbo2g,k@3=f16,v@1-4=q4_0,boundary=1:q8_0"}) {
+    auto p = KvPolicy::parse(text);
+    ASSERT_TRUE(p.ok()) << text;
+    auto again = KvPolicy::parse(p->toString());
+    ASSERT_TRUE(again.ok()) << p->toString();
+    EXPECT_EQ(again->toString(), p->toString());
+    EXPECT_EQ(*again->resolve({"llama", 6}), *p->resolve({"llama", 6})) << text;
+  }
+  EXPECT_EQ(defaultKvPolicy().toString(), "k=q8_0,v=turbo4");
+}
+
+TEST(KvPolicy, BadTextsAreClearErrors) {
+  const std::pair<std::string_view, std::string_view> kBad[] = {
+      {"k=q3_k", "unknown scheme 'q3_k'"}, {"x=f16", "unknown key"},
+      {"k", "missing '=value'"},           {"k=", "missing '=value'"},
+      {"k=f16,k=q8_0", "given twice"},     {"k=f16,,v=f16", "empty item"},
+      {"boundary=two", "layer count"},     {"boundary=1:nope", "unknown scheme 'nope'"},
+      {"two_phase=1", "takes no value"},   {"seed=-1", "seed"},
+      {"k@x=f16", "layer override"},       {"k@3-1=f16", "layer override"},
+      {"k@1=turbo9", "unknown scheme"},    {"boundary@1=2", "no per-layer form"},
+  };
+  for (const auto& [text, why] : kBad) {
+    auto p = KvPolicy::parse(text);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(p.error().message.find(why), std::string::npos) << text << ": " << p.error().message;
+  }
+}
+
+TEST(KvPolicy, ResolveChecksLayersAndArchitecture) {
+  auto p = KvPolicy::parse("k@4=f16");
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->resolve({"llama", 4}).ok());
+  EXPECT_TRUE(p->resolve({"llama", 5}).ok());
+
+  EXPECT_EQ(cacheLayoutOf("qwen3"), CacheLayout::kKvRows);
+  EXPECT_EQ(cacheLayoutOf("deepseek2"), CacheLayout::kLatent);
+  EXPECT_EQ(cacheLayoutOf("mamba"), CacheLayout::kRecurrentState);
+  auto turbo = KvPolicy::parse("v=turbo3");
+  auto refused = turbo->resolve({"deepseek2", 4});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("deepseek2"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("turbo3"), std::string::npos);
+  EXPECT_TRUE(KvPolicy::parse("")->resolve({"deepseek2", 4}).ok());
+  EXPECT_FALSE(turbo->resolve({"rwkv7", 2}).ok());
+  EXPECT_TRUE(turbo->resolve({"qwen2", 2}).ok());
+}
+
+}  // namespace
+}  // namespace kvscope::kv

@@ -1,0 +1,359 @@
+// The KV schemes: exact byte layouts on hand-computed rows, round-trip error
+// bounds derived from each scheme's step size, the turbo distortion against
+// theory, and every scheme on the odd head dims the contract requires.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/float_convert.h"
+#include "kv/code_packing.h"
+#include "kv/kv_scheme.h"
+#include "kv/lloyd_max.h"
+#include "kv/rotation.h"
+
+namespace kvscope::kv {
+namespace {
+
+constexpr uint32_t kOddDims[] = {8, 48, 80, 96, 100, 128};
+
+std::shared_ptr<const KvScheme> make(std::string_view name, uint32_t dim, uint64_t seed = 1) {
+  auto s = makeScheme(name, {dim, seed});
+  EXPECT_TRUE(s.ok()) << s.error().describe();
+  return s.ok() ? *s : nullptr;
+}
+
+std::vector<uint8_t> encode(const KvScheme& s, std::span<const float> x) {
+  std::vector<uint8_t> out(s.rowBytes(), 0xAA);  // the encoder must write every byte
+  s.encode(x, out);
+  return out;
+}
+
+std::vector<float> roundTrip(const KvScheme& s, std::span<const float> x) {
+  std::vector<float> back(x.size());
+  s.decode(encode(s, x), back);
+  return back;
+}
+
+std::vector<float> gaussian(uint32_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+float half(float v) {
+  return fp16ToFloat(floatToFp16(v));
+}
+
+TEST(KvScheme, RegistryAndErrors) {
+  const std::vector<std::string_view> expected = {"f16",     "q8_0",    "q4_0",   "fp8",
+                                                  "affine4", "turbo4",  "turbo3", "turbo2",
+                                                  "turbo4g", "turbo3g", "turbo2g"};
+  EXPECT_EQ(schemeNames(), expected);
+  for (auto name : expected) {
+    auto s = make(name, 64);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->name(), name);
+    EXPECT_EQ(s->dim(), 64u);
+    EXPECT_EQ(s->rotated(), name.starts_with("turbo"));
+    EXPECT_EQ(s->rotation().size(), s->rotated() ? 64u * 64u : 0u);
+    EXPECT_EQ(s->codebook().empty(), !s->rotated());
+  }
+  auto unknown = makeScheme("q3_k", {64, 0});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("turbo3"), std::string::npos);  // lists the names
+  EXPECT_FALSE(makeScheme("f16", {0, 0}).ok());
+  EXPECT_FALSE(makeScheme("turbo3", {2, 0}).ok());
+  EXPECT_FALSE(makeScheme("q8_0", {kMaxKvDim + 1, 0}).ok());
+}
+
+// Bits per value at head_dim 128, from the row layouts. The KV_CODECS.md
+// table counts codes and scales only; the contract's 4-byte row alignment
+// adds 2 bytes of padding to the plain turbo rows (4.125 -> 4.25 bits).
+TEST(KvScheme, BitsPerValueAt128) {
+  const std::tuple<std::string_view, double, double> kBits[] = {
+      {"f16", 16.0, 16.0},     {"q8_0", 8.5, 8.5},      {"q4_0", 4.5, 4.5},
+      {"fp8", 8.25, 8.25},     {"affine4", 5.0, 5.0},   {"turbo4", 4.125, 4.25},
+      {"turbo3", 3.125, 3.25}, {"turbo2", 2.125, 2.25}, {"turbo4g", 5.0, 5.0},
+      {"turbo3g", 4.0, 4.0},   {"turbo2g", 3.0, 3.0}};
+  for (const auto& [name, payload, stored] : kBits) {
+    const auto s = make(name, 128);
+    const RowLayout l = s->rowLayout();
+    EXPECT_DOUBLE_EQ(8.0 * (l.codeBytes + l.scaleBytes) / 128, payload) << name;
+    EXPECT_DOUBLE_EQ(s->bitsPerValue(), stored) << name;
+  }
+}
+
+// Row layouts for odd dims: hand-computed [codes, scales, padding].
+TEST(KvScheme, RowLayoutsOfOddDims) {
+  struct Case {
+    std::string_view name;
+    uint32_t dim;
+    RowLayout layout;
+  };
+  const Case kCases[] = {
+      {"f16", 5, {10, 0, 2}},          {"q8_0", 48, {48, 4, 0}},
+      {"q8_0", 33, {33, 4, 3}},        {"q4_0", 100, {50, 8, 2}},
+      {"q4_0", 5, {3, 2, 3}},          {"fp8", 80, {80, 3, 1}},
+      {"affine4", 48, {24, 8, 0}},     {"affine4", 7, {4, 4, 0}},
+      {"turbo4", 100, {50, 2, 0}},     {"turbo3", 100, {25 + 13, 2, 0}},
+      {"turbo3", 80, {20 + 10, 2, 0}}, {"turbo2", 48, {12, 2, 2}},
+      {"turbo4g", 100, {50, 14, 0}},   {"turbo3g", 80, {30, 10, 0}},
+      {"turbo2g", 8, {2, 2, 0}},
+  };
+  for (const auto& c : kCases) {
+    const RowLayout l = make(c.name, c.dim)->rowLayout();
+    EXPECT_EQ(l.codeBytes, c.layout.codeBytes) << c.name << " " << c.dim;
+    EXPECT_EQ(l.scaleBytes, c.layout.scaleBytes) << c.name << " " << c.dim;
+    EXPECT_EQ(l.paddingBytes, c.layout.paddingBytes) << c.name << " " << c.dim;
+    EXPECT_EQ(l.total() % 4, 0u);
+  }
+}
+
+TEST(KvScheme, Q8_0Bytes) {
+  // amax 127 -> s = 1; codes round half away from zero (0.5 -> 1, -63.5 -> -64).
+  const float x[] = {0, 1, -1, 2, -2, 0.5f, 127, -63.5f};
+  const std::vector<uint8_t> expected = {0x00, 0x3c, 0x00, 0x01, 0xff, 0x02,
+                                         0xfe, 0x01, 0x7f, 0xc0, 0x00, 0x00};
+  EXPECT_EQ(encode(*make("q8_0", 8), x), expected);
+}
+
+TEST(KvScheme, Q4_0Bytes) {
+  // m = -8 (first of the largest magnitudes) -> s = 1; q = min(15, (int)(x + 8.5)).
+  const float x[] = {-8, 4, 0, 1, -1, 7, 8, 3};
+  const std::vector<uint8_t> expected = {0x00, 0x3c, 0xc0, 0x98, 0xf7, 0xbf, 0x00, 0x00};
+  EXPECT_EQ(encode(*make("q4_0", 8), x), expected);
+  // Odd dim: the missing high nibble of the last byte is 0.
+  const float y[] = {-8, 4, 0, 1, -1};
+  const std::vector<uint8_t> odd = {0x00, 0x3c, 0xc0, 0x98, 0x07, 0x00, 0x00, 0x00};
+  EXPECT_EQ(encode(*make("q4_0", 5), y), odd);
+}
+
+TEST(KvScheme, Fp8Bytes) {
+  // amax 896 = 2 * 448 -> e = 1 (byte 128); codes e4m3(x / 2).
+  const float x[] = {448, -1, 0.5f, 896};
+  const std::vector<uint8_t> expected = {0x80, 0x76, 0xb0, 0x28, 0x7e, 0x00, 0x00, 0x00};
+  EXPECT_EQ(encode(*make("fp8", 4), x), expected);
+  const float zero[] = {0, 0, 0, 0};
+  const std::vector<uint8_t> zeros = {0x7f, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(encode(*make("fp8", 4), zero), zeros);
+}
+
+TEST(KvScheme, Affine4Bytes) {
+  // min 0, s = fp16(3 / 15) = 0x3266 (0.19995); codes against that s:
+  // 1.5 / s = 7.502 -> 8, 3 / s = 15.004 -> 15, 0.75 / s = 3.751 -> 4.
+  const float x[] = {0, 1.5f, 3, 0.75f};
+  const std::vector<uint8_t> expected = {0x00, 0x00, 0x66, 0x32, 0x80, 0x4f, 0x00, 0x00};
+  EXPECT_EQ(encode(*make("affine4", 4), x), expected);
+}
+
+TEST(KvScheme, CodePacking) {
+  const uint8_t eight[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<uint8_t> out(3);
+  packCodes(eight, 3, out);
+  EXPECT_EQ(out, (std::vector<uint8_t>{0xe4, 0xe4, 0xf0}));  // low-bit plane, high-bit plane
+  const uint8_t four[] = {3, 2, 1, 0};
+  std::vector<uint8_t> two(1);
+  packCodes(four, 2, two);
+  EXPECT_EQ(two[0], 0x1b);
+  std::vector<uint8_t> nib(2);
+  packCodes(four, 4, nib);
+  EXPECT_EQ(nib, (std::vector<uint8_t>{0x23, 0x01}));
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    std::mt19937 rng(bits);
+    std::vector<uint8_t> codes(37);
+    for (auto& c : codes) c = static_cast<uint8_t>(rng() % (1u << bits));
+    std::vector<uint8_t> packed(packedCodeBytes(bits, 37));
+    packCodes(codes, bits, packed);
+    for (uint32_t i = 0; i < 37; ++i) EXPECT_EQ(unpackCode(packed, bits, 37, i), codes[i]);
+  }
+}
+
+// Per-value error bounds of the block schemes, derived from their step sizes.
+// q8_0: |x - q s16| <= |x - q s| + |q| |s - s16| <= s/2 + 127 |s - s16|.
+// q4_0: in range (x/s <= 7.5) s/2, else (x/s in (7.5, 8], clamped) s; plus 8 |s - s16|.
+// fp8: half an e4m3 ulp, 2^-4 relative for normals, 2^-10 * 2^e below 2^-6 * 2^e.
+// affine4: s16/2 from rounding, plus the fp16 rounding of min and of 15 s.
+TEST(KvScheme, BlockSchemesErrorBounds) {
+  for (uint32_t d : kOddDims) {
+    const auto x = gaussian(d, d, 3.0f);
+    const auto q8 = roundTrip(*make("q8_0", d), x), q4 = roundTrip(*make("q4_0", d), x),
+               f8 = roundTrip(*make("fp8", d), x), a4 = roundTrip(*make("affine4", d), x),
+               f16 = roundTrip(*make("f16", d), x);
+    for (uint32_t b = 0; b * kKvBlock < d; ++b) {
+      const uint32_t begin = b * kKvBlock, end = std::min(d, begin + kKvBlock);
+      float amax = 0, m = 0, lo = x[begin], hi = x[begin];
+      for (uint32_t i = begin; i < end; ++i) {
+        amax = std::max(amax, std::fabs(x[i]));
+        if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+      }
+      const float s8 = amax / 127, s4 = m / -8, sa = (hi - lo) / 15;
+      const float e = std::ceil(std::log2(amax / 448.0f));
+      for (uint32_t i = begin; i < end; ++i) {
+        EXPECT_LE(std::fabs(q8[i] - x[i]), s8 / 2 + 127 * std::fabs(s8 - half(s8)) + 1e-6f);
+        const float step4 = x[i] / s4 <= 7.5f ? std::fabs(s4) / 2 : std::fabs(s4);
+        EXPECT_LE(std::fabs(q4[i] - x[i]), step4 + 8 * std::fabs(s4 - half(s4)) + 1e-6f);
+        EXPECT_LE(std::fabs(f8[i] - x[i]),
+                  std::max(std::fabs(x[i]) * 0.0625f, std::ldexp(1.0f, static_cast<int>(e) - 10)));
+        EXPECT_LE(std::fabs(a4[i] - x[i]),
+                  half(sa) / 2 + std::fabs(lo - half(lo)) + 15 * std::fabs(sa - half(sa)) + 1e-6f);
+        EXPECT_EQ(f16[i], half(x[i]));
+      }
+    }
+  }
+}
+
+// Zero rows decode to zero in every scheme; padding bytes are zero.
+TEST(KvScheme, ZeroRowsAndPadding) {
+  for (auto name : schemeNames()) {
+    for (uint32_t d : {8u, 100u, 5u}) {
+      auto made = makeScheme(name, {d, 3});
+      if (!made.ok()) continue;  // turbo needs d >= 4: covered in RegistryAndErrors
+      const KvScheme& s = **made;
+      const std::vector<float> zero(d, 0.0f);
+      for (float v : roundTrip(s, zero)) EXPECT_EQ(v, 0.0f) << name;
+      const auto bytes = encode(s, gaussian(d, 5));
+      for (uint32_t i = s.rowBytes() - s.rowLayout().paddingBytes; i < s.rowBytes(); ++i)
+        EXPECT_EQ(bytes[i], 0) << name << " " << d;
+    }
+  }
+}
+
+// The turbo codes are the nearest centroids of u = R x / |x| (recomputed
+// here from rotation() and codebook()), and decodeRotated = gamma * c[code]
+// with gamma = |x| / |c_hat| (plain) or |y_g| / |c_hat_g| (grouped).
+TEST(KvScheme, TurboEncodesNearestCentroids) {
+  for (auto name : {"turbo4", "turbo3", "turbo2", "turbo4g", "turbo3g", "turbo2g"}) {
+    for (uint32_t d : kOddDims) {
+      const auto s = make(name, d, 42);
+      const bool grouped = std::string_view(name).ends_with("g");
+      const auto x = gaussian(d, d + 1);
+      std::vector<float> y(d), yHat(d), xHat(d), back(d);
+      rotateVector(s->rotation(), x, y);
+      double norm = 0;
+      for (float v : x) norm += double{v} * v;
+      norm = std::sqrt(norm);
+      const auto bytes = encode(*s, x);
+      s->decodeRotated(bytes, yHat);
+      s->decode(bytes, xHat);
+      const auto book = s->codebook();
+      std::vector<float> c(d);
+      for (uint32_t i = 0; i < d; ++i) {
+        const double u = y[i] / norm;
+        float best = book[0];
+        for (float v : book)
+          if (std::fabs(v - u) < std::fabs(best - u)) best = v;
+        c[i] = best;
+      }
+      const uint32_t width = grouped ? kTurboGroup : d;
+      for (uint32_t g = 0; g * width < d; ++g) {
+        double ySq = 0, cSq = 0;
+        for (uint32_t i = g * width; i < std::min(d, (g + 1) * width); ++i) {
+          ySq += double{y[i]} * y[i];
+          cSq += double{c[i]} * c[i];
+        }
+        const float gamma =
+            half(static_cast<float>((grouped ? std::sqrt(ySq) : norm) / std::sqrt(cSq)));
+        for (uint32_t i = g * width; i < std::min(d, (g + 1) * width); ++i)
+          EXPECT_FLOAT_EQ(yHat[i], gamma * c[i]) << name << " d " << d << " i " << i;
+      }
+      rotateVectorBack(s->rotation(), yHat, back);
+      for (uint32_t i = 0; i < d; ++i) EXPECT_NEAR(xHat[i], back[i], 1e-6f);
+    }
+  }
+}
+
+// Round-trip MSE of random unit rows against theory. Let u = R x be uniform
+// on the sphere (x isotropic, R orthogonal), c = Q(u) its nearest centroids
+// and eps = d * D_d, D_d the codebook's per-coordinate distortion. Raw:
+// E|u - c|^2 = eps. At a Lloyd-Max fixed point E[u_i c_i] = E[c_i^2], so
+// E[u . c] = E|c|^2 = 1 - eps. The stored row is c / |c| (gamma = 1 / |c|),
+// whose error is |u - c/|c||^2 = 2 - 2 u.c / |c|; |c|^2 and u.c concentrate
+// at 1 - eps, so E ~= 2 - 2 (1 - eps) / sqrt(1 - eps) = 2 (1 - sqrt(1 - eps))
+// (= eps + eps^2 / 4 + ...: the norm correction costs a little MSE; it buys
+// unbiased row norms). Checked within 10% for each width, d and rotation.
+TEST(KvScheme, TurboDistortionMatchesTheory) {
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    for (uint32_t d : {48u, 96u, 100u, 128u}) {
+      const auto s = make(fmt::format("turbo{}", bits), d, 7);
+      const double eps = unitVectorCodebook(bits, d).distortion * d;
+      const auto book = s->codebook();
+      double raw = 0, corrected = 0;
+      const int n = 1000;
+      for (int t = 0; t < n; ++t) {
+        auto x = gaussian(d, 1000 * d + t);
+        double norm = 0;
+        for (float v : x) norm += double{v} * v;
+        for (float& v : x) v = static_cast<float>(v / std::sqrt(norm));
+        std::vector<float> u(d);
+        rotateVector(s->rotation(), x, u);
+        for (float v : u) {
+          float best = book[0];
+          for (float c : book)
+            if (std::fabs(c - v) < std::fabs(best - v)) best = c;
+          raw += (double{v} - best) * (double{v} - best);
+        }
+        const auto back = roundTrip(*s, x);
+        for (uint32_t i = 0; i < d; ++i)
+          corrected += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
+      }
+      raw /= n;
+      corrected /= n;
+      const double theory = 2.0 * (1.0 - std::sqrt(1.0 - eps));
+      std::printf("turbo%u d=%u eps=%.5f raw %.5f corrected %.5f theory %.5f\n", bits, d, eps, raw,
+                  corrected, theory);
+      EXPECT_NEAR(raw, eps, 0.1 * eps) << bits << " bits d " << d;
+      EXPECT_NEAR(corrected, theory, 0.1 * theory) << bits << " bits d " << d;
+    }
+  }
+}
+
+// The plain turbo row keeps the input norm and the grouped one each rotated
+// group's norm, both up to the fp16 rounding of gamma (2^-11 relative).
+TEST(KvScheme, TurboKeepsNorms) {
+  for (uint32_t d : {80u, 128u}) {
+    auto x = gaussian(d, 77, 2.0f);
+    x[3] *= 20.0f;  // an outlier channel
+    std::vector<float> y(d), yHat(d);
+    for (auto name : {"turbo3", "turbo3g"}) {
+      const auto s = make(name, d, 5);
+      rotateVector(s->rotation(), x, y);
+      s->decodeRotated(encode(*s, x), yHat);
+      const uint32_t width = std::string_view(name).ends_with("g") ? kTurboGroup : d;
+      for (uint32_t g = 0; g * width < d; ++g) {
+        double n0 = 0, n1 = 0;
+        for (uint32_t i = g * width; i < std::min(d, (g + 1) * width); ++i) {
+          n0 += double{y[i]} * y[i];
+          n1 += double{yHat[i]} * yHat[i];
+        }
+        EXPECT_NEAR(std::sqrt(n1), std::sqrt(n0), 1e-3 * std::sqrt(n0)) << name << " group " << g;
+      }
+    }
+  }
+}
+
+TEST(KvScheme, SeedChangesTurboRowsOnly) {
+  const auto x = gaussian(64, 9);
+  EXPECT_EQ(encode(*make("q8_0", 64, 1), x), encode(*make("q8_0", 64, 2), x));
+  EXPECT_NE(encode(*make("turbo3", 64, 1), x), encode(*make("turbo3", 64, 2), x));
+  EXPECT_EQ(encode(*make("turbo3", 64, 1), x), encode(*make("turbo3", 64, 1), x));
+}
+
+TEST(KvScheme, StreamSeedsDiffer) {
+  EXPECT_NE(streamSeed(1, 0, 0), streamSeed(1, 0, 1));
+  EXPECT_NE(streamSeed(1, 0, 1), streamSeed(1, 1, 0));
+  EXPECT_NE(streamSeed(1, 3, 0), streamSeed(2, 3, 0));
+  EXPECT_EQ(streamSeed(5, 3, 1), streamSeed(5, 3, 1));
+}
+
+}  // namespace
+}  // namespace kvscope::kv
