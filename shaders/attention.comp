@@ -22,11 +22,21 @@
 //
 // This file is the GPU launch shape (64 invocations, shared memory);
 // attention_cpu.comp is the one for CPU devices, with the same bindings.
+// CODEC variants decode rows in groups of 8 values (kv_codec.glsl): the
+// weighted sum's items are then (pair, group) instead of (pair, word).
 #include "attention_common.glsl"
 
-const uint ITEMS = (PAIRS * WORDS + WG - 1u) / WG;  // (pair, word) items per invocation
+#ifdef CODEC
+const uint QWORDS = KV_GROUPS * 4u;  // query words per pair, zero past HEAD_DIM
+const uint ITEM_WORDS = 4u;          // words of a weighted-sum item: one group
+#else
+const uint QWORDS = WORDS;
+const uint ITEM_WORDS = 1u;
+#endif
+const uint ROW_ITEMS = QWORDS / ITEM_WORDS;
+const uint ITEMS = (PAIRS * ROW_ITEMS + WG - 1u) / WG;  // (pair, item) per invocation
 
-shared vec2 queries[PAIRS * WORDS];  // [pair][word], rounded to f16
+shared vec2 queries[PAIRS * QWORDS];  // [pair][word] (f16 variants: rounded to f16)
 shared float weights[WG * PAIRS];    // [tile row][pair]
 shared float partMax[PAIRS * WG], partSum[PAIRS * WG];
 shared float pairMax[PAIRS], pairSum[PAIRS];
@@ -35,13 +45,16 @@ float score[PAIRS];
 
 void loadQueries(Task t) {
   barrier();  // the previous task may still read `queries`
-  for (uint i = gl_LocalInvocationID.x; i < PAIRS * WORDS; i += WG) {
-    const uint pair = i / WORDS, word = i % WORDS;
+  for (uint i = gl_LocalInvocationID.x; i < PAIRS * QWORDS; i += WG) {
+    const uint pair = i / QWORDS, word = i % QWORDS;
     vec2 value = vec2(0.0);
-    if (pair / GQA < t.tokens) {
+    if (pair / GQA < t.tokens && 2u * word < HEAD_DIM) {
       const uint base = (token(t, pair) * pc.nHead + head(t, pair)) * HEAD_DIM + 2u * word;
-      value.x = roundToHalf(q[base]);
-      if (2u * word + 1u < HEAD_DIM) value.y = roundToHalf(q[base + 1u]);
+      value.x = q[base];
+      if (2u * word + 1u < HEAD_DIM) value.y = q[base + 1u];
+#ifndef CODEC
+      value = vec2(roundToHalf(value.x), roundToHalf(value.y));
+#endif
     }
     queries[i] = value;
   }
@@ -50,13 +63,32 @@ void loadQueries(Task t) {
 
 // score[] of cache row `row` (in `page`) for every pair.
 void computeScores(Task t, uint page, uint row) {
-  const uint base = rowWord(t, pc.keyOffset, row);
+  const uint base = keyWord(t, row);
   for (uint p = 0u; p < PAIRS; ++p) score[p] = 0.0;
+#ifdef CODEC
+  for (uint g = 0u; g < KV_GROUPS; ++g) {
+    vec2 k[4];
+    decodeKey(page, base, pc.keyRowWords, g, k);
+    for (uint p = 0u; p < PAIRS; ++p) {
+      for (uint j = 0u; j < 4u; ++j) score[p] += dot(queries[p * QWORDS + 4u * g + j], k[j]);
+    }
+  }
+#else
   for (uint w = 0u; w < WORDS; ++w) {
     const vec2 k = unpackHalf2x16(pages[page].words[base + w]);
     for (uint p = 0u; p < PAIRS; ++p) score[p] += dot(queries[p * WORDS + w], k);
   }
+#endif
   for (uint p = 0u; p < PAIRS; ++p) score[p] *= pc.scale;
+}
+
+// Item `item` (a word, or for CODEC a group of 8 values) of the V row at word `base`.
+void loadValue(uint page, uint base, uint item, out vec2 v[ITEM_WORDS]) {
+#ifdef CODEC
+  decodeValue(page, base, pc.valueRowWords, item, v);
+#else
+  v[0] = unpackHalf2x16(pages[page].words[base + item]);
+#endif
 }
 
 // Pass 1: pairMax / pairSum over the task's rows.
@@ -113,8 +145,8 @@ void combineStats(Task t) {
 // Pass 2: the weighted sum of V rows for every pair, into `outv`.
 void outputPass(Task t) {
   const uint lid = gl_LocalInvocationID.x;
-  vec2 acc[ITEMS];
-  for (uint k = 0u; k < ITEMS; ++k) acc[k] = vec2(0.0);
+  vec2 acc[ITEMS * ITEM_WORDS];
+  for (uint k = 0u; k < ITEMS * ITEM_WORDS; ++k) acc[k] = vec2(0.0);
   for (uint r0 = t.rowBegin; r0 < t.rowEnd; r0 = tileEnd(t, r0)) {
     const uint page = r0 / pc.rowsPerPage, rows = tileEnd(t, r0) - r0;
     const uint row = r0 + min(lid, rows - 1u);
@@ -124,33 +156,45 @@ void outputPass(Task t) {
         float w = 0.0;
         if (visible(t, p, row)) {
           const float s = pc.scoreStride != 0u ? scores[scoreIndex(t, p, row)] : score[p];
-          w = roundToHalf(exp(s - pairMax[p]) / pairSum[p]);
+          w = exp(s - pairMax[p]) / pairSum[p];
+#ifndef CODEC
+          w = roundToHalf(w);
+#endif
         }
         weights[lid * PAIRS + p] = w;
       }
     }
     barrier();
-    const uint base = rowWord(t, pc.valueOffset, r0);
+    const uint base = valueWord(t, r0);
     for (uint r = 0u; r < rows; ++r) {
       for (uint k = 0u; k < ITEMS; ++k) {
-        const uint item = min(lid + k * WG, PAIRS * WORDS - 1u);
-        const vec2 v = unpackHalf2x16(pages[page].words[base + r * pc.rowWords + item % WORDS]);
-        acc[k] += weights[r * PAIRS + item / WORDS] * v;
+        const uint item = min(lid + k * WG, PAIRS * ROW_ITEMS - 1u);
+        vec2 v[ITEM_WORDS];
+        loadValue(page, base + r * pc.valueRowWords, item % ROW_ITEMS, v);
+        const float w = weights[r * PAIRS + item / ROW_ITEMS];
+        for (uint j = 0u; j < ITEM_WORDS; ++j) acc[k * ITEM_WORDS + j] += w * v[j];
       }
     }
     barrier();  // `weights` is rewritten by the next tile
   }
   for (uint k = 0u; k < ITEMS; ++k) {
-    const uint item = lid + k * WG, pair = item / WORDS, word = item % WORDS;
-    if (item >= PAIRS * WORDS || pair / GQA >= t.tokens) continue;
-    const uint base = outIndex(t, pair) + 2u * word;
-    outv[base] = acc[k].x;
-    if (2u * word + 1u < HEAD_DIM) outv[base + 1u] = acc[k].y;
+    const uint item = lid + k * WG, pair = item / ROW_ITEMS;
+    if (item >= PAIRS * ROW_ITEMS || pair / GQA >= t.tokens) continue;
+    for (uint j = 0u; j < ITEM_WORDS; ++j) {
+      const uint word = (item % ROW_ITEMS) * ITEM_WORDS + j;
+      if (2u * word >= HEAD_DIM) continue;
+      const uint base = outIndex(t, pair) + 2u * word;
+      outv[base] = acc[k * ITEM_WORDS + j].x;
+      if (2u * word + 1u < HEAD_DIM) outv[base + 1u] = acc[k * ITEM_WORDS + j].y;
+    }
   }
 }
 #endif
 
 void main() {
+#ifdef CODEC
+  initCodebooks();
+#endif
   for (uint index = gl_WorkGroupID.x; index < taskCount(); index += gl_NumWorkGroups.x) {
     const Task t = task(index);
     loadQueries(t);

@@ -1,9 +1,10 @@
-// Push constants of the attention family (kv_write.comp, attention.comp,
-// attention_reduce.comp) and the size of their KV page-array binding. The page
+// Push constants of the attention family (kv_write.comp, kv_encode.comp,
+// attention.comp, attention_reduce.comp, kv_rotate.comp) and the size of their KV page-array binding. The page
 // layout is engine/gpu/attention_kernels.h's KvPageLayout; offsets here are
 // in 32-bit words inside one page. A shader has one push-constant block, so
-// GLSL sees only the block its file selects (KVS_KV_WRITE, KVS_ATTENTION or
-// KVS_ATTENTION_REDUCE defined before the include); C++ sees all three.
+// GLSL sees only the block its file selects (KVS_KV_WRITE, KVS_ATTENTION,
+// KVS_ATTENTION_REDUCE or KVS_KV_ROTATE defined before the include); C++ sees
+// all of them.
 #include "push_common.h"
 
 // Slots of the page-array binding: one storage-buffer descriptor per page,
@@ -17,9 +18,11 @@ KVS_PUSH_BEGIN(KvWritePush)
   KVS_UINT nHeadKv;
   KVS_UINT headDim;
   KVS_UINT rowsPerPage;
-  KVS_UINT rowWords;     // row stride: rowBytes / 4
-  KVS_UINT keyOffset;    // this layer's K block in a page
-  KVS_UINT valueOffset;  // this layer's V block in a page
+  KVS_UINT keyRowWords;    // K row stride: rowBytes / 4
+  KVS_UINT valueRowWords;  // V row stride
+  KVS_UINT keyOffset;      // this layer's K block in a page
+  KVS_UINT valueOffset;    // this layer's V block in a page
+  KVS_UINT part;           // kv_encode.comp: 0 encodes the K rows, 1 the V rows
 KVS_PUSH_END(KvWritePush)
 #endif
 
@@ -29,7 +32,8 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_UINT pos0;
   KVS_UINT nHead;        // query heads; KV heads = nHead / GQA (specialization constant)
   KVS_UINT rowsPerPage;
-  KVS_UINT rowWords;
+  KVS_UINT keyRowWords;
+  KVS_UINT valueRowWords;
   KVS_UINT keyOffset;
   KVS_UINT valueOffset;
   KVS_UINT tokenTiles;   // ceil(n / TOKENS)
@@ -45,4 +49,10 @@ KVS_PUSH_BEGIN(AttentionReducePush)
   KVS_UINT count;   // n * nHead * headDim outputs
   KVS_UINT splits;  // partial results per output, `count` apart
 KVS_PUSH_END(AttentionReducePush)
+#endif
+
+#if defined(__cplusplus) || defined(KVS_KV_ROTATE)
+KVS_PUSH_BEGIN(KvRotatePush)
+  KVS_UINT count;  // vectors of head_dim values, consecutive in the input and output
+KVS_PUSH_END(KvRotatePush)
 #endif

@@ -2,6 +2,13 @@
 // (attention.comp for GPUs, attention_cpu.comp for CPU devices): the
 // specialization constants, the bindings, and how a workgroup's task index
 // maps to (KV head, tile of query tokens, split of the cached rows).
+//
+// Variants with CODEC defined read rows of any codec (kv_codec.glsl, picked
+// per K and V by specialization constants) in groups of 8 values, and keep
+// queries and weights in float32 like CpuBackend::attention does for a
+// cache that is not f16 on both sides. Rotated codecs need no change here:
+// the host binds the rotated queries (q' = R_k q) as `q` and rotates the
+// output back (R_v^T), see engine/gpu/attention_kernels.cpp.
 #ifndef KVSCOPE_ATTENTION_COMMON_GLSL
 #define KVSCOPE_ATTENTION_COMMON_GLSL
 
@@ -33,6 +40,10 @@ layout(std430, binding = PAGE_BINDING) readonly buffer Page {
   uint words[];
 } pages[KVS_ATTENTION_MAX_PAGES];
 
+#ifdef CODEC
+#include "kv_codec.glsl"
+#endif
+
 struct Task {
   uint kvHead, token0, tokens, split, rowBegin, rowEnd;
 };
@@ -59,9 +70,12 @@ bool visible(Task t, uint pair, uint row) {
 uint scoreIndex(Task t, uint pair, uint row) {
   return (token(t, pair) * pc.nHead + head(t, pair)) * pc.scoreStride + row;
 }
-// Word offset of row `row` of the task's KV head in the block at `block`.
-uint rowWord(Task t, uint block, uint row) {
-  return block + (t.kvHead * pc.rowsPerPage + row % pc.rowsPerPage) * pc.rowWords;
+// Word offset of cache row `row` of the task's KV head, in the K or V block.
+uint keyWord(Task t, uint row) {
+  return pc.keyOffset + (t.kvHead * pc.rowsPerPage + row % pc.rowsPerPage) * pc.keyRowWords;
+}
+uint valueWord(Task t, uint row) {
+  return pc.valueOffset + (t.kvHead * pc.rowsPerPage + row % pc.rowsPerPage) * pc.valueRowWords;
 }
 // The end of the tile that starts at row r0: at most WG rows, within one page,
 // so the page index is uniform across the workgroup.

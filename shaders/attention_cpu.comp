@@ -24,9 +24,17 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "attention_common.glsl"
 
+// CODEC variants: each invocation owns LANE_GROUPS consecutive groups of 8
+// values (kv_codec.glsl decodes them from 32-bit loads) instead of words.
+//
 // Words per load: 8, 4, 2 or 1, dividing LANE_WORDS and the row stride.
 layout(constant_id = 4) const uint CHUNK_WORDS = 8;
+#ifdef CODEC
+const uint LANE_GROUPS = (KV_GROUPS + WG - 1u) / WG;
+const uint LANE_WORDS = LANE_GROUPS * 4u;
+#else
 const uint LANE_WORDS = (WORDS + WG - 1u) / WG;
+#endif
 const uint LANE_CHUNKS = LANE_WORDS / CHUNK_WORDS;
 
 layout(std430, binding = 0) readonly buffer Q2 { vec2 q2[]; };  // q as word pairs (HEAD_DIM even)
@@ -43,7 +51,7 @@ layout(std430, binding = PAGE_BINDING) readonly buffer Page2 {
   uint64_t v[];
 } pages2[KVS_ATTENTION_MAX_PAGES];
 
-vec2 queries[PAIRS * LANE_WORDS];  // [pair][word]: this invocation's words, rounded to f16
+vec2 queries[PAIRS * LANE_WORDS];  // [pair][word]: this invocation's words (f16: rounded)
 vec2 acc[PAIRS * LANE_WORDS];      // [pair][word]: its words of the weighted V sums
 vec2 words[LANE_WORDS];            // its words of the row last read
 float score[PAIRS];
@@ -51,6 +59,7 @@ float pairMax[PAIRS], pairSum[PAIRS];
 
 uint firstWord() { return gl_SubgroupInvocationID * LANE_WORDS; }
 
+#ifndef CODEC
 void unpackWords(uint at, uint64_t bits) {
   const uvec2 w = unpack32(bits);
   words[at] = unpackHalf2x16(w.x);
@@ -62,7 +71,7 @@ void unpackWords(uint at, uint64_t bits) {
 // words lie past WORDS, where the queries are zero and nothing is stored.
 void loadRow(uint page, uint base) {
   [[unroll]] for (uint c = 0u; c < LANE_CHUNKS; ++c) {
-    const uint word = base + min(firstWord() + c * CHUNK_WORDS, pc.rowWords - CHUNK_WORDS);
+    const uint word = base + min(firstWord() + c * CHUNK_WORDS, pc.keyRowWords - CHUNK_WORDS);
     const uint at = c * CHUNK_WORDS;
     if (CHUNK_WORDS == 8u) {
       const u64vec4 v = pages8[page].v[word / 8u];
@@ -77,6 +86,29 @@ void loadRow(uint page, uint base) {
     }
   }
 }
+// f16 variants: K and V rows have the same stride (pc.keyRowWords).
+void loadKeyRow(uint page, uint base) { loadRow(page, base); }
+void loadValueRow(uint page, uint base) { loadRow(page, base); }
+#else
+// words[] = this invocation's groups of the K (or V) row at word `base`;
+// groups past the row are zero.
+void loadKeyRow(uint page, uint base) {
+  [[unroll]] for (uint c = 0u; c < LANE_GROUPS; ++c) {
+    const uint g = gl_SubgroupInvocationID * LANE_GROUPS + c;
+    vec2 v[4];
+    decodeKey(page, base, pc.keyRowWords, min(g, KV_GROUPS - 1u), v);
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) words[4u * c + j] = g < KV_GROUPS ? v[j] : vec2(0.0);
+  }
+}
+void loadValueRow(uint page, uint base) {
+  [[unroll]] for (uint c = 0u; c < LANE_GROUPS; ++c) {
+    const uint g = gl_SubgroupInvocationID * LANE_GROUPS + c;
+    vec2 v[4];
+    decodeValue(page, base, pc.valueRowWords, min(g, KV_GROUPS - 1u), v);
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) words[4u * c + j] = g < KV_GROUPS ? v[j] : vec2(0.0);
+  }
+}
+#endif
 
 void loadQueries(Task t) {
   [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
@@ -91,7 +123,9 @@ void loadQueries(Task t) {
           value.x = q[base + 2u * word];
           if (2u * word + 1u < HEAD_DIM) value.y = q[base + 2u * word + 1u];
         }
+#ifndef CODEC
         value = vec2(roundToHalf(value.x), roundToHalf(value.y));
+#endif
       }
       queries[p * LANE_WORDS + w] = value;
     }
@@ -100,7 +134,7 @@ void loadQueries(Task t) {
 
 // score[] of the row starting at word `base` of `page`, for every pair.
 void computeScores(uint page, uint base) {
-  loadRow(page, base);
+  loadKeyRow(page, base);
   [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
     float part = 0.0;
     [[unroll]] for (uint w = 0u; w < LANE_WORDS; ++w) {
@@ -117,7 +151,7 @@ void statsPass(Task t) {
     pairSum[p] = 0.0;
   }
   for (uint row = t.rowBegin; row < t.rowEnd; ++row) {
-    computeScores(row / pc.rowsPerPage, rowWord(t, pc.keyOffset, row));
+    computeScores(row / pc.rowsPerPage, keyWord(t, row));
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
       if (!visible(t, p, row)) continue;
       const float s = score[p];
@@ -136,13 +170,16 @@ void outputPass(Task t) {
   [[unroll]] for (uint i = 0u; i < PAIRS * LANE_WORDS; ++i) acc[i] = vec2(0.0);
   for (uint row = t.rowBegin; row < t.rowEnd; ++row) {
     const uint page = row / pc.rowsPerPage;
-    computeScores(page, rowWord(t, pc.keyOffset, row));
+    computeScores(page, keyWord(t, row));
     float weight[PAIRS];
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
       weight[p] = 0.0;
-      if (visible(t, p, row)) weight[p] = roundToHalf(exp(score[p] - pairMax[p]) / pairSum[p]);
+      if (visible(t, p, row)) weight[p] = exp(score[p] - pairMax[p]) / pairSum[p];
+#ifndef CODEC
+      weight[p] = roundToHalf(weight[p]);
+#endif
     }
-    loadRow(page, rowWord(t, pc.valueOffset, row));
+    loadValueRow(page, valueWord(t, row));
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
       [[unroll]] for (uint w = 0u; w < LANE_WORDS; ++w) {
         acc[p * LANE_WORDS + w] += weight[p] * words[w];
@@ -168,6 +205,9 @@ void outputPass(Task t) {
 #endif
 
 void main() {
+#ifdef CODEC
+  initCodebooks();
+#endif
   for (uint index = gl_WorkGroupID.x; index < taskCount(); index += gl_NumWorkGroups.x) {
     const Task t = task(index);
     loadQueries(t);

@@ -25,17 +25,18 @@ uint packed(uint src, uint first, uint count, uint part) {
 }
 
 void main() {
-  const uint wordsPerPart = pc.nHeadKv * pc.rowWords;
+  const uint rowWords = pc.keyRowWords;  // f16 K and V rows have the same stride
+  const uint wordsPerPart = pc.nHeadKv * rowWords;
   for (uint t = gl_WorkGroupID.x; t < pc.n; t += gl_NumWorkGroups.x) {
     const uint row = pc.pos0 + t;
     const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
     for (uint i = gl_LocalInvocationID.x; i < 2u * wordsPerPart; i += WG) {
-      const uint part = i / wordsPerPart, head = (i % wordsPerPart) / pc.rowWords;
-      const uint word = i % pc.rowWords;
+      const uint part = i / wordsPerPart, head = (i % wordsPerPart) / rowWords;
+      const uint word = i % rowWords;
       const uint src = (t * pc.nHeadKv + head) * pc.headDim;
       const uint value = 2u * word < pc.headDim ? packed(src, 2u * word, pc.headDim, part) : 0u;
       const uint dst = (part == 0u ? pc.keyOffset : pc.valueOffset) +
-                       (head * pc.rowsPerPage + slot) * pc.rowWords + word;
+                       (head * pc.rowsPerPage + slot) * rowWords + word;
       pages[page].words[dst] = value;
     }
   }

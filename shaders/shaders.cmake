@@ -25,3 +25,12 @@ kvscope_shader(attention.comp NAME attention_out DEFINES PASS_OUT)
 kvscope_shader(attention_cpu.comp NAME attention_stats_cpu DEFINES PASS_STATS)
 kvscope_shader(attention_cpu.comp NAME attention_out_cpu DEFINES PASS_OUT)
 kvscope_shader(attention_reduce.comp)
+# The same over KV codecs other than f16 (shaders/kv_codec.glsl, one variant
+# per shape and pass; the K and V codecs are specialization constants), the
+# encoder of new rows and the rotation of rotated codecs.
+kvscope_shader(attention.comp NAME attention_stats_codec DEFINES PASS_STATS CODEC)
+kvscope_shader(attention.comp NAME attention_out_codec DEFINES PASS_OUT CODEC)
+kvscope_shader(attention_cpu.comp NAME attention_stats_codec_cpu DEFINES PASS_STATS CODEC)
+kvscope_shader(attention_cpu.comp NAME attention_out_codec_cpu DEFINES PASS_OUT CODEC)
+kvscope_shader(kv_encode.comp)
+kvscope_shader(kv_rotate.comp)

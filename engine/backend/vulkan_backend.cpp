@@ -53,9 +53,52 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<c
   // long context gets bigger pages rather than more of them.
   const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
-  b->m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
+  KVS_TRY(b->createKvLayout(rowsPerPage));
   KVS_TRY(b->uploadWeights());
+  if (options.errorStride > 0) {
+    b->m_errors = CodecErrorMeter(c.nLayer);
+    const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDim() * sizeof(float);
+    KVS_ASSIGN_OR_RETURN(b->m_probe,
+                         gpu::Buffer::create(*b->m_ctx, probeBytes, gpu::MemoryUse::kHost));
+  }
   return b;
+}
+
+// The device page layout of the options' KV schemes: each (layer, part)
+// stream gets the codec of its scheme (built with the stream's seed, like
+// kv::KvCache::create) and, for a rotated scheme, its rotation on the device.
+Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
+  const auto& c = config();
+  const std::vector<kv::LayerSchemes>& layers = m_options.kvSchemes;
+  if (!layers.empty() && layers.size() != c.nLayer) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "KV schemes for {} layers given, the model has {}", layers.size(), c.nLayer);
+  }
+  m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
+  m_rotations.reserve(size_t{c.nLayer} * 2);  // KvStream::rotation points into it
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t part = 0; part < 2; ++part) {
+      const std::string name = layers.empty() ? "f16" : part == 0 ? layers[l].key : layers[l].value;
+      const uint64_t seed = kv::streamSeed(m_options.kvSeed, l, part);
+      KVS_ASSIGN_OR_RETURN(auto scheme, kv::makeScheme(name, {c.headDim, seed}));
+      gpu::KvStream& stream = m_layout.streams[size_t{l} * 2 + part];
+      KVS_ASSIGN_OR_RETURN(stream.codec, gpu::kvCodecFor(scheme->name()));
+      const uint32_t rowBytes = m_layout.rowBytes(l, part);
+      if (rowBytes != scheme->rowBytes()) {
+        return makeError(ErrorCode::kInternal,
+                         "KV scheme '{}' stores {}-byte rows, its GPU codec {}", scheme->name(),
+                         scheme->rowBytes(), rowBytes);
+      }
+      if (scheme->rotated()) {
+        stream.codebook.assign(scheme->codebook().begin(), scheme->codebook().end());
+        KVS_ASSIGN_OR_RETURN(auto rotation, gpu::uploadRotation(*m_ctx, scheme->rotation()));
+        m_rotations.push_back(std::move(rotation));
+        stream.rotation = &m_rotations.back();
+      }
+      m_kvSchemes[part].push_back(std::move(scheme));
+    }
+  }
+  return okStatus();
 }
 
 Expected<VulkanBackend::DeviceMatrix> VulkanBackend::uploadMatrix(const model::TensorView& t) {
@@ -157,6 +200,76 @@ Status VulkanBackend::trim(uint32_t n) {
   return okStatus();
 }
 
+std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
+  const uint64_t streams = config().nHeadKv,
+                 capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
+  auto count = [&](const kv::KvScheme& s) {
+    const kv::RowLayout& r = s.rowLayout();
+    return kv::KvBytes{streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes,
+                       streams * m_rows * r.paddingBytes,
+                       streams * (capacity - m_rows) * r.total()};
+  };
+  std::vector<KvLayerBytes> layers;
+  for (uint32_t l = 0; l < config().nLayer; ++l) {
+    const kv::KvScheme& k = *m_kvSchemes[0][l];
+    const kv::KvScheme& v = *m_kvSchemes[1][l];
+    layers.push_back({&k, &v, count(k), count(v)});
+  }
+  return layers;
+}
+
+// The probed token's K and V rows, every layer and KV head, through the CPU
+// schemes the pages are encoded with.
+void VulkanBackend::measureProbe() {
+  const auto& c = config();
+  const auto* rows = static_cast<const float*>(m_probe.mapped());
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t part = 0; part < 2; ++part) {
+      const float* stream = rows + (size_t{l} * 2 + part) * c.kvDim();
+      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+        m_errors.measure(l, static_cast<kv::KvPart>(part), *m_kvSchemes[part][l],
+                         {stream + size_t{h} * c.headDim, c.headDim});
+      }
+    }
+  }
+}
+
+std::vector<KvLayerError> VulkanBackend::kvErrors() const {
+  std::vector<KvLayerError> layers;
+  if (m_options.errorStride == 0) return layers;
+  for (uint32_t l = 0; l < config().nLayer; ++l)
+    layers.push_back({m_errors.error(l, kv::KvPart::kKey), m_errors.error(l, kv::KvPart::kValue)});
+  return layers;
+}
+
+Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart part) const {
+  const auto& c = config();
+  if (layer >= c.nLayer)
+    return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
+  const auto p = static_cast<uint32_t>(part);
+  const kv::KvScheme& scheme = *m_kvSchemes[p][layer];
+  const uint32_t rowBytes = m_layout.rowBytes(layer, p);
+  if (scheme.rowBytes() != rowBytes) {
+    return makeError(ErrorCode::kInternal, "KV page rows of {} bytes, scheme '{}' rows of {}",
+                     rowBytes, scheme.name(), scheme.rowBytes());
+  }
+  const uint32_t perPage = m_layout.rowsPerPage;
+  std::vector<float> rows(size_t{m_rows} * c.nHeadKv * c.headDim);
+  std::vector<uint8_t> block(m_layout.partBytes(layer, p));
+  for (uint32_t page = 0; size_t{page} * perPage < m_rows; ++page) {
+    KVS_TRY(m_pages[page].download(block.data(), block.size(), m_layout.partOffset(layer, p)));
+    const uint32_t first = page * perPage, count = std::min(perPage, m_rows - first);
+    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+      for (uint32_t r = 0; r < count; ++r) {
+        const size_t at = (size_t{h} * perPage + r) * rowBytes;
+        scheme.decode({&block[at], rowBytes},
+                      {&rows[(size_t{first + r} * c.nHeadKv + h) * c.headDim], c.headDim});
+      }
+    }
+  }
+  return rows;
+}
+
 Status VulkanBackend::matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n) {
   return m_weightKernels->matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols);
 }
@@ -192,7 +305,13 @@ Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
   KVS_TRY(k.rope(rec, a.q, a.ropeTable, n, c.nHead, c.headDim, c.rope.dims, neox));
   KVS_TRY(k.rope(rec, a.k, a.ropeTable, n, c.nHeadKv, c.headDim, c.rope.dims, neox));
   rec.barrier();
-  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0));
+  if (m_probeRow >= 0) {
+    const size_t row = size_t{c.kvDim()} * sizeof(float);
+    const auto t = static_cast<size_t>(m_probeRow);
+    rec.copy(a.k, t * row, m_probe, (size_t{l} * 2) * row, row);
+    rec.copy(a.v, t * row, m_probe, (size_t{l} * 2 + 1) * row, row);
+  }
+  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch));
   rec.barrier();
   KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead, a.scratch));
   rec.barrier();
@@ -256,7 +375,15 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
   const auto n = static_cast<uint32_t>(tokens.size());
   KVS_TRY(ensureActivations(std::min(m_options.maxBatch, std::max<uint32_t>(n, 1))));
   KVS_TRY(ensurePages(m_rows + n));
+  // The last position p of this chunk with p % errorStride == 0, if any.
+  const uint32_t stride = m_options.errorStride;
+  m_probeRow = -1;
+  if (stride > 0) {
+    const uint32_t last = m_rows + n - 1, sampled = last - last % stride;
+    if (sampled >= m_rows) m_probeRow = sampled - m_rows;
+  }
   KVS_TRY(recordStep(tokens, m_rows, allLogits));
+  if (m_probeRow >= 0) measureProbe();
   m_rows += n;
   const uint32_t rows = allLogits ? n : 1;
   return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));

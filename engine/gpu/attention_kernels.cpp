@@ -16,6 +16,9 @@ static_assert(AttentionKernels::kMaxPages == KVS_ATTENTION_MAX_PAGES,
 
 constexpr uint32_t kGpuWorkgroup = 64;  // kGpu attention; rows per tile
 constexpr uint32_t kWriteWorkgroup = 64;
+// kv_encode.comp: a workgroup per token, an invocation per KV head row.
+constexpr uint32_t kEncodeWorkgroup = 32;
+constexpr uint32_t kRotateWorkgroup = 64;
 constexpr uint32_t kReduceWorkgroup = 256;
 constexpr uint32_t kGroupsPerCpuThread = 4;  // few large groups: see header
 // Tasks that keep a GPU busy: a few workgroups per compute unit of a large GPU.
@@ -36,18 +39,30 @@ uint32_t ceilDiv(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
+// Words of a row's values an attention kernel keeps per query: f16 rows are
+// read in words (value pairs), codec rows in groups of 8 values.
+uint32_t queryWords(uint32_t headDim, bool codec) {
+  return codec ? ceilDiv(headDim, 8) * 4 : ceilDiv(headDim, 2);
+}
+
 // Shared memory of attention.comp (kGpu) for `pairs` pairs (see its declarations).
-size_t sharedBytes(uint32_t headDim, uint32_t pairs) {
-  const size_t words = (headDim + 1) / 2;
+size_t sharedBytes(uint32_t headDim, bool codec, uint32_t pairs) {
+  const size_t words = queryWords(headDim, codec);
   return 4 * (size_t{pairs} * words * 2 + size_t{kGpuWorkgroup} * pairs * 3 + size_t{pairs} * 2);
+}
+
+// Words of a row one kCpu invocation owns.
+uint32_t laneWords(uint32_t headDim, bool codec, uint32_t workgroup) {
+  return codec ? ceilDiv(ceilDiv(headDim, 8), workgroup) * 4
+               : ceilDiv(ceilDiv(headDim, 2), workgroup);
 }
 
 // Words attention_cpu.comp reads at once: the widest of 8, 4, 2, 1 dividing
 // both an invocation's share of a row and the row stride.
 uint32_t chunkWords(uint32_t headDim, uint32_t rowWords, uint32_t workgroup) {
-  const uint32_t laneWords = ((headDim + 1) / 2 + workgroup - 1) / workgroup;
+  const uint32_t lane = laneWords(headDim, false, workgroup);
   uint32_t words = 8;
-  while (laneWords % words != 0 || rowWords % words != 0) words /= 2;
+  while (lane % words != 0 || rowWords % words != 0) words /= 2;
   return words;
 }
 
@@ -66,6 +81,22 @@ struct KindDesc {
   bool paged;
 };
 
+bool isCodec(const KvStream& key, const KvStream& value) {
+  return key.codec != KvCodec::kF16 || value.codec != KvCodec::kF16;
+}
+
+// Specialization constants 5 .. 38 of the codec shaders (shaders/kv_codec.glsl).
+void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
+                       std::span<const float> keyCodebook, std::span<const float> valueCodebook) {
+  spec.resize(5, 0);
+  spec.push_back(static_cast<uint32_t>(key));
+  spec.push_back(static_cast<uint32_t>(value));
+  for (std::span<const float> cb : {keyCodebook, valueCodebook}) {
+    for (uint32_t i = 0; i < KVS_CODEBOOK_SIZE; ++i)
+      spec.push_back(i < cb.size() ? std::bit_cast<uint32_t>(cb[i]) : 0u);
+  }
+}
+
 }  // namespace
 
 const char* attentionShapeName(AttentionShape shape) {
@@ -82,7 +113,18 @@ const char* attentionShapeName(AttentionShape shape) {
 
 KvPageLayout KvPageLayout::f16(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
                                uint32_t rowsPerPage) {
-  return {nLayer, nHeadKv, headDim, rowsPerPage, (headDim * 2 + 3) / 4 * 4};
+  return {nLayer, nHeadKv, headDim, rowsPerPage, std::vector<KvStream>(size_t{nLayer} * 2)};
+}
+
+size_t KvPageLayout::partOffset(uint32_t layer, uint32_t part) const {
+  size_t offset = 0;
+  for (uint32_t i = 0; i < layer * 2 + part; ++i) offset += partBytes(i / 2, i % 2);
+  return offset;
+}
+
+bool KvPageLayout::rotated() const {
+  return std::any_of(streams.begin(), streams.end(),
+                     [](const KvStream& s) { return kvCodecRotated(s.codec); });
 }
 
 AttentionKernels::AttentionKernels(Context& ctx, AttentionShape shape)
@@ -95,16 +137,26 @@ AttentionKernels::AttentionKernels(Context& ctx, AttentionShape shape)
   m_dynamicIndexing = features.shaderStorageBufferArrayDynamicIndexing;
 }
 
-Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, Variant v) {
-  const auto key = std::make_tuple(kind, v.headDim, v.gqa, v.tokens, v.chunkWords);
+Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v) {
+  auto key = std::make_pair(kind, v);
   if (auto it = m_pipelines.find(key); it != m_pipelines.end()) return &it->second;
   static constexpr KindDesc kDescs[] = {
       {"kv_write", "kv_write", 2, sizeof(push::KvWritePush), true},
       {"attention_stats", "attention_stats_cpu", 3, sizeof(push::AttentionPush), true},
       {"attention_out", "attention_out_cpu", 4, sizeof(push::AttentionPush), true},
       {"attention_reduce", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
+      {"kv_encode", "kv_encode", 2, sizeof(push::KvWritePush), true},
+      {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
+      {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
   };
-  const KindDesc& d = kDescs[static_cast<int>(kind)];
+  static constexpr KindDesc kCodecDescs[] = {
+      {"attention_stats_codec", "attention_stats_codec_cpu", 3, sizeof(push::AttentionPush), true},
+      {"attention_out_codec", "attention_out_codec_cpu", 4, sizeof(push::AttentionPush), true},
+  };
+  const bool codec = v.key != KvCodec::kF16 || v.value != KvCodec::kF16;
+  const bool attention = kind == Kind::kStats || kind == Kind::kOut;
+  const KindDesc& d = codec && attention ? kCodecDescs[kind == Kind::kStats ? 0 : 1]
+                                         : kDescs[static_cast<int>(kind)];
   if (d.paged) {
     const uint32_t limit = m_ctx.limits().maxPerStageDescriptorStorageBuffers;
     if (d.bindings + kMaxPages > limit) {
@@ -133,10 +185,21 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, Variant v) {
     case Kind::kOut:
       desc.specConstants = {m_workgroup, v.headDim, v.gqa, v.tokens};
       if (cpu) desc.specConstants.push_back(v.chunkWords);
+      if (codec)
+        addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
+      break;
+    case Kind::kEncode:
+      desc.kernelClass = "kv_write";
+      desc.specConstants = {kEncodeWorkgroup, v.headDim};
+      addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
+      break;
+    case Kind::kRotate:
+    case Kind::kRotateBack:
+      desc.specConstants = {kRotateWorkgroup, v.headDim, kind == Kind::kRotateBack ? 1u : 0u};
       break;
   }
   KVS_ASSIGN_OR_RETURN(Pipeline p, Pipeline::create(m_ctx, desc));
-  return &m_pipelines.emplace(key, std::move(p)).first->second;
+  return &m_pipelines.emplace(std::move(key), std::move(p)).first->second;
 }
 
 uint32_t AttentionKernels::groupCap() const {
@@ -148,13 +211,14 @@ uint32_t AttentionKernels::groupCap() const {
 // tokens * gqa pairs within the limits above (for kGpu, the shared memory
 // within the device's), a power of two so that a model needs at most a
 // handful of pipelines.
-uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, uint32_t gqa, uint32_t n) const {
+uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, bool codec, uint32_t gqa,
+                                         uint32_t n) const {
   const uint32_t wanted = std::bit_ceil(n);
-  const uint32_t laneWords = ((headDim + 1) / 2 + m_workgroup - 1) / m_workgroup;
+  const uint32_t lane = laneWords(headDim, codec, m_workgroup);
   auto fits = [&](uint32_t pairs) {
     if (pairs > kMaxPairs) return false;
-    if (m_shape == AttentionShape::kCpu) return pairs * laneWords <= kCpuMaxPairWords;
-    return sharedBytes(headDim, pairs) <= m_ctx.limits().maxComputeSharedMemorySize;
+    if (m_shape == AttentionShape::kCpu) return pairs * lane <= kCpuMaxPairWords;
+    return sharedBytes(headDim, codec, pairs) <= m_ctx.limits().maxComputeSharedMemorySize;
   };
   uint32_t tokens = 1;
   while (tokens < wanted && fits(tokens * 2 * gqa)) tokens *= 2;
@@ -162,11 +226,12 @@ uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, uint32_t gqa, uint32_
 }
 
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
-                                     uint32_t pos0) const {
+                                     uint32_t pos0, uint32_t layer) const {
   AttentionPlan p;
-  if (layout.nHeadKv == 0 || n == 0) return p;
+  if (layout.nHeadKv == 0 || n == 0 || layer >= layout.nLayer) return p;
   const uint32_t gqa = std::max(1u, nHead / layout.nHeadKv);
-  p.tokens = tokensPerTask(layout.headDim, gqa, n);
+  const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
+  p.tokens = tokensPerTask(layout.headDim, codec, gqa, n);
   p.tokenTiles = ceilDiv(n, p.tokens);
   const uint32_t rows = pos0 + n;
   const uint32_t tasks = layout.nHeadKv * p.tokenTiles;
@@ -182,15 +247,19 @@ AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead,
 AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout, uint32_t nHead,
                                                      uint32_t maxTokens, uint32_t maxRows) const {
   AttentionScratchBytes bytes;
-  // Splits grow with the rows and only small batches split: try those sizes.
-  for (uint32_t n = 1; n <= std::min(maxTokens, kSplitMaxTokens) && n <= maxRows; ++n) {
-    const AttentionPlan p = plan(layout, nHead, n, maxRows - n);
-    if (p.splits == 1) continue;
-    const size_t pairs = size_t{p.splits} * n * nHead;
-    bytes.stats = std::max(bytes.stats, pairs * 2 * sizeof(float));
-    bytes.partial = std::max(bytes.partial, pairs * layout.headDim * sizeof(float));
+  // Splits grow with the rows and only small batches split: try those sizes
+  // (for every layer: a layer's codecs can change its tiles).
+  for (uint32_t layer = 0; layer < layout.nLayer; ++layer) {
+    for (uint32_t n = 1; n <= std::min(maxTokens, kSplitMaxTokens) && n <= maxRows; ++n) {
+      const AttentionPlan p = plan(layout, nHead, n, maxRows - n, layer);
+      if (p.splits == 1) continue;
+      const size_t pairs = size_t{p.splits} * n * nHead;
+      bytes.stats = std::max(bytes.stats, pairs * 2 * sizeof(float));
+      bytes.partial = std::max(bytes.partial, pairs * layout.headDim * sizeof(float));
+    }
   }
   if (m_shape == AttentionShape::kGpu) bytes.scores = size_t{nHead} * maxRows * sizeof(float);
+  if (layout.rotated()) bytes.rotated = size_t{maxTokens} * nHead * layout.headDim * sizeof(float);
   return bytes;
 }
 
@@ -201,7 +270,8 @@ Expected<AttentionScratch> AttentionKernels::makeScratch(const KvPageLayout& lay
   AttentionScratch scratch;
   for (auto [buffer, size] :
        {std::pair{&scratch.stats, bytes.stats}, std::pair{&scratch.partial, bytes.partial},
-        std::pair{&scratch.scores, bytes.scores}}) {
+        std::pair{&scratch.scores, bytes.scores}, std::pair{&scratch.rotated[0], bytes.rotated},
+        std::pair{&scratch.rotated[1], bytes.rotated}}) {
     if (size == 0) continue;
     KVS_ASSIGN_OR_RETURN(*buffer, Buffer::create(m_ctx, size));
   }
@@ -212,12 +282,24 @@ Status AttentionKernels::checkPages(const KvPageLayout& layout,
                                     std::span<const Buffer* const> pages, uint32_t layer,
                                     uint32_t rows) const {
   if (layout.nHeadKv == 0 || layout.headDim == 0 || layout.rowsPerPage == 0 ||
-      layout.rowBytes % 4 != 0 || layout.rowBytes < layout.headDim * 2 || layer >= layout.nLayer) {
+      layout.streams.size() != size_t{layout.nLayer} * 2 || layer >= layout.nLayer) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "bad KV page layout: {} layers, {} KV heads, head_dim {}, {} rows per page, "
-                     "{}-byte rows, layer {}",
-                     layout.nLayer, layout.nHeadKv, layout.headDim, layout.rowsPerPage,
-                     layout.rowBytes, layer);
+                     "bad KV page layout: {} layers, {} streams, {} KV heads, head_dim {}, {} rows "
+                     "per page, layer {}",
+                     layout.nLayer, layout.streams.size(), layout.nHeadKv, layout.headDim,
+                     layout.rowsPerPage, layer);
+  }
+  for (uint32_t part = 0; part < 2; ++part) {
+    const KvStream& s = layout.stream(layer, part);
+    const bool rotated = kvCodecRotated(s.codec);
+    const size_t rotationBytes = size_t{layout.headDim} * layout.headDim * sizeof(float);
+    if (rotated && (!s.rotation || s.rotation->size() < rotationBytes ||
+                    s.codebook.size() != (1u << kvCodecBits(s.codec)))) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "KV codec {} of layer {} needs its {}x{} rotation and {} centroids",
+                       kvCodecName(s.codec), layer, layout.headDim, layout.headDim,
+                       1u << kvCodecBits(s.codec));
+    }
   }
   if (layout.pageBytes() > m_ctx.limits().maxStorageBufferRange) {
     return makeError(ErrorCode::kUnsupported,
@@ -245,9 +327,27 @@ Status AttentionKernels::checkPages(const KvPageLayout& layout,
   return okStatus();
 }
 
+Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t headDim,
+                                const Buffer& in, const Buffer& out, uint32_t count, bool back) {
+  const size_t bytes = size_t{count} * headDim * sizeof(float);
+  if (in.size() < bytes || out.size() < bytes) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "rotating {} rows of {} values needs {}-byte buffers (see scratchBytes())",
+                     count, headDim, bytes);
+  }
+  Variant v;
+  v.headDim = headDim;
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(back ? Kind::kRotateBack : Kind::kRotate, v));
+  const uint32_t items = count * (headDim % 4 == 0 ? headDim / 4 : headDim);
+  rec.dispatch(*p, {in, *stream.rotation, out}, push::KvRotatePush{count},
+               std::min(ceilDiv(items, kRotateWorkgroup), groupCap()));
+  return okStatus();
+}
+
 Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                                  std::span<const Buffer* const> pages, uint32_t layer,
-                                 const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0) {
+                                 const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
+                                 const AttentionScratch& scratch) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
   const size_t inputBytes = size_t{n} * layout.nHeadKv * layout.headDim * sizeof(float);
@@ -256,16 +356,40 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                      "writeKv of {} tokens needs {}-byte K and V buffers (got {} and {})", n,
                      inputBytes, k.size(), v.size());
   }
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {0, 0, 0, 0}));
-  const push::KvWritePush push{n,
-                               pos0,
-                               layout.nHeadKv,
-                               layout.headDim,
-                               layout.rowsPerPage,
-                               layout.rowBytes / 4,
-                               static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
-                               static_cast<uint32_t>(layout.partOffset(layer, 1) / 4)};
-  rec.dispatchPaged(*p, {k, v}, pages, push, std::min(n, groupCap()));
+  push::KvWritePush push{n,
+                         pos0,
+                         layout.nHeadKv,
+                         layout.headDim,
+                         layout.rowsPerPage,
+                         layout.rowBytes(layer, 0) / 4,
+                         layout.rowBytes(layer, 1) / 4,
+                         static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
+                         static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
+                         0};
+  if (!isCodec(layout.stream(layer, 0), layout.stream(layer, 1))) {
+    KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {}));
+    rec.dispatchPaged(*p, {k, v}, pages, push, std::min(n, groupCap()));
+    return okStatus();
+  }
+  // One encoder dispatch per part, each specialized for its codec; a rotated
+  // codec first rotates the rows (y = R x) into the scratch.
+  for (uint32_t part = 0; part < 2; ++part) {
+    const KvStream& s = layout.stream(layer, part);
+    const Buffer& x = part == 0 ? k : v;
+    const Buffer* rotated = &x;
+    if (kvCodecRotated(s.codec)) {
+      KVS_TRY(rotate(rec, s, layout.headDim, x, scratch.rotated[part], n * layout.nHeadKv, false));
+      rec.barrier();
+      rotated = &scratch.rotated[part];
+    }
+    Variant variant;
+    variant.headDim = layout.headDim;
+    variant.key = s.codec;
+    variant.keyCodebook = s.codebook;
+    KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kEncode, variant));
+    push.part = part;
+    rec.dispatchPaged(*p, {x, *rotated}, pages, push, n);  // a workgroup per token
+  }
   return okStatus();
 }
 
@@ -285,17 +409,46 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                      "attention over {} tokens needs {}-byte q and out buffers (got {} and {})", n,
                      ioBytes, q.size(), out.size());
   }
-  const AttentionPlan p = plan(layout, nHead, n, pos0);
-  const uint32_t rowWords = layout.rowBytes / 4;
-  const Variant variant{
-      layout.headDim, nHead / layout.nHeadKv, p.tokens,
-      m_shape == AttentionShape::kCpu ? chunkWords(layout.headDim, rowWords, m_workgroup) : 0};
-  if (m_shape == AttentionShape::kGpu && sharedBytes(variant.headDim, p.tokens * variant.gqa) >
-                                             m_ctx.limits().maxComputeSharedMemorySize) {
+  const KvStream& ks = layout.stream(layer, 0);
+  const KvStream& vs = layout.stream(layer, 1);
+  const bool codec = isCodec(ks, vs);
+  const AttentionPlan p = plan(layout, nHead, n, pos0, layer);
+  const uint32_t keyWords = layout.rowBytes(layer, 0) / 4;
+  Variant variant;
+  variant.headDim = layout.headDim;
+  variant.gqa = nHead / layout.nHeadKv;
+  variant.tokens = p.tokens;
+  if (m_shape == AttentionShape::kCpu && !codec)
+    variant.chunkWords = chunkWords(layout.headDim, keyWords, m_workgroup);
+  if (codec) {
+    variant.key = ks.codec;
+    variant.value = vs.codec;
+    variant.keyCodebook = ks.codebook;
+    variant.valueCodebook = vs.codebook;
+  }
+  if (m_shape == AttentionShape::kGpu &&
+      sharedBytes(variant.headDim, codec, p.tokens * variant.gqa) >
+          m_ctx.limits().maxComputeSharedMemorySize) {
     return makeError(ErrorCode::kUnsupported,
                      "attention with head_dim {} and {} query heads per KV head needs more shared "
                      "memory than {} has",
                      variant.headDim, variant.gqa, m_ctx.info().name);
+  }
+  // Rotated codecs: queries into K's rotated space, output from V's.
+  const Buffer* query = &q;
+  const Buffer* target = &out;
+  if (kvCodecRotated(ks.codec)) {
+    KVS_TRY(rotate(rec, ks, layout.headDim, q, scratch.rotated[0], n * nHead, false));
+    rec.barrier();
+    query = &scratch.rotated[0];
+  }
+  if (kvCodecRotated(vs.codec)) {
+    if (scratch.rotated[1].size() < ioBytes) {
+      return makeError(
+          ErrorCode::kInvalidArgument,
+          "attention over a rotated V codec needs scratch.rotated (see scratchBytes())");
+    }
+    target = &scratch.rotated[1];
   }
   const uint32_t rows = pos0 + n;
   // attention_cpu.comp recomputes scores: cheaper there than reading them back.
@@ -305,7 +458,8 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                  pos0,
                                  nHead,
                                  layout.rowsPerPage,
-                                 rowWords,
+                                 keyWords,
+                                 layout.rowBytes(layer, 1) / 4,
                                  static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
                                  static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
                                  p.tokenTiles,
@@ -317,25 +471,30 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
   if (p.splits == 1) {
-    rec.dispatchPaged(*outPass, {q, q, scores, out}, pages, push, p.groups);
-    return okStatus();
+    rec.dispatchPaged(*outPass, {*query, q, scores, *target}, pages, push, p.groups);
+  } else {
+    const size_t pairs = size_t{p.splits} * n * nHead;
+    if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
+        scratch.partial.size() < pairs * layout.headDim * sizeof(float)) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "attention split {} ways needs scratch buffers (see scratchBytes())",
+                       p.splits);
+    }
+    KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
+    KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
+    rec.dispatchPaged(*statsPass, {*query, scratch.stats, scores}, pages, push, p.groups);
+    rec.barrier();
+    rec.dispatchPaged(*outPass, {*query, scratch.stats, scores, scratch.partial}, pages, push,
+                      p.groups);
+    rec.barrier();
+    const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
+    rec.dispatch(*reduce, {scratch.partial, *target}, push::AttentionReducePush{count, p.splits},
+                 std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
   }
-  const size_t pairs = size_t{p.splits} * n * nHead;
-  if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
-      scratch.partial.size() < pairs * layout.headDim * sizeof(float)) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "attention split {} ways needs scratch buffers (see scratchBytes())",
-                     p.splits);
+  if (kvCodecRotated(vs.codec)) {
+    rec.barrier();
+    KVS_TRY(rotate(rec, vs, layout.headDim, *target, out, n * nHead, true));
   }
-  KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
-  KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {0, 0, 0, 0}));
-  rec.dispatchPaged(*statsPass, {q, scratch.stats, scores}, pages, push, p.groups);
-  rec.barrier();
-  rec.dispatchPaged(*outPass, {q, scratch.stats, scores, scratch.partial}, pages, push, p.groups);
-  rec.barrier();
-  const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
-  rec.dispatch(*reduce, {scratch.partial, out}, push::AttentionReducePush{count, p.splits},
-               std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
   return okStatus();
 }
 

@@ -79,8 +79,9 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
 
     Twin(uint32_t nHeadKv, uint32_t headDim, uint32_t rowsPerPage)
         : layout(gpu::KvPageLayout::f16(kLayers, nHeadKv, headDim, rowsPerPage)),
-          host({kLayers, nHeadKv, headDim, rowsPerPage}, std::make_shared<kv::F16Scheme>(),
-               std::make_shared<kv::F16Scheme>()) {}
+          host({kLayers, nHeadKv, headDim, rowsPerPage},
+               std::make_shared<kv::F16Scheme>(kv::SchemeParams{headDim}),
+               std::make_shared<kv::F16Scheme>(kv::SchemeParams{headDim})) {}
   };
 
   static gpu::AttentionKernels& attention() {
@@ -234,12 +235,13 @@ TEST_P(AttentionTest, PageLayoutMatchesHostCache) {
           const auto bytes = c.host.row(l, static_cast<KvPart>(part), h, row);
           EXPECT_EQ(static_cast<size_t>(bytes.data() - pageStart),
                     c.layout.rowOffset(l, part, h, row));
-          EXPECT_EQ(bytes.size(), c.layout.rowBytes);
+          EXPECT_EQ(bytes.size(), c.layout.rowBytes(l, part));
         }
       }
     }
   }
-  EXPECT_EQ(c.layout.pageBytes(), c.layout.partOffset(kLayers - 1, 1) + c.layout.partBytes());
+  EXPECT_EQ(c.layout.pageBytes(),
+            c.layout.partOffset(kLayers - 1, 1) + c.layout.partBytes(kLayers - 1, 1));
 }
 
 TEST_P(AttentionTest, WriteKvStoresTheHostCacheBytes) {
@@ -281,7 +283,7 @@ TEST_P(AttentionTest, WriteKvStoresTheHostCacheBytes) {
           const uint8_t* got = page.data() + c.layout.rowOffset(kLayer, part, h, row);
           ASSERT_EQ(std::memcmp(got, want.data(), headDim * 2), 0)
               << "head_dim " << headDim << " row " << row << " part " << part << " head " << h;
-          for (uint32_t b = headDim * 2; b < c.layout.rowBytes; ++b)
+          for (uint32_t b = headDim * 2; b < c.layout.rowBytes(kLayer, part); ++b)
             ASSERT_EQ(got[b], 0) << "row padding must be zero";
         }
       }

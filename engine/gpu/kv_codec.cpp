@@ -1,0 +1,106 @@
+#include "gpu/kv_codec.h"
+
+#include <array>
+
+namespace kvscope::gpu {
+namespace {
+
+constexpr uint32_t kBlock = 32;       // values per scale block (kv::kKvBlock)
+constexpr uint32_t kTurboGroup = 16;  // rotated values per gamma of turbo*g (kv::kTurboGroup)
+
+struct CodecInfo {
+  KvCodec codec;
+  std::string_view name;
+  uint32_t bits;  // bits per code (16 for f16)
+};
+
+constexpr std::array<CodecInfo, KVS_CODEC_COUNT> kCodecs = {{
+    {KvCodec::kF16, "f16", 16},
+    {KvCodec::kQ8_0, "q8_0", 8},
+    {KvCodec::kQ4_0, "q4_0", 4},
+    {KvCodec::kFp8, "fp8", 8},
+    {KvCodec::kAffine4, "affine4", 4},
+    {KvCodec::kTurbo4, "turbo4", 4},
+    {KvCodec::kTurbo3, "turbo3", 3},
+    {KvCodec::kTurbo2, "turbo2", 2},
+    {KvCodec::kTurbo4g, "turbo4g", 4},
+    {KvCodec::kTurbo3g, "turbo3g", 3},
+    {KvCodec::kTurbo2g, "turbo2g", 2},
+    {KvCodec::kTurbo3w10, "turbo3w10", 3},
+}};
+
+const CodecInfo& info(KvCodec codec) {
+  return kCodecs[static_cast<uint32_t>(codec)];
+}
+
+uint32_t ceilDiv(uint32_t a, uint32_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+Expected<KvCodec> kvCodecFor(std::string_view name) {
+  for (const CodecInfo& c : kCodecs)
+    if (c.name == name) return c.codec;
+  return makeError(ErrorCode::kUnsupported, "the Vulkan backend has no kernels for KV scheme '{}'",
+                   name);
+}
+
+std::string_view kvCodecName(KvCodec codec) {
+  return info(codec).name;
+}
+
+bool kvCodecRotated(KvCodec codec) {
+  return static_cast<uint32_t>(codec) >= KVS_CODEC_TURBO4;
+}
+
+uint32_t kvCodecBits(KvCodec codec) {
+  return info(codec).bits;
+}
+
+uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
+  const uint32_t nb = ceilDiv(dim, kBlock);
+  uint32_t bytes = 0;
+  switch (codec) {
+    case KvCodec::kF16:
+      bytes = 2 * dim;
+      break;
+    case KvCodec::kQ8_0:
+      bytes = 2 * nb + dim;
+      break;
+    case KvCodec::kQ4_0:
+      bytes = 2 * nb + ceilDiv(dim, 2);
+      break;
+    case KvCodec::kFp8:
+      bytes = nb + dim;
+      break;
+    case KvCodec::kAffine4:
+      bytes = 4 * nb + ceilDiv(dim, 2);
+      break;
+    case KvCodec::kTurbo3w10:
+      bytes = 4 + 4 * ceilDiv(dim, 10);  // gamma, 2 bytes padding, words of 10 codes
+      break;
+    case KvCodec::kTurbo4:
+    case KvCodec::kTurbo3:
+    case KvCodec::kTurbo2:
+    case KvCodec::kTurbo4g:
+    case KvCodec::kTurbo3g:
+    case KvCodec::kTurbo2g: {
+      const bool grouped = static_cast<uint32_t>(codec) >= KVS_CODEC_TURBO4G;
+      const uint32_t scales = grouped ? ceilDiv(dim, kTurboGroup) : 1;
+      const uint32_t bits = kvCodecBits(codec);
+      const uint32_t codes = bits == 3 ? ceilDiv(dim, 4) + ceilDiv(dim, 8) : ceilDiv(dim * bits, 8);
+      bytes = 2 * scales + codes;
+      break;
+    }
+  }
+  return (bytes + 3) / 4 * 4;
+}
+
+Expected<Buffer> uploadRotation(Context& ctx, std::span<const float> rotation) {
+  KVS_ASSIGN_OR_RETURN(Buffer b, Buffer::create(ctx, rotation.size_bytes()));
+  KVS_TRY(b.upload(rotation));
+  return b;
+}
+
+}  // namespace kvscope::gpu

@@ -1,0 +1,57 @@
+#pragma once
+// The device side of the KV row schemes (engine/kv/kv_scheme.h): which codec a
+// (layer, K|V) stream of the paged device cache uses, and that codec's row
+// size. The gpu layer sits below kv, so the backend describes each stream's
+// kv::KvScheme with this plain data: the codec id, the scheme's codebook and,
+// for rotated schemes, its d x d rotation R uploaded once to the device.
+//
+// Every codec stores exactly the bytes of the kv scheme of the same name
+// (tests/gpu/kv_codec_test.cpp checks encode parity per codec).
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu/buffer.h"
+#include "shaders/kv_codec.h"
+
+namespace kvscope::gpu {
+
+enum class KvCodec : uint32_t {
+  kF16 = KVS_CODEC_F16,
+  kQ8_0 = KVS_CODEC_Q8_0,
+  kQ4_0 = KVS_CODEC_Q4_0,
+  kFp8 = KVS_CODEC_FP8,
+  kAffine4 = KVS_CODEC_AFFINE4,
+  kTurbo4 = KVS_CODEC_TURBO4,
+  kTurbo3 = KVS_CODEC_TURBO3,
+  kTurbo2 = KVS_CODEC_TURBO2,
+  kTurbo4g = KVS_CODEC_TURBO4G,
+  kTurbo3g = KVS_CODEC_TURBO3G,
+  kTurbo2g = KVS_CODEC_TURBO2G,
+  kTurbo3w10 = KVS_CODEC_TURBO3W10,  // layout experiment (shaders/kv_codec.h), bench only
+};
+
+// The codec of kv scheme `name`; kUnsupported for a scheme without GPU kernels.
+Expected<KvCodec> kvCodecFor(std::string_view name);
+std::string_view kvCodecName(KvCodec codec);
+// Bytes of one row of `dim` values (the kv scheme's rowBytes()).
+uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim);
+// The turbo codecs: codes of the rotated row, `bits` per value, codebook of 2^bits.
+bool kvCodecRotated(KvCodec codec);
+uint32_t kvCodecBits(KvCodec codec);
+
+// How one (layer, K|V) stream stores its rows.
+struct KvStream {
+  KvCodec codec = KvCodec::kF16;
+  std::vector<float> codebook;       // rotated codecs: the 2^bits ascending centroids
+  const Buffer* rotation = nullptr;  // rotated codecs: R, d x d floats row-major (y = R x);
+                                     // owned by the caller, alive while the layout is used
+};
+
+// A device buffer holding a rotation (d x d floats), for KvStream::rotation.
+Expected<Buffer> uploadRotation(Context& ctx, std::span<const float> rotation);
+
+}  // namespace kvscope::gpu

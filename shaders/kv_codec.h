@@ -1,0 +1,28 @@
+// Codec ids of the device KV cache (engine/gpu/kv_codec.h names them), shared
+// by the C++ side and the GLSL decoders/encoders (kv_codec.glsl,
+// kv_encode.comp), which take them as specialization constants. The byte
+// layouts are engine/kv/kv_scheme.h's.
+#ifndef KVSCOPE_KV_CODEC_H
+#define KVSCOPE_KV_CODEC_H
+
+#define KVS_CODEC_F16 0
+#define KVS_CODEC_Q8_0 1
+#define KVS_CODEC_Q4_0 2
+#define KVS_CODEC_FP8 3
+#define KVS_CODEC_AFFINE4 4
+#define KVS_CODEC_TURBO4 5
+#define KVS_CODEC_TURBO3 6
+#define KVS_CODEC_TURBO2 7
+#define KVS_CODEC_TURBO4G 8
+#define KVS_CODEC_TURBO3G 9
+#define KVS_CODEC_TURBO2G 10
+// turbo3 with 10 codes per 32-bit word (bits 3k..3k+2 of word i hold code
+// 10i + k) instead of its 2+1 bit planes: a layout experiment that
+// `kvscope-cli bench-attention --kv turbo3w10` times; no kv scheme stores it.
+#define KVS_CODEC_TURBO3W10 11
+#define KVS_CODEC_COUNT 12
+
+// Centroids a codebook codec passes in specialization constants (2^4).
+#define KVS_CODEBOOK_SIZE 16
+
+#endif

@@ -1,0 +1,250 @@
+#version 450
+// Encodes the K or V rows (pc.part) of n new tokens of one layer into the
+// paged KV cache with the part's codec (kv_codec.glsl ids; the codec and its
+// codebook are K's specialization constants whichever part is encoded), producing the bytes of the kv scheme of the same name
+// (engine/kv/scheme_*.cpp, whose arithmetic this mirrors step by step).
+// Workgroup t encodes token t into row pos0 + t, each invocation a whole row
+// (one KV head): it builds the row's words, then stores them. One workgroup
+// per token on purpose: on lavapipe (Mesa 22.3) a version whose workgroups
+// looped over tokens, and so over pages, lost the stores of a few rows per
+// large batch, nondeterministically (cause not pinned down).
+//
+// Rotated codecs read y = R x from `rotated` (kv_rotate.comp ran first) and
+// x itself for the norm; the CPU accumulates R x and the norms in double, so
+// a code can differ by one step where u sits on a decision boundary to within
+// float rounding, and gamma by one fp16 step (tests/gpu/kv_codec_test.cpp).
+// The other codecs reproduce the CPU bytes exactly where the device divides
+// with correct rounding (lavapipe does).
+#define KVS_KV_WRITE
+#include "attention.h"
+#include "attention_f16.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(local_size_x_id = 0) in;
+
+// Bits of the float32 inputs, so that no device flushes a subnormal on load.
+layout(std430, binding = 0) readonly buffer X { uint x[]; };          // [n][nHeadKv][headDim]
+layout(std430, binding = 1) readonly buffer XRot { float xRot[]; };  // R x, for rotated codecs
+layout(std430, binding = 2) buffer Page { uint words[]; } pages[KVS_ATTENTION_MAX_PAGES];
+
+#include "kv_codec.glsl"
+
+#define CODEC K_CODEC
+
+// The row being built, stored to the page with one loop at the end. The
+// largest row is f16's 2 * HEAD_DIM bytes (affine4's for tiny HEAD_DIM).
+const uint ROW_WORDS_MAX = (2u * HEAD_DIM + 4u * ((HEAD_DIM + 31u) / 32u) + 3u) / 4u;
+uint rowOut[ROW_WORDS_MAX];
+uint rowBytes;  // bytes built so far
+
+void putByte(uint b) {
+  const uint w = rowBytes / 4u, shift = 8u * (rowBytes % 4u);
+  rowOut[w] = (shift == 0u ? 0u : rowOut[w]) | ((b & 255u) << shift);
+  ++rowBytes;
+}
+void putHalf(float x) {
+  const uint h = halfBits(floatBitsToUint(x));
+  putByte(h);
+  putByte(h >> 8u);
+}
+
+uint srcBase;  // first input value of the row
+
+float value(uint i) { return uintBitsToFloat(x[srcBase + i]); }
+float rotatedValue(uint i) { return xRot[srcBase + i]; }
+
+// std::round: half away from zero.
+float roundAway(float x) {
+  const float a = abs(x), t = trunc(a);
+  return sign(x) * (a - t >= 0.5 ? t + 1.0 : t);
+}
+
+uint blockEnd(uint b) { return min(HEAD_DIM, 32u * b + 32u); }
+
+float blockAbsMax(uint b) {
+  float amax = 0.0;
+  for (uint i = 32u * b; i < blockEnd(b); ++i) amax = max(amax, abs(value(i)));
+  return amax;
+}
+
+// kvscope::floatToUe8m0Ceil: the smallest power of two >= f, as a biased byte.
+uint ue8m0Ceil(float f) {
+  int e;
+  const float m = frexp(f, e);
+  const int p = (m == 0.5 ? e - 1 : e) + 127;
+  return uint(clamp(p, 0, 254));
+}
+
+// kvscope::floatToE4m3: round to nearest even, saturating to +-448.
+uint e4m3Bits(float f) {
+  if (isnan(f)) return 0x7fu;
+  const uint sgn = (floatBitsToUint(f) >> 24u) & 0x80u;
+  const float a = abs(f);
+  if (a >= 448.0) return sgn | 0x7eu;
+  if (a < 1.0 / 64.0) return sgn | uint(roundEven(a * 512.0));
+  int e;
+  const float m = frexp(a, e);
+  float kq = roundEven((m * 2.0 - 1.0) * 8.0);
+  int ex = e - 1 + 7;
+  if (kq >= 8.0) {
+    kq = 0.0;
+    ++ex;
+  }
+  if (ex > 15 || (ex == 15 && kq > 6.0)) return sgn | 0x7eu;
+  return sgn | (uint(ex) << 3u) | uint(kq);
+}
+
+void encodeQ8_0() {
+  for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(blockAbsMax(b) / 127.0);
+  for (uint b = 0u; b < KV_BLOCKS; ++b) {
+    const float s = blockAbsMax(b) / 127.0;
+    for (uint i = 32u * b; i < blockEnd(b); ++i) {
+      putByte(s != 0.0 ? uint(int(roundAway(value(i) / s))) : 0u);
+    }
+  }
+}
+
+// Nibbles of consecutive codes: code 2i low, 2i + 1 high; a missing odd tail is 0.
+uint nibbleByte(uint lo, uint hi) { return lo | (hi << 4u); }
+
+float q4Scale(uint b) {
+  float m = 0.0;
+  for (uint i = 32u * b; i < blockEnd(b); ++i) {
+    if (abs(value(i)) > abs(m)) m = value(i);
+  }
+  return m / -8.0;
+}
+uint q4Code(float x, float s) { return s != 0.0 ? uint(min(15, int(x / s + 8.5))) : 8u; }
+
+void encodeQ4_0() {
+  for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(q4Scale(b));
+  for (uint i = 0u; i < HEAD_DIM; i += 2u) {
+    const float s = q4Scale(i / 32u);
+    const uint hi = i + 1u < HEAD_DIM ? q4Code(value(i + 1u), s) : 0u;
+    putByte(nibbleByte(q4Code(value(i), s), hi));
+  }
+}
+
+void encodeFp8() {
+  for (uint b = 0u; b < KV_BLOCKS; ++b) {
+    const float amax = blockAbsMax(b);
+    putByte(amax > 0.0 ? ue8m0Ceil(amax / 448.0) : 127u);
+  }
+  for (uint b = 0u; b < KV_BLOCKS; ++b) {
+    const float amax = blockAbsMax(b);
+    const int e = int(amax > 0.0 ? ue8m0Ceil(amax / 448.0) : 127u) - 127;
+    for (uint i = 32u * b; i < blockEnd(b); ++i) putByte(e4m3Bits(ldexp(value(i), -e)));
+  }
+}
+
+// The fp16-rounded block minimum and step of affine4.
+vec2 affineParams(uint b) {
+  float lo = value(32u * b), hi = lo;
+  for (uint i = 32u * b + 1u; i < blockEnd(b); ++i) {
+    lo = min(lo, value(i));
+    hi = max(hi, value(i));
+  }
+  return vec2(roundToHalf(lo), roundToHalf((hi - lo) / 15.0));
+}
+uint affineCode(float x, vec2 p) {
+  return p.y != 0.0 ? uint(clamp(roundAway((x - p.x) / p.y), 0.0, 15.0)) : 0u;
+}
+
+void encodeAffine4() {
+  for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(affineParams(b).x);
+  for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(affineParams(b).y);
+  for (uint i = 0u; i < HEAD_DIM; i += 2u) {
+    const vec2 p = affineParams(i / 32u);
+    const uint hi = i + 1u < HEAD_DIM ? affineCode(value(i + 1u), p) : 0u;
+    putByte(nibbleByte(affineCode(value(i), p), hi));
+  }
+}
+
+void encodeF16() {
+  for (uint i = 0u; i < HEAD_DIM; ++i) {
+    const uint h = halfBits(x[srcBase + i]);
+    putByte(h);
+    putByte(h >> 8u);
+  }
+}
+
+// Turbo: code of rotated coordinate i = midpoints strictly below u_i.
+float turboNorm;
+uint turboCode(uint levels, uint i) {
+  const float u = turboNorm > 0.0 ? rotatedValue(i) / turboNorm : 0.0;
+  uint code = 0u;
+  for (uint j = 0u; j + 1u < levels; ++j) code += 0.5 * (kCodebook[j] + kCodebook[j + 1u]) < u ? 1u : 0u;
+  return code;
+}
+
+void encodeTurbo(uint c) {
+  const uint bits = codecBits(c), levels = 1u << bits;
+  float sumSq = 0.0;
+  for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);
+  turboNorm = sqrt(sumSq);
+  const uint width = codecGrouped(c) ? 16u : HEAD_DIM;
+  const uint groups = codecGrouped(c) ? KV_GROUPS16 : 1u;
+  for (uint g = 0u; g < groups; ++g) {
+    float ySq = 0.0, cSq = 0.0;
+    for (uint i = g * width; i < min(HEAD_DIM, g * width + width); ++i) {
+      const float y = rotatedValue(i), cv = kCodebook[turboCode(levels, i)];
+      ySq += y * y;
+      cSq += cv * cv;
+    }
+    const float target = codecGrouped(c) ? sqrt(ySq) : turboNorm;
+    putHalf(cSq > 0.0 && target > 0.0 ? target / sqrt(cSq) : 0.0);
+  }
+  if (bits == 4u) {
+    for (uint i = 0u; i < HEAD_DIM; i += 2u) {
+      const uint hi = i + 1u < HEAD_DIM ? turboCode(levels, i + 1u) : 0u;
+      putByte(nibbleByte(turboCode(levels, i), hi));
+    }
+    return;
+  }
+  // 2-bit codes, or the low-bit plane of 3-bit ones: code 4i + j in bits 2j.
+  for (uint i = 0u; i < HEAD_DIM; i += 4u) {
+    uint b = 0u;
+    for (uint j = 0u; j < 4u && i + j < HEAD_DIM; ++j) b |= (turboCode(levels, i + j) & 3u) << (2u * j);
+    putByte(b);
+  }
+  if (bits == 3u) {  // the high-bit plane: code 8i + j in bit j
+    for (uint i = 0u; i < HEAD_DIM; i += 8u) {
+      uint b = 0u;
+      for (uint j = 0u; j < 8u && i + j < HEAD_DIM; ++j) b |= (turboCode(levels, i + j) >> 2u) << j;
+      putByte(b);
+    }
+  }
+}
+
+// Encodes the row into rowOut and stores its words (the last one zero-padded)
+// from word `dst` of `page`.
+void encodeRow(uint c, uint page, uint dst) {
+  rowBytes = 0u;
+  if (c == KVS_CODEC_F16) {
+    encodeF16();
+  } else if (c == KVS_CODEC_Q8_0) {
+    encodeQ8_0();
+  } else if (c == KVS_CODEC_Q4_0) {
+    encodeQ4_0();
+  } else if (c == KVS_CODEC_FP8) {
+    encodeFp8();
+  } else if (c == KVS_CODEC_AFFINE4) {
+    encodeAffine4();
+  } else {
+    encodeTurbo(c);
+  }
+  for (uint w = 0u; w < (rowBytes + 3u) / 4u; ++w) pages[page].words[dst + w] = rowOut[w];
+}
+
+void main() {
+  initCodebooks();
+  const uint rowWords = pc.part == 0u ? pc.keyRowWords : pc.valueRowWords;
+  const uint block = pc.part == 0u ? pc.keyOffset : pc.valueOffset;
+  const uint t = gl_WorkGroupID.x, row = pc.pos0 + t;
+  const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
+  for (uint head = gl_LocalInvocationID.x; head < pc.nHeadKv; head += WG) {
+    srcBase = (t * pc.nHeadKv + head) * HEAD_DIM;
+    encodeRow(CODEC, page, block + (head * pc.rowsPerPage + slot) * rowWords);
+  }
+}

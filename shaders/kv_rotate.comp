@@ -1,0 +1,53 @@
+#version 450
+// out[r] = M in[r] (TRANSPOSE: M^T in[r]) for `count` consecutive vectors of
+// HEAD_DIM floats, M the d x d row-major rotation R of a rotated KV codec
+// (engine/gpu/kv_codec.h). Attention rotates the queries into K's space
+// (q' = R_k q) and its output back from V's (o = R_v^T acc); the encoder
+// rotates the new K and V rows (y = R x). An invocation computes 4
+// consecutive outputs of one vector (1 when HEAD_DIM is not a multiple of 4)
+// from vec4 loads, in float32.
+#define KVS_KV_ROTATE
+#include "attention.h"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const bool TRANSPOSE = false;
+layout(local_size_x_id = 0) in;
+
+layout(std430, binding = 0) readonly buffer In { float inv[]; };
+layout(std430, binding = 0) readonly buffer In4 { vec4 in4[]; };
+layout(std430, binding = 1) readonly buffer M { float m[]; };
+layout(std430, binding = 1) readonly buffer M4 { vec4 m4[]; };
+layout(std430, binding = 2) writeonly buffer Out { float outv[]; };
+layout(std430, binding = 2) writeonly buffer Out4 { vec4 out4[]; };
+
+const uint LANES = HEAD_DIM % 4u == 0u ? 4u : 1u;  // outputs per invocation
+const uint ITEMS = HEAD_DIM / LANES;                // invocations per vector
+const uint D4 = HEAD_DIM / 4u;
+
+void main() {
+  const uint total = pc.count * ITEMS;
+  for (uint item = gl_GlobalInvocationID.x; item < total; item += gl_NumWorkGroups.x * WG) {
+    const uint r = item / ITEMS, i = (item % ITEMS) * LANES, x0 = r * HEAD_DIM;
+    if (LANES == 4u) {
+      vec4 acc = vec4(0.0);
+      if (TRANSPOSE) {
+        // out_i = sum_j M[j][i] in_j: rows of M as vec4 over i.
+        for (uint j = 0u; j < HEAD_DIM; ++j) acc += m4[j * D4 + i / 4u] * inv[x0 + j];
+      } else {
+        for (uint j = 0u; j < D4; ++j) {
+          const vec4 x = in4[r * D4 + j];
+          acc += vec4(dot(m4[i * D4 + j], x), dot(m4[(i + 1u) * D4 + j], x),
+                      dot(m4[(i + 2u) * D4 + j], x), dot(m4[(i + 3u) * D4 + j], x));
+        }
+      }
+      out4[(x0 + i) / 4u] = acc;
+    } else {
+      float acc = 0.0;
+      for (uint j = 0u; j < HEAD_DIM; ++j) {
+        acc += (TRANSPOSE ? m[j * HEAD_DIM + i] : m[i * HEAD_DIM + j]) * inv[x0 + j];
+      }
+      outv[x0 + i] = acc;
+    }
+  }
+}
