@@ -1,10 +1,11 @@
-// `kvscope-cli bench -m MODEL`: llama-bench-style throughput. For each backend
-// and context depth d: the cache is filled to d tokens (not timed), then a
-// prefill of -p tokens and a decode of -n tokens are timed at that depth.
-// Each backend is warmed up untimed first (lazy drivers compile pipelines on
-// first use). Also reported: cold start (model open, weight upload, first token) and peak
-// host memory. Backends run one after the other in this process, so their
-// figures are comparable side by side; compare ratios across machines.
+// `kvscope-cli bench -m MODEL`: llama-bench-style throughput. For each backend,
+// KV policy (--kv) and context depth d: the cache is filled to d tokens (not
+// timed), then a prefill of -p tokens and a decode of -n tokens are timed at
+// that depth. Each backend is warmed up untimed first (lazy drivers compile
+// pipelines on first use). Also reported: cold start (model open, weight
+// upload, first token) and peak host memory. Everything runs one after the
+// other in this process, so the figures compare side by side (f16 against
+// compressed caches, CPU against Vulkan); compare ratios across machines.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -31,7 +32,8 @@ struct BenchArgs {
   std::vector<std::string> backends = {"cpu", "vulkan"};
   unsigned threads = 0;
   bool json = false;
-  bool kernels = false;  // device time per kernel class of one decode step
+  bool kernels = false;                           // device time per kernel class of one decode step
+  std::vector<std::string> kvPolicies = {"f16"};  // see policyText()
 };
 
 struct Row {
@@ -85,89 +87,109 @@ long peakRssMiB() {
   return ru.ru_maxrss / 1024;
 }
 
-int runBench(const BenchArgs& a, const GlobalOptions& global) {
+// "f16" is shorthand for the plain f16 cache and a bare scheme name X for
+// k=X,v=X; anything else is a full --kv-policy text.
+std::string policyText(const std::string& kv) {
+  if (kv == "f16") return "";
+  if (kv.find('=') == std::string::npos) return fmt::format("k={},v={}", kv, kv);
+  return kv;
+}
+
+struct BenchOutput {
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::string> lines, breakdown;
+};
+
+// Loads the model on one backend with one KV policy and times every depth.
+Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::string& kind,
+                    const std::string& kv, BenchOutput& out) {
+  const auto t0 = Clock::now();
+  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(a.model));
+  std::shared_ptr<const model::ModelFile> m(std::move(file));
+  uint32_t maxDepth = 0;
+  for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
+  const uint32_t ctx =
+      std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
+  // Without per-dispatch timestamps: they are for the throughput panel and
+  // cost about a fifth of decode speed on lavapipe.
+  auto b = runtime::makeBackend(m, {.kind = kind,
+                                    .contextLimit = ctx,
+                                    .device = global.device,
+                                    .threads = a.threads,
+                                    .timing = a.kernels,
+                                    .kvPolicy = policyText(kv)});
+  if (!b.ok()) {
+    return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
+  }
+  backend::Logits logits;
+  const int32_t first = 1;
+  KVS_TRY((*b)->forward({std::span(&first, 1)}, logits));
+  const double coldStart = secondsSince(t0);
+  // Warm-up, not timed: lazy drivers (lavapipe) compile each pipeline on its
+  // first dispatch; a short prefill and decode reach every kernel once.
+  const auto warm =
+      benchTokens(std::min<uint32_t>(16, std::max<uint32_t>(a.prefill, 2)), m->config().nVocab, 4);
+  KVS_TRY((*b)->forward({warm}, logits));
+  KVS_TRY((*b)->forward({std::span(&first, 1)}, logits));
+  for (uint32_t d : a.depths) {
+    KVS_ASSIGN_OR_RETURN(Row row, benchDepth(**b, a, d));
+    out.results.push_back({{"backend", kind},
+                           {"kv", kv},
+                           {"model", m->config().name},
+                           {"depth", d},
+                           {"prefill_tokens", a.prefill},
+                           {"prefill_tps", row.prefillTps},
+                           {"decode_tokens", a.decode},
+                           {"decode_tps", row.decodeTps},
+                           {"cold_start_s", coldStart},
+                           {"peak_rss_mib", peakRssMiB()}});
+    out.lines.push_back(
+        fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |", kind,
+                    kv, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
+    if (a.kernels && !row.kernels.empty()) {
+      double device = 0;
+      for (const auto& k : row.kernels) device += k.ms;
+      std::string detail = fmt::format(
+          "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind, kv,
+          d, row.lastDecodeMs, device);
+      for (const auto& k : row.kernels)
+        detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
+      detail.pop_back();
+      out.breakdown.push_back(std::move(detail));
+      out.results.back()["kernels"] = nlohmann::json::array();
+      for (const auto& k : row.kernels)
+        out.results.back()["kernels"].push_back(
+            {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
+    }
+  }
+  return okStatus();
+}
+
+int runBench(const BenchArgs& a, const GlobalOptions& global) {
+  BenchOutput out;
   for (const auto& kind : a.backends) {
-    const auto t0 = Clock::now();
-    auto file = model::ModelFile::open(a.model);
-    if (!file.ok()) {
-      fmt::print(stderr, "error: {}\n", file.error().message);
-      return 1;
-    }
-    std::shared_ptr<const model::ModelFile> m(std::move(file).value());
-    uint32_t maxDepth = 0;
-    for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
-    const uint32_t ctx =
-        std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
-    // Without per-dispatch timestamps: they are for the throughput panel and
-    // cost about a fifth of decode speed on lavapipe.
-    auto b = runtime::makeBackend(m, {kind, ctx, global.device, a.threads, /*timing=*/a.kernels});
-    if (!b.ok()) {
-      fmt::print(stderr, "error: {} backend: {}\n", kind, b.error().message);
-      return 1;
-    }
-    backend::Logits logits;
-    const int32_t first = 1;
-    if (auto s = (*b)->forward({std::span(&first, 1)}, logits); !s.ok()) {
-      fmt::print(stderr, "error: {}\n", s.error().message);
-      return 1;
-    }
-    const double coldStart = secondsSince(t0);
-    // Warm-up, not timed: lazy drivers (lavapipe) compile each pipeline on its
-    // first dispatch; a short prefill and decode reach every kernel once.
-    const auto warm = benchTokens(std::min<uint32_t>(16, std::max<uint32_t>(a.prefill, 2)),
-                                  m->config().nVocab, 4);
-    if (auto s = (*b)->forward({warm}, logits);
-        !s.ok() || !(*b)->forward({std::span(&first, 1)}, logits).ok()) {
-      fmt::print(stderr, "error: warm-up failed\n");
-      return 1;
-    }
-    for (uint32_t d : a.depths) {
-      auto row = benchDepth(**b, a, d);
-      if (!row.ok()) {
-        fmt::print(stderr, "error: {}\n", row.error().message);
+    for (const auto& kv : a.kvPolicies) {
+      if (auto s = benchBackend(a, global, kind, kv, out); !s.ok()) {
+        fmt::print(stderr, "error: {}\n", s.error().message);
         return 1;
-      }
-      row->backend = kind;
-      results.push_back({{"backend", kind},
-                         {"model", m->config().name},
-                         {"depth", d},
-                         {"prefill_tokens", a.prefill},
-                         {"prefill_tps", row->prefillTps},
-                         {"decode_tokens", a.decode},
-                         {"decode_tps", row->decodeTps},
-                         {"cold_start_s", coldStart},
-                         {"peak_rss_mib", peakRssMiB()}});
-      lines.push_back(fmt::format("| {:<7} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |",
-                                  kind, d, row->prefillTps, row->decodeTps, coldStart,
-                                  peakRssMiB()));
-      if (a.kernels && !row->kernels.empty()) {
-        double device = 0;
-        for (const auto& k : row->kernels) device += k.ms;
-        std::string detail = fmt::format(
-            "    last decode step: {:.2f} ms wall, {:.2f} ms on the device:", row->lastDecodeMs,
-            device);
-        for (const auto& k : row->kernels)
-          detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
-        detail.pop_back();
-        breakdown.push_back(std::move(detail));
-        results.back()["kernels"] = nlohmann::json::array();
-        for (const auto& k : row->kernels)
-          results.back()["kernels"].push_back(
-              {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
       }
     }
   }
+  const auto& results = out.results;
   if (a.json) {
     fmt::print("{}\n", results.dump(2));
     return 0;
   }
   fmt::print("model: {}  prefill {} tokens, decode {} tokens\n\n", a.model, a.prefill, a.decode);
-  fmt::print("| backend | depth  | prefill t/s  | decode t/s  | cold start s| peak RSS MiB  |\n");
-  fmt::print("|---------|--------|--------------|-------------|-------------|---------------|\n");
-  for (const auto& l : lines) fmt::print("{}\n", l);
-  for (const auto& l : breakdown) fmt::print("{}\n", l);
+  fmt::print(
+      "| backend | KV cache           | depth  | prefill t/s  | decode t/s  | cold start s| peak "
+      "RSS "
+      "MiB  |\n");
+  fmt::print(
+      "|---------|--------------------|--------|--------------|-------------|-------------|-------"
+      "--------|\n");
+  for (const auto& l : out.lines) fmt::print("{}\n", l);
+  for (const auto& l : out.breakdown) fmt::print("{}\n", l);
   return 0;
 }
 
@@ -187,6 +209,9 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
       ->delimiter(',')
       ->check(CLI::IsMember({"cpu", "vulkan"}));
   cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
+  cmd->add_option("--kv", args.kvPolicies,
+                  "KV cache to bench, repeatable: f16, a scheme name for K and V, or a "
+                  "--kv-policy text (default: f16)");
   cmd->add_flag("--json", args.json, "Print JSON");
   cmd->add_flag(
       "--kernels", args.kernels,

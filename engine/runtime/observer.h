@@ -1,8 +1,9 @@
 #pragma once
 // What a Session reports while it works. All callbacks run on the engine
 // worker thread, synchronously; keep them cheap (the UI's EngineWorker turns
-// them into queued Qt signals). StepStats is a plain value type.
+// them into queued Qt signals). StepStats and KvSnapshot are plain value types.
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
@@ -10,8 +11,11 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "runtime/kv_snapshot.h"
 
 namespace kvscope::runtime {
+
+inline constexpr std::chrono::milliseconds kKvSnapshotInterval{100};
 
 struct StepStats {
   uint32_t promptTokens = 0;  // tokens in the prompt
@@ -38,6 +42,9 @@ class Observer {
   // Prefill progress: `done` of `total` new prompt tokens processed.
   virtual void onProgress(uint32_t done, uint32_t total) { (void)done, (void)total; }
   virtual void onStep(const StepStats& stats) { (void)stats; }
+  // The KV cache after a step: at most every kKvSnapshotInterval while decoding,
+  // and always once when a generation ends.
+  virtual void onKv(const KvSnapshot& snapshot) { (void)snapshot; }
 };
 
 }  // namespace kvscope::runtime

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kv/kv_policy.h"
 #include "tokenizer/detokenizer.h"
 
 namespace kvscope::runtime {
@@ -29,9 +30,12 @@ const char* stopReasonName(StopReason reason) {
 }
 
 Session::Session(std::shared_ptr<const model::ModelFile> model,
-                 std::unique_ptr<backend::Backend> backend, tokenizer::Tokenizer tokenizer)
+                 std::unique_ptr<backend::Backend> backend, tokenizer::Tokenizer tokenizer,
+                 BackendFactory factory, std::string kvPolicy)
     : m_model(std::move(model)),
       m_backend(std::move(backend)),
+      m_factory(std::move(factory)),
+      m_kvPolicy(std::move(kvPolicy)),
       m_tokenizer(std::move(tokenizer)),
       m_chatTemplate(m_tokenizer.vocab().chatTemplate) {}
 
@@ -55,6 +59,37 @@ Status Session::trim(uint32_t n) {
   if (n > m_history.size()) return okStatus();
   KVS_TRY(m_backend->trim(n));
   m_history.resize(n);
+  return okStatus();
+}
+
+Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_t chunk) {
+  m_stop.store(false);
+  if (!m_factory) {
+    return makeError(ErrorCode::kUnsupported,
+                     "this session was opened without a backend factory; "
+                     "its KV cache policy is fixed");
+  }
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
+  const model::ModelConfig& c = m_backend->config();
+  KVS_TRY(parsed.resolve({c.architecture, c.nLayer}));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
+  // The history is the conversation as the model saw it; the new cache is
+  // built the way a fresh session would build it, so both hold the same rows.
+  const std::span<const int32_t> tokens(m_history);
+  const size_t step = std::max<uint32_t>(chunk, 1);
+  backend::Logits logits;
+  for (size_t done = 0; done < tokens.size();) {
+    if (m_stop.load())
+      return makeError(ErrorCode::kCancelled, "stopped while re-encoding the cache");
+    const size_t n = std::min(step, tokens.size() - done);
+    KVS_TRY(next->forward({tokens.subspan(done, n)}, logits));
+    done += n;
+    if (observer)
+      observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(tokens.size()));
+  }
+  m_backend = std::move(next);
+  m_kvPolicy = std::string(policy);
+  if (observer) observer->onKv(snapshotKv(*m_backend));
   return okStatus();
 }
 
@@ -106,6 +141,9 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
 
   backend::Logits logits;
   KVS_TRY(prefill(prompt, options, observer, logits, stats));
+  // The inspector follows the cache while decoding, at a rate a person can read.
+  auto lastKv = Clock::now();
+  if (observer) observer->onKv(snapshotKv(*m_backend));
   tokenizer::IncrementalDecoder decoder(m_tokenizer, {.stripLeadingSpace = false});
   result.stop = StopReason::kMaxTokens;
   while (result.tokens.size() < options.maxTokens) {
@@ -137,13 +175,20 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
     stats.cachedTokens = m_backend->cachedTokens();
     stats.kernels = m_backend->kernelTimings();
-    if (observer) observer->onStep(stats);
+    if (observer) {
+      observer->onStep(stats);
+      if (Clock::now() - lastKv >= kKvSnapshotInterval) {
+        observer->onKv(snapshotKv(*m_backend));
+        lastKv = Clock::now();
+      }
+    }
   }
   const std::string tail = decoder.flush();
   result.text += tail;
   if (observer && !tail.empty()) observer->onToken(tail, -1);
   stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
   stats.cachedTokens = m_backend->cachedTokens();
+  if (observer) observer->onKv(snapshotKv(*m_backend));
   return result;
 }
 

@@ -8,6 +8,9 @@
 //     decodes until end of generation, maxTokens, a stop request or a full
 //     context. A full context is an explicit outcome (StopReason::kContextFull),
 //     never silent truncation; a prompt longer than the context is an error.
+//   - setKvPolicy(policy): re-encodes the cache under another KV policy by
+//     running the token history again through a backend built for it (the
+//     BackendFactory), with progress; the conversation and its history stay.
 //   - requestStop() may be called from any thread; it is checked every step.
 // Not thread-safe otherwise: the engine worker owns the session.
 
@@ -19,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "model/model_file.h"
+#include "runtime/backend_factory.h"
 #include "runtime/observer.h"
 #include "runtime/sampler.h"
 #include "tokenizer/chat_template.h"
@@ -45,8 +49,10 @@ struct GenerationResult {
 
 class Session {
  public:
+  // `factory` (optional; makeBackendFactory) lets setKvPolicy() build backends
+  // under other policies; `kvPolicy` is the policy `backend` was built with.
   Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
-          tokenizer::Tokenizer tokenizer);
+          tokenizer::Tokenizer tokenizer, BackendFactory factory = {}, std::string kvPolicy = {});
 
   const tokenizer::Tokenizer& tokenizer() const { return m_tokenizer; }
   const backend::Backend& backend() const { return *m_backend; }
@@ -67,12 +73,26 @@ class Session {
   // Drops cached tokens past n (edit / regenerate).
   Status trim(uint32_t n);
 
+  // The KV policy text the cache is encoded with ("" is f16 everywhere).
+  const std::string& kvPolicy() const { return m_kvPolicy; }
+  // Re-encodes the cache under `policy`: a backend built for it runs the
+  // whole token history again (prefill in chunks of `chunk` tokens,
+  // Observer::onProgress), then replaces the current one. The history is
+  // unchanged, so the next generate() reuses all of it. A policy that does not
+  // parse or does not fit the model fails before any work; a failure or a stop
+  // request during the re-encode keeps the current backend and cache as they
+  // were. The old and new backend coexist during the switch (twice the
+  // weights' memory on a device).
+  Status setKvPolicy(std::string_view policy, Observer* observer = nullptr, uint32_t chunk = 256);
+
  private:
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
 
   std::shared_ptr<const model::ModelFile> m_model;
   std::unique_ptr<backend::Backend> m_backend;
+  BackendFactory m_factory;
+  std::string m_kvPolicy;
   tokenizer::Tokenizer m_tokenizer;
   tokenizer::ChatTemplate m_chatTemplate;
   std::vector<int32_t> m_history;

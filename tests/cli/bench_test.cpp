@@ -1,6 +1,7 @@
 // `kvscope-cli bench` and `make-model`: a generated model benchmarks on both
 // backends, the JSON has one row per backend and depth with positive speeds,
-// and --kernels reports device time per kernel class.
+// --kernels reports device time per kernel class, and --kv benches several KV
+// policies side by side.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -41,6 +42,28 @@ TEST(CliBench, GeneratedModelOnBothBackends) {
   bool sawMatvec = false;
   for (const auto& c : kr[0]["kernels"]) sawMatvec |= c["class"] == "matvec";
   EXPECT_TRUE(sawMatvec) << kr[0]["kernels"].dump();
+}
+
+TEST(CliBench, KvPoliciesSideBySide) {
+  const auto path = std::filesystem::temp_directory_path() / "kvscope-bench-kv-test.gguf";
+  ASSERT_EQ(
+      runCli("make-model -o " + path.string() +
+             " --layers 2 --dim 64 --ffn 128 --heads 4 --kv-heads 2 --head-dim 16 --vocab 300")
+          .exitCode,
+      0);
+  auto r = runCli("bench -m " + path.string() +
+                  " -p 4 -n 2 --backend cpu --kv f16 --kv turbo3 --kv k=q8_0,v=turbo4 --json");
+  auto bad = runCli("bench -m " + path.string() + " -p 4 -n 2 --backend cpu --kv turbo9");
+  std::filesystem::remove(path);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["kv"], "f16");
+  EXPECT_EQ(rows[1]["kv"], "turbo3");
+  EXPECT_EQ(rows[2]["kv"], "k=q8_0,v=turbo4");
+  for (const auto& row : rows) EXPECT_GT(row["decode_tps"].get<double>(), 0.0);
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_NE(bad.err.find("turbo9"), std::string::npos) << bad.err;
 }
 
 TEST(CliBench, BadArgumentsFail) {

@@ -1,0 +1,45 @@
+#pragma once
+// KvSnapshot: the KV cache of a backend at one moment, for the inspector: per
+// layer the scheme of K and V, the bytes their cached rows take by part
+// (codes, scales, padding; from the schemes' row layouts, never a formula),
+// what the same rows would take at f16, the page bytes reserved but not yet
+// filled, and the codec error the backend measured on the rows written. A
+// plain value type: the Session hands it to Observer::onKv.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_cache.h"
+
+namespace kvscope::runtime {
+
+struct KvLayerSnapshot {
+  std::string keyScheme;  // "f16", "q8_0", "turbo3", …
+  std::string valueScheme;
+  double keyBitsPerValue = 0.0;
+  double valueBitsPerValue = 0.0;
+  kv::KvBytes key;  // `unused` counts reserved rows not yet filled
+  kv::KvBytes value;
+  uint64_t f16Bytes = 0;  // the layer's cached rows at f16, K and V
+  // Measured codec error (relative RMS, Backend::kvErrors); negative: not measured.
+  double keyError = -1.0;
+  double valueError = -1.0;
+};
+
+struct KvSnapshot {
+  uint32_t rows = 0;  // cached tokens
+  uint32_t contextLimit = 0;
+  std::vector<KvLayerSnapshot> layers;  // [nLayer]
+
+  // Bytes the cached rows take (codes + scales + padding), all layers.
+  uint64_t usedBytes() const;
+  // usedBytes() plus reserved rows not yet filled.
+  uint64_t allocatedBytes() const;
+  uint64_t f16Bytes() const;
+};
+
+KvSnapshot snapshotKv(const backend::Backend& backend);
+
+}  // namespace kvscope::runtime

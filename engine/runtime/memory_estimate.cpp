@@ -1,0 +1,35 @@
+#include "runtime/memory_estimate.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kv/kv_policy.h"
+
+namespace kvscope::runtime {
+
+Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t contextLength,
+                                        std::string_view kvPolicy, uint64_t memoryBytes) {
+  const model::ModelConfig& c = model.config();
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(kvPolicy));
+  KVS_ASSIGN_OR_RETURN(const std::vector<kv::LayerSchemes> layers,
+                       policy.resolve({c.architecture, c.nLayer}));
+
+  MemoryEstimate e;
+  e.weightBytes = model.weightBytes();
+  for (const kv::LayerSchemes& l : layers) {
+    KVS_ASSIGN_OR_RETURN(auto key, kv::makeScheme(l.key, {c.headDim, policy.seed}));
+    KVS_ASSIGN_OR_RETURN(auto value, kv::makeScheme(l.value, {c.headDimV, policy.seed}));
+    e.kvBytesPerToken += uint64_t{c.nHeadKv} * (key->rowBytes() + value->rowBytes());
+  }
+  e.contextLength = contextLength == 0 ? c.contextLength : contextLength;
+  e.kvBytes = e.kvBytesPerToken * e.contextLength;
+  if (memoryBytes == 0) {
+    e.maxContextThatFits = c.contextLength;
+  } else if (memoryBytes > e.weightBytes) {
+    const uint64_t tokens = (memoryBytes - e.weightBytes) / e.kvBytesPerToken;
+    e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
+  }
+  return e;
+}
+
+}  // namespace kvscope::runtime

@@ -1,0 +1,36 @@
+#pragma once
+// Memory a model needs before it is loaded, so the model picker can say
+// whether it fits and how long a context it can hold: the weights as stored
+// plus a KV cache full at the requested context, its bytes per token counted
+// from the KV schemes' row layouts (the same accounting the cache reports
+// once loaded). Activations and the logits buffer are not counted: they are
+// a few MB for the models kvscope runs, small next to either term.
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+#include "model/model_file.h"
+
+namespace kvscope::runtime {
+
+struct MemoryEstimate {
+  uint64_t weightBytes = 0;
+  uint64_t kvBytesPerToken = 0;  // all layers, K and V
+  uint32_t contextLength = 0;    // what the estimate is for
+  uint64_t kvBytes = 0;          // kvBytesPerToken * contextLength
+  // Longest context (<= the model's trained context) whose weights and KV fit
+  // the given memory; 0 when the weights alone do not fit. The trained context
+  // when no memory size was given.
+  uint32_t maxContextThatFits = 0;
+  uint64_t totalBytes() const { return weightBytes + kvBytes; }
+};
+
+// `contextLength` 0 means the model's trained context. `kvPolicy` is a
+// kv::KvPolicy text as BackendChoice takes it ("k=q8_0,v=turbo3,boundary=2";
+// empty: f16), resolved per layer for this model. `memoryBytes` 0: no limit.
+// A policy that does not parse or resolve is the policy's error.
+Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t contextLength,
+                                        std::string_view kvPolicy, uint64_t memoryBytes = 0);
+
+}  // namespace kvscope::runtime

@@ -1,0 +1,193 @@
+// Session::setKvPolicy on stories260K and the CPU backend: re-encoding the
+// history under another policy yields the cache (and so the next logits) a
+// fresh session prefilled under that policy has, switching back to f16 gives
+// the original logits bit for bit, and bad policies or a stop change nothing.
+#include <gtest/gtest.h>
+
+#include "model/model_tokenizer.h"
+#include "runtime/backend_factory.h"
+#include "runtime/session.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+constexpr uint32_t kChunk = 7;  // several chunks over the history
+
+// A session whose factory remembers the last backend it built, so the test
+// can run one extra token through it and read the next-step logits.
+struct Probe {
+  std::unique_ptr<runtime::Session> session;
+  backend::Backend* backend = nullptr;
+  int factoryCalls = 0;
+};
+
+std::unique_ptr<Probe> openProbe(const std::string& policy) {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return nullptr;
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto tok = model::loadTokenizer(*m);
+  EXPECT_TRUE(tok.ok());
+  auto probe = std::make_unique<Probe>();
+  runtime::BackendFactory factory = [build = runtime::makeBackendFactory(m, {.kind = "cpu"}),
+                                     p = probe.get()](std::string_view text) {
+    auto b = build(text);
+    ++p->factoryCalls;
+    if (b.ok()) p->backend = b->get();
+    return b;
+  };
+  auto first = factory(policy);
+  EXPECT_TRUE(first.ok());
+  if (!first.ok() || !tok.ok()) return nullptr;
+  probe->session = std::make_unique<runtime::Session>(m, std::move(first).value(),
+                                                      std::move(tok).value(), factory, policy);
+  probe->factoryCalls = 0;
+  return probe;
+}
+
+// Logits after `token`, leaving the cache as it was.
+std::vector<float> nextLogits(Probe& p, int32_t token) {
+  const uint32_t n = p.backend->cachedTokens();
+  backend::Logits logits;
+  EXPECT_TRUE(p.backend->forward({std::span(&token, 1)}, logits).ok());
+  EXPECT_TRUE(p.backend->trim(n).ok());
+  return logits.values;
+}
+
+runtime::GenerateOptions greedy(uint32_t n) {
+  runtime::GenerateOptions o;
+  o.maxTokens = n;
+  o.sampler.temperature = 0.0f;
+  o.prefillChunk = kChunk;
+  return o;
+}
+
+class CountingObserver : public runtime::Observer {
+ public:
+  void onProgress(uint32_t done, uint32_t of) override {
+    last = done;
+    total = of;
+    ++calls;
+  }
+  void onKv(const runtime::KvSnapshot& s) override { snapshot = s; }
+  uint32_t last = 0, total = 0;
+  int calls = 0;
+  runtime::KvSnapshot snapshot;
+};
+
+class KvPolicySwitchTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf")); }
+};
+
+TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestoresF16) {
+  const std::string compact = "k=q8_0,v=turbo3";
+  auto p = openProbe("");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  auto reply = s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(12));
+  ASSERT_TRUE(reply.ok()) << reply.error().describe();
+  const std::vector<int32_t> history = s.history();
+  const int32_t next = reply->tokens.back();  // sampled, not yet run
+  const std::vector<float> f16Logits = nextLogits(*p, next);
+
+  CountingObserver observer;
+  auto switched = s.setKvPolicy(compact, &observer, kChunk);
+  ASSERT_TRUE(switched.ok()) << switched.error().describe();
+  EXPECT_EQ(s.history(), history) << "the conversation stays";
+  EXPECT_EQ(s.backend().cachedTokens(), history.size());
+  EXPECT_EQ(s.kvPolicy(), compact);
+  EXPECT_EQ(observer.total, history.size());
+  EXPECT_EQ(observer.last, history.size());
+  EXPECT_EQ(observer.calls, int((history.size() + kChunk - 1) / kChunk));
+  ASSERT_FALSE(observer.snapshot.layers.empty());
+  EXPECT_EQ(observer.snapshot.layers[0].keyScheme, "q8_0");
+  EXPECT_EQ(observer.snapshot.layers[0].valueScheme, "turbo3");
+  EXPECT_EQ(observer.snapshot.rows, history.size());
+  for (const auto& layer : observer.snapshot.layers) {
+    EXPECT_GT(layer.keyError, 0.0) << "the new cache's codec error is measured";
+    EXPECT_GT(layer.valueError, layer.keyError) << "turbo3 loses more than q8_0";
+  }
+  const std::vector<float> compactLogits = nextLogits(*p, next);
+  EXPECT_NE(compactLogits, f16Logits) << "the cache really changed codec";
+
+  // A session that prefills the same tokens under the same policy.
+  auto fresh = openProbe(compact);
+  ASSERT_TRUE(fresh);
+  auto prefill = fresh->session->generate(history, greedy(1));
+  ASSERT_TRUE(prefill.ok());
+  ASSERT_EQ(fresh->backend->cachedTokens(), history.size());
+  EXPECT_EQ(nextLogits(*fresh, next), compactLogits);
+
+  ASSERT_TRUE(s.setKvPolicy("", nullptr, kChunk).ok());
+  EXPECT_EQ(nextLogits(*p, next), f16Logits) << "f16 again is the original cache";
+
+  // The next turn reuses the whole re-encoded history.
+  std::vector<int32_t> prompt = history;
+  prompt.push_back(next);
+  auto more = s.generate(prompt, greedy(4));
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->stats.reusedTokens, history.size());
+}
+
+TEST_F(KvPolicySwitchTest, InvalidPolicyFailsBeforeAnyWork) {
+  auto p = openProbe("");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time"), greedy(4)).ok());
+  const auto history = s.history();
+  const backend::Backend* before = &s.backend();
+  for (const char* bad : {"k=nonsense", "v=q8_0,v=q4_0", "k@99=q8_0"}) {
+    CountingObserver observer;
+    auto r = s.setKvPolicy(bad, &observer);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_EQ(observer.calls, 0) << bad;
+  }
+  EXPECT_EQ(p->factoryCalls, 0) << "nothing was built";
+  EXPECT_EQ(&s.backend(), before);
+  EXPECT_EQ(s.history(), history);
+  EXPECT_EQ(s.kvPolicy(), "");
+}
+
+TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
+  auto p = openProbe("");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(8)).ok());
+  const backend::Backend* before = &s.backend();
+  const auto history = s.history();
+
+  class StopAfterFirstChunk : public runtime::Observer {
+   public:
+    explicit StopAfterFirstChunk(runtime::Session& s) : m_session(s) {}
+    void onProgress(uint32_t, uint32_t) override { m_session.requestStop(); }
+
+   private:
+    runtime::Session& m_session;
+  } stopper(s);
+  auto r = s.setKvPolicy("k=q8_0,v=turbo3", &stopper, kChunk);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
+  EXPECT_EQ(&s.backend(), before);
+  EXPECT_EQ(s.backend().cachedTokens(), history.size());
+  EXPECT_EQ(s.kvPolicy(), "");
+  EXPECT_EQ(s.backend().kvBytes()[0].value->name(), "f16");
+}
+
+TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto tok = model::loadTokenizer(*m);
+  auto b = runtime::makeBackend(m, {.kind = "cpu"});
+  ASSERT_TRUE(tok.ok() && b.ok());
+  runtime::Session s(m, std::move(b).value(), std::move(tok).value());
+  auto r = s.setKvPolicy("k=q8_0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,79 @@
+// KvSnapshot and Observer::onKv on stories260K (5 layers, 4 KV heads, head_dim 8): the
+// accounting equals the analytic f16 size, and the Session reports the cache at the end
+// of every generation with the final row count.
+#include <gtest/gtest.h>
+
+#include "backend/cpu_backend.h"
+#include "model/model_tokenizer.h"
+#include "runtime/kv_snapshot.h"
+#include "runtime/session.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+// f16 bytes of one token: 5 layers x 4 KV heads x (K + V) x 8 values x 2 bytes.
+constexpr uint64_t kF16BytesPerToken = 5 * 4 * 2 * 8 * 2;
+
+std::unique_ptr<runtime::Session> openSession() {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return nullptr;
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto tok = model::loadTokenizer(*m);
+  auto b = backend::CpuBackend::create(m, {});
+  EXPECT_TRUE(tok.ok() && b.ok());
+  return std::make_unique<runtime::Session>(m, std::move(b).value(), std::move(tok).value());
+}
+
+struct KvRecorder : runtime::Observer {
+  std::vector<runtime::KvSnapshot> snapshots;
+  void onKv(const runtime::KvSnapshot& s) override { snapshots.push_back(s); }
+};
+
+class KvSnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf")); }
+};
+
+TEST_F(KvSnapshotTest, EmptyCacheHasLayersAndNoBytes) {
+  auto s = openSession();
+  ASSERT_TRUE(s);
+  const runtime::KvSnapshot snap = runtime::snapshotKv(s->backend());
+  EXPECT_EQ(snap.rows, 0u);
+  EXPECT_EQ(snap.contextLimit, s->config().contextLength);
+  ASSERT_EQ(snap.layers.size(), 5u);
+  EXPECT_EQ(snap.usedBytes(), 0u);
+  EXPECT_EQ(snap.f16Bytes(), 0u);
+}
+
+TEST_F(KvSnapshotTest, SessionReportsTheCacheAtTheEndOfAGeneration) {
+  auto s = openSession();
+  ASSERT_TRUE(s);
+  runtime::GenerateOptions o;
+  o.maxTokens = 20;
+  o.sampler.temperature = 0.0f;
+  KvRecorder recorder;
+  auto r = s->generate(s->tokenizeCompletion("Once upon a time"), o, &recorder);
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  ASSERT_GE(recorder.snapshots.size(), 2u) << "one after the prompt, one at the end";
+
+  const runtime::KvSnapshot& after = recorder.snapshots.front();
+  EXPECT_EQ(after.rows, r->stats.promptTokens);
+  const runtime::KvSnapshot& last = recorder.snapshots.back();
+  EXPECT_EQ(last.rows, r->stats.cachedTokens);
+  EXPECT_EQ(last.rows, s->history().size());
+  EXPECT_EQ(last.usedBytes(), last.rows * kF16BytesPerToken);
+  EXPECT_EQ(last.f16Bytes(), last.usedBytes());
+  EXPECT_GE(last.allocatedBytes(), last.usedBytes()) << "pages hold rows not yet filled";
+  for (const auto& layer : last.layers) {
+    EXPECT_EQ(layer.keyScheme, "f16");
+    EXPECT_EQ(layer.valueScheme, "f16");
+    EXPECT_DOUBLE_EQ(layer.keyBitsPerValue, 16.0);
+    EXPECT_EQ(layer.key.codes, uint64_t{last.rows} * 4 * 8 * 2);
+    EXPECT_EQ(layer.key.scales, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test

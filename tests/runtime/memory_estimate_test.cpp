@@ -1,0 +1,81 @@
+// estimateMemory on stories260K: weights as stored, KV bytes per token from the schemes'
+// row layouts (f16: 5 layers x 4 KV heads x (8 + 8) values x 2 bytes = 640), and the
+// longest context that fits a given memory.
+#include <gtest/gtest.h>
+
+#include "runtime/memory_estimate.h"
+#include "support/test_support.h"
+
+namespace kvscope::test {
+namespace {
+
+class MemoryEstimateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf"));
+    auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+    ASSERT_TRUE(file.ok()) << file.error().describe();
+    m_model = std::move(file).value();
+  }
+  std::unique_ptr<model::ModelFile> m_model;
+};
+
+TEST_F(MemoryEstimateTest, F16AtTheTrainedContext) {
+  const uint64_t trained = m_model->config().contextLength;
+  auto e = runtime::estimateMemory(*m_model, 0, "");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->weightBytes, m_model->weightBytes());
+  EXPECT_EQ(e->kvBytesPerToken, 640u);
+  EXPECT_EQ(e->kvBytesPerToken, m_model->config().kvBytesPerTokenF16());
+  EXPECT_EQ(e->contextLength, trained);
+  EXPECT_EQ(e->kvBytes, trained * 640u);
+  EXPECT_EQ(e->totalBytes(), e->weightBytes + trained * 640u);
+  EXPECT_EQ(e->maxContextThatFits, trained) << "no memory limit given";
+}
+
+TEST_F(MemoryEstimateTest, ExplicitPolicyAndContext) {
+  auto e = runtime::estimateMemory(*m_model, 100, "k=f16,v=f16");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->contextLength, 100u);
+  EXPECT_EQ(e->kvBytes, 64000u);
+}
+
+// Rows of 8 values, from the layouts in kv_scheme.h, padded to 4 bytes: q8_0 = 2-byte
+// scale + 8 codes = 10 -> 12; q4_0 = 2-byte scale + 4 bytes of nibbles = 6 -> 8.
+TEST_F(MemoryEstimateTest, CompressedPolicyPerLayer) {
+  auto e = runtime::estimateMemory(*m_model, 100, "k=q8_0,v=q4_0");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->kvBytesPerToken, 5u * 4 * (12 + 8));
+  // boundary=1: the first and last layers stay f16 (16 + 16 bytes per KV head).
+  e = runtime::estimateMemory(*m_model, 100, "k=q8_0,v=q4_0,boundary=1");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->kvBytesPerToken, 2u * 4 * (16 + 16) + 3u * 4 * (12 + 8));
+  EXPECT_EQ(e->kvBytes, e->kvBytesPerToken * 100);
+}
+
+TEST_F(MemoryEstimateTest, LongestContextThatFits) {
+  const uint64_t weights = m_model->weightBytes();
+  auto e = runtime::estimateMemory(*m_model, 0, "", weights + 100 * 640 + 639);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->maxContextThatFits, 100u);
+  e = runtime::estimateMemory(*m_model, 0, "", weights + 100000 * 640);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->maxContextThatFits, m_model->config().contextLength)
+      << "capped at the trained context";
+  e = runtime::estimateMemory(*m_model, 0, "", weights / 2);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->maxContextThatFits, 0u) << "the weights alone do not fit";
+}
+
+TEST_F(MemoryEstimateTest, BadPoliciesAreErrors) {
+  auto e = runtime::estimateMemory(*m_model, 0, "k=nope");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(e.error().message.find("nope"), std::string::npos);
+  e = runtime::estimateMemory(*m_model, 0, "x=f16");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("x=f16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvscope::test
