@@ -1,16 +1,26 @@
 // kvscope: the desktop app's entry point. Wiring only: theme, engine thread, main window,
-// and the --screenshot option used by tools/screenshot.sh to capture the window once the
-// device probe has answered.
+// and the scripted screenshot mode used by tools/screenshot.sh (--screenshot, --demo-*).
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QIcon>
-#include <QPixmap>
-#include <QTimer>
 
+#include "ui/chat_controller.h"
 #include "ui/engine_thread.h"
 #include "ui/main_window.h"
 #include "ui/resources.h"
+#include "ui/screenshot_script.h"
 #include "ui/theme.h"
+
+namespace {
+
+QCommandLineOption option(const char* name, const char* help, const char* value = nullptr) {
+  return value ? QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help),
+                                    QString::fromLatin1(value))
+               : QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -26,28 +36,60 @@ int main(int argc, char** argv) {
       QStringLiteral("Chat with local LLMs and inspect their compressed KV cache"));
   parser.addHelpOption();
   parser.addVersionOption();
-  QCommandLineOption screenshot(
-      QStringLiteral("screenshot"),
-      QStringLiteral("Save a PNG of the main window once the device probe finishes, then exit."),
-      QStringLiteral("path"));
-  parser.addOption(screenshot);
+  parser.addPositionalArgument(QStringLiteral("model"),
+                               QStringLiteral("A model to load at start (.gguf file or folder)."),
+                               QStringLiteral("[model]"));
+  const QCommandLineOption screenshot =
+      option("screenshot",
+             "Save a PNG of the main window and exit: once the device probe finishes, or with "
+             "--demo-model, while the last --demo-chat reply streams.",
+             "path");
+  const QCommandLineOption demoModel =
+      option("demo-model", "Screenshot mode: the model to load (.gguf or folder).", "path");
+  const QCommandLineOption demoChat =
+      option("demo-chat", "Screenshot mode: a prompt to send; repeat for more turns.", "text");
+  const QCommandLineOption demoSystem =
+      option("demo-system", "Screenshot mode: the conversation's system prompt.", "text");
+  const QCommandLineOption demoBackend =
+      option("demo-backend", "Screenshot mode: vulkan (default) or cpu.", "kind");
+  const QCommandLineOption demoPolicy =
+      option("demo-kv-policy", "Screenshot mode: KV policy, e.g. k=q8_0,v=q4_0.", "policy");
+  const QCommandLineOption demoContext =
+      option("demo-context", "Screenshot mode: context length in tokens.", "tokens");
+  const QCommandLineOption demoTokens = option(
+      "demo-tokens", "Screenshot mode: reply tokens to wait for before capturing (24).", "n");
+  const QCommandLineOption demoMaxTokens =
+      option("demo-max-tokens", "Screenshot mode: longest reply in tokens.", "n");
+  const QCommandLineOption demoTab = option(
+      "demo-tab", "Screenshot mode: inspector tab (0 KV memory, 1 Scheme, 3 Throughput).", "n");
+  for (const QCommandLineOption& o : {screenshot, demoModel, demoChat, demoSystem, demoBackend,
+                                      demoPolicy, demoContext, demoTokens, demoMaxTokens, demoTab})
+    parser.addOption(o);
   parser.process(app);
 
   kvscope::ui::applyTheme(app);
   kvscope::ui::EngineThread engine;
   kvscope::ui::MainWindow window(engine.worker());
+  if (const QStringList args = parser.positionalArguments(); !args.isEmpty())
+    window.controller()->loadModel(QFileInfo(args.first()).absoluteFilePath());
 
   if (parser.isSet(screenshot)) {
-    const QString path = parser.value(screenshot);
-    QObject::connect(&window, &kvscope::ui::MainWindow::deviceProbeFinished, &window, [&] {
-      // A new status text re-lays out the status bar over several event-loop passes;
-      // give them time so the picture shows the settled window.
-      QTimer::singleShot(300, &window, [&] {
-        const bool saved = window.grab().save(path, "PNG");
-        if (!saved) qCritical("could not write %s", qPrintable(path));
-        QApplication::exit(saved ? 0 : 1);
-      });
-    });
+    kvscope::ui::ScreenshotPlan plan;
+    plan.output = parser.value(screenshot);
+    plan.modelPath = parser.value(demoModel);
+    plan.prompts = parser.values(demoChat);
+    plan.systemPrompt = parser.value(demoSystem);
+    if (parser.isSet(demoBackend)) plan.backend.kind = parser.value(demoBackend);
+    plan.backend.kvPolicy = parser.value(demoPolicy);
+    plan.backend.contextLimit = parser.value(demoContext).toUInt();
+    if (parser.isSet(demoTokens)) plan.minTokens = parser.value(demoTokens).toInt();
+    plan.maxTokens = parser.value(demoMaxTokens).toInt();
+    plan.inspectorTab = parser.value(demoTab).toInt();
+    if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
+      qCritical("--demo-model needs at least one --demo-chat prompt");
+      return 2;
+    }
+    new kvscope::ui::ScreenshotScript(window, plan);  // owned by the window
   }
 
   window.show();

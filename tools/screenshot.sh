@@ -1,42 +1,92 @@
 #!/usr/bin/env bash
-# Saves a PNG of kvscope's main window, taken by the app itself (--screenshot) once the
-# Vulkan device probe has answered, so the status bar shows the real device.
+# Saves PNGs of kvscope's main window, taken by the app itself (--screenshot):
 #
-#   tools/screenshot.sh [OUTPUT.png]        default: docs/screenshots/main-window.png
+#   tools/screenshot.sh                    both pictures below, into docs/screenshots/
+#   tools/screenshot.sh empty [OUT.png]    no model: the empty state, once the Vulkan device
+#                                          probe has answered (default main-window.png)
+#   tools/screenshot.sh chat [OUT.png]     mid-conversation: loads a model with a compressed
+#                                          KV cache, sends two prompts and captures while
+#                                          the second reply streams, inspector on the KV
+#                                          memory tab (default chat-inspector.png)
 #
-# KVSCOPE_BUILD_DIR  build folder holding app/kvscope (default: build/)
-# KVSCOPE_PLATFORM   xvfb (default: a virtual X server via xvfb-run, as on a desktop)
-#                    or offscreen (Qt's own renderer, no X server needed)
+# KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
+# KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
+#                        or offscreen (Qt's own renderer, no X server needed)
+# KVSCOPE_DEMO_MODEL     model for `chat` (default: ../shared/models/stories260K.gguf)
+# KVSCOPE_DEMO_POLICY    KV policy for `chat` (default: k=turbo4,v=turbo3,boundary=1)
+# KVSCOPE_DEMO_ARGS      extra app options for `chat`, e.g. "--demo-backend cpu --demo-tab 3"
+#                        (kvscope --help lists the --demo-* options)
+#
+# The app runs with a throwaway home folder, so a picture never shows (or changes) the
+# user's own chats and settings; its ~/models links to ../shared/models, so the empty
+# state lists the shared fixtures as models found on this computer.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KVSCOPE_BUILD_DIR:-$root/build}
-out=${1:-$root/docs/screenshots/main-window.png}
 app=$build/app/kvscope
+shots=$root/docs/screenshots
 
 if [[ ! -x $app ]]; then
   echo "error: $app not found; build the kvscope target or set KVSCOPE_BUILD_DIR" >&2
   exit 1
 fi
-mkdir -p "$(dirname "$out")"
 
-case ${KVSCOPE_PLATFORM:-xvfb} in
-  xvfb)
-    command -v xvfb-run >/dev/null || { echo "error: xvfb-run missing: apt-get install xvfb" >&2; exit 1; }
-    timeout 120 xvfb-run -a -s "-screen 0 1600x1000x24" \
-      env QT_QPA_PLATFORM=xcb "$app" --screenshot "$out"
-    ;;
-  offscreen)
-    # Qt's offscreen screen is 800x600 by default; give it a desktop-sized one.
-    config=$(mktemp --suffix=.json)
-    trap 'rm -f "$config"' EXIT
-    echo '{"screens": [{"name": "kvscope", "x": 0, "y": 0, "width": 1600, "height": 1000,
-      "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}' >"$config"
-    QT_QPA_PLATFORM="offscreen:configfile=$config" timeout 120 "$app" --screenshot "$out"
-    ;;
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+export XDG_DATA_HOME=$home/data XDG_CONFIG_HOME=$home/config XDG_CACHE_HOME=$home/cache
+[[ -d $root/../shared/models ]] && ln -s "$(cd "$root/../shared/models" && pwd)" "$home/models"
+export HOME=$home
+
+run_app() {
+  case ${KVSCOPE_PLATFORM:-xvfb} in
+    xvfb)
+      command -v xvfb-run >/dev/null || { echo "error: xvfb-run missing: apt-get install xvfb" >&2; exit 1; }
+      timeout 300 xvfb-run -a -s "-screen 0 1600x1000x24" env QT_QPA_PLATFORM=xcb "$app" "$@"
+      ;;
+    offscreen)
+      # Qt's offscreen screen is 800x600 by default; give it a desktop-sized one.
+      local config=$home/offscreen.json
+      echo '{"screens": [{"name": "kvscope", "x": 0, "y": 0, "width": 1600, "height": 1000,
+        "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}' >"$config"
+      QT_QPA_PLATFORM="offscreen:configfile=$config" timeout 300 "$app" "$@"
+      ;;
+    *)
+      echo "error: KVSCOPE_PLATFORM must be xvfb or offscreen" >&2
+      exit 1
+      ;;
+  esac
+}
+
+shoot_empty() {
+  local out=${1:-$shots/main-window.png}
+  mkdir -p "$(dirname "$out")"
+  run_app --screenshot "$out"
+  echo "saved $out"
+}
+
+shoot_chat() {
+  local out=${1:-$shots/chat-inspector.png}
+  local model=${KVSCOPE_DEMO_MODEL:-$root/../shared/models/stories260K.gguf}
+  [[ -e $model ]] || { echo "error: model $model not found; set KVSCOPE_DEMO_MODEL" >&2; exit 1; }
+  mkdir -p "$(dirname "$out")"
+  # shellcheck disable=SC2086  # KVSCOPE_DEMO_ARGS is a list of options
+  run_app --screenshot "$out" --demo-model "$model" \
+    --demo-kv-policy "${KVSCOPE_DEMO_POLICY-k=turbo4,v=turbo3,boundary=1}" \
+    --demo-max-tokens 160 \
+    --demo-chat "Tell me a story about a cat who finds a key." \
+    --demo-chat "What did the cat do next?" \
+    ${KVSCOPE_DEMO_ARGS:-}
+  echo "saved $out"
+}
+
+case ${1:-all} in
+  all) shoot_empty && shoot_chat ;;
+  empty) shoot_empty "${2:-}" ;;
+  chat) shoot_chat "${2:-}" ;;
+  *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "error: KVSCOPE_PLATFORM must be xvfb or offscreen" >&2
-    exit 1
+    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png]]" >&2
+    exit 2
     ;;
 esac
-echo "saved $out"

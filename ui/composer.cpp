@@ -8,12 +8,16 @@
 #include <QStyle>
 #include <QVBoxLayout>
 
+#include "ui/context_gauge.h"
+#include "ui/theme.h"
+
 namespace kvscope::ui {
 
 Composer::Composer(QWidget* parent)
     : QFrame(parent),
       m_input(new QPlainTextEdit(this)),
       m_hint(new QLabel(this)),
+      m_gauge(new ContextGauge(this)),
       m_send(new QPushButton(tr("Send"), this)),
       m_stop(new QPushButton(tr("Stop"), this)) {
   setObjectName(QStringLiteral("composerFrame"));
@@ -24,15 +28,19 @@ Composer::Composer(QWidget* parent)
   m_input->setFixedHeight(m_input->fontMetrics().lineSpacing() * 3 + 12);
   m_input->installEventFilter(this);
 
-  m_hint->setProperty("role", "muted");
+  m_hint->setProperty("role", "caption");
   m_send->setObjectName(QStringLiteral("sendButton"));
   m_send->setProperty("role", "primary");
   m_send->setDefault(true);
+  m_send->setIcon(themeIcon(QStringLiteral("send"), Qt::white));
   m_stop->setObjectName(QStringLiteral("stopButton"));
   m_stop->setProperty("role", "secondary");
+  m_stop->setIcon(themeIcon(QStringLiteral("stop")));
 
   auto* actions = new QHBoxLayout;
   actions->setSpacing(8);
+  actions->addWidget(m_gauge);
+  actions->addSpacing(6);
   actions->addWidget(m_hint, 1);
   actions->addWidget(m_stop);
   actions->addWidget(m_send);
@@ -57,6 +65,14 @@ void Composer::setModelLoaded(bool loaded) {
 void Composer::setGenerating(bool generating) {
   m_generating = generating;
   updateState();
+}
+
+void Composer::setContextUsage(quint32 used, quint32 limit) {
+  m_gauge->setUsage(used, limit);
+}
+
+void Composer::setText(const QString& text) {
+  m_input->setPlainText(text);
 }
 
 bool Composer::eventFilter(QObject* watched, QEvent* event) {
@@ -90,6 +106,7 @@ void Composer::updateState() {
   const bool hasText = !m_input->toPlainText().trimmed().isEmpty();
   m_send->setEnabled(m_modelLoaded && !m_generating && hasText);
   m_stop->setEnabled(m_generating);
+  m_stop->setVisible(m_generating);
   m_input->setPlaceholderText(m_modelLoaded ? tr("Message the model…")
                                             : tr("Open a model to start chatting"));
   m_hint->setText(m_modelLoaded ? tr("Enter to send · Shift+Enter for a new line") : QString());

@@ -1,7 +1,8 @@
 #pragma once
 // Composer: the message box under the conversation, with Send and Stop. Send is enabled
 // only when a model is loaded, nothing is being generated and the text is not blank;
-// Stop only while generating. Enter sends, Shift+Enter inserts a new line.
+// Stop only while generating. Enter sends, Shift+Enter inserts a new line. The context
+// gauge at the bottom left shows how much of the model's context the conversation uses.
 
 #include <QFrame>
 
@@ -11,6 +12,8 @@ class QLabel;
 
 namespace kvscope::ui {
 
+class ContextGauge;
+
 class Composer : public QFrame {
   Q_OBJECT
 
@@ -19,6 +22,9 @@ class Composer : public QFrame {
 
   void setModelLoaded(bool loaded);
   void setGenerating(bool generating);
+  void setContextUsage(quint32 used, quint32 limit);
+  // Puts text into the box (scripted demos), as if typed.
+  void setText(const QString& text);
 
  signals:
   void sendRequested(const QString& text);
@@ -33,6 +39,7 @@ class Composer : public QFrame {
 
   QPlainTextEdit* m_input;
   QLabel* m_hint;
+  ContextGauge* m_gauge;
   QPushButton* m_send;
   QPushButton* m_stop;
   bool m_modelLoaded = false;

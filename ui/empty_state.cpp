@@ -23,25 +23,26 @@ QHBoxLayout* centered(QWidget* widget) {
 EmptyState::EmptyState(QWidget* art, const QString& title, const QString& body, QWidget* parent)
     : QWidget(parent),
       m_textColumn(new QWidget(this)),
+      m_title(new QLabel(title, m_textColumn)),
+      m_body(new QLabel(body, m_textColumn)),
       m_buttons(new QHBoxLayout),
+      m_extras(new QVBoxLayout),
       m_footnote(new QLabel(this)) {
-  auto* titleLabel = new QLabel(title, m_textColumn);
-  titleLabel->setObjectName(QStringLiteral("emptyStateTitle"));
-  titleLabel->setProperty("role", "title");
-  titleLabel->setAlignment(Qt::AlignHCenter);
-  titleLabel->setWordWrap(true);
+  m_title->setObjectName(QStringLiteral("emptyStateTitle"));
+  m_title->setProperty("role", "title");
+  m_title->setAlignment(Qt::AlignHCenter);
+  m_title->setWordWrap(true);
 
-  auto* bodyLabel = new QLabel(body, m_textColumn);
-  bodyLabel->setObjectName(QStringLiteral("emptyStateBody"));
-  bodyLabel->setProperty("role", "muted");
-  bodyLabel->setAlignment(Qt::AlignHCenter);
-  bodyLabel->setWordWrap(true);
+  m_body->setObjectName(QStringLiteral("emptyStateBody"));
+  m_body->setProperty("role", "muted");
+  m_body->setAlignment(Qt::AlignHCenter);
+  m_body->setWordWrap(true);
 
   auto* text = new QVBoxLayout(m_textColumn);
   text->setContentsMargins(0, 0, 0, 0);
   text->setSpacing(8);
-  text->addWidget(titleLabel);
-  text->addWidget(bodyLabel);
+  text->addWidget(m_title);
+  text->addWidget(m_body);
   m_textColumn->setMaximumWidth(340);
 
   m_buttons->setSpacing(10);
@@ -61,6 +62,7 @@ EmptyState::EmptyState(QWidget* art, const QString& title, const QString& body, 
   column->addLayout(centered(m_textColumn));
   column->addSpacing(20);
   column->addLayout(m_buttons);
+  column->addLayout(m_extras);
   column->addSpacing(12);
   column->addWidget(m_footnote, 0, Qt::AlignHCenter);
   column->addStretch(4);  // a little above center reads as centered
@@ -73,6 +75,19 @@ void EmptyState::addButton(QAbstractButton* button) {
 void EmptyState::setFootnote(const QString& text) {
   m_footnote->setText(text);
   m_footnote->setVisible(!text.isEmpty());
+}
+
+void EmptyState::setTitle(const QString& title) {
+  m_title->setText(title);
+}
+
+void EmptyState::setBody(const QString& body) {
+  m_body->setText(body);
+}
+
+void EmptyState::addWidget(QWidget* widget) {
+  m_extras->addSpacing(20);
+  m_extras->addLayout(centered(widget));
 }
 
 void EmptyState::setMaximumTextWidth(int pixels) {

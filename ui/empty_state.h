@@ -8,6 +8,7 @@
 class QAbstractButton;
 class QHBoxLayout;
 class QLabel;
+class QVBoxLayout;
 
 namespace kvscope::ui {
 
@@ -23,10 +24,17 @@ class EmptyState : public QWidget {
   // A small muted line under the buttons, e.g. a keyboard shortcut.
   void setFootnote(const QString& text);
   void setMaximumTextWidth(int pixels);
+  void setTitle(const QString& title);
+  void setBody(const QString& body);
+  // Appends a widget under the buttons and above the footnote; takes ownership.
+  void addWidget(QWidget* widget);
 
  private:
   QWidget* m_textColumn;
+  QLabel* m_title;
+  QLabel* m_body;
   QHBoxLayout* m_buttons;
+  QVBoxLayout* m_extras;
   QLabel* m_footnote;
 };
 

@@ -11,6 +11,8 @@ EngineThread::EngineThread(EngineWorker::DeviceLister lister)
 }
 
 EngineThread::~EngineThread() {
+  // A reply in progress would otherwise run to its end before the thread can finish.
+  m_worker->requestStop(EngineWorker::kAllTurns);
   m_thread.quit();
   m_thread.wait();
 }

@@ -1,7 +1,8 @@
 #pragma once
 // EngineThread: owns the engine's thread and the EngineWorker that lives on it. Connect
-// to worker() with queued connections only. Destruction asks the thread to finish and
-// waits for the call in progress to return; the worker is deleted on its own thread.
+// to worker() with queued connections only. Destruction stops any reply, asks the thread
+// to finish and waits for the call in progress to return; the worker is deleted on its
+// own thread.
 
 #include <QThread>
 

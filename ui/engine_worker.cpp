@@ -1,7 +1,18 @@
 #include "ui/engine_worker.h"
 
+#include <QFileInfo>
+#include <QThread>
+#include <new>
+
+#include "model/model_tokenizer.h"
+#include "runtime/backend_factory.h"
+#include "runtime/memory_estimate.h"
+#include "runtime/session.h"
+
 namespace kvscope::ui {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 QString kindName(gpu::DeviceType type) {
   switch (type) {
@@ -36,17 +47,247 @@ QString userMessage(const Error& error) {
   return QString::fromStdString(error.message);
 }
 
+QString qstr(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+// A load error as the user reads it: what failed, the engine's reason, and for memory a
+// way out.
+QString loadErrorMessage(const QString& path, const Error& error) {
+  QString message = QStringLiteral("Could not load %1: %2")
+                        .arg(QFileInfo(path).fileName(), QString::fromStdString(error.message));
+  if (error.code == ErrorCode::kOutOfMemory) {
+    message += QStringLiteral(
+        " Try a shorter context, a more compressed KV cache policy or the CPU backend.");
+  }
+  return message;
+}
+
+const QString kOutOfMemoryMessage =
+    QStringLiteral("Out of memory. Try a shorter context or a more compressed KV cache policy.");
+
+StopReason stopReason(runtime::StopReason reason) {
+  switch (reason) {
+    case runtime::StopReason::kEndOfGeneration:
+      return StopReason::kEndOfGeneration;
+    case runtime::StopReason::kMaxTokens:
+      return StopReason::kMaxTokens;
+    case runtime::StopReason::kStopRequested:
+      return StopReason::kStopRequested;
+    case runtime::StopReason::kContextFull:
+      return StopReason::kContextFull;
+  }
+  return StopReason::kNone;
+}
+
+StepReport stepReport(quint64 turnId, const runtime::StepStats& s) {
+  StepReport r;
+  r.turnId = turnId;
+  r.promptTokens = s.promptTokens;
+  r.reusedTokens = s.reusedTokens;
+  r.generatedTokens = s.generatedTokens;
+  r.cachedTokens = s.cachedTokens;
+  r.contextLimit = s.contextLimit;
+  r.prefillMs = s.prefillMs;
+  r.decodeMs = s.decodeMs;
+  r.lastStepMs = s.lastStepMs;
+  r.prefillTokensPerSecond = s.prefillTokensPerSecond();
+  r.decodeTokensPerSecond = s.decodeTokensPerSecond();
+  for (const auto& k : s.kernels)
+    r.kernels.append({QString::fromStdString(k.kernelClass), k.dispatches, k.ms});
+  return r;
+}
+
+KvPartBytes partBytes(const kv::KvBytes& b) {
+  return {b.codes, b.scales, b.padding};
+}
+
+KvReport kvReport(quint64 turnId, const runtime::KvSnapshot& s) {
+  KvReport r;
+  r.turnId = turnId;
+  r.rows = s.rows;
+  r.contextLimit = s.contextLimit;
+  r.bytes = s.usedBytes();
+  r.f16Bytes = s.f16Bytes();
+  r.allocatedBytes = s.allocatedBytes();
+  for (const auto& l : s.layers) {
+    KvLayerReport layer;
+    layer.keyScheme = QString::fromStdString(l.keyScheme);
+    layer.valueScheme = QString::fromStdString(l.valueScheme);
+    layer.keyBitsPerValue = l.keyBitsPerValue;
+    layer.valueBitsPerValue = l.valueBitsPerValue;
+    layer.key = partBytes(l.key);
+    layer.value = partBytes(l.value);
+    layer.f16Bytes = l.f16Bytes;
+    layer.keyError = l.keyError;
+    layer.valueError = l.valueError;
+    r.layers.append(layer);
+  }
+  return r;
+}
+
+ReplyStats replyStats(const runtime::GenerationResult& result) {
+  const runtime::StepStats& s = result.stats;
+  ReplyStats r;
+  r.promptTokens = s.promptTokens;
+  r.reusedTokens = s.reusedTokens;
+  r.generatedTokens = s.generatedTokens;
+  r.cachedTokens = s.cachedTokens;
+  r.contextLimit = s.contextLimit;
+  r.prefillMs = s.prefillMs;
+  r.decodeMs = s.decodeMs;
+  r.prefillTokensPerSecond = s.prefillTokensPerSecond();
+  r.decodeTokensPerSecond = s.decodeTokensPerSecond();
+  r.stop = stopReason(result.stop);
+  r.seed = result.seed;
+  return r;
+}
+
+runtime::GenerateOptions generateOptions(const SamplingSettings& s) {
+  runtime::GenerateOptions o;
+  o.maxTokens = static_cast<uint32_t>(std::max(s.maxTokens, 1));
+  o.sampler.temperature = static_cast<float>(s.temperature);
+  o.sampler.topK = s.topK;
+  o.sampler.topP = static_cast<float>(s.topP);
+  o.sampler.minP = static_cast<float>(s.minP);
+  o.sampler.repeatPenalty = static_cast<float>(s.repeatPenalty);
+  o.sampler.repeatLastN = s.repeatLastN;
+  if (s.seed >= 0) o.sampler.seed = static_cast<uint64_t>(s.seed);
+  return o;
+}
+
+// "k=f16,v=f16" when every layer uses the same pair, else the per-layer list.
+QString policyText(const runtime::KvSnapshot& s) {
+  QStringList layers;
+  for (const auto& l : s.layers)
+    layers << QStringLiteral("k=%1,v=%2").arg(qstr(l.keyScheme), qstr(l.valueScheme));
+  layers.removeDuplicates();
+  return layers.join(QStringLiteral("; "));
+}
+
+// The parts of ModelInfo that follow the KV policy.
+void setKvFacts(ModelInfo& info, const runtime::Session& session) {
+  info.kvBytesPerToken = 0;
+  for (const auto& l : session.backend().kvBytes())
+    info.kvBytesPerToken +=
+        uint64_t{session.config().nHeadKv} * (l.key->rowBytes() + l.value->rowBytes());
+  info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
+}
+
+ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
+                    const model::ModelFile& file) {
+  const model::ModelConfig& c = session.config();
+  ModelInfo info;
+  info.path = request.path;
+  info.name = c.name.empty() ? QFileInfo(request.path).completeBaseName() : qstr(c.name);
+  info.architecture = qstr(c.architecture);
+  info.format = file.format() == model::ModelFormat::kGguf ? QStringLiteral("GGUF")
+                                                           : QStringLiteral("Hugging Face");
+  info.backend = qstr(session.backend().name());
+  const auto family = tokenizer::detectChatFamily(session.tokenizer().vocab().chatTemplate);
+  info.chatTemplate = qstr(tokenizer::chatFamilyName(family));
+  if (family == tokenizer::ChatFamily::kUnknown) {
+    info.templateWarning = QStringLiteral(
+        "The model's chat template is not recognised; messages are sent as plain text.");
+  }
+  info.nLayer = c.nLayer;
+  info.nHead = c.nHead;
+  info.nHeadKv = c.nHeadKv;
+  info.headDim = c.headDim;
+  info.nVocab = c.nVocab;
+  info.trainedContext = c.contextLength;
+  info.contextLimit = session.backend().contextLimit();
+  info.weightBytes = file.weightBytes();
+  setKvFacts(info, session);
+  return info;
+}
+
 }  // namespace
+
+// Turns the Session's callbacks (engine thread) into the worker's signals: text pieces
+// coalesced, step reports thinned, and a stop requested before the Session started
+// (which clears its flag on entry) re-applied at the first callback.
+class EngineWorker::TurnObserver final : public runtime::Observer {
+ public:
+  TurnObserver(EngineWorker& worker, quint64 turnId) : m_worker(worker), m_turnId(turnId) {}
+
+  void onToken(std::string_view text, int32_t) override {
+    applyStop();
+    m_pending += text;
+    m_streamed += text;
+    if (Clock::now() - m_lastText >= kTokenInterval) flushText();
+  }
+  void onProgress(uint32_t done, uint32_t total) override {
+    applyStop();
+    emit m_worker.promptProgress(m_turnId, done, total);
+  }
+  void onStep(const runtime::StepStats& stats) override {
+    if (Clock::now() - m_lastStep < kTelemetryInterval) return;
+    m_lastStep = Clock::now();
+    emit m_worker.stepReported(stepReport(m_turnId, stats));
+  }
+  void onKv(const runtime::KvSnapshot& snapshot) override {
+    emit m_worker.kvReported(kvReport(m_turnId, snapshot));
+  }
+
+  void flushText() {
+    if (m_pending.empty()) return;
+    m_lastText = Clock::now();
+    emit m_worker.replyText(m_turnId, qstr(m_pending));
+    m_pending.clear();
+  }
+  const std::string& streamed() const { return m_streamed; }
+
+ private:
+  void applyStop() {
+    if (m_worker.stopRequested(m_turnId)) m_worker.m_session->requestStop();
+  }
+
+  EngineWorker& m_worker;
+  quint64 m_turnId;
+  std::string m_pending;           // text not yet emitted
+  std::string m_streamed;          // all text so far
+  Clock::time_point m_lastText{};  // the epoch: the first piece goes out at once
+  Clock::time_point m_lastStep{};
+};
 
 void registerEngineTypes() {
   qRegisterMetaType<DeviceSummary>();
   qRegisterMetaType<QList<DeviceSummary>>();
+  qRegisterMetaType<BackendSettings>();
+  qRegisterMetaType<LoadRequest>();
+  qRegisterMetaType<LoadStage>();
+  qRegisterMetaType<ModelInfo>();
+  qRegisterMetaType<MemoryEstimate>();
+  qRegisterMetaType<ModelEntry>();
+  qRegisterMetaType<QList<ModelEntry>>();
+  qRegisterMetaType<SamplingSettings>();
+  qRegisterMetaType<StopReason>();
+  qRegisterMetaType<ReplyStats>();
+  qRegisterMetaType<ChatMessage>();
+  qRegisterMetaType<Conversation>();
+  qRegisterMetaType<TurnRequest>();
+  qRegisterMetaType<StepReport>();
+  qRegisterMetaType<KvReport>();
 }
 
 EngineWorker::EngineWorker(DeviceLister lister, QObject* parent)
     : QObject(parent), m_listDevices(std::move(lister)) {
   if (!m_listDevices) m_listDevices = [] { return gpu::listDevices(); };
   registerEngineTypes();
+}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::requestStop(quint64 turnId) {
+  m_stopTurn.store(turnId);
+  std::lock_guard lock(m_sessionMutex);
+  if (m_session && turnId == m_runningTurn.load()) m_session->requestStop();
+}
+
+bool EngineWorker::stopRequested(quint64 turnId) const {
+  const quint64 stop = m_stopTurn.load();
+  return stop == turnId || stop == kAllTurns;
 }
 
 void EngineWorker::probeDevices() {
@@ -72,6 +313,200 @@ void EngineWorker::probeDevices() {
     return;
   }
   emit devicesReady(summaries, chosenPosition);
+}
+
+void EngineWorker::loadModel(const LoadRequest& request) {
+  try {
+    loadModelOrThrow(request);
+  } catch (const std::bad_alloc&) {
+    emit modelLoadFailed(
+        request.path,
+        loadErrorMessage(request.path, Error{ErrorCode::kOutOfMemory, "out of host memory."}));
+  }
+}
+
+// The file and tokenizer are checked before the current model is released, so a bad
+// file leaves it usable; the backend is built after, so two models never hold device
+// memory at once.
+void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
+  const QString fileName = QFileInfo(request.path).fileName();
+  emit loadProgress(LoadStage::kReadingFile, QStringLiteral("Reading %1").arg(fileName));
+  auto file = model::ModelFile::open(request.path.toStdString());
+  if (!file.ok()) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, file.error()));
+    return;
+  }
+  std::shared_ptr<const model::ModelFile> model(std::move(*file));
+  emit loadProgress(LoadStage::kLoadingTokenizer, QStringLiteral("Loading the tokenizer"));
+  auto tokenizer = model::loadTokenizer(*model);
+  if (!tokenizer.ok()) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, tokenizer.error()));
+    return;
+  }
+
+  if (m_session) {
+    {
+      std::lock_guard lock(m_sessionMutex);
+      m_session.reset();
+    }
+    m_info = {};
+    emit modelUnloaded();
+  }
+  const std::string kind = request.backend.kind.toStdString();
+  emit loadProgress(LoadStage::kUploadingWeights,
+                    kind == "cpu" ? QStringLiteral("Preparing weights for the CPU")
+                                  : QStringLiteral("Uploading weights to the GPU"));
+  runtime::BackendChoice choice;
+  choice.kind = kind;
+  choice.contextLimit = request.backend.contextLimit;
+  choice.device = request.backend.device;
+  choice.kvPolicy = request.backend.kvPolicy.toStdString();
+  auto backend = runtime::makeBackend(model, choice);
+  if (!backend.ok()) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, backend.error()));
+    return;
+  }
+  auto session = std::make_unique<runtime::Session>(
+      model, std::move(*backend), std::move(*tokenizer), runtime::makeBackendFactory(model, choice),
+      choice.kvPolicy);
+  m_info = modelInfo(request, *session, *model);
+  {
+    std::lock_guard lock(m_sessionMutex);
+    m_session = std::move(session);
+  }
+  emit loadProgress(LoadStage::kReady, QStringLiteral("%1 is ready").arg(m_info.name));
+  emit modelLoaded(m_info);
+}
+
+void EngineWorker::unloadModel() {
+  {
+    std::lock_guard lock(m_sessionMutex);
+    m_session.reset();
+  }
+  m_info = {};
+  emit modelUnloaded();
+}
+
+void EngineWorker::estimateMemory(const QString& path, const BackendSettings& backend,
+                                  quint64 deviceBytes) {
+  auto file = model::ModelFile::open(path.toStdString());
+  if (!file.ok()) {
+    emit memoryEstimateFailed(path, QString::fromStdString(file.error().message));
+    return;
+  }
+  if (deviceBytes == 0 && backend.kind == QStringLiteral("vulkan")) {
+    // The device the backend would pick; no limit when there is none to ask.
+    auto devices = m_listDevices();
+    if (devices.ok()) {
+      auto chosen = gpu::chooseDevice(*devices, backend.device);
+      for (const auto& d : *devices)
+        if (chosen.ok() && d.index == *chosen) deviceBytes = d.deviceLocalBytes;
+    }
+  }
+  auto estimate = runtime::estimateMemory(**file, backend.contextLimit,
+                                          backend.kvPolicy.toStdString(), deviceBytes);
+  if (!estimate.ok()) {
+    emit memoryEstimateFailed(path, QString::fromStdString(estimate.error().message));
+    return;
+  }
+  MemoryEstimate e;
+  e.weightBytes = estimate->weightBytes;
+  e.kvBytes = estimate->kvBytes;
+  e.kvBytesPerToken = estimate->kvBytesPerToken;
+  e.contextLength = estimate->contextLength;
+  e.maxContextThatFits = estimate->maxContextThatFits;
+  emit memoryEstimated(path, e);
+}
+
+void EngineWorker::generate(const TurnRequest& request) {
+  if (!m_session) {
+    emit turnFailed(request.turnId, QStringLiteral("No model is loaded. Open a model first."), {});
+    return;
+  }
+  m_runningTurn.store(request.turnId);
+  TurnObserver observer(*this, request.turnId);
+  try {
+    runTurn(request, observer);
+  } catch (const std::bad_alloc&) {
+    emit turnFailed(request.turnId, kOutOfMemoryMessage, qstr(observer.streamed()));
+  }
+  m_runningTurn.store(0);
+}
+
+void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
+  const quint64 id = request.turnId;
+  std::vector<tokenizer::ChatMessage> messages;
+  if (!request.systemPrompt.isEmpty())
+    messages.push_back({"system", request.systemPrompt.toStdString()});
+  for (const ChatMessage& m : request.messages)
+    messages.push_back({m.role.toStdString(), m.text.toStdString()});
+  const auto prompt = m_session->renderChat(messages);
+  const auto tokens = m_session->tokenizeChat(prompt);
+
+  const runtime::GenerateOptions options = generateOptions(request.sampling);
+  if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
+    emit turnFailed(id, QString::fromStdString(valid.error().message), {});
+    return;
+  }
+  if (stopRequested(id)) {
+    // Stopped before it began: an empty reply, as if stopped at the first step.
+    ReplyStats stats;
+    stats.stop = StopReason::kStopRequested;
+    stats.cachedTokens = static_cast<quint32>(m_session->history().size());
+    stats.contextLimit = m_info.contextLimit;
+    emit turnFinished(id, {}, stats);
+    return;
+  }
+  auto result = m_session->generate(tokens, options, &observer);
+  observer.flushText();
+  if (!result.ok()) {
+    if (result.error().code == ErrorCode::kCancelled) {
+      ReplyStats stats;
+      stats.stop = StopReason::kStopRequested;
+      stats.cachedTokens = static_cast<quint32>(m_session->history().size());
+      stats.contextLimit = m_info.contextLimit;
+      emit turnFinished(id, qstr(observer.streamed()), stats);
+      return;
+    }
+    emit turnFailed(id, QString::fromStdString(result.error().message), qstr(observer.streamed()));
+    return;
+  }
+  emit stepReported(stepReport(id, result->stats));
+  emit turnFinished(id, qstr(result->text), replyStats(*result));
+}
+
+void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {
+  if (!m_session) {
+    emit kvPolicyFailed(turnId, QStringLiteral("No model is loaded. Open a model first."));
+    return;
+  }
+  if (stopRequested(turnId)) {
+    emit kvPolicyFailed(turnId, QStringLiteral("Stopped; the KV cache keeps its policy."));
+    return;
+  }
+  m_runningTurn.store(turnId);
+  TurnObserver observer(*this, turnId);
+  Status status = okStatus();
+  try {
+    status = m_session->setKvPolicy(policy.toStdString(), &observer);
+  } catch (const std::bad_alloc&) {
+    status = makeError(ErrorCode::kOutOfMemory, "out of memory");
+  }
+  m_runningTurn.store(0);
+  if (!status.ok()) {
+    const Error& e = status.error();
+    QString message;
+    if (e.code == ErrorCode::kCancelled)
+      message = QStringLiteral("Stopped; the KV cache keeps its policy.");
+    else if (e.code == ErrorCode::kOutOfMemory)
+      message = kOutOfMemoryMessage;
+    else
+      message = QStringLiteral("Could not switch the KV cache policy: %1").arg(qstr(e.message));
+    emit kvPolicyFailed(turnId, message);
+    return;
+  }
+  setKvFacts(m_info, *m_session);
+  emit kvPolicyChanged(turnId, m_info);
 }
 
 }  // namespace kvscope::ui

@@ -1,11 +1,23 @@
 #pragma once
 // EngineWorker: the only object in ui/ that calls the engine. It lives on its own thread
 // (EngineThread owns it) and is driven by queued *Requested signals connected to its
-// slots; every answer leaves as a signal carrying value types, so the GUI thread never
-// blocks on the engine and never shares engine state. The engine is not thread-safe:
-// serializing all calls on this one thread is what makes it safe to use.
+// slots; every answer leaves as a signal carrying value types (engine_types.h), so the
+// GUI thread never blocks on the engine and never shares engine state. The engine is not
+// thread-safe: serializing all calls on this one thread is what makes it safe to use.
+//
+// The one exception is requestStop(): a stop queued behind a running generation would
+// only arrive after it ended, so it is a plain method any thread may call. It flips
+// atomic flags (the worker's and the Session's) and touches nothing else.
+//
+// Streaming: tokens are coalesced into pieces at most every kTokenInterval, step and KV
+// reports at most every kTelemetryInterval; the last piece and a final step and KV
+// report are always sent before turnFinished()/turnFailed().
 
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include <QList>
@@ -14,6 +26,11 @@
 
 #include "gpu/device_info.h"
 #include "ui/device_summary.h"
+#include "ui/engine_types.h"
+
+namespace kvscope::runtime {
+class Session;
+}
 
 namespace kvscope::ui {
 
@@ -24,23 +41,97 @@ class EngineWorker : public QObject {
   Q_OBJECT
 
  public:
+  static constexpr std::chrono::milliseconds kTokenInterval{33};
+  static constexpr std::chrono::milliseconds kTelemetryInterval{100};
+  // requestStop(kAllTurns) stops whatever runs and every turn still queued.
+  static constexpr quint64 kAllTurns = ~quint64{0};
+
   // How devices are enumerated. The default asks the Vulkan loader; tests pass their own
   // list so they do not depend on the drivers of the machine they run on.
   using DeviceLister = std::function<Expected<std::vector<gpu::DeviceInfo>>()>;
 
   explicit EngineWorker(DeviceLister lister = {}, QObject* parent = nullptr);
+  ~EngineWorker() override;
+
+  // Thread-safe: stops turn `turnId` (prefill or decode) as soon as the engine checks,
+  // or before it starts when it is still queued. Stopping a turn that already ended, or
+  // another turn, does nothing.
+  void requestStop(quint64 turnId);
 
  public slots:
   // Answers with devicesReady() or deviceError(), never both.
   void probeDevices();
+
+  // Loads a model, replacing the current one only once the new one is ready (a failed
+  // load keeps the old model usable). Emits loadProgress() stages, then modelLoaded() or
+  // modelLoadFailed().
+  void loadModel(const kvscope::ui::LoadRequest& request);
+  // Frees the model and its cache; emits modelUnloaded().
+  void unloadModel();
+
+  // Answers memoryEstimated() or memoryEstimateFailed(). `deviceBytes` is the memory to
+  // fit (0: the chosen device's, or no limit when there is no device information).
+  void estimateMemory(const QString& path, const kvscope::ui::BackendSettings& backend,
+                      quint64 deviceBytes);
+
+  // Runs one chat turn: renders request.messages with the model's chat template (the
+  // system prompt first), reuses the cached prefix, streams the reply. Answers
+  // turnFinished() or turnFailed() (exactly one, carrying request.turnId).
+  void generate(const kvscope::ui::TurnRequest& request);
+
+  // Re-encodes the KV cache under `policy` (kv::KvPolicy text, "" for f16) by running the
+  // token history again with progress (promptProgress(turnId, …)); the history and so
+  // the conversation stay. `turnId` is a turn like a reply's: requestStop(turnId) cancels
+  // the re-encode and keeps the old cache. Queued behind any running turn, so it never
+  // interleaves with a reply. Answers kvPolicyChanged() (after a kvReported() of the new
+  // cache) or kvPolicyFailed(); on failure the old policy and cache stay.
+  void setKvPolicy(quint64 turnId, const QString& policy);
 
  signals:
   // `chosen` indexes `devices` (not the engine's enumeration index).
   void devicesReady(const QList<kvscope::ui::DeviceSummary>& devices, int chosen);
   void deviceError(const QString& message);
 
+  void loadProgress(kvscope::ui::LoadStage stage, const QString& message);
+  void modelLoaded(const kvscope::ui::ModelInfo& info);
+  void modelLoadFailed(const QString& path, const QString& message);
+  void modelUnloaded();
+
+  void memoryEstimated(const QString& path, const kvscope::ui::MemoryEstimate& estimate);
+  void memoryEstimateFailed(const QString& path, const QString& message);
+
+  // Prompt processing: `done` of `total` new (not reused) prompt tokens, or of the
+  // history a setKvPolicy() turn re-encodes.
+  void promptProgress(quint64 turnId, quint32 done, quint32 total);
+  // The next piece of the reply (one or more tokens of complete UTF-8 text).
+  void replyText(quint64 turnId, const QString& piece);
+  void stepReported(const kvscope::ui::StepReport& report);
+  void kvReported(const kvscope::ui::KvReport& report);
+  // `text` is the whole reply: the concatenation of every replyText() piece.
+  void turnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
+  // The turn failed; `partialText` is what was streamed before the failure.
+  void turnFailed(quint64 turnId, const QString& message, const QString& partialText);
+
+  // `info` carries the new policy (kvPolicy, kvBytesPerToken).
+  void kvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);
+  void kvPolicyFailed(quint64 turnId, const QString& message);
+
  private:
+  class TurnObserver;
+  friend class TurnObserver;
+
+  void loadModelOrThrow(const LoadRequest& request);
+  void runTurn(const TurnRequest& request, TurnObserver& observer);
+  bool stopRequested(quint64 turnId) const;
+
   DeviceLister m_listDevices;
+  std::unique_ptr<runtime::Session> m_session;
+  ModelInfo m_info;
+  // Guards the m_session pointer against requestStop() from other threads while a load
+  // replaces it; the engine calls themselves need no lock (one thread).
+  std::mutex m_sessionMutex;
+  std::atomic<quint64> m_stopTurn{0};     // the turn a stop was requested for (0: none)
+  std::atomic<quint64> m_runningTurn{0};  // the turn generate() is running (0: none)
 };
 
 }  // namespace kvscope::ui

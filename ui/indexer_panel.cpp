@@ -4,10 +4,12 @@ namespace kvscope::ui {
 
 IndexerPanel::IndexerPanel(QWidget* parent)
     : InspectorPanel(QStringLiteral("indexerPanel"), PanelSketch::Kind::kSelectedRows,
-                     tr("No selections yet"),
-                     tr("With sparse attention on, an indexer picks which cached rows each layer "
-                        "attends to. Here you will see the picked positions for every step and how "
-                        "much attention they capture."),
+                     tr("Sparse attention is off"),
+                     tr("With sparse attention, a small indexer scores every cached row and each "
+                        "layer attends only to the rows it picks, so long contexts cost less per "
+                        "token. Once a KV policy turns the indexer on, this panel shows the "
+                        "positions picked at every step and how much of the attention they "
+                        "capture."),
                      parent) {}
 
 }  // namespace kvscope::ui

@@ -10,19 +10,76 @@
 namespace kvscope::ui {
 
 InspectorDock::InspectorDock(QWidget* parent)
-    : QDockWidget(tr("Inspector"), parent), m_tabs(new QTabWidget(this)) {
+    : QDockWidget(tr("Inspector"), parent),
+      m_tabs(new QTabWidget(this)),
+      m_kv(new KvMemoryPanel),
+      m_scheme(new SchemePanel),
+      m_indexer(new IndexerPanel),
+      m_throughput(new ThroughputPanel) {
   setObjectName(QStringLiteral("inspectorDock"));
   setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea);
-  setMinimumWidth(340);  // all four tab titles stay readable
+  setMinimumWidth(360);  // all four tab titles and the stat tiles stay readable
 
   m_tabs->setObjectName(QStringLiteral("inspectorTabs"));
   m_tabs->setDocumentMode(true);
   m_tabs->setUsesScrollButtons(false);
-  m_tabs->addTab(new KvMemoryPanel, tr("KV memory"));
-  m_tabs->addTab(new SchemePanel, tr("Scheme"));
-  m_tabs->addTab(new IndexerPanel, tr("Indexer"));
-  m_tabs->addTab(new ThroughputPanel, tr("Throughput"));
+  m_tabs->addTab(m_kv, tr("KV memory"));
+  m_tabs->addTab(m_scheme, tr("Scheme"));
+  m_tabs->addTab(m_indexer, tr("Indexer"));
+  m_tabs->addTab(m_throughput, tr("Throughput"));
   setWidget(m_tabs);
+
+  m_refresh.setSingleShot(true);
+  m_refresh.setInterval(kRefreshInterval);
+  connect(&m_refresh, &QTimer::timeout, this, &InspectorDock::flush);
+  connect(m_scheme, &SchemePanel::policyRequested, this, &InspectorDock::policyRequested);
+}
+
+void InspectorDock::showTab(int index) {
+  m_tabs->setCurrentIndex(index);
+}
+
+void InspectorDock::setModel(const ModelInfo& model, const QString& policy, quint64 deviceBytes) {
+  m_kv->setDeviceMemory(deviceBytes, model.weightBytes);
+  m_scheme->setLayerCount(model.nLayer);
+  m_scheme->setPolicy(policy);
+  m_scheme->setEditable(true);
+}
+
+void InspectorDock::clearModel() {
+  m_refresh.stop();
+  m_pendingSteps.clear();
+  m_kvPending = false;
+  m_kv->clear();
+  m_scheme->clear();
+  m_throughput->clear();
+}
+
+void InspectorDock::setGenerating(bool generating) {
+  m_scheme->setEditable(!generating);
+  if (!generating) flush();
+}
+
+void InspectorDock::showKv(const KvReport& report) {
+  m_pendingKv = report;
+  m_kvPending = true;
+  if (!m_refresh.isActive()) m_refresh.start();
+}
+
+void InspectorDock::showStep(const StepReport& report) {
+  m_pendingSteps.append(report);
+  if (!m_refresh.isActive()) m_refresh.start();
+}
+
+void InspectorDock::flush() {
+  m_refresh.stop();
+  if (m_kvPending) {
+    m_kvPending = false;
+    m_kv->showReport(m_pendingKv);
+    m_scheme->showReport(m_pendingKv);
+  }
+  for (const StepReport& report : m_pendingSteps) m_throughput->showStep(report);
+  m_pendingSteps.clear();
 }
 
 }  // namespace kvscope::ui

@@ -1,22 +1,62 @@
 #pragma once
 // InspectorDock: the right-hand dock that shows the live state of the KV cache. It holds
-// the four inspector panels as tabs (KV memory, Scheme, Indexer, Throughput); each panel
-// is found by its objectName and fed by its own slots.
+// the four inspector panels as tabs (KV memory, Scheme, Indexer, Throughput). Reports
+// arrive as fast as the engine sends them; the dock keeps only the latest of each kind
+// and hands it to the panels at most every kRefreshInterval, so a burst of reports costs
+// one repaint.
 
 #include <QDockWidget>
+#include <QTimer>
+
+#include "ui/engine_types.h"
 
 class QTabWidget;
 
 namespace kvscope::ui {
 
+class IndexerPanel;
+class KvMemoryPanel;
+class SchemePanel;
+class ThroughputPanel;
+
 class InspectorDock : public QDockWidget {
   Q_OBJECT
 
  public:
+  static constexpr int kRefreshInterval = 100;  // ms: ~10 updates a second
+
   explicit InspectorDock(QWidget* parent = nullptr);
+
+  KvMemoryPanel* kvMemoryPanel() const { return m_kv; }
+  SchemePanel* schemePanel() const { return m_scheme; }
+  IndexerPanel* indexerPanel() const { return m_indexer; }
+  ThroughputPanel* throughputPanel() const { return m_throughput; }
+  void showTab(int index);
+
+  // `policy`: the KV policy string the model was loaded with (empty: f16).
+  void setModel(const ModelInfo& model, const QString& policy, quint64 deviceBytes);
+  void clearModel();
+  void setGenerating(bool generating);
+
+ public slots:
+  void showKv(const kvscope::ui::KvReport& report);
+  void showStep(const kvscope::ui::StepReport& report);
+  // Applies pending reports now (end of a reply; tests).
+  void flush();
+
+ signals:
+  void policyRequested(const QString& policy);
 
  private:
   QTabWidget* m_tabs;
+  KvMemoryPanel* m_kv;
+  SchemePanel* m_scheme;
+  IndexerPanel* m_indexer;
+  ThroughputPanel* m_throughput;
+  QTimer m_refresh;
+  KvReport m_pendingKv;
+  QList<StepReport> m_pendingSteps;  // every step is a chart point; only the latest repaints
+  bool m_kvPending = false;
 };
 
 }  // namespace kvscope::ui

@@ -16,4 +16,20 @@ InspectorPanel::InspectorPanel(const QString& objectName, PanelSketch::Kind sket
   m_layout->addWidget(m_emptyState);
 }
 
+bool InspectorPanel::hasContent() const {
+  return m_content && !m_content->isHidden();
+}
+
+void InspectorPanel::setContent(QWidget* content) {
+  m_content = content;
+  m_layout->addWidget(content);
+  content->hide();
+}
+
+void InspectorPanel::showContent(bool show) {
+  if (!m_content) return;
+  m_content->setVisible(show);
+  m_emptyState->setVisible(!show);
+}
+
 }  // namespace kvscope::ui

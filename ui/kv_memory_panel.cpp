@@ -1,6 +1,273 @@
 #include "ui/kv_memory_panel.h"
 
+#include <QGridLayout>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QLocale>
+#include <QPainter>
+#include <QScrollArea>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include "ui/stat_tile.h"
+#include "ui/theme.h"
+
 namespace kvscope::ui {
+namespace {
+
+constexpr int kLabelWidth = 34;
+constexpr int kBytesWidth = 68;
+constexpr int kErrorWidth = 88;  // "0.03% / 12.4%"
+constexpr int kStreamGap = 2;
+constexpr int kRowGap = 7;
+
+// Shades of one stream's colour: codes full strength, scales paler, other bytes faint.
+QColor blend(const QColor& color, const QColor& over, double amount) {
+  return QColor::fromRgbF(float(color.redF() * amount + over.redF() * (1 - amount)),
+                          float(color.greenF() * amount + over.greenF() * (1 - amount)),
+                          float(color.blueF() * amount + over.blueF() * (1 - amount)));
+}
+
+struct PartColors {
+  QColor codes, scales, other;
+};
+
+PartColors partColors(const QColor& stream) {
+  const QColor surface = themeColors().surface;
+  return {stream, blend(stream, surface, 0.5), blend(stream, surface, 0.22)};
+}
+
+// A measured error as a percentage: two decimals below 1%, one above; "–" unmeasured.
+QString percent(double error) {
+  if (error < 0) return QStringLiteral("–");
+  return QLocale().toString(error * 100, 'f', error < 0.01 ? 2 : 1) + QLatin1Char('%');
+}
+
+bool anyError(const QList<KvLayerReport>& layers) {
+  for (const KvLayerReport& l : layers)
+    if (l.keyError >= 0 || l.valueError >= 0) return true;
+  return false;
+}
+
+quint64 streamScale(const QList<KvLayerReport>& layers) {
+  quint64 scale = 1;
+  for (const KvLayerReport& layer : layers) {
+    scale = qMax(scale, layer.f16Bytes / 2);
+    scale = qMax(scale, layer.key.total());
+    scale = qMax(scale, layer.value.total());
+  }
+  return scale;
+}
+
+QString bits(double value) {
+  return QLocale().toString(value, 'f', value < 10 ? 2 : 1);
+}
+
+QString streamRows(const QString& name, const QString& scheme, double bitsPerValue,
+                   const KvPartBytes& bytes, quint64 f16, double error) {
+  QString rows = QStringLiteral("<tr><td><b>%1</b></td><td><b>%2</b> · %3 bits/value</td></tr>")
+                     .arg(name, scheme.toHtmlEscaped(), bits(bitsPerValue));
+  rows += QStringLiteral("<tr><td></td><td>codes %1 · scales %2 · other %3</td></tr>")
+              .arg(formatBytes(bytes.codes), formatBytes(bytes.scales), formatBytes(bytes.padding));
+  const double ratio = bytes.total() > 0 ? double(f16) / bytes.total() : 1.0;
+  rows += QStringLiteral("<tr><td></td><td>%1 stored · f16 %2 · %3×</td></tr>")
+              .arg(formatBytes(bytes.total()), formatBytes(f16), QLocale().toString(ratio, 'f', 2));
+  if (error >= 0) {
+    rows += QStringLiteral("<tr><td></td><td>reconstruction error %1%</td></tr>")
+                .arg(QLocale().toString(error * 100, 'f', 2));
+  }
+  return rows;
+}
+
+// The colour key above the chart: K and V, their three parts, and the f16 outline.
+class KvLegend : public QWidget {
+ public:
+  explicit KvLegend(QWidget* parent = nullptr) : QWidget(parent) {
+    setFixedHeight(fontMetrics().height() * 2 + 10);
+  }
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    QPainter p(this);
+    p.setFont(scaledFont(0.85));
+    const ThemeColors& c = themeColors();
+    const int line = fontMetrics().height() + 4;
+    int y = 2;
+    for (const auto& [name, color] :
+         {std::pair{QObject::tr("K"), c.keys}, std::pair{QObject::tr("V"), c.values}}) {
+      const PartColors parts = partColors(color);
+      int x = 0;
+      p.setPen(c.text);
+      p.drawText(QRect(x, y, 16, line), Qt::AlignVCenter, name);
+      x += 18;
+      for (const auto& [label, swatch] : {std::pair{QObject::tr("codes"), parts.codes},
+                                          std::pair{QObject::tr("scales"), parts.scales},
+                                          std::pair{QObject::tr("other"), parts.other}}) {
+        p.fillRect(QRect(x, y + line / 2 - 5, 10, 10), swatch);
+        x += 14;
+        p.setPen(c.muted);
+        const int width = p.fontMetrics().horizontalAdvance(label);
+        p.drawText(QRect(x, y, width, line), Qt::AlignVCenter, label);
+        x += width + 12;
+      }
+      if (name == QObject::tr("K")) {
+        p.setPen(QPen(c.text, 1));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(x + 0.5, y + line / 2 - 4.5, 18, 9));
+        p.setPen(c.muted);
+        p.drawText(QRect(x + 24, y, 120, line), Qt::AlignVCenter, QObject::tr("f16 size"));
+      }
+      y += line;
+    }
+  }
+};
+
+}  // namespace
+
+QString tokenCount(quint64 tokens) {
+  const QLocale locale;
+  if (tokens < 10000) return locale.toString(tokens);
+  if (tokens < 1000000) return QStringLiteral("%1k").arg(locale.toString(tokens / 1000.0, 'f', 0));
+  return QStringLiteral("%1M").arg(locale.toString(tokens / 1e6, 'f', 1));
+}
+
+KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes) {
+  KvSummary s;
+  s.rows = report.rows;
+  for (const KvLayerReport& layer : report.layers) {
+    s.keyBytes += layer.key.total();
+    s.valueBytes += layer.value.total();
+    s.f16Bytes += layer.f16Bytes;
+  }
+  s.bytes = s.keyBytes + s.valueBytes;
+  if (s.bytes == 0) return s;
+  s.ratio = double(s.f16Bytes) / double(s.bytes);
+  // f16 stores each value in 16 bits, so the f16 size counts the values.
+  const double values = s.f16Bytes / 2.0;
+  s.bitsPerValue = s.bytes * 8.0 / values;
+  s.keyBitsPerValue = s.keyBytes * 8.0 / (values / 2);
+  s.valueBitsPerValue = s.valueBytes * 8.0 / (values / 2);
+  if (s.rows == 0) return s;
+  s.bytesPerToken = s.bytes / s.rows;
+  if (deviceBytes > weightBytes && s.bytesPerToken > 0) {
+    const quint64 free = deviceBytes - weightBytes;
+    s.maxContext = free / s.bytesPerToken;
+    s.maxContextF16 = free / (s.f16Bytes / s.rows);
+  }
+  return s;
+}
+
+KvLayerChart::KvLayerChart(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("kvLayerChart"));
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  setMouseTracking(true);
+}
+
+void KvLayerChart::setLayers(const QList<KvLayerReport>& layers) {
+  const bool resized = layers.size() != m_layers.size();
+  m_layers = layers;
+  if (resized) {
+    setFixedHeight(sizeHint().height());
+    updateGeometry();
+  }
+  update();
+}
+
+int KvLayerChart::barHeight() const {
+  return m_layers.size() > 40 ? 5 : m_layers.size() > 20 ? 6 : m_layers.size() > 8 ? 8 : 11;
+}
+
+int KvLayerChart::rowHeight() const {
+  return 2 * barHeight() + kStreamGap + kRowGap;
+}
+
+QSize KvLayerChart::sizeHint() const {
+  return {320, static_cast<int>(m_layers.size()) * rowHeight() + 4};
+}
+
+int KvLayerChart::layerAt(QPoint point) const {
+  const int row = (point.y() - 2) / rowHeight();
+  return point.y() >= 2 && row < m_layers.size() ? row : -1;
+}
+
+QString KvLayerChart::layerErrorText(int layer) const {
+  if (layer < 0 || layer >= m_layers.size()) return {};
+  const KvLayerReport& l = m_layers.at(layer);
+  if (l.keyError < 0 && l.valueError < 0) return {};
+  return QStringLiteral("%1 / %2").arg(percent(l.keyError), percent(l.valueError));
+}
+
+QString KvLayerChart::layerToolTip(int layer) const {
+  if (layer < 0 || layer >= m_layers.size()) return {};
+  const KvLayerReport& l = m_layers.at(layer);
+  const quint64 f16 = l.f16Bytes / 2;
+  return QStringLiteral("<table cellspacing=2><tr><td colspan=2><b>%1</b></td></tr>%2%3</table>")
+      .arg(tr("Layer %1").arg(layer),
+           streamRows(tr("K"), l.keyScheme, l.keyBitsPerValue, l.key, f16, l.keyError),
+           streamRows(tr("V"), l.valueScheme, l.valueBitsPerValue, l.value, f16, l.valueError));
+}
+
+bool KvLayerChart::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const QString text = layerToolTip(layerAt(help->pos()));
+    if (text.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(help->globalPos(), text, this);
+    return true;
+  }
+  return QWidget::event(event);
+}
+
+void KvLayerChart::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const ThemeColors& c = themeColors();
+  const QFont small = scaledFont(0.85);
+  p.setFont(small);
+  const int errorWidth = anyError(m_layers) ? kErrorWidth : 0;
+  const int barArea = qMax(40, width() - kLabelWidth - kBytesWidth - errorWidth - 8);
+  const double scale = double(barArea) / double(streamScale(m_layers));
+  const int barH = barHeight();
+  const bool labelEvery = m_layers.size() <= 40;
+
+  for (int i = 0; i < m_layers.size(); ++i) {
+    const KvLayerReport& layer = m_layers.at(i);
+    const int top = 2 + i * rowHeight();
+    const QRect labelRect(0, top, kLabelWidth - 6, 2 * barH + kStreamGap);
+    if (labelEvery || i % 4 == 0) {
+      p.setPen(c.muted);
+      p.drawText(labelRect, Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("L%1").arg(i));
+    }
+    const int f16Width = qRound(layer.f16Bytes / 2 * scale);
+    for (int stream = 0; stream < 2; ++stream) {
+      const KvPartBytes& bytes = stream == 0 ? layer.key : layer.value;
+      const PartColors colors = partColors(stream == 0 ? c.keys : c.values);
+      const int y = top + stream * (barH + kStreamGap);
+      int x = kLabelWidth;
+      p.fillRect(QRect(x, y, f16Width, barH), c.sunken);
+      for (const auto& [partBytes, color] :
+           {std::pair{bytes.codes, colors.codes}, std::pair{bytes.scales, colors.scales},
+            std::pair{bytes.padding, colors.other}}) {
+        const int w = qRound(partBytes * scale);
+        p.fillRect(QRect(x, y, w, barH), color);
+        x += w;
+      }
+      // The f16 size as an outline: how much this codec saves is the empty space inside.
+      p.setPen(QPen(blend(c.text, c.surface, 0.55), 1));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(kLabelWidth + 0.5, y + 0.5, qMax(1, f16Width - 1), barH - 1));
+    }
+    p.setPen(c.muted);
+    if (errorWidth > 0) {
+      p.drawText(QRect(width() - kBytesWidth - errorWidth, top, errorWidth, 2 * barH + kStreamGap),
+                 Qt::AlignRight | Qt::AlignVCenter, layerErrorText(i));
+    }
+    p.drawText(QRect(width() - kBytesWidth, top, kBytesWidth, 2 * barH + kStreamGap),
+               Qt::AlignRight | Qt::AlignVCenter,
+               formatBytes(layer.key.total() + layer.value.total()));
+  }
+}
 
 KvMemoryPanel::KvMemoryPanel(QWidget* parent)
     : InspectorPanel(QStringLiteral("kvMemoryPanel"), PanelSketch::Kind::kLayerBars,
@@ -8,6 +275,117 @@ KvMemoryPanel::KvMemoryPanel(QWidget* parent)
                      tr("Load a model and send a message to see how much device memory each "
                         "layer's keys and values take, next to what an uncompressed f16 cache "
                         "would need. It updates live while the model generates."),
-                     parent) {}
+                     parent),
+      m_total(new StatTile(QStringLiteral("kvTotal"), tr("KV cache"))),
+      m_ratio(new StatTile(QStringLiteral("kvRatio"), tr("Compression"))),
+      m_bits(new StatTile(QStringLiteral("kvBits"), tr("Bits / value"))),
+      m_fits(new StatTile(QStringLiteral("kvFits"), tr("Longest context"))),
+      m_allocation(new QLabel),
+      m_scale(new QLabel),
+      m_chart(new KvLayerChart) {
+  auto* content = new QWidget;
+  content->setObjectName(QStringLiteral("kvMemoryContent"));
+  auto* tiles = new QGridLayout;
+  tiles->setSpacing(8);
+  tiles->addWidget(m_total, 0, 0);
+  tiles->addWidget(m_ratio, 0, 1);
+  tiles->addWidget(m_bits, 1, 0);
+  tiles->addWidget(m_fits, 1, 1);
+  m_fits->setToolTip(
+      tr("The longest context whose KV cache fits the device memory left after "
+         "the weights, at this cache's bytes per token (and at f16 for "
+         "comparison). The model may have been trained for less."));
+
+  m_allocation->setObjectName(QStringLiteral("kvAllocation"));
+  m_allocation->setProperty("role", "caption");
+  m_allocation->setWordWrap(true);
+  auto* heading = new QLabel(tr("PER LAYER"));
+  heading->setProperty("role", "section");
+  m_scale->setProperty("role", "caption");
+  m_scale->setWordWrap(true);
+
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* chartHolder = new QWidget;
+  auto* holderColumn = new QVBoxLayout(chartHolder);
+  holderColumn->setContentsMargins(0, 0, 0, 0);
+  holderColumn->addWidget(m_chart);
+  holderColumn->addStretch(1);
+  scroll->setWidget(chartHolder);
+
+  auto* column = new QVBoxLayout(content);
+  column->setContentsMargins(12, 12, 12, 8);
+  column->setSpacing(8);
+  column->addLayout(tiles);
+  column->addWidget(m_allocation);
+  column->addSpacing(4);
+  column->addWidget(heading);
+  column->addWidget(new KvLegend);
+  column->addWidget(m_scale);
+  column->addWidget(scroll, 1);
+  setContent(content);
+}
+
+void KvMemoryPanel::setDeviceMemory(quint64 deviceBytes, quint64 weightBytes) {
+  m_deviceBytes = deviceBytes;
+  m_weightBytes = weightBytes;
+  if (hasContent()) refresh();
+}
+
+void KvMemoryPanel::showReport(const KvReport& report) {
+  m_report = report;
+  refresh();
+}
+
+void KvMemoryPanel::clear() {
+  m_report = {};
+  m_summary = {};
+  showContent(false);
+}
+
+void KvMemoryPanel::refresh() {
+  m_summary = summarizeKv(m_report, m_deviceBytes, m_weightBytes);
+  const KvSummary& s = m_summary;
+  const QLocale locale;
+  const ThemeColors& c = themeColors();
+  showContent(!m_report.layers.isEmpty());
+
+  m_total->setValue(formatBytes(s.bytes));
+  m_total->setDetail(s.rows > 0 ? tr("%1 tokens · %2 per token")
+                                      .arg(locale.toString(s.rows), formatBytes(s.bytesPerToken))
+                                : tr("empty"));
+  m_ratio->setValue(
+      s.bytes > 0 ? tr("%1×").arg(locale.toString(s.ratio, 'f', 2)) : QStringLiteral("–"),
+      s.ratio > 1.01 ? c.ok : QColor());
+  m_ratio->setDetail(s.ratio > 1.01 ? tr("smaller than f16 (%1)").arg(formatBytes(s.f16Bytes))
+                                    : tr("uncompressed: the f16 size"));
+  m_bits->setValue(s.bytes > 0 ? locale.toString(s.bitsPerValue, 'f', 2) : QStringLiteral("–"));
+  m_bits->setDetail(tr("K %1 · V %2").arg(bits(s.keyBitsPerValue), bits(s.valueBitsPerValue)));
+  if (s.maxContext > 0) {
+    m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.maxContext)));
+    m_fits->setDetail(tr("in %1 of device memory · f16: %2")
+                          .arg(formatBytes(m_deviceBytes), tokenCount(s.maxContextF16)));
+  } else {
+    m_fits->setValue(QStringLiteral("–"));
+    m_fits->setDetail(m_deviceBytes == 0 ? tr("device memory unknown")
+                                         : tr("after the first tokens are cached"));
+  }
+  m_allocation->setText(tr("%1 of %2 context rows filled · %3 reserved in pages")
+                            .arg(locale.toString(m_report.rows),
+                                 locale.toString(m_report.contextLimit),
+                                 formatBytes(m_report.allocatedBytes)));
+  m_chart->setLayers(m_report.layers);
+  QString scale = tr("Each layer: K above V; full width is %1 per stream. Hover a layer for "
+                     "its codecs and exact bytes.")
+                      .arg(formatBytes(streamScale(m_report.layers)));
+  if (anyError(m_report.layers)) {
+    scale += QLatin1Char(' ') +
+             tr("Right of the bars: the codec's measured error on this conversation, K / V "
+                "(relative RMS).");
+  }
+  m_scale->setText(scale);
+}
 
 }  // namespace kvscope::ui

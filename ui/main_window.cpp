@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
 #include <QIcon>
 #include <QLabel>
 #include <QMenuBar>
@@ -10,50 +11,51 @@
 #include <QScreen>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 
+#include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list.h"
+#include "ui/conversation_store.h"
 #include "ui/device_indicator.h"
 #include "ui/engine_worker.h"
 #include "ui/inspector_dock.h"
+#include "ui/model_discovery.h"
+#include "ui/model_picker.h"
+#include "ui/model_settings.h"
 #include "ui/resources.h"
+#include "ui/scheme_panel.h"
+#include "ui/settings_dialog.h"
+#include "ui/theme.h"
 
 namespace kvscope::ui {
 namespace {
 
-constexpr QSize kDefaultSize(1280, 800);
-constexpr int kInspectorWidth = 380;
-constexpr int kSidebarWidth = 220;
+constexpr QSize kDefaultSize(1360, 840);
+constexpr int kInspectorWidth = 420;
+constexpr int kSidebarWidth = 230;
 constexpr int kChatMaxWidth = 860;  // a readable line length for the conversation
 
-// Centers the conversation and composer in wide windows, as chat apps do.
-QWidget* chatColumn(ChatView* chat, Composer* composer) {
-  auto* column = new QWidget;
-  column->setObjectName(QStringLiteral("chatColumn"));
-  column->setAttribute(Qt::WA_StyledBackground);
-
-  auto* inner = new QWidget(column);
-  inner->setMaximumWidth(kChatMaxWidth);
-  auto* stack = new QVBoxLayout(inner);
-  stack->setContentsMargins(24, 0, 24, 20);
-  stack->setSpacing(12);
-  stack->addWidget(chat, 1);
-  stack->addWidget(composer);
-
-  auto* row = new QHBoxLayout(column);
-  row->setContentsMargins(0, 0, 0, 0);
-  row->addStretch(1);
-  row->addWidget(inner, 100);
-  row->addStretch(1);
-  return column;
+QString modelSummary(const ModelInfo& info, const QString& policy) {
+  QStringList parts{info.name};
+  if (!info.architecture.isEmpty() && info.architecture != info.name) parts << info.architecture;
+  parts << (info.backend == QStringLiteral("cpu") ? QObject::tr("CPU") : QObject::tr("Vulkan"));
+  parts << QObject::tr("%1 ctx").arg(info.contextLimit);
+  parts << QObject::tr("KV %1").arg(policy.isEmpty() ? QStringLiteral("f16") : policy);
+  if (!info.templateWarning.isEmpty()) parts << QObject::tr("⚠ no chat template");
+  return parts.join(QStringLiteral(" · "));
 }
 
 }  // namespace
 
 MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
     : QMainWindow(parent),
+      m_store(new ConversationStore({}, this)),
+      m_settings(std::make_unique<ModelSettings>()),
+      m_controller(new ChatController(worker, m_store, m_settings.get(), this)),
+      m_discovery(new ModelDiscovery(this)),
       m_conversations(new ConversationList),
       m_chat(new ChatView),
       m_composer(new Composer),
@@ -68,22 +70,22 @@ MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
   m_splitter->setChildrenCollapsible(false);
   m_splitter->setHandleWidth(1);
   m_splitter->addWidget(m_conversations);
-  m_splitter->addWidget(chatColumn(m_chat, m_composer));
+  m_splitter->addWidget(buildChatColumn());
   m_splitter->setStretchFactor(1, 1);
   m_splitter->setSizes({kSidebarWidth, kDefaultSize.width() - kSidebarWidth - kInspectorWidth});
   setCentralWidget(m_splitter);
 
   addDockWidget(Qt::RightDockWidgetArea, m_inspector);
   resizeDocks({m_inspector}, {kInspectorWidth}, Qt::Horizontal);
+  m_inspector->schemePanel()->setAvailableSchemes(ChatController::kvSchemeNames());
 
   buildMenus();
   buildStatusBar();
+  connectController();
+  connectWidgets();
 
   const QRect available = screen()->availableGeometry();
-  resize(kDefaultSize.boundedTo(available.size() * 0.9));
-
-  connect(m_chat, &ChatView::openModelFileRequested, this, &MainWindow::openModelFile);
-  connect(m_chat, &ChatView::openModelFolderRequested, this, &MainWindow::openModelFolder);
+  resize(kDefaultSize.boundedTo(available.size() * 0.92));
 
   // Queued in both directions: the worker lives on the engine thread.
   connect(this, &MainWindow::probeDevicesRequested, worker, &EngineWorker::probeDevices,
@@ -93,6 +95,61 @@ MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
   connect(worker, &EngineWorker::deviceError, this, &MainWindow::showDeviceError,
           Qt::QueuedConnection);
   emit probeDevicesRequested();
+
+  m_store->load();
+  refreshConversations();
+  discoverModels();
+}
+
+MainWindow::~MainWindow() {
+  // The controller saves through the store and settings; it goes first.
+  delete m_controller;
+}
+
+// Centers the conversation and composer in wide windows, as chat apps do, under a bar
+// naming the model (click to switch) with the chat settings at its right.
+QWidget* MainWindow::buildChatColumn() {
+  auto* column = new QWidget;
+  column->setObjectName(QStringLiteral("chatColumn"));
+  column->setAttribute(Qt::WA_StyledBackground);
+
+  m_modelButton = new QToolButton;
+  m_modelButton->setObjectName(QStringLiteral("modelButton"));
+  m_modelButton->setProperty("role", "action");
+  m_modelButton->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  m_modelButton->setIcon(themeIcon(QStringLiteral("model"), themeColors().accent));
+  m_modelButton->setText(tr("Choose a model"));
+  m_modelButton->setFont(scaledFont(1.05, true));
+  m_modelButton->setToolTip(tr("Choose or load a model (Ctrl+L)"));
+  m_modelButton->setCursor(Qt::PointingHandCursor);
+  m_settingsButton = new QToolButton;
+  m_settingsButton->setObjectName(QStringLiteral("settingsButton"));
+  m_settingsButton->setProperty("role", "action");
+  m_settingsButton->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  m_settingsButton->setIcon(themeIcon(QStringLiteral("settings")));
+  m_settingsButton->setText(tr("System prompt && sampling"));
+  m_settingsButton->hide();
+  auto* bar = new QHBoxLayout;
+  bar->setContentsMargins(0, 10, 0, 0);
+  bar->addWidget(m_modelButton);
+  bar->addStretch(1);
+  bar->addWidget(m_settingsButton);
+
+  auto* inner = new QWidget(column);
+  inner->setMaximumWidth(kChatMaxWidth);
+  auto* stack = new QVBoxLayout(inner);
+  stack->setContentsMargins(24, 0, 24, 18);
+  stack->setSpacing(8);
+  stack->addLayout(bar);
+  stack->addWidget(m_chat, 1);
+  stack->addWidget(m_composer);
+
+  auto* row = new QHBoxLayout(column);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->addStretch(1);
+  row->addWidget(inner, 100);
+  row->addStretch(1);
+  return column;
 }
 
 void MainWindow::buildMenus() {
@@ -103,8 +160,20 @@ void MainWindow::buildMenus() {
   QAction* openFolder = file->addAction(tr("Open Model &Folder…"), QKeySequence(tr("Ctrl+Shift+O")),
                                         this, &MainWindow::openModelFolder);
   openFolder->setStatusTip(tr("Open a Hugging Face model folder (config.json and safetensors)"));
+  file->addAction(tr("&Browse Models…"), QKeySequence(tr("Ctrl+L")), this,
+                  &MainWindow::openModelPicker);
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+
+  QMenu* chat = menuBar()->addMenu(tr("&Chat"));
+  chat->addAction(tr("&New Chat"), QKeySequence::New, m_controller, &ChatController::newChat);
+  chat->addAction(tr("&Stop Reply"), QKeySequence(Qt::Key_Escape), m_controller,
+                  &ChatController::stop);
+  chat->addAction(tr("&Regenerate Reply"), QKeySequence(tr("Ctrl+R")), m_controller,
+                  &ChatController::regenerate);
+  chat->addSeparator();
+  chat->addAction(tr("System Prompt && &Sampling…"), QKeySequence(tr("Ctrl+,")), this,
+                  &MainWindow::openSettings);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   QAction* toggleInspector = m_inspector->toggleViewAction();
@@ -127,8 +196,192 @@ void MainWindow::buildStatusBar() {
   statusBar()->setSizeGripEnabled(false);
 }
 
+void MainWindow::connectController() {
+  ChatController* c = m_controller;
+  connect(c, &ChatController::modelLoading, this, [this](const QString& path) {
+    m_chat->setLoadStatus(tr("Loading %1…").arg(QFileInfo(path).fileName()), true);
+    m_modelStatus->setText(tr("Loading %1…").arg(QFileInfo(path).fileName()));
+    m_chat->clearError();
+  });
+  connect(c, &ChatController::loadProgress, this, [this](LoadStage stage, const QString& text) {
+    m_chat->setLoadStatus(text, stage != LoadStage::kReady);
+    if (m_picker) m_picker->showLoadProgress(stage, text);
+  });
+  connect(c, &ChatController::modelLoaded, this, &MainWindow::showModel);
+  connect(c, &ChatController::modelLoadFailed, this, [this](const QString&, const QString& text) {
+    m_chat->setLoadStatus(QString(), false);
+    m_modelStatus->setText(
+        m_controller->hasModel()
+            ? modelSummary(m_controller->model(), m_controller->backendSettings().kvPolicy)
+            : tr("No model loaded"));
+    if (m_picker)
+      m_picker->showLoadFailed(text);
+    else
+      m_chat->showError(text);
+  });
+  connect(c, &ChatController::modelUnloaded, this, [this] {
+    m_chat->clearModel();
+    m_composer->setModelLoaded(false);
+    m_inspector->clearModel();
+    m_settingsButton->hide();
+    m_conversations->setNewChatEnabled(false);
+    m_modelButton->setText(tr("Choose a model"));
+    m_modelStatus->setText(tr("No model loaded"));
+  });
+  connect(c, &ChatController::memoryEstimated, this,
+          [this](const QString& path, const MemoryEstimate& estimate) {
+            if (m_picker) m_picker->showEstimate(path, estimate);
+          });
+  connect(c, &ChatController::memoryEstimateFailed, this,
+          [this](const QString& path, const QString& text) {
+            if (m_picker) m_picker->showEstimateError(path, text);
+          });
+
+  // A policy switch re-reads the conversation: the composer shows it as busy, so Stop
+  // cancels it and nothing new is sent meanwhile.
+  connect(c, &ChatController::policyChanging, this, [this](const QString& policy) {
+    m_composer->setGenerating(true);
+    m_inspector->setGenerating(true);
+    m_inspector->schemePanel()->showProgress(0, m_controller->cachedTokens());
+    m_modelStatus->setText(tr("Re-encoding the KV cache as %1…")
+                               .arg(policy.isEmpty() ? QStringLiteral("f16") : policy));
+  });
+  connect(c, &ChatController::policyProgress, this, [this](quint32 done, quint32 total) {
+    m_modelStatus->setText(tr("Re-encoding the KV cache: %1 of %2 tokens").arg(done).arg(total));
+    m_inspector->schemePanel()->showProgress(done, total);
+  });
+  const auto policyEnded = [this] {
+    m_inspector->schemePanel()->hideProgress();
+    m_composer->setGenerating(false);
+    m_inspector->setGenerating(false);
+    const QString policy = m_controller->backendSettings().kvPolicy;
+    m_inspector->setModel(m_controller->model(), policy, deviceBytes());
+    m_modelStatus->setText(modelSummary(m_controller->model(), policy));
+  };
+  connect(c, &ChatController::policyChanged, this, policyEnded);
+  connect(c, &ChatController::policyFailed, this, [this, policyEnded](const QString& text) {
+    policyEnded();
+    m_chat->showError(text);
+  });
+  connect(c, &ChatController::conversationReset, this, [this] {
+    m_chat->setMessages(m_controller->conversation().messages);
+    m_conversations->setCurrent(m_controller->conversation().id);
+  });
+  connect(c, &ChatController::messageAdded, this, [this](int index) {
+    m_chat->addMessage(index, m_controller->conversation().messages.at(index));
+  });
+  connect(c, &ChatController::replyText, m_chat, &ChatView::appendReplyText);
+  connect(c, &ChatController::replyFinished, m_chat, &ChatView::finishReply);
+  connect(c, &ChatController::replyFailed, m_chat, &ChatView::failReply);
+  connect(c, &ChatController::promptProgress, m_chat, &ChatView::setPromptProgress);
+  connect(c, &ChatController::generatingChanged, this, [this](bool generating) {
+    m_composer->setGenerating(generating);
+    m_chat->setGenerating(generating);
+    m_inspector->setGenerating(generating);
+  });
+  connect(c, &ChatController::contextUsageChanged, m_composer, &Composer::setContextUsage);
+  connect(c, &ChatController::conversationsChanged, this, &MainWindow::refreshConversations);
+  connect(c, &ChatController::stepReported, m_inspector, &InspectorDock::showStep);
+  connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);
+  connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
+}
+
+void MainWindow::connectWidgets() {
+  connect(m_chat, &ChatView::openModelFileRequested, this, &MainWindow::openModelFile);
+  connect(m_chat, &ChatView::openModelFolderRequested, this, &MainWindow::openModelFolder);
+  connect(m_chat, &ChatView::browseModelsRequested, this, &MainWindow::openModelPicker);
+  connect(m_chat, &ChatView::loadModelRequested, m_controller, &ChatController::loadModel);
+  connect(m_chat, &ChatView::editRequested, m_controller, &ChatController::editMessage);
+  connect(m_chat, &ChatView::regenerateRequested, m_controller, &ChatController::regenerate);
+  connect(m_composer, &Composer::sendRequested, this, [this](const QString& text) {
+    m_chat->clearError();
+    m_controller->send(text);
+  });
+  connect(m_composer, &Composer::stopRequested, m_controller, &ChatController::stop);
+  connect(m_conversations, &ConversationList::newChatRequested, m_controller,
+          &ChatController::newChat);
+  connect(m_conversations, &ConversationList::openRequested, m_controller,
+          &ChatController::openConversation);
+  connect(m_conversations, &ConversationList::deleteRequested, m_controller,
+          &ChatController::deleteConversation);
+  connect(m_conversations, &ConversationList::renameRequested, this,
+          &MainWindow::renameConversation);
+  connect(m_inspector, &InspectorDock::policyRequested, this, &MainWindow::applyPolicy);
+  connect(m_modelButton, &QToolButton::clicked, this, &MainWindow::openModelPicker);
+  connect(m_settingsButton, &QToolButton::clicked, this, &MainWindow::openSettings);
+  connect(m_discovery, &ModelDiscovery::finished, this, [this](const QList<ModelEntry>& models) {
+    m_discovered = models;
+    m_chat->setDiscoveredModels(models);
+    if (m_picker) m_picker->setModels(models);
+    emit modelsDiscovered();
+  });
+}
+
+void MainWindow::discoverModels() {
+  m_discovery->start(defaultPlaces(m_settings->userFolders(), m_settings->recentModels()));
+}
+
+void MainWindow::showModel(const ModelInfo& info) {
+  m_chat->setModel(info.name);
+  m_composer->setModelLoaded(true);
+  const QString policy = m_controller->backendSettings().kvPolicy;
+  m_inspector->setModel(info, policy, deviceBytes());
+  m_settingsButton->show();
+  m_conversations->setNewChatEnabled(true);
+  m_modelButton->setText(info.name);
+  m_modelStatus->setText(modelSummary(info, policy));
+  m_modelStatus->setToolTip(info.templateWarning.isEmpty()
+                                ? info.path
+                                : QStringLiteral("%1\n%2").arg(info.path, info.templateWarning));
+  if (m_picker) m_picker->showLoaded();
+  discoverModels();  // the model joins the recent list
+}
+
+void MainWindow::refreshConversations() {
+  m_conversations->setConversations(m_store->conversations());
+  m_conversations->setCurrent(m_controller->conversation().id);
+}
+
+// The controller keeps its own copy of the open conversation and saves it after every
+// turn, so the open one is renamed in the store and then re-read from it; while its reply
+// runs the rename waits, since re-reading would stop the reply.
+void MainWindow::renameConversation(const QString& id, const QString& title) {
+  const Conversation* stored = m_store->find(id);
+  if (!stored) return;
+  const bool open = id == m_controller->conversation().id;
+  if (open && m_controller->isGenerating()) {
+    m_chat->showError(tr("Rename this chat once its reply has finished."));
+    refreshConversations();
+    return;
+  }
+  Conversation renamed = *stored;
+  renamed.title = title;
+  if (m_store->save(renamed) && open) m_controller->openConversation(id);
+}
+
+void MainWindow::applyPolicy(const QString& policy) {
+  m_chat->clearError();
+  m_controller->setKvPolicy(policy);
+}
+
+quint64 MainWindow::deviceBytes() const {
+  const int wanted = m_controller->backendSettings().device;
+  for (const DeviceSummary& device : m_devices)
+    if (device.index == wanted) return device.deviceLocalBytes;
+  return m_chosenDevice >= 0 && m_chosenDevice < m_devices.size()
+             ? m_devices.at(m_chosenDevice).deviceLocalBytes
+             : 0;
+}
+
 void MainWindow::showDevices(const QList<DeviceSummary>& devices, int chosen) {
+  m_devices = devices;
+  m_chosenDevice = chosen;
   m_device->showDevices(devices, chosen);
+  if (m_picker) m_picker->setDevices(devices, chosen);
+  if (m_controller->hasModel()) {
+    m_inspector->setModel(m_controller->model(), m_controller->backendSettings().kvPolicy,
+                          deviceBytes());
+  }
   emit deviceProbeFinished();
 }
 
@@ -137,23 +390,52 @@ void MainWindow::showDeviceError(const QString& message) {
   emit deviceProbeFinished();
 }
 
+void MainWindow::openModelPicker() {
+  if (!m_picker) {
+    m_picker = new ModelPicker(this);
+    m_picker->setAttribute(Qt::WA_DeleteOnClose);
+    QStringList names;
+    QStringList policies;
+    for (const PolicyPreset& preset : policyPresets(ChatController::kvSchemeNames())) {
+      names << preset.name;
+      policies << preset.policy;
+    }
+    m_picker->setAvailablePolicies(names, policies);
+    m_picker->setDevices(m_devices, m_chosenDevice);
+    m_picker->setSettings(m_controller->backendSettings());
+    m_picker->setModels(m_discovered);
+    connect(m_picker, &ModelPicker::estimateRequested, this,
+            [this](const QString& path, const BackendSettings& settings) {
+              m_controller->estimateMemory(path, settings, 0);
+            });
+    connect(m_picker, &ModelPicker::loadRequested, m_controller, &ChatController::loadModelWith);
+    connect(m_picker, &ModelPicker::addFolderRequested, this, [this](const QString& folder) {
+      m_settings->addUserFolder(folder);
+      discoverModels();
+    });
+  }
+  m_picker->show();
+  m_picker->raise();
+}
+
+void MainWindow::openSettings() {
+  if (!m_controller->hasModel()) return;
+  SettingsDialog dialog(m_controller->model().name, m_controller->conversation().systemPrompt,
+                        m_controller->sampling(), this);
+  if (dialog.exec() != QDialog::Accepted) return;
+  m_controller->setSystemPrompt(dialog.systemPrompt());
+  m_controller->setSampling(dialog.sampling());
+}
+
 void MainWindow::openModelFile() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open Model"), QString(),
                                                     tr("GGUF models (*.gguf);;All files (*)"));
-  if (!path.isEmpty()) reportModelChoice(path);
+  if (!path.isEmpty()) m_controller->loadModel(path);
 }
 
 void MainWindow::openModelFolder() {
   const QString path = QFileDialog::getExistingDirectory(this, tr("Open Model Folder"));
-  if (!path.isEmpty()) reportModelChoice(path);
-}
-
-void MainWindow::reportModelChoice(const QString& path) {
-  // Loading arrives with the runtime; until then say so rather than ignore the choice.
-  statusBar()->showMessage(
-      tr("Cannot load “%1” yet: this build does not include the model runtime.")
-          .arg(QFileInfo(path).fileName()),
-      10000);
+  if (!path.isEmpty()) m_controller->loadModel(path);
 }
 
 void MainWindow::showAbout() {

@@ -1,38 +1,65 @@
 #pragma once
-// MainWindow: the app's single window. Chat column (conversation list, conversation,
-// composer) in the centre, the inspector dock on the right, the Vulkan device in the
-// status bar. It talks to the engine only through the EngineWorker given to it: queued
-// *Requested signals out, value-type results in, so the GUI thread never waits on it.
+// MainWindow: the app's single window. Conversation list on the left, the chat column
+// (model bar, conversation, composer) in the centre, the inspector dock on the right, the
+// model and the Vulkan device in the status bar.
+//
+// It wires widgets to a ChatController, the GUI thread's owner of the conversation: the
+// widgets' requests become controller calls, the controller's signals become widget
+// updates. The controller alone talks to the EngineWorker (queued signals), so the GUI
+// thread never waits on the engine. The window also owns the conversation store, the
+// remembered model settings and model discovery.
 
 #include <QList>
 #include <QMainWindow>
+#include <QPointer>
+#include <memory>
 
 #include "ui/device_summary.h"
+#include "ui/engine_types.h"
 
 class QLabel;
 class QSplitter;
+class QToolButton;
 
 namespace kvscope::ui {
 
+class ChatController;
 class ChatView;
 class Composer;
 class ConversationList;
+class ConversationStore;
 class DeviceIndicator;
 class EngineWorker;
 class InspectorDock;
+class ModelDiscovery;
+class ModelPicker;
+class ModelSettings;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  // `worker` must live on another thread and outlive the window. The device probe is
-  // requested immediately; its answer arrives through the event loop.
+  // `worker` must live on another thread and outlive the window. The device probe and a
+  // scan for models on disk start immediately; their answers arrive through the event
+  // loop. Conversations are stored in ConversationStore::defaultDirectory().
   explicit MainWindow(EngineWorker* worker, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ChatController* controller() const { return m_controller; }
+  ChatView* chatView() const { return m_chat; }
+  Composer* composer() const { return m_composer; }
+  InspectorDock* inspector() const { return m_inspector; }
+
+ public slots:
+  void openModelPicker();
+  void openSettings();
 
  signals:
   void probeDevicesRequested();
   // The status bar shows the probe's outcome, success or error.
   void deviceProbeFinished();
+  // A scan for models on disk finished and its results are shown.
+  void modelsDiscovered();
 
  private slots:
   void showDevices(const QList<kvscope::ui::DeviceSummary>& devices, int chosen);
@@ -42,17 +69,35 @@ class MainWindow : public QMainWindow {
   void showAbout();
 
  private:
+  QWidget* buildChatColumn();
   void buildMenus();
   void buildStatusBar();
-  void reportModelChoice(const QString& path);
+  void connectController();
+  void connectWidgets();
+  void discoverModels();
+  void showModel(const ModelInfo& info);
+  void refreshConversations();
+  void renameConversation(const QString& id, const QString& title);
+  void applyPolicy(const QString& policy);
+  quint64 deviceBytes() const;
 
+  ConversationStore* m_store;
+  std::unique_ptr<ModelSettings> m_settings;
+  ChatController* m_controller;
+  ModelDiscovery* m_discovery;
   ConversationList* m_conversations;
   ChatView* m_chat;
   Composer* m_composer;
   QSplitter* m_splitter;
   InspectorDock* m_inspector;
+  QToolButton* m_modelButton = nullptr;
+  QToolButton* m_settingsButton = nullptr;
   QLabel* m_modelStatus = nullptr;
   DeviceIndicator* m_device = nullptr;
+  QPointer<ModelPicker> m_picker;
+  QList<ModelEntry> m_discovered;
+  QList<DeviceSummary> m_devices;
+  int m_chosenDevice = -1;
 };
 
 }  // namespace kvscope::ui

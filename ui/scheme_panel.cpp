@@ -1,6 +1,102 @@
 #include "ui/scheme_panel.h"
 
+#include <QComboBox>
+#include <QFontDatabase>
+#include <QGridLayout>
+#include <QHash>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "ui/theme.h"
+
 namespace kvscope::ui {
+namespace {
+
+enum Column { kLayer, kKey, kKeyBits, kValue, kValueBits, kError, kColumns };
+
+// A tint per codec family, so layers sharing a codec read as one block in the grid and
+// the fewer bits, the warmer the colour.
+QColor codecTint(const QString& scheme) {
+  static const QHash<QString, QColor> kTints{
+      {QStringLiteral("q8_0"), QColor("#dbe7fb")},   {QStringLiteral("fp8"), QColor("#d5f0ec")},
+      {QStringLiteral("q4_0"), QColor("#dcf3d9")},   {QStringLiteral("affine4"), QColor("#e9e0fa")},
+      {QStringLiteral("turbo4"), QColor("#fbeccd")}, {QStringLiteral("turbo3"), QColor("#fbdcc4")},
+      {QStringLiteral("turbo2"), QColor("#f9d0cf")},
+  };
+  if (scheme == QStringLiteral("f16")) return themeColors().sunken;
+  const QColor tint = kTints.value(scheme, QColor::fromHsv(int(qHash(scheme) % 360), 50, 245));
+  return themeColors().surface.lightness() < 128 ? tint.darker(330) : tint;
+}
+
+QString bitsText(double bits) {
+  return QLocale().toString(bits, 'f', bits < 10 ? 2 : 1);
+}
+
+QString errorText(double keyError, double valueError) {
+  if (keyError < 0 && valueError < 0) return QStringLiteral("–");
+  const auto one = [](double e) {
+    if (e < 0) return QStringLiteral("–");
+    return QLocale().toString(e * 100, 'f', e < 0.01 ? 2 : 1) + QLatin1Char('%');
+  };
+  return QStringLiteral("%1 / %2").arg(one(keyError), one(valueError));
+}
+
+// The K scheme, V scheme and boundary layer count a policy string sets; items the
+// pickers cannot show (per-layer overrides, two_phase, seed) are ignored.
+struct Choice {
+  QString key = QStringLiteral("f16");
+  QString value = QStringLiteral("f16");
+  int boundary = 0;
+};
+
+Choice parseChoice(const QString& policy) {
+  Choice c;
+  for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    const QString name = item.section(QLatin1Char('='), 0, 0).trimmed();
+    const QString arg = item.section(QLatin1Char('='), 1).trimmed();
+    if (name == QLatin1String("k") || name == QLatin1String("kv")) c.key = arg;
+    if (name == QLatin1String("v") || name == QLatin1String("kv")) c.value = arg;
+    if (name == QLatin1String("boundary")) c.boundary = arg.section(QLatin1Char(':'), 0, 0).toInt();
+  }
+  return c;
+}
+
+QString policyText(const QString& key, const QString& value, int boundary) {
+  QString text = QStringLiteral("k=%1,v=%2").arg(key, value);
+  if (boundary > 0) text += QStringLiteral(",boundary=%1").arg(boundary);
+  return text;
+}
+
+QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCenter) {
+  auto* item = new QTableWidgetItem(text);
+  item->setTextAlignment(align | Qt::AlignVCenter);
+  item->setFlags(Qt::ItemIsEnabled);
+  return item;
+}
+
+}  // namespace
+
+QList<PolicyPreset> policyPresets(const QStringList& available) {
+  const QList<PolicyPreset> all{
+      {QObject::tr("f16 (reference)"), QStringLiteral("k=f16,v=f16")},
+      {QObject::tr("Near-lossless · 8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
+      {QObject::tr("Balanced · 8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
+      {QObject::tr("Compact · 8-bit K, turbo3 V"), QStringLiteral("k=q8_0,v=turbo3")},
+      {QObject::tr("Smallest · turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
+  };
+  QList<PolicyPreset> presets;
+  for (const PolicyPreset& preset : all) {
+    const Choice c = parseChoice(preset.policy);
+    if (available.contains(c.key) && available.contains(c.value)) presets.append(preset);
+  }
+  return presets;
+}
 
 SchemePanel::SchemePanel(QWidget* parent)
     : InspectorPanel(QStringLiteral("schemePanel"), PanelSketch::Kind::kSchemeGrid,
@@ -8,6 +104,194 @@ SchemePanel::SchemePanel(QWidget* parent)
                      tr("Every layer stores its keys and values with its own codec: f16, q8_0, "
                         "fp8, turbo3 and more. This panel lists them per layer, with bits per "
                         "value and the measured reconstruction error."),
-                     parent) {}
+                     parent),
+      m_policy(new QLabel),
+      m_preset(new QComboBox),
+      m_keys(new QComboBox),
+      m_values(new QComboBox),
+      m_boundary(new QSpinBox),
+      m_apply(new QPushButton(tr("Apply"))),
+      m_progress(new QProgressBar),
+      m_table(new QTableWidget(0, kColumns)) {
+  auto* content = new QWidget;
+  auto* policyHeading = new QLabel(tr("ACTIVE POLICY"));
+  policyHeading->setProperty("role", "section");
+  m_policy->setObjectName(QStringLiteral("activePolicy"));
+  m_policy->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  m_policy->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_policy->setWordWrap(true);
+
+  m_preset->setObjectName(QStringLiteral("policyPreset"));
+  m_keys->setObjectName(QStringLiteral("keySchemePicker"));
+  m_values->setObjectName(QStringLiteral("valueSchemePicker"));
+  m_boundary->setObjectName(QStringLiteral("boundaryLayers"));
+  m_boundary->setToolTip(
+      tr("The first and last N layers keep f16: they are the most sensitive to "
+         "cache error."));
+  m_boundary->setRange(0, 0);
+  m_progress->setObjectName(QStringLiteral("reencodeProgress"));
+  m_progress->setFormat(tr("Re-encoding %v of %m tokens"));
+  m_progress->setTextVisible(true);
+  m_progress->hide();
+  m_apply->setObjectName(QStringLiteral("applyPolicyButton"));
+  m_apply->setProperty("role", "primary");
+  m_apply->setToolTip(
+      tr("Re-encodes the cache: the conversation is read again under the new "
+         "policy."));
+  auto* pickers = new QGridLayout;
+  pickers->setHorizontalSpacing(8);
+  pickers->setVerticalSpacing(6);
+  pickers->addWidget(new QLabel(tr("Preset")), 0, 0);
+  pickers->addWidget(m_preset, 0, 1, 1, 3);
+  pickers->addWidget(new QLabel(tr("Keys")), 1, 0);
+  pickers->addWidget(m_keys, 1, 1);
+  pickers->addWidget(new QLabel(tr("Values")), 1, 2);
+  pickers->addWidget(m_values, 1, 3);
+  pickers->addWidget(new QLabel(tr("f16 boundary")), 2, 0);
+  pickers->addWidget(m_boundary, 2, 1);
+  pickers->addWidget(m_apply, 2, 3);
+  pickers->addWidget(m_progress, 3, 0, 1, 4);
+  pickers->setColumnStretch(1, 1);
+  pickers->setColumnStretch(3, 1);
+
+  m_table->setObjectName(QStringLiteral("schemeTable"));
+  m_table->setHorizontalHeaderLabels(
+      {tr("Layer"), tr("K"), tr("bits"), tr("V"), tr("bits"), tr("error K/V")});
+  m_table->verticalHeader()->hide();
+  m_table->setShowGrid(false);
+  m_table->setSelectionMode(QAbstractItemView::NoSelection);
+  m_table->setFocusPolicy(Qt::NoFocus);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  m_table->horizontalHeader()->setSectionResizeMode(kLayer, QHeaderView::ResizeToContents);
+  m_table->horizontalHeader()->setSectionResizeMode(kError, QHeaderView::ResizeToContents);
+  m_table->horizontalHeader()->setFont(scaledFont(0.85, true));
+  m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
+  m_table->setFont(scaledFont(0.9));
+  auto* tableHeading = new QLabel(tr("PER LAYER"));
+  tableHeading->setProperty("role", "section");
+
+  auto* column = new QVBoxLayout(content);
+  column->setContentsMargins(12, 12, 12, 8);
+  column->setSpacing(8);
+  column->addWidget(policyHeading);
+  column->addWidget(m_policy);
+  column->addLayout(pickers);
+  column->addSpacing(4);
+  column->addWidget(tableHeading);
+  column->addWidget(m_table, 1);
+  setContent(content);
+
+  connect(m_preset, &QComboBox::activated, this, &SchemePanel::presetChosen);
+  connect(m_keys, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
+  connect(m_values, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
+  connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
+  connect(m_apply, &QPushButton::clicked, this, [this] { emit policyRequested(chosenPolicy()); });
+  setAvailableSchemes({QStringLiteral("f16")});
+}
+
+void SchemePanel::setAvailableSchemes(const QStringList& schemes) {
+  for (QComboBox* box : {m_keys, m_values}) {
+    const QString current = box->currentText();
+    box->clear();
+    box->addItems(schemes);
+    box->setCurrentText(schemes.contains(current) ? current : QStringLiteral("f16"));
+  }
+  m_preset->clear();
+  m_preset->addItem(tr("Custom"), QString());
+  for (const PolicyPreset& preset : policyPresets(schemes))
+    m_preset->addItem(preset.name, preset.policy);
+  updateApply();
+}
+
+void SchemePanel::setPolicy(const QString& policy) {
+  m_policy->setText(policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy);
+  const Choice c = parseChoice(policy);
+  m_activeChoice = policyText(c.key, c.value, c.boundary);
+  {
+    const QSignalBlocker keys(m_keys), values(m_values), boundary(m_boundary);
+    m_keys->setCurrentText(c.key);
+    m_values->setCurrentText(c.value);
+    m_boundary->setValue(c.boundary);
+  }
+  updateApply();
+  showContent(true);
+}
+
+void SchemePanel::setEditable(bool editable) {
+  m_editable = editable;
+  updateApply();
+}
+
+void SchemePanel::setLayerCount(quint32 layers) {
+  m_boundary->setRange(0, static_cast<int>(layers / 2));
+}
+
+void SchemePanel::showProgress(quint32 done, quint32 total) {
+  m_progress->setRange(0, static_cast<int>(qMax(total, 1u)));
+  m_progress->setValue(static_cast<int>(done));
+  m_progress->show();
+}
+
+void SchemePanel::hideProgress() {
+  m_progress->hide();
+}
+
+QString SchemePanel::chosenPolicy() const {
+  return policyText(m_keys->currentText(), m_values->currentText(), m_boundary->value());
+}
+
+void SchemePanel::presetChosen(int index) {
+  const QString policy = m_preset->itemData(index).toString();
+  if (policy.isEmpty()) return;
+  const Choice c = parseChoice(policy);
+  {
+    const QSignalBlocker keys(m_keys), values(m_values);
+    m_keys->setCurrentText(c.key);
+    m_values->setCurrentText(c.value);
+  }
+  updateApply();
+}
+
+void SchemePanel::updateApply() {
+  // The preset shown is the one whose K and V are picked, else Custom.
+  const int preset = m_preset->findData(
+      QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
+  m_preset->setCurrentIndex(qMax(0, preset));
+  m_apply->setEnabled(m_editable && chosenPolicy() != m_activeChoice);
+  const bool pickable = m_editable && m_keys->count() > 1;
+  for (QWidget* picker : std::initializer_list<QWidget*>{m_preset, m_keys, m_values, m_boundary})
+    picker->setEnabled(pickable);
+}
+
+void SchemePanel::showReport(const KvReport& report) {
+  const ThemeColors& c = themeColors();
+  m_table->setRowCount(static_cast<int>(report.layers.size()));
+  for (int i = 0; i < report.layers.size(); ++i) {
+    const KvLayerReport& layer = report.layers.at(i);
+    m_table->setItem(i, kLayer, cell(QString::number(i), Qt::AlignRight));
+    QTableWidgetItem* key = cell(layer.keyScheme);
+    key->setBackground(codecTint(layer.keyScheme));
+    key->setForeground(c.text);
+    QTableWidgetItem* value = cell(layer.valueScheme);
+    value->setBackground(codecTint(layer.valueScheme));
+    value->setForeground(c.text);
+    m_table->setItem(i, kKey, key);
+    m_table->setItem(i, kKeyBits, cell(bitsText(layer.keyBitsPerValue)));
+    m_table->setItem(i, kValue, value);
+    m_table->setItem(i, kValueBits, cell(bitsText(layer.valueBitsPerValue)));
+    QTableWidgetItem* error = cell(errorText(layer.keyError, layer.valueError));
+    error->setForeground(c.muted);
+    error->setToolTip(
+        tr("Relative RMS error of the cached rows after decoding; – where the "
+           "engine has not measured it."));
+    m_table->setItem(i, kError, error);
+  }
+  showContent(!report.layers.isEmpty());
+}
+
+void SchemePanel::clear() {
+  m_table->setRowCount(0);
+  showContent(false);
+}
 
 }  // namespace kvscope::ui

@@ -1,16 +1,75 @@
 #pragma once
-// SchemePanel is the inspector's view of the KV policy: the K and V codec of every layer, with bits
-// per value and the codec error measured by the engine.
+// SchemePanel is the inspector's view of the KV policy: the K and V codec of every layer
+// with the bits per value each stores and the codec error the engine measured, from
+// KvReport. Above the grid, pickers choose a policy (a preset, or K and V schemes, plus
+// the number of f16 boundary layers at each end); Apply emits policyRequested() with a
+// policy string ("k=q8_0,v=turbo3,boundary=2"), which the window hands to the engine to
+// re-encode the cache, and showProgress() follows that re-encode. The pickers list
+// setAvailableSchemes().
 
+#include <QStringList>
+
+#include "ui/engine_types.h"
 #include "ui/inspector_panel.h"
 
+class QComboBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+
 namespace kvscope::ui {
+
+struct PolicyPreset {
+  QString name;    // "Balanced"
+  QString policy;  // "k=q8_0,v=q4_0"
+};
+
+// The presets whose schemes are all in `available`: f16 first, then those that keep 8-bit
+// keys (softmax amplifies K error), then the smallest.
+QList<PolicyPreset> policyPresets(const QStringList& available);
 
 class SchemePanel : public InspectorPanel {
   Q_OBJECT
 
  public:
   explicit SchemePanel(QWidget* parent = nullptr);
+
+  void setAvailableSchemes(const QStringList& schemes);
+  // The active policy string ("" or "k=f16,v=f16" for f16) and whether it may change now
+  // (a model is loaded and nothing is generating).
+  void setPolicy(const QString& policy);
+  void setEditable(bool editable);
+  // The model's layer count bounds the boundary picker (N first and N last layers).
+  void setLayerCount(quint32 layers);
+  // Re-encode progress: `done` of `total` history tokens; hidden again by
+  // hideProgress() (the switch ended either way).
+  void showProgress(quint32 done, quint32 total);
+  void hideProgress();
+  void showReport(const kvscope::ui::KvReport& report);
+  void clear();
+
+  // What Apply would request.
+  QString chosenPolicy() const;
+
+ signals:
+  void policyRequested(const QString& policy);
+
+ private:
+  void presetChosen(int index);
+  void updateApply();
+
+  QLabel* m_policy;
+  QComboBox* m_preset;
+  QComboBox* m_keys;
+  QComboBox* m_values;
+  QSpinBox* m_boundary;
+  QPushButton* m_apply;
+  QProgressBar* m_progress;
+  QTableWidget* m_table;
+  QString m_activeChoice;  // the active policy as chosenPolicy() would write it
+  bool m_editable = false;
 };
 
 }  // namespace kvscope::ui

@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include "ui/composer.h"
+#include "ui/context_gauge.h"
 
 using kvscope::ui::Composer;
 
@@ -70,6 +71,28 @@ class ComposerTest : public QObject {
     composer.setGenerating(false);
     QVERIFY(!p.stop->isEnabled());
     QVERIFY(p.send->isEnabled());
+  }
+
+  void stopShowsOnlyWhileGenerating() {
+    Composer composer;
+    composer.setModelLoaded(true);
+    const Parts p = parts(composer);
+    QVERIFY(!p.stop->isVisibleTo(&composer));
+    composer.setGenerating(true);
+    QVERIFY(p.stop->isVisibleTo(&composer));
+  }
+
+  void contextGaugeShowsUsage() {
+    Composer composer;
+    auto* gauge = composer.findChild<kvscope::ui::ContextGauge*>(QStringLiteral("contextGauge"));
+    QVERIFY(gauge);
+    QVERIFY(gauge->text().isEmpty());  // no model, no limit
+    composer.setContextUsage(1234, 4096);
+    QCOMPARE(gauge->used(), quint32{1234});
+    QCOMPARE(gauge->text(), QStringLiteral("1.2k / 4.1k"));
+    QVERIFY(gauge->toolTip().contains(QStringLiteral("1234 of 4096")));
+    QCOMPARE(kvscope::ui::shortCount(950), QStringLiteral("950"));
+    QCOMPARE(kvscope::ui::shortCount(32768), QStringLiteral("33k"));
   }
 };
 

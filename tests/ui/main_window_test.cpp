@@ -1,18 +1,28 @@
-// MainWindow: its layout is complete without a model, Send stays disabled until a model
-// is loaded, and the status bar reports the engine worker's device probe, whatever its
-// outcome.
+// MainWindow: its layout is complete without a model, the empty state tells how to get
+// one, Send stays disabled until a model is loaded, the status bar reports the engine
+// worker's device probe whatever its outcome, and a real chat turn on stories260K
+// reaches the chat view and the inspector through the controller.
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QtTest>
 
+#include <QTemporaryDir>
+
 #include "fake_devices.h"
+#include "ui/chat_controller.h"
+#include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/device_indicator.h"
 #include "ui/engine_thread.h"
 #include "ui/inspector_dock.h"
+#include "ui/kv_memory_panel.h"
 #include "ui/main_window.h"
+#include "ui/message_widget.h"
+#include "ui/stat_tile.h"
+#include "ui/throughput_panel.h"
+#include "ui_fixtures.h"
 
 using namespace kvscope;
 using kvscope::ui::EngineThread;
@@ -21,10 +31,70 @@ using kvscope::ui::MainWindow;
 class MainWindowTest : public QObject {
   Q_OBJECT
 
+  QTemporaryDir m_home;
+
  private slots:
   void initTestCase() {
     // The choice rule would honour a device index from the developer's shell.
     qunsetenv("KVSCOPE_DEVICE");
+    // Conversations and settings go to a throwaway folder, not the developer's.
+    QVERIFY(m_home.isValid());
+    qputenv("XDG_DATA_HOME", m_home.filePath(QStringLiteral("data")).toUtf8());
+    qputenv("XDG_CONFIG_HOME", m_home.filePath(QStringLiteral("config")).toUtf8());
+  }
+
+  void emptyStateExplainsHowToGetAModel() {
+    EngineThread engine(ui::test::fakeDevices);
+    MainWindow window(engine.worker());
+    window.show();
+    auto* empty = window.findChild<QWidget*>(QStringLiteral("chatEmptyState"));
+    QVERIFY(empty && empty->isVisible());
+    QVERIFY(window.findChild<QPushButton*>(QStringLiteral("openModelFileButton"))->isVisible());
+    QVERIFY(window.findChild<QLabel*>(QStringLiteral("downloadHint"))->isVisible());
+    QCOMPARE(window.findChild<QLabel*>(QStringLiteral("modelStatus"))->text(),
+             QStringLiteral("No model loaded"));
+  }
+
+  // The whole path on the CPU backend: load, send, stream, finish; the reply, its stats
+  // and the inspector's KV numbers all arrive.
+  void chatTurnReachesViewAndInspector() {
+    KVS_REQUIRE_UI_FIXTURE(ui::test::storiesModel());
+    EngineThread engine(ui::test::fakeDevices);
+    MainWindow window(engine.worker());
+    ui::ChatController* controller = window.controller();
+    ui::SamplingSettings greedy;
+    greedy.temperature = 0;
+    greedy.maxTokens = 12;
+    QSignalSpy loaded(controller, &ui::ChatController::modelLoaded);
+    ui::BackendSettings cpu;
+    cpu.kind = QStringLiteral("cpu");
+    controller->loadModelWith(ui::test::storiesModel(), cpu);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    controller->setSampling(greedy);
+    auto* send = window.findChild<QPushButton*>(QStringLiteral("sendButton"));
+    auto* input = window.findChild<QWidget*>(QStringLiteral("composerInput"));
+    QTest::keyClicks(input, QStringLiteral("Once upon a time"));
+    QVERIFY(send->isEnabled());
+
+    QSignalSpy finished(controller, &ui::ChatController::replyFinished);
+    QTest::mouseClick(send, Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+
+    ui::ChatView* chat = window.chatView();
+    QCOMPARE(chat->messageCount(), 2);
+    QCOMPARE(chat->message(0)->text(), QStringLiteral("Once upon a time"));
+    const QString reply = controller->conversation().messages.at(1).text;
+    QVERIFY(!reply.isEmpty());
+    QCOMPARE(chat->message(1)->text(), reply);
+    QCOMPARE(chat->message(1)->findChild<QLabel*>(QStringLiteral("replyStats"))->text(),
+             ui::replyStatsText(controller->conversation().messages.at(1).stats));
+
+    QTRY_VERIFY(window.inspector()->kvMemoryPanel()->hasContent());
+    const ui::KvSummary& kv = window.inspector()->kvMemoryPanel()->summary();
+    QCOMPARE(kv.rows, controller->cachedTokens());
+    QCOMPARE(kv.ratio, 1.0);  // f16 cache: the f16 size itself
+    QCOMPARE(kv.bitsPerValue, 16.0);
+    QVERIFY(window.inspector()->throughputPanel()->decodePointCount() > 0);
   }
 
   void buildsWithFourInspectorPanels() {

@@ -1,0 +1,354 @@
+// ChatController + EngineWorker driving the real engine on stories260K (CPU backend; one
+// test on Vulkan): streaming, stop, edit with prefix reuse, regenerate, failures that
+// keep the conversation, and model load errors. Replies are greedy, so the engine run
+// directly through runtime::Session is the reference for the text the UI shows.
+#include <QSemaphore>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "fake_devices.h"
+#include "model/model_tokenizer.h"
+#include "runtime/backend_factory.h"
+#include "runtime/session.h"
+#include "ui/chat_controller.h"
+#include "ui/conversation_store.h"
+#include "ui/engine_thread.h"
+#include "ui/engine_worker.h"
+#include "ui_fixtures.h"
+
+using namespace kvscope;
+using kvscope::ui::ChatController;
+using kvscope::ui::EngineThread;
+using kvscope::ui::EngineWorker;
+using kvscope::ui::ReplyStats;
+using kvscope::ui::StopReason;
+
+namespace {
+
+constexpr int kWaitMs = 60000;
+
+ui::SamplingSettings greedy(int maxTokens) {
+  ui::SamplingSettings s;
+  s.temperature = 0.0;
+  s.maxTokens = maxTokens;
+  s.seed = 1;
+  return s;
+}
+
+// The reply the engine gives to plain-completion `prompt` (stories260K has no chat
+// template, so the chat prompt is the message text), without any UI in between.
+std::string referenceReply(const QString& prompt, int maxTokens) {
+  auto file = model::ModelFile::open(ui::test::storiesModel().toStdString());
+  std::shared_ptr<const model::ModelFile> model(std::move(*file));
+  auto tokenizer = model::loadTokenizer(*model);
+  auto backend = runtime::makeBackend(model, {.kind = "cpu"});
+  runtime::Session session(model, std::move(*backend), std::move(*tokenizer));
+  const std::vector<tokenizer::ChatMessage> messages{{"user", prompt.toStdString()}};
+  const auto tokens = session.tokenizeChat(session.renderChat(messages));
+  runtime::GenerateOptions options;
+  options.maxTokens = static_cast<uint32_t>(maxTokens);
+  options.sampler.temperature = 0.0f;
+  auto result = session.generate(tokens, options);
+  return result.ok() ? result->text : std::string("<engine error>");
+}
+
+}  // namespace
+
+class ChatControllerTest : public QObject {
+  Q_OBJECT
+
+  // Loads stories260K and waits for it; `contextLimit` 0 keeps the trained context.
+  bool load(ChatController& chat, const QString& kind = QStringLiteral("cpu"),
+            quint32 contextLimit = 0) {
+    chat.setBackendSettings({kind, -1, contextLimit, {}});
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    QSignalSpy failed(&chat, &ChatController::modelLoadFailed);
+    chat.loadModel(ui::test::storiesModel());
+    if (!loaded.wait(kWaitMs)) {
+      qWarning() << "load failed:"
+                 << (failed.isEmpty() ? QString() : failed.first().at(1).toString());
+      return false;
+    }
+    return chat.hasModel();
+  }
+
+  // Sends `text` and waits for the reply to end; returns its stats.
+  ReplyStats sendAndWait(ChatController& chat, const QString& text) {
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    chat.send(text);
+    if (!finished.wait(kWaitMs)) return {};
+    return finished.first().at(1).value<ReplyStats>();
+  }
+
+ private slots:
+  void initTestCase() {
+    KVS_REQUIRE_UI_FIXTURE(ui::test::storiesModel());
+    qunsetenv("KVSCOPE_DEVICE");
+  }
+
+  void sendStreamsTheEnginesReplyInOrder() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    QCOMPARE(chat.model().architecture, QStringLiteral("llama"));
+    QCOMPARE(chat.model().nLayer, 5u);
+    chat.setSampling(greedy(60));
+
+    QStringList pieces;
+    connect(&chat, &ChatController::replyText, this, [&pieces](int index, const QString& piece) {
+      QCOMPARE(index, 1);
+      pieces << piece;
+    });
+    QSignalSpy kv(&chat, &ChatController::kvReported);
+    QSignalSpy generating(&chat, &ChatController::generatingChanged);
+    const ReplyStats stats = sendAndWait(chat, QStringLiteral("Once upon a time"));
+
+    QVERIFY(stats.valid());
+    QVERIFY(!chat.isGenerating());
+    QCOMPARE(chat.conversation().messages.size(), 2);
+    QCOMPARE(chat.conversation().messages[0].role, QStringLiteral("user"));
+    const ui::ChatMessage& reply = chat.conversation().messages[1];
+    QCOMPARE(reply.role, QStringLiteral("assistant"));
+    QVERIFY(!pieces.isEmpty());
+    QCOMPARE(pieces.join(QString()), reply.text);
+    QCOMPARE(reply.text.toStdString(), referenceReply(QStringLiteral("Once upon a time"), 60));
+    QCOMPARE(reply.stats.generatedTokens, stats.generatedTokens);
+    QVERIFY(stats.generatedTokens > 0 && stats.generatedTokens <= 60);
+    QVERIFY(stats.stop == StopReason::kEndOfGeneration || stats.stop == StopReason::kMaxTokens);
+    QVERIFY(stats.promptTokens > 0);
+    QCOMPARE(stats.reusedTokens, 0u);
+    QCOMPARE(stats.contextLimit, chat.model().trainedContext);
+    QCOMPARE(chat.cachedTokens(), stats.cachedTokens);
+    QCOMPARE(generating.size(), 2);  // true, then false
+
+    // The last KV report is the cache at the end of the turn: 5 layers, 4 KV heads,
+    // K and V rows of 8 f16 values each.
+    QVERIFY(!kv.isEmpty());
+    const auto last = kv.last().at(0).value<ui::KvReport>();
+    QCOMPARE(last.rows, stats.cachedTokens);
+    QCOMPARE(last.layers.size(), 5);
+    QCOMPARE(last.layers[0].keyScheme, QStringLiteral("f16"));
+    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+    QCOMPARE(last.f16Bytes, last.bytes);
+  }
+
+  void kvReportsFollowTheLoadedPolicy() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    chat.setBackendSettings({QStringLiteral("cpu"), -1, 0, QStringLiteral("k=q8_0,v=q4_0")});
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    chat.loadModel(ui::test::storiesModel());
+    QVERIFY(loaded.wait(kWaitMs));
+    QCOMPARE(chat.model().kvPolicy, QStringLiteral("k=q8_0,v=q4_0"));
+    // Rows of 8 values: q8_0 2 + 8 -> 12 bytes, q4_0 2 + 4 -> 8 bytes (padded to 4).
+    QCOMPARE(chat.model().kvBytesPerToken, quint64{5 * 4 * (12 + 8)});
+    chat.setSampling(greedy(10));
+    QSignalSpy kv(&chat, &ChatController::kvReported);
+    const ReplyStats stats = sendAndWait(chat, QStringLiteral("Once upon a time"));
+    QVERIFY(stats.valid());
+    const auto last = kv.last().at(0).value<ui::KvReport>();
+    QCOMPARE(last.rows, stats.cachedTokens);
+    QCOMPARE(last.layers[0].keyScheme, QStringLiteral("q8_0"));
+    QCOMPARE(last.layers[0].valueScheme, QStringLiteral("q4_0"));
+    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * (12 + 8));
+    QCOMPARE(last.f16Bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+    QVERIFY(last.compressionRatio() > 1.5);
+  }
+
+  void stopKeepsThePartialReply() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    chat.setSampling(greedy(400));
+
+    // Hold the engine after its first piece until the GUI thread has asked to stop, so
+    // the stop lands mid-reply however fast the model runs.
+    QSemaphore firstPiece, resume;
+    std::atomic<bool> held = false;
+    connect(
+        engine.worker(), &EngineWorker::replyText, engine.worker(),
+        [&](quint64, const QString&) {
+          if (held.exchange(true)) return;
+          firstPiece.release();
+          resume.acquire();
+        },
+        Qt::DirectConnection);
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    chat.send(QStringLiteral("Once upon a time"));
+    QVERIFY(firstPiece.tryAcquire(1, kWaitMs));
+    QVERIFY(chat.isGenerating());
+    chat.stop();
+    resume.release();
+    QVERIFY(finished.wait(kWaitMs));
+
+    const auto stats = finished.first().at(1).value<ReplyStats>();
+    QCOMPARE(stats.stop, StopReason::kStopRequested);
+    QCOMPARE(stats.generatedTokens, 1u);
+    const ui::ChatMessage& reply = chat.conversation().messages[1];
+    QVERIFY(!reply.text.isEmpty());
+    QCOMPARE(reply.stats.stop, StopReason::kStopRequested);
+    QVERIFY(reply.error.isEmpty());
+  }
+
+  void editReusesTheCachedPrefix() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    chat.setSampling(greedy(20));
+    QVERIFY(sendAndWait(chat, QStringLiteral("Once upon a time there was a dog")).valid());
+    QVERIFY(sendAndWait(chat, QStringLiteral("The dog liked to play")).valid());
+    QCOMPARE(chat.conversation().messages.size(), 4);
+
+    QSignalSpy progress(&chat, &ChatController::promptProgress);
+    QSignalSpy reset(&chat, &ChatController::conversationReset);
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    chat.editMessage(0, QStringLiteral("Once upon a time there was a cat"));
+    QVERIFY(finished.wait(kWaitMs));
+    const auto stats = finished.first().at(1).value<ReplyStats>();
+
+    QCOMPARE(reset.size(), 1);
+    QCOMPARE(chat.conversation().messages.size(), 2);
+    QCOMPARE(chat.conversation().messages[0].text,
+             QStringLiteral("Once upon a time there was a cat"));
+    // BOS and "Once upon a time there was a" stay cached; only the rest is run again.
+    QVERIFY(stats.reusedTokens > 1);
+    QVERIFY(stats.reusedTokens < stats.promptTokens);
+    QVERIFY(!progress.isEmpty());
+    QCOMPARE(progress.last().at(1).toUInt(), stats.promptTokens - stats.reusedTokens);
+    QCOMPARE(chat.conversation().messages[1].text.toStdString(),
+             referenceReply(QStringLiteral("Once upon a time there was a cat"), 20));
+  }
+
+  void regenerateReplacesTheLastReply() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    chat.setSampling(greedy(30));
+    const ReplyStats first = sendAndWait(chat, QStringLiteral("Lily had a red ball"));
+    QVERIFY(first.valid());
+    const QString firstText = chat.conversation().messages[1].text;
+
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    chat.regenerate();
+    QVERIFY(chat.isGenerating());
+    QCOMPARE(chat.conversation().messages.size(), 2);
+    QVERIFY(chat.conversation().messages[1].text.isEmpty());
+    QVERIFY(finished.wait(kWaitMs));
+    const auto stats = finished.first().at(1).value<ReplyStats>();
+    // The whole prompt is cached; only its last token runs again, for the logits.
+    QCOMPARE(stats.promptTokens, first.promptTokens);
+    QCOMPARE(stats.reusedTokens, stats.promptTokens - 1);
+    QCOMPARE(chat.conversation().messages.size(), 2);
+    QCOMPARE(chat.conversation().messages[1].text, firstText);  // greedy: the same reply
+  }
+
+  void failedTurnKeepsTheConversation() {
+    QTemporaryDir dir;
+    ui::ConversationStore store(dir.path());
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker(), &store);
+    QVERIFY(load(chat, QStringLiteral("cpu"), 16));
+    QCOMPARE(chat.contextLimit(), 16u);
+
+    QSignalSpy failed(&chat, &ChatController::replyFailed);
+    const QString longPrompt = QStringLiteral(
+        "Once upon a time there was a little girl named Lily who "
+        "liked to play in the park with her dog");
+    chat.send(longPrompt);
+    QVERIFY(failed.wait(kWaitMs));
+    const QString message = failed.first().at(1).toString();
+    QVERIFY2(message.contains(QStringLiteral("context")), qPrintable(message));
+    QVERIFY(!chat.isGenerating());
+
+    const auto& messages = chat.conversation().messages;
+    QCOMPARE(messages.size(), 2);
+    QCOMPARE(messages[0].text, longPrompt);
+    QCOMPARE(messages[1].error, message);
+    QCOMPARE(messages[1].stats.stop, StopReason::kError);
+    // Saved with the error, so a restart shows the same thing.
+    ui::ConversationStore reread(dir.path());
+    reread.load();
+    QCOMPARE(reread.conversations().size(), 1);
+    QCOMPARE(reread.conversations()[0].messages[1].error, message);
+
+    // A short message still works in the same conversation afterwards.
+    chat.setSampling(greedy(4));
+    QSignalSpy finished(&chat, &ChatController::replyFinished);
+    chat.regenerate();
+    QVERIFY(failed.wait(kWaitMs));  // the same long prompt fails again, cleanly
+    chat.editMessage(0, QStringLiteral("Lily"));
+    QVERIFY(finished.wait(kWaitMs));
+    QCOMPARE(chat.conversation().messages.size(), 2);
+    QVERIFY(chat.conversation().messages[1].error.isEmpty());
+  }
+
+  void sendWithoutModelIsRefused() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QSignalSpy error(&chat, &ChatController::errorOccurred);
+    chat.send(QStringLiteral("hello"));
+    QCOMPARE(error.size(), 1);
+    QVERIFY(chat.conversation().messages.isEmpty());
+  }
+
+  void missingFileIsALoadError() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QSignalSpy failed(&chat, &ChatController::modelLoadFailed);
+    chat.loadModel(QStringLiteral("/nonexistent/model.gguf"));
+    QVERIFY(failed.wait(kWaitMs));
+    QCOMPARE(failed.first().at(0).toString(), QStringLiteral("/nonexistent/model.gguf"));
+    QVERIFY2(failed.first().at(1).toString().contains(QStringLiteral("model.gguf")),
+             qPrintable(failed.first().at(1).toString()));
+    QVERIFY(!chat.hasModel());
+    QVERIFY(!chat.isLoading());
+  }
+
+  void truncatedFileKeepsTheLoadedModel() {
+    QTemporaryDir dir;
+    QFile source(ui::test::storiesModel());
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    const QString truncated = dir.filePath(QStringLiteral("truncated.gguf"));
+    QFile out(truncated);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(source.read(source.size() / 2));
+    out.close();
+
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    QSignalSpy failed(&chat, &ChatController::modelLoadFailed);
+    QSignalSpy unloaded(&chat, &ChatController::modelUnloaded);
+    chat.loadModel(truncated);
+    QVERIFY(failed.wait(kWaitMs));
+    const QString message = failed.first().at(1).toString();
+    QVERIFY2(message.startsWith(QStringLiteral("Could not load truncated.gguf: ")),
+             qPrintable(message));
+    QVERIFY(unloaded.isEmpty());
+    // The file was refused before the old model was released: it still answers.
+    QVERIFY(chat.hasModel());
+    chat.setSampling(greedy(5));
+    QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
+  }
+
+  void vulkanBackendStreamsAReply() {
+    EngineThread engine;
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat, QStringLiteral("vulkan"), 128));
+    QCOMPARE(chat.model().backend, QStringLiteral("vulkan"));
+    chat.setSampling(greedy(8));
+    QSignalSpy kv(&chat, &ChatController::kvReported);
+    const ReplyStats stats = sendAndWait(chat, QStringLiteral("Once upon a time"));
+    QVERIFY(stats.valid());
+    QVERIFY(stats.generatedTokens > 0);
+    QVERIFY(!chat.conversation().messages[1].text.isEmpty());
+    QVERIFY(!kv.isEmpty());
+    const auto last = kv.last().at(0).value<ui::KvReport>();
+    QCOMPARE(last.rows, stats.cachedTokens);
+    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+  }
+};
+
+QTEST_MAIN(ChatControllerTest)
+#include "chat_controller_test.moc"

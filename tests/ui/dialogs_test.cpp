@@ -1,0 +1,136 @@
+// ModelPicker and SettingsDialog: the picker asks for a memory estimate of the selected
+// model under the chosen settings, shows whether it fits the device, loads with exactly
+// those settings and keeps a failure visible; the settings dialog returns what was
+// entered and restores llama.cpp's defaults.
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QtTest>
+
+#include "ui/model_picker.h"
+#include "ui/settings_dialog.h"
+
+using namespace kvscope::ui;
+
+namespace {
+
+ModelEntry entry(const QString& path, const QString& name) {
+  ModelEntry e;
+  e.path = path;
+  e.name = name;
+  e.sizeBytes = 700u << 20;
+  e.contextLength = 8192;
+  return e;
+}
+
+DeviceSummary device(int index, const QString& name, quint64 bytes) {
+  DeviceSummary d;
+  d.index = index;
+  d.name = name;
+  d.deviceLocalBytes = bytes;
+  return d;
+}
+
+}  // namespace
+
+class DialogsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void pickerEstimatesTheSelection() {
+    ModelPicker picker;
+    picker.setDevices({device(0, "CPU", 4ull << 30), device(1, "GPU", 8ull << 30)}, 1);
+    QSignalSpy estimates(&picker, &ModelPicker::estimateRequested);
+    picker.setModels({entry("/m/a.gguf", "A"), entry("/m/b.gguf", "B")});
+    QCOMPARE(picker.selectedPath(), QStringLiteral("/m/a.gguf"));
+    QTRY_VERIFY(!estimates.isEmpty());
+    QCOMPARE(estimates.last().at(0).toString(), QStringLiteral("/m/a.gguf"));
+    const auto settings = estimates.last().at(1).value<BackendSettings>();
+    QCOMPARE(settings.kind, QStringLiteral("vulkan"));
+    QCOMPARE(settings.device, 1);
+    QCOMPARE(settings.contextLimit, quint32{4096});
+
+    MemoryEstimate estimate;
+    estimate.weightBytes = 700u << 20;
+    estimate.kvBytes = 512u << 20;
+    estimate.contextLength = 4096;
+    estimate.maxContextThatFits = 8192;
+    auto* text = picker.findChild<QLabel*>(QStringLiteral("memoryEstimate"));
+    picker.showEstimate(QStringLiteral("/m/b.gguf"), estimate);  // not the selection
+    QVERIFY(!text->text().contains(QStringLiteral("Fits")));
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY2(text->text().contains(QStringLiteral("Fits in 8.00 GiB")), qPrintable(text->text()));
+    estimate.kvBytes = 16ull << 30;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY(text->text().contains(QStringLiteral("Needs more")));
+  }
+
+  void contextIsCappedAtTheTrainedLength() {
+    ModelPicker picker;
+    picker.setModels({entry("/m/a.gguf", "A")});
+    auto* context = picker.findChild<QSpinBox*>(QStringLiteral("contextLength"));
+    QCOMPARE(context->maximum(), 8192);
+    context->setValue(100000);
+    QCOMPARE(picker.settings().contextLimit, quint32{8192});
+  }
+
+  void loadSendsTheChosenSettingsAndShowsFailures() {
+    ModelPicker picker;
+    picker.setAvailablePolicies({"f16", "Balanced"}, {"", "k=q8_0,v=q4_0"});
+    picker.setModels({entry("/m/a.gguf", "A")});
+    picker.findChild<QComboBox*>(QStringLiteral("kvPolicy"))->setCurrentIndex(1);
+    picker.findChild<QComboBox*>(QStringLiteral("backendKind"))->setCurrentIndex(1);  // CPU
+    QSignalSpy loads(&picker, &ModelPicker::loadRequested);
+    auto* load = picker.findChild<QPushButton*>(QStringLiteral("loadModelButton"));
+    QTest::mouseClick(load, Qt::LeftButton);
+    QCOMPARE(loads.count(), 1);
+    QCOMPARE(loads.at(0).at(0).toString(), QStringLiteral("/m/a.gguf"));
+    const auto settings = loads.at(0).at(1).value<BackendSettings>();
+    QCOMPARE(settings.kind, QStringLiteral("cpu"));
+    QCOMPARE(settings.kvPolicy, QStringLiteral("k=q8_0,v=q4_0"));
+    QVERIFY(!load->isEnabled());  // one load at a time
+
+    picker.showLoadFailed(QStringLiteral("unsupported architecture 'mamba'"));
+    QVERIFY(load->isEnabled());
+    QCOMPARE(picker.findChild<QLabel*>(QStringLiteral("loadStatus"))->text(),
+             QStringLiteral("unsupported architecture 'mamba'"));
+    picker.showLoaded();
+    QCOMPARE(picker.result(), int(QDialog::Accepted));
+  }
+
+  void handPickedFileJoinsTheList() {
+    ModelPicker picker;
+    picker.setModels({entry("/m/a.gguf", "A")});
+    picker.selectPath(QStringLiteral("/elsewhere/c.gguf"));
+    QCOMPARE(picker.selectedPath(), QStringLiteral("/elsewhere/c.gguf"));
+    QCOMPARE(picker.findChild<QListWidget*>(QStringLiteral("modelList"))->count(), 2);
+  }
+
+  void settingsRoundTrip() {
+    SamplingSettings sampling;
+    sampling.temperature = 0.3;
+    sampling.topK = 20;
+    sampling.maxTokens = 128;
+    sampling.seed = 7;
+    SettingsDialog dialog(QStringLiteral("TinyLlama"), QStringLiteral("Be brief."), sampling);
+    QCOMPARE(dialog.sampling(), sampling);
+    QCOMPARE(dialog.systemPrompt(), QStringLiteral("Be brief."));
+    dialog.findChild<QDoubleSpinBox*>(QStringLiteral("temperature"))->setValue(1.1);
+    dialog.findChild<QPlainTextEdit*>(QStringLiteral("systemPromptEdit"))
+        ->setPlainText(QStringLiteral("  Answer in French.  "));
+    QCOMPARE(dialog.sampling().temperature, 1.1);
+    QCOMPARE(dialog.systemPrompt(), QStringLiteral("Answer in French."));
+    auto* buttons = dialog.findChild<QDialogButtonBox*>();
+    QTest::mouseClick(buttons->button(QDialogButtonBox::RestoreDefaults), Qt::LeftButton);
+    QCOMPARE(dialog.sampling(), SamplingSettings{});
+  }
+};
+
+QTEST_MAIN(DialogsTest)
+#include "dialogs_test.moc"

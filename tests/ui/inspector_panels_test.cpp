@@ -1,0 +1,290 @@
+// Inspector panels from hand-built reports whose numbers are worked out by hand:
+// KV memory (ratio, bits per value, longest context, per-layer tooltips), throughput
+// (chart points per reply, kernel bars longest first), scheme (per-layer codecs, presets,
+// boundary, policy requests, re-encode progress), the measured codec error per layer, and
+// the dock's coalescing of bursts of reports.
+#include <QComboBox>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QtTest>
+
+#include "ui/inspector_dock.h"
+#include "ui/kv_memory_panel.h"
+#include "ui/scheme_panel.h"
+#include "ui/stat_tile.h"
+#include "ui/theme.h"
+#include "ui/throughput_panel.h"
+
+using namespace kvscope::ui;
+
+namespace {
+
+// Two layers, 100 cached rows of 64 values per stream (one KV head of dimension 64):
+// f16 is 100 * 64 * 2 B = 12800 B per stream. K: 4-bit codes (3200 B) + scales (400 B);
+// V: 8-bit codes (6400 B) + scales (400 B) + padding (200 B).
+KvReport twoLayerReport() {
+  KvReport report;
+  report.turnId = 1;
+  report.rows = 100;
+  report.contextLimit = 2048;
+  for (int i = 0; i < 2; ++i) {
+    KvLayerReport layer;
+    layer.keyScheme = QStringLiteral("q4_0");
+    layer.valueScheme = QStringLiteral("q8_0");
+    layer.keyBitsPerValue = 4.5;
+    layer.valueBitsPerValue = 8.75;
+    layer.key = {3200, 400, 0};
+    layer.value = {6400, 400, 200};
+    layer.f16Bytes = 25600;
+    report.layers.append(layer);
+  }
+  report.bytes = 21200;
+  report.f16Bytes = 51200;
+  return report;
+}
+
+StepReport step(quint64 turn, quint32 generated, double decodeMs, quint32 cached) {
+  StepReport r;
+  r.turnId = turn;
+  r.promptTokens = 40;
+  r.reusedTokens = 10;
+  r.prefillMs = 100;
+  r.prefillTokensPerSecond = 300;
+  r.generatedTokens = generated;
+  r.decodeMs = decodeMs;
+  r.cachedTokens = cached;
+  r.lastStepMs = 20;
+  r.decodeTokensPerSecond = decodeMs > 0 ? generated * 1000.0 / decodeMs : 0;
+  r.kernels = {{QStringLiteral("norm"), 10, 0.5},
+               {QStringLiteral("matvec"), 40, 6.0},
+               {QStringLiteral("attention"), 20, 3.5}};
+  return r;
+}
+
+QString tileValue(QWidget& panel, const char* name) {
+  auto* tile = panel.findChild<StatTile*>(QString::fromLatin1(name));
+  return tile ? tile->value() : QStringLiteral("<missing %1>").arg(QString::fromLatin1(name));
+}
+
+QString tileDetail(QWidget& panel, const char* name) {
+  auto* tile = panel.findChild<StatTile*>(QString::fromLatin1(name));
+  return tile ? tile->detail() : QString();
+}
+
+}  // namespace
+
+class InspectorPanelsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { QLocale::setDefault(QLocale::c()); }
+
+  void bytesReadAtAGlance() {
+    QCOMPARE(formatBytes(812), QStringLiteral("812 B"));
+    QCOMPARE(formatBytes(48ull << 20), QStringLiteral("48.0 MiB"));
+    QCOMPARE(formatBytes(531ull << 20), QStringLiteral("531 MiB"));
+    QCOMPARE(formatBytes(3661913948ull), QStringLiteral("3.41 GiB"));
+  }
+
+  void summaryArithmetic() {
+    const KvSummary s = summarizeKv(twoLayerReport(), 1000000, 100000);
+    QCOMPARE(s.bytes, quint64{21200});
+    QCOMPARE(s.f16Bytes, quint64{51200});
+    QCOMPARE(s.keyBytes, quint64{7200});
+    QCOMPARE(s.valueBytes, quint64{14000});
+    QCOMPARE(s.ratio, 51200.0 / 21200.0);
+    QCOMPARE(s.bitsPerValue, 6.625);      // 21200 B * 8 over 25600 values
+    QCOMPARE(s.keyBitsPerValue, 4.5);     // 7200 B * 8 over 12800 values
+    QCOMPARE(s.valueBitsPerValue, 8.75);  // 14000 B * 8 over 12800 values
+    QCOMPARE(s.bytesPerToken, quint64{212});
+    QCOMPARE(s.maxContext, quint64{900000 / 212});
+    QCOMPARE(s.maxContextF16, quint64{900000 / 512});
+  }
+
+  void summaryWithoutDeviceOrRows() {
+    KvReport report = twoLayerReport();
+    QCOMPARE(summarizeKv(report, 0, 0).maxContext, quint64{0});
+    QCOMPARE(summarizeKv(report, 50000, 100000).maxContext, quint64{0});  // weights too big
+    report.rows = 0;
+    QCOMPARE(summarizeKv(report, 1000000, 0).bytesPerToken, quint64{0});
+    QCOMPARE(summarizeKv(KvReport{}, 1000000, 0).ratio, 1.0);
+  }
+
+  void kvPanelShowsTheSummary() {
+    KvMemoryPanel panel;
+    QVERIFY(!panel.hasContent());  // the explanatory empty state first
+    panel.setDeviceMemory(1000000, 100000);
+    panel.showReport(twoLayerReport());
+    QVERIFY(panel.hasContent());
+    QCOMPARE(tileValue(panel, "kvRatio"), QStringLiteral("2.42×"));
+    QCOMPARE(tileValue(panel, "kvBits"), QLocale().toString(6.625, 'f', 2));
+    QCOMPARE(tileDetail(panel, "kvBits"), QStringLiteral("K 4.50 · V 8.75"));
+    QCOMPARE(tileValue(panel, "kvFits"), QStringLiteral("4245 tokens"));
+    QVERIFY(tileDetail(panel, "kvTotal").startsWith(QStringLiteral("100 tokens")));
+    panel.clear();
+    QVERIFY(!panel.hasContent());
+  }
+
+  void layerTooltipsNameCodecsAndBytes() {
+    KvLayerChart chart;
+    chart.resize(360, chart.sizeHint().height());
+    chart.setLayers(twoLayerReport().layers);
+    QCOMPARE(chart.layerAt(QPoint(100, 3)), 0);
+    QCOMPARE(chart.layerAt(QPoint(100, chart.height() - 3)), 1);
+    QCOMPARE(chart.layerAt(QPoint(100, chart.height() + 40)), -1);
+    const QString tip = chart.layerToolTip(1);
+    QVERIFY(tip.contains(QStringLiteral("Layer 1")));
+    QVERIFY(tip.contains(QStringLiteral("q4_0")));
+    QVERIFY(tip.contains(QStringLiteral("q8_0")));
+    QVERIFY2(tip.contains(QStringLiteral("3.56×")), qPrintable(tip));  // K: 12800 / 3600
+  }
+
+  void throughputPlotsEachReplyAndPrefill() {
+    ThroughputPanel panel;
+    QVERIFY(!panel.hasContent());
+    panel.showStep(step(1, 10, 100, 50));
+    panel.showStep(step(1, 20, 300, 60));  // 10 tokens in 200 ms: 50 tok/s
+    panel.showStep(step(1, 20, 300, 60));  // nothing new: no point
+    QCOMPARE(panel.decodePointCount(), 2);
+    QCOMPARE(panel.prefillPointCount(), 1);
+    QCOMPARE(tileValue(panel, "decodeRate"), QStringLiteral("66.7"));  // 20 / 0.3 s
+    QCOMPARE(tileValue(panel, "msPerToken"), QStringLiteral("20.0 ms"));
+    QCOMPARE(tileDetail(panel, "prefillRate"), QStringLiteral("tok/s · 30 new, 10 reused"));
+    panel.showStep(step(2, 5, 50, 80));  // the next reply: its own line and prefill point
+    QCOMPARE(panel.decodePointCount(), 3);
+    QCOMPARE(panel.prefillPointCount(), 2);
+    auto* bars = panel.findChild<KernelBars*>();
+    QCOMPARE(bars->kernels().size(), 3);
+    QCOMPARE(bars->kernels().first().kernelClass, QStringLiteral("matvec"));
+    QCOMPARE(bars->kernels().last().kernelClass, QStringLiteral("norm"));
+    panel.clear();
+    QCOMPARE(panel.decodePointCount(), 0);
+  }
+
+  void schemePanelListsLayersAndRequestsPolicies() {
+    SchemePanel panel;
+    panel.setAvailableSchemes(
+        {QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q4_0")});
+    panel.setPolicy(QString());
+    panel.setEditable(true);
+    panel.showReport(twoLayerReport());
+    auto* table = panel.findChild<QTableWidget*>(QStringLiteral("schemeTable"));
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(table->item(1, 1)->text(), QStringLiteral("q4_0"));
+    QCOMPARE(table->item(1, 3)->text(), QStringLiteral("q8_0"));
+
+    auto* apply = panel.findChild<QPushButton*>(QStringLiteral("applyPolicyButton"));
+    QVERIFY(!apply->isEnabled());  // nothing changed yet
+    auto* values = panel.findChild<QComboBox*>(QStringLiteral("valueSchemePicker"));
+    values->setCurrentText(QStringLiteral("q4_0"));
+    QVERIFY(apply->isEnabled());
+    QSignalSpy requested(&panel, &SchemePanel::policyRequested);
+    QTest::mouseClick(apply, Qt::LeftButton);
+    QCOMPARE(requested.count(), 1);
+    QCOMPARE(requested.at(0).at(0).toString(), QStringLiteral("k=f16,v=q4_0"));
+    panel.setEditable(false);  // generating
+    QVERIFY(!apply->isEnabled());
+  }
+
+  void presetsNeedTheirSchemes() {
+    const auto names = [](const QList<PolicyPreset>& presets) {
+      QStringList policies;
+      for (const PolicyPreset& p : presets) policies << p.policy;
+      return policies;
+    };
+    QCOMPARE(names(policyPresets({QStringLiteral("f16")})), QStringList{"k=f16,v=f16"});
+    const QStringList some = names(
+        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q4_0")}));
+    QCOMPARE(some, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0"}));
+    // Every preset once its schemes exist: 8-bit keys before the smallest.
+    const QStringList all = names(
+        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
+                       QStringLiteral("turbo3"), QStringLiteral("turbo2")}));
+    QCOMPARE(all, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4", "k=q8_0,v=turbo3",
+                               "k=turbo4,v=turbo2"}));
+  }
+
+  void schemePanelPresetsBoundaryAndProgress() {
+    SchemePanel panel;
+    panel.setAvailableSchemes({QStringLiteral("f16"), QStringLiteral("q8_0"),
+                               QStringLiteral("turbo4"), QStringLiteral("turbo2")});
+    panel.setLayerCount(32);
+    panel.setPolicy(QStringLiteral("k=q8_0,v=turbo4,boundary=2"));
+    panel.setEditable(true);
+    auto* preset = panel.findChild<QComboBox*>(QStringLiteral("policyPreset"));
+    auto* keys = panel.findChild<QComboBox*>(QStringLiteral("keySchemePicker"));
+    auto* boundary = panel.findChild<QSpinBox*>(QStringLiteral("boundaryLayers"));
+    auto* apply = panel.findChild<QPushButton*>(QStringLiteral("applyPolicyButton"));
+    QCOMPARE(boundary->maximum(), 16);
+    QCOMPARE(boundary->value(), 2);
+    QCOMPARE(preset->currentData().toString(), QStringLiteral("k=q8_0,v=turbo4"));
+    QVERIFY(!apply->isEnabled());  // the active policy, boundary included
+
+    // A preset sets K and V and keeps the boundary.
+    const int smallest = preset->findData(QStringLiteral("k=turbo4,v=turbo2"));
+    QVERIFY(smallest > 0);
+    preset->setCurrentIndex(smallest);
+    emit preset->activated(smallest);
+    QCOMPARE(keys->currentText(), QStringLiteral("turbo4"));
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo4,v=turbo2,boundary=2"));
+    boundary->setValue(0);
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo4,v=turbo2"));
+    // A hand-picked pair no preset has reads as Custom.
+    keys->setCurrentText(QStringLiteral("f16"));
+    QCOMPARE(preset->currentIndex(), 0);
+    QSignalSpy requested(&panel, &SchemePanel::policyRequested);
+    QTest::mouseClick(apply, Qt::LeftButton);
+    QCOMPARE(requested.at(0).at(0).toString(), QStringLiteral("k=f16,v=turbo2"));
+
+    auto* progress = panel.findChild<QProgressBar*>(QStringLiteral("reencodeProgress"));
+    QVERIFY(progress->isHidden());
+    panel.showProgress(30, 120);
+    QVERIFY(!progress->isHidden());
+    QCOMPARE(progress->value(), 30);
+    QCOMPARE(progress->maximum(), 120);
+    panel.hideProgress();
+    QVERIFY(progress->isHidden());
+  }
+
+  void layerChartShowsTheMeasuredError() {
+    KvLayerChart chart;
+    QList<KvLayerReport> layers = twoLayerReport().layers;
+    chart.setLayers(layers);
+    QVERIFY(chart.layerErrorText(0).isEmpty());  // not measured
+    layers[0].keyError = 0.0003;
+    layers[0].valueError = 0.061;
+    layers[1].keyError = 0.012;
+    chart.setLayers(layers);
+    const QLocale locale;
+    QCOMPARE(chart.layerErrorText(0),
+             QStringLiteral("%1% / %2%")
+                 .arg(locale.toString(0.03, 'f', 2), locale.toString(6.1, 'f', 1)));
+    QCOMPARE(chart.layerErrorText(1), QStringLiteral("%1% / –").arg(locale.toString(1.2, 'f', 1)));
+    QVERIFY(chart.layerToolTip(0).contains(QStringLiteral("reconstruction error")));
+  }
+
+  void dockCoalescesBursts() {
+    InspectorDock dock;
+    KvReport report = twoLayerReport();
+    for (quint32 rows = 1; rows <= 50; ++rows) {
+      report.rows = rows;
+      dock.showKv(report);
+    }
+    QVERIFY(!dock.kvMemoryPanel()->hasContent());  // nothing painted per report
+    dock.showStep(step(1, 10, 100, 50));
+    dock.showStep(step(1, 20, 300, 60));
+    dock.flush();
+    QCOMPARE(dock.kvMemoryPanel()->summary().rows, quint32{50});  // the latest one
+    QCOMPARE(dock.throughputPanel()->decodePointCount(), 2);      // every step is a point
+    report.rows = 51;
+    dock.showKv(report);
+    QTRY_COMPARE(dock.kvMemoryPanel()->summary().rows, quint32{51});  // the timer applies it
+  }
+};
+
+QTEST_MAIN(InspectorPanelsTest)
+#include "inspector_panels_test.moc"

@@ -1,0 +1,225 @@
+#pragma once
+// The value types that cross between the engine thread (EngineWorker) and the GUI thread
+// (ChatController, widgets). Plain data with Qt containers: copied through queued
+// signals, never pointing into engine state, so a widget can keep one as long as it
+// likes. registerEngineTypes() (engine_worker.h) registers every one with QMetaType.
+//
+// Sizes are bytes, times milliseconds, token counts are the engine's (prompt tokens
+// include the chat template's markup).
+
+#include <QDateTime>
+#include <QList>
+#include <QMetaType>
+#include <QString>
+
+namespace kvscope::ui {
+
+// ---- Models -----------------------------------------------------------------------------
+
+// Which engine runs a model and how large its cache may grow.
+struct BackendSettings {
+  QString kind = QStringLiteral("vulkan");  // "vulkan" or "cpu"
+  int device = -1;                          // Vulkan device index (-1: automatic)
+  quint32 contextLimit = 0;                 // tokens; 0: the model's trained context
+  QString kvPolicy;                         // "k=q8_0,v=turbo3,…"; empty: f16
+};
+
+// A request to load a model; `path` is a .gguf file or a Hugging Face folder.
+struct LoadRequest {
+  QString path;
+  BackendSettings backend;
+};
+
+enum class LoadStage {
+  kReadingFile,       // opening and validating the GGUF / safetensors headers
+  kLoadingTokenizer,  // vocabulary and chat template
+  kUploadingWeights,  // building the backend: weights to the device, cache allocated
+  kReady,             // the model answers; modelLoaded() follows
+};
+
+// What the UI shows about the loaded model (status bar, inspector, model picker).
+struct ModelInfo {
+  QString path;
+  QString name;             // general.name, else the file or folder name
+  QString architecture;     // "llama", "qwen2", …
+  QString format;           // "GGUF" or "Hugging Face"
+  QString backend;          // "cpu" or "vulkan"
+  QString chatTemplate;     // the recognised template family ("chatml", "llama3", …)
+  QString templateWarning;  // non-empty when the template was not understood
+  quint32 nLayer = 0;
+  quint32 nHead = 0;
+  quint32 nHeadKv = 0;
+  quint32 headDim = 0;
+  quint32 nVocab = 0;
+  quint32 trainedContext = 0;
+  quint32 contextLimit = 0;     // what this session allows
+  quint64 weightBytes = 0;      // tensors as stored
+  quint64 kvBytesPerToken = 0;  // under the active KV policy, all layers, K and V
+  QString kvPolicy;             // the active policy, "k=f16,v=f16" by default
+};
+
+// Memory a model needs before it is loaded (model picker, load dialog).
+struct MemoryEstimate {
+  quint64 weightBytes = 0;
+  quint64 kvBytes = 0;  // the KV cache full at `contextLength`
+  quint64 kvBytesPerToken = 0;
+  quint32 contextLength = 0;       // the length the estimate is for
+  quint32 maxContextThatFits = 0;  // longest context whose weights + KV fit the given memory
+  quint64 totalBytes() const { return weightBytes + kvBytes; }
+};
+
+// Where discovery found a model.
+enum class ModelSource { kHuggingFace, kLmStudio, kGpt4All, kModelsFolder, kUserFolder, kRecent };
+
+// One model found on disk. Architecture and parameter count come from the GGUF header or
+// config.json when cheaply readable; empty / 0 otherwise.
+struct ModelEntry {
+  QString path;  // .gguf file or Hugging Face snapshot folder
+  QString name;  // "TinyLlama-1.1B-Chat Q4_K_M", repo name, or file name
+  ModelSource source = ModelSource::kModelsFolder;
+  bool isFolder = false;  // Hugging Face folder (safetensors) rather than a .gguf file
+  QString architecture;
+  quint64 parameterCount = 0;
+  quint64 sizeBytes = 0;      // on disk (all shards of a folder)
+  quint32 contextLength = 0;  // trained context when readable
+  QString quantization;       // "Q4_K_M", "F16", … when readable
+  QDateTime modified;
+};
+
+// ---- Sampling ---------------------------------------------------------------------------
+
+// Per-model generation settings (stored by ModelSettings). Defaults are llama.cpp's.
+struct SamplingSettings {
+  double temperature = 0.8;
+  int topK = 40;
+  double topP = 0.95;
+  double minP = 0.05;
+  double repeatPenalty = 1.0;
+  int repeatLastN = 64;
+  int maxTokens = 512;
+  qint64 seed = -1;  // -1: a fresh random seed each reply
+  QString systemPrompt;
+  bool operator==(const SamplingSettings&) const = default;
+};
+
+// ---- Conversation -----------------------------------------------------------------------
+
+enum class StopReason { kNone, kEndOfGeneration, kMaxTokens, kStopRequested, kContextFull, kError };
+
+// How one reply went. Filled when the reply ends (and for the final stats of a failed one).
+struct ReplyStats {
+  quint32 promptTokens = 0;  // tokens in the rendered prompt
+  quint32 reusedTokens = 0;  // of which came from the cache (prefix reuse)
+  quint32 generatedTokens = 0;
+  quint32 cachedTokens = 0;  // in the cache after the reply
+  quint32 contextLimit = 0;
+  double prefillMs = 0.0;
+  double decodeMs = 0.0;
+  double prefillTokensPerSecond = 0.0;
+  double decodeTokensPerSecond = 0.0;
+  StopReason stop = StopReason::kNone;
+  quint64 seed = 0;  // the sampler's seed, to reproduce the reply
+  bool valid() const { return stop != StopReason::kNone; }
+};
+
+// One message. Assistant messages carry their stats; a failed turn keeps the user
+// message and records the error on the (possibly partial) assistant reply.
+struct ChatMessage {
+  QString role;  // "system", "user" or "assistant"
+  QString text;
+  ReplyStats stats;  // assistant only
+  QString error;     // assistant only: why the reply failed; empty when it did not
+  QDateTime time;
+};
+
+struct Conversation {
+  QString id;     // file stem in the store; stable across renames
+  QString title;  // the first user message, shortened; "New chat" until there is one
+  QString systemPrompt;
+  QString modelPath;
+  QDateTime created;
+  QDateTime updated;
+  QList<ChatMessage> messages;  // user/assistant, in order (the system prompt is separate)
+};
+
+// One chat turn for the engine: the whole conversation to render with the template.
+struct TurnRequest {
+  quint64 turnId = 0;  // echoed in every answer so late answers of an old turn are ignored
+  QString systemPrompt;
+  QList<ChatMessage> messages;  // ends with the user message to answer
+  SamplingSettings sampling;
+};
+
+// ---- Live telemetry ---------------------------------------------------------------------
+
+struct KernelTime {
+  QString kernelClass;  // "matvec", "attention", …
+  quint32 dispatches = 0;
+  double ms = 0.0;
+};
+
+// One decode step (forwarded at most ~10 times a second, and once at the end of a reply).
+struct StepReport {
+  quint64 turnId = 0;
+  quint32 promptTokens = 0;
+  quint32 reusedTokens = 0;
+  quint32 generatedTokens = 0;
+  quint32 cachedTokens = 0;
+  quint32 contextLimit = 0;
+  double prefillMs = 0.0;
+  double decodeMs = 0.0;
+  double lastStepMs = 0.0;
+  double prefillTokensPerSecond = 0.0;
+  double decodeTokensPerSecond = 0.0;
+  QList<KernelTime> kernels;  // device time of the last step by kernel class
+};
+
+// Bytes of one K or V stream of one layer, by what they are for.
+struct KvPartBytes {
+  quint64 codes = 0;
+  quint64 scales = 0;
+  quint64 padding = 0;  // layout padding inside rows
+  quint64 total() const { return codes + scales + padding; }
+};
+
+struct KvLayerReport {
+  QString keyScheme;  // "f16", "q8_0", "turbo3", …
+  QString valueScheme;
+  double keyBitsPerValue = 0.0;
+  double valueBitsPerValue = 0.0;
+  KvPartBytes key;
+  KvPartBytes value;
+  quint64 f16Bytes = 0;  // what this layer's rows would take at f16
+  // Measured codec error of the layer's rows (relative RMS); negative: not measured.
+  double keyError = -1.0;
+  double valueError = -1.0;
+};
+
+// The KV cache at one moment (at most ~10 Hz during a reply, and at the end of each).
+struct KvReport {
+  quint64 turnId = 0;
+  quint32 rows = 0;  // cached tokens
+  quint32 contextLimit = 0;
+  quint64 bytes = 0;           // sum of every layer's key and value bytes
+  quint64 f16Bytes = 0;        // the same rows at f16
+  quint64 allocatedBytes = 0;  // pages reserved, including rows not yet filled
+  QList<KvLayerReport> layers;
+  double compressionRatio() const { return bytes > 0 ? double(f16Bytes) / double(bytes) : 1.0; }
+};
+
+}  // namespace kvscope::ui
+
+Q_DECLARE_METATYPE(kvscope::ui::BackendSettings)
+Q_DECLARE_METATYPE(kvscope::ui::LoadRequest)
+Q_DECLARE_METATYPE(kvscope::ui::LoadStage)
+Q_DECLARE_METATYPE(kvscope::ui::ModelInfo)
+Q_DECLARE_METATYPE(kvscope::ui::MemoryEstimate)
+Q_DECLARE_METATYPE(kvscope::ui::ModelEntry)
+Q_DECLARE_METATYPE(kvscope::ui::SamplingSettings)
+Q_DECLARE_METATYPE(kvscope::ui::StopReason)
+Q_DECLARE_METATYPE(kvscope::ui::ReplyStats)
+Q_DECLARE_METATYPE(kvscope::ui::ChatMessage)
+Q_DECLARE_METATYPE(kvscope::ui::Conversation)
+Q_DECLARE_METATYPE(kvscope::ui::TurnRequest)
+Q_DECLARE_METATYPE(kvscope::ui::StepReport)
+Q_DECLARE_METATYPE(kvscope::ui::KvReport)

@@ -1,0 +1,43 @@
+#pragma once
+// ModelSettings: what the app remembers about models between runs, in QSettings:
+// sampling settings (and default system prompt) per model path, the backend settings,
+// the recently loaded models and the folders the user added to model discovery.
+// GUI thread. Tests pass their own QSettings file.
+
+#include <QSettings>
+#include <QString>
+#include <QStringList>
+#include <memory>
+
+#include "ui/engine_types.h"
+
+namespace kvscope::ui {
+
+class ModelSettings {
+ public:
+  static constexpr int kMaxRecent = 10;
+
+  // `file` empty: the application's QSettings (organization and application names).
+  explicit ModelSettings(const QString& file = {});
+
+  // A model never configured gets the defaults of SamplingSettings.
+  SamplingSettings sampling(const QString& modelPath) const;
+  void setSampling(const QString& modelPath, const SamplingSettings& sampling);
+
+  BackendSettings backendSettings() const;
+  void setBackendSettings(const BackendSettings& settings);
+
+  // Most recent first, at most kMaxRecent, no duplicates.
+  QStringList recentModels() const;
+  void addRecentModel(const QString& path);
+  void removeRecentModel(const QString& path);
+
+  QStringList userFolders() const;
+  void addUserFolder(const QString& folder);
+  void removeUserFolder(const QString& folder);
+
+ private:
+  std::unique_ptr<QSettings> m_settings;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,110 @@
+#include "ui/screenshot_script.h"
+
+#include <QApplication>
+#include <QPixmap>
+
+#include "ui/chat_controller.h"
+#include "ui/composer.h"
+#include "ui/inspector_dock.h"
+#include "ui/main_window.h"
+
+namespace kvscope::ui {
+namespace {
+
+// Layout settles over a few event-loop passes after the last change (status bar, word
+// wrap); a short pause makes the picture show the settled window. Mid-reply the pause is
+// shorter, so the reply is still streaming when the picture is taken.
+constexpr int kSettleMs = 400;
+constexpr int kStreamingSettleMs = 150;
+
+}  // namespace
+
+ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
+    : QObject(&window), m_window(window), m_plan(std::move(plan)) {
+  ChatController* c = window.controller();
+  m_timeout.setSingleShot(true);
+  connect(&m_timeout, &QTimer::timeout, this,
+          [this] { fail(QStringLiteral("timed out before the window was ready")); });
+  m_timeout.start(m_plan.timeoutMs);
+
+  connect(&window, &MainWindow::deviceProbeFinished, this, [this] {
+    m_probed = true;
+    start();
+  });
+  connect(&window, &MainWindow::modelsDiscovered, this, [this] {
+    m_discovered = true;
+    start();
+  });
+  connect(c, &ChatController::modelLoaded, this, [this, c] {
+    if (!m_plan.systemPrompt.isEmpty()) c->setSystemPrompt(m_plan.systemPrompt);
+    if (m_plan.maxTokens > 0) {
+      SamplingSettings sampling = c->sampling();
+      sampling.maxTokens = m_plan.maxTokens;
+      c->setSampling(sampling);
+    }
+    sendNext();
+  });
+  connect(c, &ChatController::modelLoadFailed, this,
+          [this](const QString&, const QString& message) { fail(message); });
+  connect(c, &ChatController::replyFailed, this,
+          [this](int, const QString& message) { fail(message); });
+  connect(c, &ChatController::replyFinished, this, [this] {
+    if (!m_lastTurn) sendNext();
+  });
+  connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
+    m_tokens = report.generatedTokens;
+    checkReady();
+  });
+  connect(c, &ChatController::kvReported, this, [this] {
+    m_sawKv = true;
+    checkReady();
+  });
+}
+
+void ScreenshotScript::start() {
+  if (!m_probed || !m_discovered || m_started) return;
+  m_started = true;
+  if (m_plan.modelPath.isEmpty()) {
+    QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture);
+    return;
+  }
+  m_window.inspector()->showTab(m_plan.inspectorTab);
+  m_window.controller()->loadModelWith(m_plan.modelPath, m_plan.backend);
+}
+
+void ScreenshotScript::sendNext() {
+  if (m_next >= m_plan.prompts.size()) {
+    QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture);
+    return;
+  }
+  m_lastTurn = m_next == m_plan.prompts.size() - 1;
+  m_sawKv = false;
+  m_tokens = 0;
+  m_window.controller()->send(m_plan.prompts.at(m_next++));
+}
+
+void ScreenshotScript::checkReady() {
+  if (!m_lastTurn || m_capturing || !m_sawKv || m_tokens < quint32(m_plan.minTokens)) return;
+  m_capturing = true;
+  m_window.inspector()->flush();
+  QTimer::singleShot(kStreamingSettleMs, this, &ScreenshotScript::capture);
+}
+
+void ScreenshotScript::capture() {
+  m_timeout.stop();
+  m_window.inspector()->flush();
+  const bool saved = m_window.grab().save(m_plan.output, "PNG");
+  if (!saved) {
+    fail(QStringLiteral("could not write %1").arg(m_plan.output));
+    return;
+  }
+  m_window.controller()->stop();
+  QApplication::exit(0);
+}
+
+void ScreenshotScript::fail(const QString& message) {
+  qCritical("screenshot: %s", qPrintable(message));
+  QApplication::exit(1);
+}
+
+}  // namespace kvscope::ui

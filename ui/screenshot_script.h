@@ -1,0 +1,59 @@
+#pragma once
+// ScreenshotScript: drives a MainWindow through a scripted conversation and saves a PNG
+// of it, for tools/screenshot.sh and the README's pictures. Without a model it captures
+// the window once the device probe and the scan for models on disk have answered (the
+// empty state). With one it loads the
+// model, sends each prompt in turn (every reply but the last runs to its end), and
+// captures the window while the last reply streams: once it has `minTokens` tokens and
+// the inspector has a KV report, so the picture shows a conversation mid-flight. Exits
+// the application with 0 when the picture was saved, 1 on any failure (with a message).
+
+#include <QObject>
+#include <QStringList>
+#include <QTimer>
+
+#include "ui/engine_types.h"
+
+namespace kvscope::ui {
+
+class MainWindow;
+
+struct ScreenshotPlan {
+  QString output;     // PNG path
+  QString modelPath;  // empty: the empty window
+  BackendSettings backend;
+  QStringList prompts;
+  QString systemPrompt;
+  int maxTokens = 0;  // reply length limit; 0: the model's remembered setting
+  int minTokens = 24;
+  int inspectorTab = 0;  // KV memory, Scheme, Indexer, Throughput
+  int timeoutMs = 180000;
+};
+
+class ScreenshotScript : public QObject {
+  Q_OBJECT
+
+ public:
+  ScreenshotScript(MainWindow& window, ScreenshotPlan plan);
+
+ private:
+  void start();
+  void sendNext();
+  void checkReady();
+  void capture();
+  void fail(const QString& message);
+
+  MainWindow& m_window;
+  ScreenshotPlan m_plan;
+  int m_next = 0;  // the next prompt to send
+  bool m_lastTurn = false;
+  bool m_sawKv = false;
+  quint32 m_tokens = 0;
+  bool m_capturing = false;
+  bool m_probed = false;
+  bool m_discovered = false;
+  bool m_started = false;
+  QTimer m_timeout;
+};
+
+}  // namespace kvscope::ui
