@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   kvscope::cli::registerChat(app, global, exitCode);
   kvscope::cli::registerMakeModel(app, global, exitCode);
   kvscope::cli::registerBench(app, global, exitCode);
+  kvscope::cli::registerConvert(app, global, exitCode);
+  kvscope::cli::registerEval(app, global, exitCode);
 
   if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"
     std::fputs(app.help().c_str(), stderr);

@@ -19,5 +19,7 @@ void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode)
 void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerMakeModel(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerConvert(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

@@ -1,15 +1,26 @@
 #include "cli/model_options.h"
 
+#include "model/default_model.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 
 namespace kvscope::cli {
 
 void addModelOptions(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("-m,--model", o.model,
+                  "GGUF file or Hugging Face folder (default: the bundled demo model)");
   cmd->add_option("-c,--ctx", o.context, "Context length in tokens (default: the model's)");
-  cmd->add_option("--backend", o.backend, "Backend to run on")->check(CLI::IsMember({"cpu", "vulkan"}));
+  cmd->add_option("--backend", o.backend, "Backend to run on")
+      ->check(CLI::IsMember({"cpu", "vulkan"}));
   cmd->add_option("--threads", o.threads, "CPU threads (default: all)");
+  auto* ctk = cmd->add_option("--ctk,--cache-type-k", o.cacheTypeK,
+                              "KV cache scheme of K in every layer (f16, q8_0, turbo4, ...)");
+  auto* ctv =
+      cmd->add_option("--ctv,--cache-type-v", o.cacheTypeV, "KV cache scheme of V in every layer");
+  cmd->add_option("--kv-policy", o.kvPolicy,
+                  "KV cache policy, e.g. k=q8_0,v=turbo3,boundary=2,k@5=f16,two_phase,seed=7")
+      ->excludes(ctk)
+      ->excludes(ctv);
   cmd->add_option("--temp", o.sampler.temperature, "Temperature; 0 = greedy")
       ->default_val(o.sampler.temperature);
   cmd->add_option("--top-k", o.sampler.topK, "Top-k; 0 = off")->default_val(o.sampler.topK);
@@ -24,13 +35,28 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o) {
       ->each([&o](const std::string&) { o.seedSet = true; });
 }
 
+std::string kvPolicyText(const ModelOptions& o) {
+  if (!o.kvPolicy.empty()) return o.kvPolicy;
+  std::string text;
+  if (!o.cacheTypeK.empty()) text = "k=" + o.cacheTypeK;
+  if (!o.cacheTypeV.empty()) text += (text.empty() ? "v=" : ",v=") + o.cacheTypeV;
+  return text;
+}
+
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
                                                         const GlobalOptions& global) {
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(o.model));
+  std::filesystem::path path = o.model;
+  if (path.empty()) {
+    KVS_ASSIGN_OR_RETURN(path, model::findDefaultModel());
+  }
+  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(path));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
-  KVS_ASSIGN_OR_RETURN(auto backend,
-                       runtime::makeBackend(model, {o.backend, o.context, global.device, o.threads}));
+  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model, {.kind = o.backend,
+                                                                  .contextLimit = o.context,
+                                                                  .device = global.device,
+                                                                  .threads = o.threads,
+                                                                  .kvPolicy = kvPolicyText(o)}));
   return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer));
 }
 

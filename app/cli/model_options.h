@@ -1,6 +1,7 @@
 #pragma once
 // Options shared by the subcommands that run a model (generate, chat, bench):
-// model path, context length, backend, sampling; and loading a Session.
+// model path, context length, backend, KV cache policy, sampling; and
+// loading a Session.
 
 #include <memory>
 #include <string>
@@ -13,17 +14,24 @@
 namespace kvscope::cli {
 
 struct ModelOptions {
-  std::string model;
+  std::string model;  // empty: the demo model (model/default_model.h)
   uint32_t context = 0;  // 0: the model's trained context
   std::string backend = "cpu";
   unsigned threads = 0;
+  // KV cache: --ctk / --ctv (a scheme for every layer's K / V) or the full
+  // --kv-policy text (kv/kv_policy.h); not both. None: f16.
+  std::string cacheTypeK;
+  std::string cacheTypeV;
+  std::string kvPolicy;
   runtime::SamplerConfig sampler;
   uint64_t seed = 0;
   bool seedSet = false;
 };
 
-// Adds -m, -c, --backend, --threads and the sampling options to `cmd`.
+// Adds -m, -c, --backend, --threads, the KV cache and the sampling options to `cmd`.
 void addModelOptions(CLI::App* cmd, ModelOptions& options);
+// The KV cache policy text the options ask for ("" = f16).
+std::string kvPolicyText(const ModelOptions& options);
 // Opens the model and builds a Session; the error is user-readable.
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& options,
                                                         const GlobalOptions& global);

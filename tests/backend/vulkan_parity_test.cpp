@@ -16,6 +16,7 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
+#include "model/default_model.h"
 #include "model/synthetic_model.h"
 #include "support/test_support.h"
 
@@ -116,6 +117,16 @@ TEST(VulkanParity, TinyStoriesHuggingFace) {
   ASSERT_TRUE(m.ok());
   expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 9, 64),
               "tinystories-656k (HF)");
+}
+
+// The demo model kvscope ships (head_dim 64, GQA 2:1, F16 weights), when present.
+TEST(VulkanParity, DemoModel) {
+  const auto path = model::findDefaultModel();
+  if (!path.ok()) GTEST_SKIP() << path.error().message;
+  auto m = model::ModelFile::open(*path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64),
+              "kvscope-demo");
 }
 
 class SyntheticParity : public ::testing::TestWithParam<std::tuple<std::string, gguf::TensorType>> {};

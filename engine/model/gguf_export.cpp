@@ -1,0 +1,150 @@
+#include "model/gguf_export.h"
+
+#include <algorithm>
+
+#include "gguf/dequant.h"
+#include "gguf/quantize.h"
+
+namespace kvscope::model {
+namespace {
+
+using tokenizer::kNoToken;
+using tokenizer::TokenId;
+using tokenizer::Vocab;
+using tokenizer::VocabKind;
+
+void setArchitecture(gguf::GgufWriter& w, const ModelConfig& c, const std::string& name) {
+  const std::string& a = c.architecture;
+  w.set("general.architecture", gguf::stringValue(a));
+  if (!name.empty()) w.set("general.name", gguf::stringValue(name));
+  w.set(a + ".block_count", gguf::uint32Value(c.nLayer));
+  w.set(a + ".context_length", gguf::uint32Value(c.contextLength));
+  w.set(a + ".embedding_length", gguf::uint32Value(c.nEmbd));
+  w.set(a + ".feed_forward_length", gguf::uint32Value(c.nFf));
+  w.set(a + ".attention.head_count", gguf::uint32Value(c.nHead));
+  w.set(a + ".attention.head_count_kv", gguf::uint32Value(c.nHeadKv));
+  w.set(a + ".attention.key_length", gguf::uint32Value(c.headDim));
+  w.set(a + ".attention.value_length", gguf::uint32Value(c.headDimV));
+  w.set(a + ".attention.layer_norm_rms_epsilon", gguf::float32Value(c.rmsEps));
+  w.set(a + ".rope.freq_base", gguf::float32Value(c.rope.theta));
+  w.set(a + ".rope.dimension_count", gguf::uint32Value(c.rope.dims));
+  if (c.rope.scaling == RopeScaling::kLinear) {
+    w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
+    w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));
+  }
+}
+
+// Hugging Face rotate-half order -> adjacent pairs: within each head, GGUF row
+// 2i + j is Hugging Face row j * headDim/2 + i.
+std::vector<float> halvesToPairs(std::span<const float> v, uint64_t rowLength, uint32_t headDim) {
+  std::vector<float> out(v.size());
+  const uint64_t rows = v.size() / rowLength;
+  const uint32_t half = headDim / 2;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint64_t k = r % headDim;
+    const uint64_t src = r - k + (k % 2) * half + k / 2;
+    std::copy_n(v.begin() + static_cast<ptrdiff_t>(src * rowLength), rowLength,
+                out.begin() + static_cast<ptrdiff_t>(r * rowLength));
+  }
+  return out;
+}
+
+bool isRotatedProjection(std::string_view name) {
+  for (std::string_view suffix :
+       {".attn_q.weight", ".attn_k.weight", ".attn_q.bias", ".attn_k.bias"})
+    if (name.ends_with(suffix)) return true;
+  return false;
+}
+
+// The type a tensor is stored as: `wanted` for 2-D weights whose rows fill
+// whole blocks, F16 for other 2-D weights, F32 for everything else.
+gguf::TensorType storedType(const TensorView& t, gguf::TensorType wanted) {
+  if (t.shape.size() != 2) return gguf::TensorType::kF32;
+  return t.shape[0] % gguf::traits(wanted).blockElements == 0 ? wanted : gguf::TensorType::kF16;
+}
+
+Status addTensor(gguf::GgufWriter& w, const TensorView& t, bool permute, const ModelConfig& c,
+                 gguf::TensorType wanted) {
+  if (!gguf::canDequantize(t.type)) {
+    return makeError(ErrorCode::kUnsupported, "tensor '{}' has type {}, which cannot be converted",
+                     t.name, gguf::traits(t.type).name);
+  }
+  std::vector<float> values(t.elements());
+  KVS_TRY(gguf::dequantize(t.type, t.data, values));
+  if (permute && isRotatedProjection(t.name)) {
+    const uint64_t rowLength = t.shape.size() == 2 ? t.shape[0] : 1;
+    values = halvesToPairs(values, rowLength, c.headDim);
+  }
+  return w.addQuantizedTensor(t.name, t.shape, storedType(t, wanted), values);
+}
+
+}  // namespace
+
+Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
+  if (vocab.kind == VocabKind::kBpe && !vocab.byteLevel) {
+    return makeError(ErrorCode::kUnsupported,
+                     "this tokenizer (SentencePiece-style BPE from tokenizer.json) has no GGUF "
+                     "form; give a GGUF tokenizer instead");
+  }
+  std::vector<std::string> texts;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (const auto& t : vocab.tokens) {
+    texts.push_back(t.text);
+    scores.push_back(t.score);
+    types.push_back(static_cast<int32_t>(t.type));
+  }
+  const bool spm = vocab.kind == VocabKind::kSpm;
+  w.set("tokenizer.ggml.model", gguf::stringValue(spm ? "llama" : "gpt2"));
+  if (!spm) w.set("tokenizer.ggml.pre", gguf::stringValue(vocab.preTokenizer));
+  w.set("tokenizer.ggml.tokens", gguf::stringArrayValue(texts));
+  w.set("tokenizer.ggml.scores", gguf::float32ArrayValue(scores));
+  w.set("tokenizer.ggml.token_type", gguf::int32ArrayValue(types));
+  if (!spm) w.set("tokenizer.ggml.merges", gguf::stringArrayValue(vocab.merges));
+  const std::pair<const char*, TokenId> ids[] = {
+      {"tokenizer.ggml.bos_token_id", vocab.bos},
+      {"tokenizer.ggml.eos_token_id", vocab.eos},
+      {"tokenizer.ggml.eot_token_id", vocab.eot},
+      {"tokenizer.ggml.unknown_token_id", vocab.unk},
+      {"tokenizer.ggml.padding_token_id", vocab.pad},
+  };
+  for (const auto& [key, id] : ids)
+    if (id != kNoToken) w.set(key, gguf::uint32Value(static_cast<uint32_t>(id)));
+  w.set("tokenizer.ggml.add_bos_token", gguf::boolValue(vocab.addBos));
+  w.set("tokenizer.ggml.add_eos_token", gguf::boolValue(vocab.addEos));
+  w.set("tokenizer.ggml.add_space_prefix", gguf::boolValue(vocab.addSpacePrefix));
+  if (!vocab.chatTemplate.empty())
+    w.set("tokenizer.chat_template", gguf::stringValue(vocab.chatTemplate));
+  return okStatus();
+}
+
+Expected<gguf::GgufWriter> ggufFromModel(const ModelFile& model, const Vocab& vocab,
+                                         const GgufExportOptions& options) {
+  const ModelConfig& c = model.config();
+  if (vocab.tokens.size() > c.nVocab) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the tokenizer has {} tokens but the model's embedding has only {} rows",
+                     vocab.tokens.size(), c.nVocab);
+  }
+  const bool permute = model.format() == ModelFormat::kHuggingFace &&
+                       c.rope.style == RopeStyle::kNeox && c.arch->rope == RopeStyle::kNormal;
+  if (permute && c.rope.dims != c.headDim) {
+    return makeError(ErrorCode::kUnsupported,
+                     "partial rotary embeddings ({} of {} dimensions) cannot be converted",
+                     c.rope.dims, c.headDim);
+  }
+  if (model.format() == ModelFormat::kHuggingFace && c.rope.scaling == RopeScaling::kFreqFactors) {
+    return makeError(ErrorCode::kUnsupported,
+                     "llama3 RoPE scaling cannot be converted yet (GGUF needs rope_freqs.weight)");
+  }
+  gguf::GgufWriter w;
+  setArchitecture(w, c, options.name.empty() ? c.name : options.name);
+  KVS_TRY(setVocabMetadata(w, vocab));
+  for (const TensorView& t : model.all()) {
+    if (c.tiedEmbeddings && t.name == "output.weight") continue;  // token_embd.weight holds it
+    KVS_TRY(addTensor(w, t, permute, c, options.weightType));
+  }
+  return w;
+}
+
+}  // namespace kvscope::model
