@@ -5,9 +5,11 @@
 #include <QFileInfo>
 #include <QIcon>
 
+#include "model/default_model.h"
 #include "ui/chat_controller.h"
 #include "ui/engine_thread.h"
 #include "ui/main_window.h"
+#include "ui/model_settings.h"
 #include "ui/resources.h"
 #include "ui/screenshot_script.h"
 #include "ui/theme.h"
@@ -18,6 +20,16 @@ QCommandLineOption option(const char* name, const char* help, const char* value 
   return value ? QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help),
                                     QString::fromLatin1(value))
                : QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help));
+}
+
+// With no model named on the command line: the model used last, if it is still
+// there, else the demo model kvscope ships, so a first start is ready to chat.
+// Empty (the window's empty state) when neither exists.
+QString startupModel() {
+  const QStringList recent = kvscope::ui::ModelSettings().recentModels();
+  if (!recent.isEmpty() && QFileInfo::exists(recent.first())) return recent.first();
+  auto demo = kvscope::model::findDefaultModel();
+  return demo.ok() ? QString::fromStdString(demo->string()) : QString();
 }
 
 }  // namespace
@@ -70,8 +82,11 @@ int main(int argc, char** argv) {
   kvscope::ui::applyTheme(app);
   kvscope::ui::EngineThread engine;
   kvscope::ui::MainWindow window(engine.worker());
-  if (const QStringList args = parser.positionalArguments(); !args.isEmpty())
-    window.controller()->loadModel(QFileInfo(args.first()).absoluteFilePath());
+  const QStringList args = parser.positionalArguments();
+  const QString model = !args.isEmpty()            ? QFileInfo(args.first()).absoluteFilePath()
+                        : parser.isSet(screenshot) ? QString()
+                                                   : startupModel();
+  if (!model.isEmpty()) window.controller()->loadModel(model);
 
   if (parser.isSet(screenshot)) {
     kvscope::ui::ScreenshotPlan plan;

@@ -12,16 +12,22 @@
 #include <QMetaType>
 #include <QString>
 
+#include "kv/kv_policy.h"
+
 namespace kvscope::ui {
 
 // ---- Models -----------------------------------------------------------------------------
 
 // Which engine runs a model and how large its cache may grow.
 struct BackendSettings {
-  QString kind = QStringLiteral("vulkan");  // "vulkan" or "cpu"
-  int device = -1;                          // Vulkan device index (-1: automatic)
-  quint32 contextLimit = 0;                 // tokens; 0: the model's trained context
-  QString kvPolicy;                         // "k=q8_0,v=turbo3,…"; empty: f16
+  // "auto": Vulkan on a GPU, the CPU backend where the only Vulkan device is a
+  // CPU (lavapipe), see runtime::resolveBackendKind; or "vulkan" / "cpu".
+  QString kind = QStringLiteral("auto");
+  int device = -1;           // Vulkan device index (-1: automatic)
+  quint32 contextLimit = 0;  // tokens; 0: the model's trained context
+  // "k=q8_0,v=turbo4,…" (kv/kv_policy.h); empty: f16. The default is the
+  // K-safe compressed policy: softmax amplifies K error, V is cheap.
+  QString kvPolicy = QString::fromStdString(kv::defaultKvPolicy().toString());
 };
 
 // A request to load a model; `path` is a .gguf file or a Hugging Face folder.

@@ -352,7 +352,8 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     m_info = {};
     emit modelUnloaded();
   }
-  const std::string kind = request.backend.kind.toStdString();
+  const std::string kind =
+      runtime::resolveBackendKind(request.backend.kind.toStdString(), request.backend.device);
   emit loadProgress(LoadStage::kUploadingWeights,
                     kind == "cpu" ? QStringLiteral("Preparing weights for the CPU")
                                   : QStringLiteral("Uploading weights to the GPU"));
@@ -394,7 +395,8 @@ void EngineWorker::estimateMemory(const QString& path, const BackendSettings& ba
     emit memoryEstimateFailed(path, QString::fromStdString(file.error().message));
     return;
   }
-  if (deviceBytes == 0 && backend.kind == QStringLiteral("vulkan")) {
+  if (deviceBytes == 0 &&
+      runtime::resolveBackendKind(backend.kind.toStdString(), backend.device) == "vulkan") {
     // The device the backend would pick; no limit when there is none to ask.
     auto devices = m_listDevices();
     if (devices.ok()) {

@@ -211,6 +211,7 @@ QWidget* ModelPicker::buildDetails() {
   m_policy->setEditable(true);
   m_policy->setToolTip(tr("A KV policy such as k=q8_0,v=turbo3,boundary=2"));
   m_backend->setObjectName(QStringLiteral("backendKind"));
+  m_backend->addItem(tr("Automatic (GPU if present, else CPU)"), QStringLiteral("auto"));
   m_backend->addItem(tr("Vulkan (GPU)"), QStringLiteral("vulkan"));
   m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
   m_device->setObjectName(QStringLiteral("devicePicker"));
@@ -250,7 +251,7 @@ QWidget* ModelPicker::buildDetails() {
   connect(m_context, &QSpinBox::valueChanged, this, changed);
   connect(m_policy, &QComboBox::currentTextChanged, this, changed);
   connect(m_backend, &QComboBox::currentIndexChanged, this, [this, changed] {
-    m_device->setEnabled(m_backend->currentData().toString() == QStringLiteral("vulkan"));
+    m_device->setEnabled(m_backend->currentData().toString() != QStringLiteral("cpu"));
     changed();
   });
   connect(m_device, &QComboBox::currentIndexChanged, this, changed);
@@ -350,7 +351,7 @@ BackendSettings ModelPicker::settings() const {
 
 quint64 ModelPicker::deviceBytes() const {
   const int index = m_device->currentIndex();
-  if (m_backend->currentData().toString() != QStringLiteral("vulkan")) return 0;
+  if (m_backend->currentData().toString() == QStringLiteral("cpu")) return 0;
   return index >= 0 && index < m_devices.size() ? m_devices.at(index).deviceLocalBytes : 0;
 }
 

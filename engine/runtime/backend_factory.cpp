@@ -2,15 +2,30 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
+#include "gpu/device_info.h"
 #include "kv/kv_policy.h"
 
 namespace kvscope::runtime {
 
+std::string resolveBackendKind(std::string_view kind, int device) {
+  if (kind != "auto") return std::string(kind);
+  auto devices = gpu::listDevices();
+  if (!devices.ok() || devices->empty()) return "cpu";
+  auto chosen = gpu::chooseDevice(*devices, device);
+  if (!chosen.ok()) return "vulkan";  // the Vulkan backend reports the bad index
+  for (const auto& d : *devices)
+    if (d.index == *chosen) return d.type == gpu::DeviceType::kCpu ? "cpu" : "vulkan";
+  return "cpu";
+}
+
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
-    std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice) {
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& requested) {
+  const std::string kind = resolveBackendKind(requested.kind, requested.device);
+  BackendChoice choice = requested;
+  choice.kind = kind;
   if (choice.kind != "cpu" && choice.kind != "vulkan")
-    return makeError(ErrorCode::kInvalidArgument, "unknown backend '{}' (choose cpu or vulkan)",
-                     choice.kind);
+    return makeError(ErrorCode::kInvalidArgument,
+                     "unknown backend '{}' (choose cpu, vulkan or auto)", choice.kind);
   // The policy is checked against the model before anything is loaded.
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(choice.kvPolicy));
   const auto& c = model->config();

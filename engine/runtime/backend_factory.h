@@ -13,13 +13,19 @@
 namespace kvscope::runtime {
 
 struct BackendChoice {
-  std::string_view kind = "vulkan";  // "cpu" or "vulkan"
+  std::string_view kind = "vulkan";  // "cpu", "vulkan" or "auto"
   uint32_t contextLimit = 0;         // 0: the model's trained context
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
   std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
 };
+
+// The backend kind "auto" stands for: Vulkan when the device it would use is a
+// GPU, the CPU backend when that device is a CPU implementation (lavapipe) or
+// there is no Vulkan device at all — on a CPU device the CPU backend is many
+// times faster (docs/RESULTS.md). Other kinds are returned unchanged.
+std::string resolveBackendKind(std::string_view kind, int device = -1);
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
     std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice);

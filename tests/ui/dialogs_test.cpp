@@ -52,7 +52,7 @@ class DialogsTest : public QObject {
     QTRY_VERIFY(!estimates.isEmpty());
     QCOMPARE(estimates.last().at(0).toString(), QStringLiteral("/m/a.gguf"));
     const auto settings = estimates.last().at(1).value<BackendSettings>();
-    QCOMPARE(settings.kind, QStringLiteral("vulkan"));
+    QCOMPARE(settings.kind, QStringLiteral("auto"));
     QCOMPARE(settings.device, 1);
     QCOMPARE(settings.contextLimit, quint32{4096});
 
@@ -85,7 +85,7 @@ class DialogsTest : public QObject {
     picker.setAvailablePolicies({"f16", "Balanced"}, {"", "k=q8_0,v=q4_0"});
     picker.setModels({entry("/m/a.gguf", "A")});
     picker.findChild<QComboBox*>(QStringLiteral("kvPolicy"))->setCurrentIndex(1);
-    picker.findChild<QComboBox*>(QStringLiteral("backendKind"))->setCurrentIndex(1);  // CPU
+    picker.findChild<QComboBox*>(QStringLiteral("backendKind"))->setCurrentIndex(2);  // CPU
     QSignalSpy loads(&picker, &ModelPicker::loadRequested);
     auto* load = picker.findChild<QPushButton*>(QStringLiteral("loadModelButton"));
     QTest::mouseClick(load, Qt::LeftButton);

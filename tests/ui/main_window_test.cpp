@@ -68,6 +68,7 @@ class MainWindowTest : public QObject {
     QSignalSpy loaded(controller, &ui::ChatController::modelLoaded);
     ui::BackendSettings cpu;
     cpu.kind = QStringLiteral("cpu");
+    cpu.kvPolicy.clear();  // f16, so the expected ratio and bits are exact
     controller->loadModelWith(ui::test::storiesModel(), cpu);
     QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
     controller->setSampling(greedy);
