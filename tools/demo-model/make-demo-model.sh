@@ -19,10 +19,11 @@ mkdir -p "$work"
   --calls 1471 --tokens 490 --seed 7
 train=("$python" "$here/train.py" --corpus "$work/corpus.jsonl" --out "$work/hf" --layers 4
        --batch 4 --warmup 20 --eval-every 40 --eval-windows 32)
-# Trained as a 360-step cosine run continued to 600 and 900 steps (warm
+# Trained as a 360-step cosine run continued to 600, 900 and 1800 steps (warm
 # restarts of the cosine schedule), because the machine it was trained on was busy.
 nice -n 10 "${train[@]}" --steps 360
 nice -n 10 "${train[@]}" --steps 600 --resume
 nice -n 10 "${train[@]}" --steps 900 --resume
+nice -n 10 "${train[@]}" --steps 1800 --resume
 "$cli" convert "$work/hf" -o "$root/resources/models/kvscope-demo.gguf" --type F16 \
   --tokenizer "$teacher" --chat-template "$here/chat_template.jinja" --name kvscope-demo
