@@ -12,8 +12,8 @@
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
 #                        or offscreen (Qt's own renderer, no X server needed)
-# KVSCOPE_DEMO_MODEL     model for `chat` (default: ../shared/models/stories260K.gguf)
-# KVSCOPE_DEMO_POLICY    KV policy for `chat` (default: k=turbo4,v=turbo3,boundary=1)
+# KVSCOPE_DEMO_MODEL     model for `chat` (default: the demo model, resources/models/)
+# KVSCOPE_DEMO_POLICY    KV policy for `chat` (default: k=q8_0,v=turbo3,boundary=1)
 # KVSCOPE_DEMO_ARGS      extra app options for `chat`, e.g. "--demo-backend cpu --demo-tab 3"
 #                        (kvscope --help lists the --demo-* options)
 #
@@ -67,15 +67,15 @@ shoot_empty() {
 
 shoot_chat() {
   local out=${1:-$shots/chat-inspector.png}
-  local model=${KVSCOPE_DEMO_MODEL:-$root/../shared/models/stories260K.gguf}
+  local model=${KVSCOPE_DEMO_MODEL:-$root/resources/models/kvscope-demo.gguf}
   [[ -e $model ]] || { echo "error: model $model not found; set KVSCOPE_DEMO_MODEL" >&2; exit 1; }
   mkdir -p "$(dirname "$out")"
   # shellcheck disable=SC2086  # KVSCOPE_DEMO_ARGS is a list of options
   run_app --screenshot "$out" --demo-model "$model" \
-    --demo-kv-policy "${KVSCOPE_DEMO_POLICY-k=turbo4,v=turbo3,boundary=1}" \
-    --demo-max-tokens 160 \
-    --demo-chat "Tell me a story about a cat who finds a key." \
-    --demo-chat "What did the cat do next?" \
+    --demo-kv-policy "${KVSCOPE_DEMO_POLICY-k=q8_0,v=turbo3,boundary=1}" \
+    --demo-max-tokens 200 \
+    --demo-chat "Tell me a story about a dog." \
+    --demo-chat "Tell me another story, about a little bird." \
     ${KVSCOPE_DEMO_ARGS:-}
   echo "saved $out"
 }
