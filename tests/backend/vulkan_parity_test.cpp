@@ -18,21 +18,16 @@
 #include "backend/vulkan_backend.h"
 #include "model/default_model.h"
 #include "model/synthetic_model.h"
+#include "support/logit_comparison.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
 
-struct Comparison {
-  double worstRel = 0.0;   // max over steps of max|diff| / spread
-  double meanRel = 0.0;    // mean |diff| / spread over all logits
-  uint32_t steps = 0, argmaxAgree = 0;
-};
 
-int32_t argmax(std::span<const float> v) { return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
-Comparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t prefill, uint32_t decode) {
-  Comparison out;
+LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t prefill, uint32_t decode) {
+  LogitComparison out;
   auto cpu = backend::CpuBackend::create(m);
   EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
   backend::VulkanBackendOptions vo;
@@ -44,34 +39,19 @@ Comparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t p
   for (uint32_t i = 0; i < prefill + decode; ++i) tokens.push_back(static_cast<int32_t>((i * 131 + 7) % m->config().nVocab));
   tokens[0] = 1;
   backend::Logits a, b;
-  double sumRel = 0.0;
-  size_t count = 0;
   for (uint32_t s = 0; s <= decode; ++s) {
     std::span<const int32_t> batch = s == 0 ? std::span(tokens).first(prefill) : std::span(&tokens[prefill + s - 1], 1);
     EXPECT_TRUE((*cpu)->forward({batch}, a).ok());
     auto st = (*gpu)->forward({batch}, b);
     EXPECT_TRUE(st.ok()) << st.error().describe();
     if (!st.ok()) return out;
-    const auto ra = a.last(), rb = b.last();
-    const auto [lo, hi] = std::minmax_element(ra.begin(), ra.end());
-    const double spread = std::max(1e-6, static_cast<double>(*hi - *lo));
-    double worst = 0.0;
-    for (size_t i = 0; i < ra.size(); ++i) {
-      const double d = std::fabs(ra[i] - rb[i]) / spread;
-      worst = std::max(worst, d);
-      sumRel += d;
-      ++count;
-    }
-    out.worstRel = std::max(out.worstRel, worst);
-    out.argmaxAgree += argmax(ra) == argmax(rb) ? 1 : 0;
-    ++out.steps;
+    out.add(a.last(), b.last());
   }
-  out.meanRel = sumRel / static_cast<double>(count);
   EXPECT_EQ((*gpu)->context().validationMessages(), 0u);
   return out;
 }
 
-void expectClose(const Comparison& c, const std::string& what) {
+void expectClose(const LogitComparison& c, const std::string& what) {
   std::printf("%-28s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n", what.c_str(), c.steps,
               c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
   EXPECT_LE(c.worstRel, 2e-3) << what;

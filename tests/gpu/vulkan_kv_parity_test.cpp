@@ -29,24 +29,15 @@
 #include "backend/vulkan_backend.h"
 #include "kv/kv_policy.h"
 #include "model/synthetic_model.h"
+#include "support/logit_comparison.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
 
-struct Comparison {
-  double worstRel = 0.0;  // max over steps of max|diff| / spread
-  double meanRel = 0.0;   // mean |diff| / spread over all logits
-  uint32_t steps = 0, argmaxAgree = 0;
-};
-
-int32_t argmax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-Comparison compare(std::shared_ptr<const model::ModelFile> m, const std::string& policyText,
-                   uint32_t prefill, uint32_t decode) {
-  Comparison out;
+LogitComparison compare(std::shared_ptr<const model::ModelFile> m, const std::string& policyText,
+                        uint32_t prefill, uint32_t decode) {
+  LogitComparison out;
   auto policy = kv::KvPolicy::parse(policyText);
   EXPECT_TRUE(policy.ok()) << policy.error().describe();
   auto layers = policy->resolve({m->config().architecture, m->config().nLayer});
@@ -69,8 +60,6 @@ Comparison compare(std::shared_ptr<const model::ModelFile> m, const std::string&
   const uint32_t keep = prefill + decode / 2;
   steps.push_back(std::span(tokens).subspan(keep));
   backend::Logits a, b;
-  double sumRel = 0.0;
-  size_t count = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     if (s + 1 == steps.size()) {
       EXPECT_TRUE((*cpu)->trim(keep).ok());
@@ -80,21 +69,8 @@ Comparison compare(std::shared_ptr<const model::ModelFile> m, const std::string&
     auto st = (*gpu)->forward({steps[s]}, b);
     EXPECT_TRUE(st.ok()) << st.error().describe();
     if (!st.ok()) return out;
-    const auto ra = a.last(), rb = b.last();
-    const auto [lo, hi] = std::minmax_element(ra.begin(), ra.end());
-    const double spread = std::max(1e-6, static_cast<double>(*hi - *lo));
-    double worst = 0.0;
-    for (size_t i = 0; i < ra.size(); ++i) {
-      const double d = std::fabs(ra[i] - rb[i]) / spread;
-      worst = std::max(worst, d);
-      sumRel += d;
-      ++count;
-    }
-    out.worstRel = std::max(out.worstRel, worst);
-    out.argmaxAgree += argmax(ra) == argmax(rb) ? 1 : 0;
-    ++out.steps;
+    out.add(a.last(), b.last());
   }
-  out.meanRel = sumRel / static_cast<double>(count);
   EXPECT_EQ((*gpu)->context().validationMessages(), 0u);
   return out;
 }
@@ -108,7 +84,7 @@ const Policy kPolicies[] = {{"k=q8_0,v=turbo3", 1e-4, 1e-5},
                             {"k=turbo4,v=turbo4", 1e-4, 1e-5},
                             {"k=q4_0,v=affine4,boundary=1", 4e-3, 2e-4}};
 
-void expectClose(const Comparison& c, const Policy& policy, const std::string& what) {
+void expectClose(const LogitComparison& c, const Policy& policy, const std::string& what) {
   std::printf("%-44s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
               what.c_str(), c.steps, c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
   EXPECT_LE(c.worstRel, policy.maxRel) << what;

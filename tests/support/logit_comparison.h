@@ -1,0 +1,42 @@
+#pragma once
+// How far one backend's logits are from a reference backend's, step by step,
+// measured relative to the spread (max - min) of the reference row: a scale
+// that means the same for every model and weight type.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+namespace kvscope::test {
+
+inline int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct LogitComparison {
+  double worstRel = 0.0;  // max over steps of max|diff| / spread
+  double meanRel = 0.0;   // mean |diff| / spread over all logits so far
+  uint32_t steps = 0, argmaxAgree = 0;
+
+  // Adds one step: `ref` from the reference backend, `got` from the tested one.
+  void add(std::span<const float> ref, std::span<const float> got) {
+    const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
+    const double spread = std::max(1e-6, static_cast<double>(*hi - *lo));
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double d = std::fabs(ref[i] - got[i]) / spread;
+      worstRel = std::max(worstRel, d);
+      m_sum += d;
+    }
+    m_count += ref.size();
+    meanRel = m_sum / static_cast<double>(m_count);
+    argmaxAgree += argmax(ref) == argmax(got) ? 1 : 0;
+    ++steps;
+  }
+
+ private:
+  double m_sum = 0.0;
+  size_t m_count = 0;
+};
+
+}  // namespace kvscope::test
