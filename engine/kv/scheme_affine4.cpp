@@ -1,6 +1,7 @@
 #include "kv/scheme_affine4.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -23,7 +24,8 @@ Affine4Scheme::Affine4Scheme(const SchemeParams& params)
 void Affine4Scheme::encode(std::span<const float> row, std::span<uint8_t> out) const {
   assert(row.size() == dim() && out.size() >= rowBytes());
   const uint32_t nb = blockCount(dim(), kKvBlock);
-  std::vector<uint8_t> codes(dim());
+  std::array<uint8_t, kMaxKvDim> codeBuffer;  // rows are encoded per token: no allocation
+  const std::span<uint8_t> codes = std::span(codeBuffer).first(dim());
   for (uint32_t b = 0; b < nb; ++b) {
     const uint32_t begin = b * kKvBlock, end = std::min(dim(), begin + kKvBlock);
     const auto [lo, hi] = std::minmax_element(row.begin() + begin, row.begin() + end);

@@ -1,6 +1,7 @@
 #include "kv/scheme_q4_0.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -22,7 +23,8 @@ Q4_0Scheme::Q4_0Scheme(const SchemeParams& params) : KvScheme(params, q4Layout(p
 void Q4_0Scheme::encode(std::span<const float> row, std::span<uint8_t> out) const {
   assert(row.size() == dim() && out.size() >= rowBytes());
   const uint32_t nb = blockCount(dim(), kKvBlock);
-  std::vector<uint8_t> codes(dim());
+  std::array<uint8_t, kMaxKvDim> codeBuffer;  // rows are encoded per token: no allocation
+  const std::span<uint8_t> codes = std::span(codeBuffer).first(dim());
   for (uint32_t b = 0; b < nb; ++b) {
     const uint32_t begin = b * kKvBlock, end = std::min(dim(), begin + kKvBlock);
     float m = 0.0f;

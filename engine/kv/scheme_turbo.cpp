@@ -1,6 +1,7 @@
 #include "kv/scheme_turbo.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -36,13 +37,16 @@ TurboScheme::TurboScheme(const SchemeParams& params, uint32_t bits, bool grouped
 void TurboScheme::encode(std::span<const float> row, std::span<uint8_t> out) const {
   assert(row.size() == dim() && out.size() >= rowBytes());
   const uint32_t d = dim();
-  std::vector<float> y(d);
+  // Rows are encoded per token: scratch on the stack, not the heap.
+  std::array<float, kMaxKvDim> yBuffer;
+  std::array<uint8_t, kMaxKvDim> codeBuffer;
+  const std::span<float> y = std::span(yBuffer).first(d);
+  const std::span<uint8_t> codes = std::span(codeBuffer).first(d);
   rotateVector(m_rotation, row, y);
   double sumSq = 0.0;
   for (float v : row) sumSq += double{v} * v;
   const auto norm = static_cast<float>(std::sqrt(sumSq));
 
-  std::vector<uint8_t> codes(d);
   for (uint32_t i = 0; i < d; ++i) {
     const float u = norm > 0.0f ? y[i] / norm : 0.0f;
     uint8_t code = 0;
@@ -71,14 +75,17 @@ void TurboScheme::encode(std::span<const float> row, std::span<uint8_t> out) con
 void TurboScheme::decodeRotated(std::span<const uint8_t> in, std::span<float> row) const {
   assert(row.size() == dim() && in.size() >= rowBytes());
   const auto codes = in.subspan(rowLayout().scaleBytes);
-  for (uint32_t i = 0; i < dim(); ++i) {
-    const float gamma = loadHalf(in, m_grouped ? i / kTurboGroup : 0);
-    row[i] = gamma * m_codebook[unpackCode(codes, m_bits, dim(), i)];
+  const uint32_t d = dim(), width = m_grouped ? kTurboGroup : d;
+  for (uint32_t begin = 0, g = 0; begin < d; begin += width, ++g) {
+    const float gamma = loadHalf(in, g);  // one scale per group, loaded once
+    for (uint32_t i = begin; i < std::min(d, begin + width); ++i)
+      row[i] = gamma * m_codebook[unpackCode(codes, m_bits, d, i)];
   }
 }
 
 void TurboScheme::decode(std::span<const uint8_t> in, std::span<float> row) const {
-  std::vector<float> y(dim());
+  std::array<float, kMaxKvDim> yBuffer;
+  const std::span<float> y = std::span(yBuffer).first(dim());
   decodeRotated(in, y);
   rotateVectorBack(m_rotation, y, row);
 }

@@ -13,7 +13,9 @@ using tokenizer::TokenId;
 using tokenizer::Vocab;
 using tokenizer::VocabKind;
 
-void setArchitecture(gguf::GgufWriter& w, const ModelConfig& c, const std::string& name) {
+}  // namespace
+
+void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::string& name) {
   const std::string& a = c.architecture;
   w.set("general.architecture", gguf::stringValue(a));
   if (!name.empty()) w.set("general.name", gguf::stringValue(name));
@@ -33,6 +35,8 @@ void setArchitecture(gguf::GgufWriter& w, const ModelConfig& c, const std::strin
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));
   }
 }
+
+namespace {
 
 // Hugging Face rotate-half order -> adjacent pairs: within each head, GGUF row
 // 2i + j is Hugging Face row j * headDim/2 + i.
@@ -138,7 +142,7 @@ Expected<gguf::GgufWriter> ggufFromModel(const ModelFile& model, const Vocab& vo
                      "llama3 RoPE scaling cannot be converted yet (GGUF needs rope_freqs.weight)");
   }
   gguf::GgufWriter w;
-  setArchitecture(w, c, options.name.empty() ? c.name : options.name);
+  setConfigMetadata(w, c, options.name.empty() ? c.name : options.name);
   KVS_TRY(setVocabMetadata(w, vocab));
   for (const TensorView& t : model.all()) {
     if (c.tiedEmbeddings && t.name == "output.weight") continue;  // token_embd.weight holds it

@@ -27,6 +27,11 @@ struct GgufExportOptions {
   std::string name;                                      // general.name; empty keeps the model's
 };
 
+// Sets general.architecture, general.name (unless empty) and the
+// <arch>.* hyperparameters of `config` (the inverse of configFromGguf).
+void setConfigMetadata(gguf::GgufWriter& writer, const ModelConfig& config,
+                       const std::string& name);
+
 // Sets tokenizer.* keys describing `vocab` (the inverse of vocabFromGguf).
 // SentencePiece-style BPE (kBpe without byte-level) has no GGUF form: kUnsupported.
 Status setVocabMetadata(gguf::GgufWriter& writer, const tokenizer::Vocab& vocab);

@@ -7,6 +7,7 @@
 
 #include "core/paths.h"
 #include "gguf/gguf_writer.h"
+#include "model/gguf_export.h"
 
 namespace kvscope::model {
 namespace {
@@ -86,21 +87,20 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   }
   const bool bias = s.architecture == "qwen2", qkNorm = s.architecture == "qwen3";
   gguf::GgufWriter w;
-  const std::string& a = s.architecture;
-  w.set("general.architecture", gguf::stringValue(a));
-  w.set("general.name",
-        gguf::stringValue(fmt::format("synthetic-{}-{}", a, gguf::traits(s.weightType).name)));
-  w.set(a + ".block_count", gguf::uint32Value(s.nLayer));
-  w.set(a + ".context_length", gguf::uint32Value(s.contextLength));
-  w.set(a + ".embedding_length", gguf::uint32Value(s.nEmbd));
-  w.set(a + ".feed_forward_length", gguf::uint32Value(s.nFf));
-  w.set(a + ".attention.head_count", gguf::uint32Value(s.nHead));
-  w.set(a + ".attention.head_count_kv", gguf::uint32Value(s.nHeadKv));
-  w.set(a + ".attention.key_length", gguf::uint32Value(s.headDim));
-  w.set(a + ".attention.value_length", gguf::uint32Value(s.headDim));
-  w.set(a + ".attention.layer_norm_rms_epsilon", gguf::float32Value(1e-5f));
-  w.set(a + ".rope.freq_base", gguf::float32Value(s.ropeTheta));
-  w.set(a + ".rope.dimension_count", gguf::uint32Value(s.headDim));
+  ModelConfig c;
+  c.architecture = s.architecture;
+  c.nLayer = s.nLayer;
+  c.contextLength = s.contextLength;
+  c.nEmbd = s.nEmbd;
+  c.nFf = s.nFf;
+  c.nHead = s.nHead;
+  c.nHeadKv = s.nHeadKv;
+  c.headDim = c.headDimV = s.headDim;
+  c.rmsEps = 1e-5f;
+  c.rope.theta = s.ropeTheta;
+  c.rope.dims = s.headDim;
+  setConfigMetadata(
+      w, c, fmt::format("synthetic-{}-{}", s.architecture, gguf::traits(s.weightType).name));
   addVocab(w, s.nVocab);
 
   Filler f(s.seed);
