@@ -27,10 +27,7 @@ struct ConvertArgs {
 };
 
 Expected<gguf::TensorType> typeByName(const std::string& name) {
-  for (uint32_t raw = 0; raw < 64; ++raw) {
-    auto t = gguf::typeTraits(raw);
-    if (t && t->name == name) return static_cast<gguf::TensorType>(raw);
-  }
+  if (auto t = gguf::typeByName(name)) return *t;
   return makeError(ErrorCode::kInvalidArgument, "unknown weight type '{}'", name);
 }
 

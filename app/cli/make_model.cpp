@@ -7,18 +7,6 @@
 #include "model/synthetic_model.h"
 
 namespace kvscope::cli {
-namespace {
-
-std::optional<gguf::TensorType> typeByName(const std::string& name) {
-  for (uint32_t raw = 0; raw < 64; ++raw) {
-    auto t = gguf::typeTraits(raw);
-    if (t && t->name == name) return static_cast<gguf::TensorType>(raw);
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   static model::SyntheticModelSpec spec;
   static std::string out, type = "F32";
@@ -36,7 +24,7 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
   cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
   cmd->callback([&exitCode] {
-    auto t = typeByName(type);
+    auto t = gguf::typeByName(type);
     if (!t) {
       fmt::print(stderr, "error: unknown weight type '{}'\n", type);
       exitCode = 1;

@@ -5,6 +5,14 @@
 
 namespace kvscope::gguf {
 
+std::optional<TensorType> typeByName(std::string_view name) {
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    auto t = typeTraits(raw);
+    if (t && t->name == name) return static_cast<TensorType>(raw);
+  }
+  return std::nullopt;
+}
+
 std::optional<TypeTraits> typeTraits(uint32_t rawType) {
   // Block geometry from ggml-common.h: QK4_0 = QK8_0 = 32 values, QK_K = 256.
   switch (static_cast<TensorType>(rawType)) {

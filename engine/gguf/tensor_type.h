@@ -24,6 +24,8 @@ struct TypeTraits {
 // Traits for a raw type number from a file; nullopt when unknown.
 std::optional<TypeTraits> typeTraits(uint32_t rawType);
 TypeTraits traits(TensorType type);
+// The type a name such as "Q8_0" denotes (TypeTraits::name); nullopt when none.
+std::optional<TensorType> typeByName(std::string_view name);
 
 // Bytes that `elements` values of `type` occupy; nullopt when `elements` is
 // not a whole number of blocks or the size does not fit in 64 bits.
