@@ -4,21 +4,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu_attention.h"
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
-#include "core/float_convert.h"
-#include "kv/rotation.h"
 
 namespace kvscope::backend {
 
 using kv::KvPart;
 
 namespace {
-
-void roundF16(std::vector<float>& v) {
-  for (float& x : v) x = fp16ToFloat(floatToFp16(x));
-}
 
 void addBias(std::vector<float>& rows, std::span<const float> bias, uint32_t n) {
   for (uint32_t t = 0; t < n; ++t)
@@ -69,58 +64,6 @@ void CpuBackend::ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0
                      c.rope.style == model::RopeStyle::kNeox, cosv, sinv);
     }
   }
-}
-
-// out[n, nHead * headDim]: causal attention of n queries at positions
-// pos0 .. pos0+n-1 over cache rows [0, pos0 + t]. A rotated scheme (turbo*)
-// is attended in its rotated space: the query is rotated once per head with
-// R_k (q' . y_hat = q . R_k^T y_hat), V rows are summed as stored (rotated by
-// R_v) and the sum is rotated back once with R_v^T.
-void CpuBackend::attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out) {
-  const auto& c = config();
-  const uint32_t d = c.headDim, gqa = c.gqaRatio();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const kv::KvScheme& keys = m_cache->scheme(layer, KvPart::kKey);
-  const kv::KvScheme& values = m_cache->scheme(layer, KvPart::kValue);
-  // With an f16 cache, llama.cpp multiplies f16 keys by the query rounded to
-  // f16 and f16 values by softmax weights rounded to f16 (the second operand
-  // of a matrix product takes the first's type). Doing the same halves our
-  // distance to its reference logits; see tests/backend/llamacpp_parity_test.
-  const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
-  m_pool->parallelFor(size_t{n} * c.nHead, [&](size_t begin, size_t end) {
-    std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d), rotated(d);
-    for (size_t job = begin; job < end; ++job) {
-      const uint32_t t = static_cast<uint32_t>(job / c.nHead),
-                     h = static_cast<uint32_t>(job % c.nHead);
-      const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
-      std::copy_n(q + (size_t{t} * c.nHead + h) * d, d, qh.begin());
-      if (roundToF16) roundF16(qh);
-      if (keys.rotated()) {
-        kv::rotateVector(keys.rotation(), qh, rotated);
-        qh.swap(rotated);
-      }
-      float maxScore = -INFINITY;
-      for (uint32_t j = 0; j < visible; ++j) {
-        m_cache->readRotated(layer, KvPart::kKey, kvHead, j, row);
-        scores[j] = cpu::dot(qh.data(), row.data(), d) * scale;
-        maxScore = std::max(maxScore, scores[j]);
-      }
-      float sum = 0.0f;
-      for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (uint32_t j = 0; j < visible; ++j) {
-        m_cache->readRotated(layer, KvPart::kValue, kvHead, j, row);
-        float w = scores[j] / sum;
-        if (roundToF16) w = fp16ToFloat(floatToFp16(w));
-        for (uint32_t i = 0; i < d; ++i) acc[i] += w * row[i];
-      }
-      float* o = out + (size_t{t} * c.nHead + h) * d;
-      if (values.rotated())
-        kv::rotateVectorBack(values.rotation(), acc, {o, d});
-      else
-        std::copy(acc.begin(), acc.end(), o);
-    }
-  });
 }
 
 Status CpuBackend::forward(const Batch& batch, Logits& out) {
@@ -181,7 +124,7 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
         store(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
       }
     }
-    attention(l, qb.data(), n, pos0, att.data());
+    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data());
     cpu::matmul(*w.wo, att, tmp, n, *m_pool, m_matmul);
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
 

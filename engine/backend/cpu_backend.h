@@ -56,7 +56,6 @@ class CpuBackend final : public Backend {
  private:
   CpuBackend() = default;
   struct Scratch;
-  void attention(uint32_t layer, const float* q, uint32_t n, uint32_t pos0, float* out);
   void ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0);
   void store(uint32_t layer, kv::KvPart part, uint32_t head, uint32_t index,
              std::span<const float> row);
