@@ -52,6 +52,7 @@ struct ModelInfo {
   QString backend;          // "cpu" or "vulkan"
   QString chatTemplate;     // the recognised template family ("chatml", "llama3", …)
   QString templateWarning;  // non-empty when the template was not understood
+  QString backendNotice;    // non-empty when the backend is not the one asked for, and why
   quint32 nLayer = 0;
   quint32 nHead = 0;
   quint32 nHeadKv = 0;

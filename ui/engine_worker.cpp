@@ -362,7 +362,8 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   choice.contextLimit = request.backend.contextLimit;
   choice.device = request.backend.device;
   choice.kvPolicy = request.backend.kvPolicy.toStdString();
-  auto backend = runtime::makeBackend(model, choice);
+  std::string notice;
+  auto backend = runtime::makeBackend(model, choice, &notice);
   if (!backend.ok()) {
     emit modelLoadFailed(request.path, loadErrorMessage(request.path, backend.error()));
     return;
@@ -371,6 +372,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
       model, std::move(*backend), std::move(*tokenizer), runtime::makeBackendFactory(model, choice),
       choice.kvPolicy);
   m_info = modelInfo(request, *session, *model);
+  m_info.backendNotice = QString::fromStdString(notice);
   {
     std::lock_guard lock(m_sessionMutex);
     m_session = std::move(session);

@@ -334,6 +334,7 @@ void MainWindow::showModel(const ModelInfo& info) {
                                 ? info.path
                                 : QStringLiteral("%1\n%2").arg(info.path, info.templateWarning));
   if (m_picker) m_picker->showLoaded();
+  if (!info.backendNotice.isEmpty()) m_chat->showError(info.backendNotice);
   discoverModels();  // the model joins the recent list
 }
 
@@ -442,9 +443,12 @@ void MainWindow::showAbout() {
   QMessageBox::about(
       this, tr("About kvscope"),
       tr("<h3>kvscope %1</h3>"
-         "<p>Chat with local language models on any Vulkan device, with the KV cache kept "
-         "compressed — and see it live: memory per layer, the codec of each layer, the "
-         "rows the sparse-attention indexer picks, and throughput.</p>")
+         "<p>Chat with local language models on the CPU or a Vulkan device, with the KV "
+         "cache kept compressed — and see it live: memory per layer, the codec of each "
+         "layer and its measured error, and throughput.</p>"
+         "<p>The Vulkan path has been tested on Mesa's lavapipe only; on first use of "
+         "any other device kvscope checks it against the CPU backend and falls back to "
+         "the CPU when the check fails.</p>")
           .arg(QApplication::applicationVersion()));
 }
 

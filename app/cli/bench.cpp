@@ -111,13 +111,16 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   const uint32_t ctx =
       std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
   // Without per-dispatch timestamps: they are for the throughput panel and
-  // cost about a fifth of decode speed on lavapipe.
+  // cost about a fifth of decode speed on lavapipe. No device vetting: bench
+  // measures the backend it is told to, and its cold start must not include
+  // the vetting run.
   auto b = runtime::makeBackend(m, {.kind = kind,
                                     .contextLimit = ctx,
                                     .device = global.device,
                                     .threads = a.threads,
                                     .timing = a.kernels,
-                                    .kvPolicy = policyText(kv)});
+                                    .kvPolicy = policyText(kv),
+                                    .vetDevice = false});
   if (!b.ok()) {
     return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
   }

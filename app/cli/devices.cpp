@@ -5,6 +5,7 @@
 #include "backend/device_check.h"
 #include "cli/commands.h"
 #include "gpu/device_info.h"
+#include "runtime/device_vetting.h"
 
 namespace kvscope::cli {
 
@@ -42,18 +43,47 @@ int runCheck(int device, bool json) {
   return r.passed ? 0 : 1;
 }
 
+// Measures the device against the CPU backend as generate, chat and the app do
+// before first use, without reading or writing the remembered verdicts.
+int runVet(int device, bool json) {
+  auto verdict = runtime::vetDevice(device, {});
+  if (!verdict.ok()) {
+    fmt::print(stderr, "error: {}\n", verdict.error().message);
+    return 1;
+  }
+  const auto& v = *verdict;
+  if (json) {
+    nlohmann::json out = {
+        {"device", v.device},    {"passed", v.passed}, {"worst_rel", v.worstRel},
+        {"mean_rel", v.meanRel}, {"steps", v.steps},   {"argmax_agree", v.argmaxAgree},
+        {"key", v.key}};
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("{}\n", v.summary());
+  }
+  return v.passed ? 0 : 1;
+}
+
 }  // namespace
 
 void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   auto* cmd = app.add_subcommand("devices", "List Vulkan devices and their capabilities");
   static bool json = false;
   static bool check = false;
+  static bool vet = false;
   cmd->add_flag("--json", json, "Print JSON instead of a table");
   cmd->add_flag("--check", check,
                 "Open the selected device, build every pipeline and run a test step");
+  cmd->add_flag("--vet", vet,
+                "Run the demo model on the selected device and on the CPU backend and compare "
+                "their logits (the check done before a device is first used)");
   cmd->callback([&global, &exitCode] {
     if (check) {
       exitCode = runCheck(global.device, json);
+      return;
+    }
+    if (vet) {
+      exitCode = runVet(global.device, json);
       return;
     }
     auto devices = gpu::listDevices();

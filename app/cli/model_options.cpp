@@ -1,5 +1,7 @@
 #include "cli/model_options.h"
 
+#include <fmt/core.h>
+
 #include "model/default_model.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
@@ -52,11 +54,15 @@ Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
   KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(path));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
-  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model, {.kind = o.backend,
-                                                                  .contextLimit = o.context,
-                                                                  .device = global.device,
-                                                                  .threads = o.threads,
-                                                                  .kvPolicy = kvPolicyText(o)}));
+  std::string notice;
+  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model,
+                                                          {.kind = o.backend,
+                                                           .contextLimit = o.context,
+                                                           .device = global.device,
+                                                           .threads = o.threads,
+                                                           .kvPolicy = kvPolicyText(o)},
+                                                          &notice));
+  if (!notice.empty()) fmt::print(stderr, "warning: {}\n", notice);
   return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer));
 }
 

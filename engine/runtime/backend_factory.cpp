@@ -4,6 +4,7 @@
 #include "backend/vulkan_backend.h"
 #include "gpu/device_info.h"
 #include "kv/kv_policy.h"
+#include "runtime/device_vetting.h"
 
 namespace kvscope::runtime {
 
@@ -19,8 +20,25 @@ std::string resolveBackendKind(std::string_view kind, int device) {
 }
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
-    std::shared_ptr<const model::ModelFile> model, const BackendChoice& requested) {
-  const std::string kind = resolveBackendKind(requested.kind, requested.device);
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& requested,
+    std::string* notice) {
+  std::string kind = resolveBackendKind(requested.kind, requested.device);
+  if (notice) notice->clear();
+  if (kind == "vulkan" && requested.vetDevice) {
+    const std::filesystem::path file = requested.verdictFile.empty()
+                                           ? defaultVerdictFile()
+                                           : std::filesystem::path(requested.verdictFile);
+    // A device that cannot run at all is reported below by the Vulkan backend;
+    // one that runs but could not be vetted (no demo model) is used, with a notice.
+    auto verdict = vetDevice(requested.device, file);
+    if (verdict.ok() && !verdict->passed) {
+      kind = "cpu";
+      if (notice) *notice = verdict->summary();
+    } else if (!verdict.ok() && notice) {
+      *notice = "The Vulkan device was not checked against the CPU backend: " +
+                verdict.error().message;
+    }
+  }
   BackendChoice choice = requested;
   choice.kind = kind;
   if (choice.kind != "cpu" && choice.kind != "vulkan")

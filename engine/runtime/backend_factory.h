@@ -19,6 +19,10 @@ struct BackendChoice {
   unsigned threads = 0;              // CPU threads (0: all)
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
   std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
+  // Vet the Vulkan device against the CPU backend before using it (runtime/
+  // device_vetting.h); a device that fails gets the CPU backend instead.
+  bool vetDevice = true;
+  std::string verdictFile;  // where verdicts are remembered; empty: the user's cache folder
 };
 
 // The backend kind "auto" stands for: Vulkan when the device it would use is a
@@ -27,8 +31,12 @@ struct BackendChoice {
 // times faster (docs/RESULTS.md). Other kinds are returned unchanged.
 std::string resolveBackendKind(std::string_view kind, int device = -1);
 
+// `notice`, when given, receives a message for the user when the backend
+// differs from the one asked for (a Vulkan device that failed vetting), and is
+// cleared otherwise.
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
-    std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice);
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice,
+    std::string* notice = nullptr);
 
 // Builds a backend for one model and device under KV cache policy `policy`
 // (kv::KvPolicy text), with an empty cache; Session::setKvPolicy uses it.

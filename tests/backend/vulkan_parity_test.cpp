@@ -15,18 +15,19 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
+#include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "model/default_model.h"
 #include "model/synthetic_model.h"
-#include "support/logit_comparison.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
 
+using backend::LogitComparison;
 
-
-LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t prefill, uint32_t decode) {
+LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint32_t prefill,
+                                uint32_t decode) {
   LogitComparison out;
   auto cpu = backend::CpuBackend::create(m);
   EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
@@ -36,11 +37,13 @@ LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint3
   EXPECT_TRUE(gpu.ok()) << gpu.error().describe();
   if (!cpu.ok() || !gpu.ok()) return out;
   std::vector<int32_t> tokens;
-  for (uint32_t i = 0; i < prefill + decode; ++i) tokens.push_back(static_cast<int32_t>((i * 131 + 7) % m->config().nVocab));
+  for (uint32_t i = 0; i < prefill + decode; ++i)
+    tokens.push_back(static_cast<int32_t>((i * 131 + 7) % m->config().nVocab));
   tokens[0] = 1;
   backend::Logits a, b;
   for (uint32_t s = 0; s <= decode; ++s) {
-    std::span<const int32_t> batch = s == 0 ? std::span(tokens).first(prefill) : std::span(&tokens[prefill + s - 1], 1);
+    std::span<const int32_t> batch =
+        s == 0 ? std::span(tokens).first(prefill) : std::span(&tokens[prefill + s - 1], 1);
     EXPECT_TRUE((*cpu)->forward({batch}, a).ok());
     auto st = (*gpu)->forward({batch}, b);
     EXPECT_TRUE(st.ok()) << st.error().describe();
@@ -52,8 +55,8 @@ LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint3
 }
 
 void expectClose(const LogitComparison& c, const std::string& what) {
-  std::printf("%-28s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n", what.c_str(), c.steps,
-              c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
+  std::printf("%-28s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
+              what.c_str(), c.steps, c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
   EXPECT_LE(c.worstRel, 2e-3) << what;
   EXPECT_LE(c.meanRel, 1e-4) << what;
   EXPECT_EQ(c.argmaxAgree, c.steps) << what;
@@ -64,7 +67,9 @@ TEST(VulkanParity, Stories260k) {
   KVS_REQUIRE_FIXTURE(path);
   auto m = model::ModelFile::open(path);
   ASSERT_TRUE(m.ok());
-  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64), "stories260K");
+  expectClose(
+      compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64),
+      "stories260K");
 }
 
 TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
@@ -72,7 +77,8 @@ TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
   KVS_REQUIRE_FIXTURE(path);
   auto m = model::ModelFile::open(path);
   ASSERT_TRUE(m.ok());
-  auto b = backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()));
+  auto b =
+      backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()));
   ASSERT_TRUE(b.ok()) << b.error().describe();
   if (!(*b)->context().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
   backend::Logits logits;
@@ -105,11 +111,13 @@ TEST(VulkanParity, DemoModel) {
   if (!path.ok()) GTEST_SKIP() << path.error().message;
   auto m = model::ModelFile::open(*path);
   ASSERT_TRUE(m.ok()) << m.error().describe();
-  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64),
-              "kvscope-demo");
+  expectClose(
+      compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64),
+      "kvscope-demo");
 }
 
-class SyntheticParity : public ::testing::TestWithParam<std::tuple<std::string, gguf::TensorType>> {};
+class SyntheticParity : public ::testing::TestWithParam<std::tuple<std::string, gguf::TensorType>> {
+};
 
 TEST_P(SyntheticParity, EveryWeightType) {
   const auto& [arch, type] = GetParam();
@@ -123,8 +131,9 @@ TEST_P(SyntheticParity, EveryWeightType) {
   spec.headDim = 64;
   spec.nVocab = 512;
   spec.weightType = type;
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvscope-parity-" + arch + "-" + std::string(gguf::traits(type).name) + ".gguf");
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("kvscope-parity-" + arch + "-" + std::string(gguf::traits(type).name) + ".gguf");
   ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
   auto m = model::ModelFile::open(path);
   ASSERT_TRUE(m.ok()) << m.error().describe();
@@ -136,8 +145,9 @@ TEST_P(SyntheticParity, EveryWeightType) {
 INSTANTIATE_TEST_SUITE_P(
     Types, SyntheticParity,
     ::testing::Combine(::testing::Values("llama"),
-                       ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16, gguf::TensorType::kBF16,
-                                         gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_K,
+                       ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16,
+                                         gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
+                                         gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_K,
                                          gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K)),
     [](const auto& p) { return std::string(gguf::traits(std::get<1>(p.param)).name); });
 

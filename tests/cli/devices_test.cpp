@@ -49,6 +49,16 @@ TEST(CliDevices, TableMarksTheSelectedDevice) {
   EXPECT_NE(r.out.find("subgroup"), std::string::npos);
 }
 
+TEST(CliDevices, VetComparesTheDemoModelWithTheCpuBackend) {
+  auto r = runCli("devices --vet --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("passed").get<bool>()) << r.out;
+  EXPECT_EQ(j.at("steps").get<int>(), 14);
+  EXPECT_EQ(j.at("argmax_agree").get<int>(), 14);
+  EXPECT_LT(j.at("worst_rel").get<double>(), 2e-2);
+}
+
 TEST(CliDevices, CheckRunsATestStepAgainstTheCpu) {
   const auto cache = std::filesystem::temp_directory_path() / "kvscope-cli-check-cache";
   std::filesystem::remove_all(cache);

@@ -26,14 +26,16 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
+#include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "kv/kv_policy.h"
 #include "model/synthetic_model.h"
-#include "support/logit_comparison.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
+
+using backend::LogitComparison;
 
 LogitComparison compare(std::shared_ptr<const model::ModelFile> m, const std::string& policyText,
                         uint32_t prefill, uint32_t decode) {

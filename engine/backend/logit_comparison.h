@@ -1,14 +1,15 @@
 #pragma once
 // How far one backend's logits are from a reference backend's, step by step,
 // measured relative to the spread (max - min) of the reference row: a scale
-// that means the same for every model and weight type.
+// that means the same for every model and weight type. Used by the parity
+// tests and by the Vulkan device vetting (runtime/device_vetting.h).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
 
-namespace kvscope::test {
+namespace kvscope::backend {
 
 inline int32_t argmax(std::span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -39,4 +40,4 @@ struct LogitComparison {
   size_t m_count = 0;
 };
 
-}  // namespace kvscope::test
+}  // namespace kvscope::backend
