@@ -40,7 +40,7 @@ void InspectorDock::showTab(int index) {
 }
 
 void InspectorDock::setModel(const ModelInfo& model, const QString& policy, quint64 deviceBytes) {
-  m_kv->setDeviceMemory(deviceBytes, model.weightBytes);
+  m_kv->setModelLimits(deviceBytes, model.weightBytes, model.trainedContext);
   m_scheme->setLayerCount(model.nLayer);
   m_scheme->setPolicy(policy);
   m_scheme->setEditable(true);

@@ -131,7 +131,8 @@ QString tokenCount(quint64 tokens) {
   return QStringLiteral("%1M").arg(locale.toString(tokens / 1e6, 'f', 1));
 }
 
-KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes) {
+KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes,
+                      quint64 trainedContext) {
   KvSummary s;
   s.rows = report.rows;
   for (const KvLayerReport& layer : report.layers) {
@@ -154,6 +155,10 @@ KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weigh
     s.maxContext = free / s.bytesPerToken;
     s.maxContextF16 = free / (s.f16Bytes / s.rows);
   }
+  s.trainedContextBinds =
+      trainedContext > 0 && (s.maxContext == 0 || trainedContext <= s.maxContext);
+  s.usableContext = s.trainedContextBinds ? trainedContext : s.maxContext;
+  if (deviceBytes > 0 && deviceBytes <= weightBytes) s.usableContext = 0;  // nothing fits
   return s;
 }
 
@@ -292,9 +297,9 @@ KvMemoryPanel::KvMemoryPanel(QWidget* parent)
   tiles->addWidget(m_bits, 1, 0);
   tiles->addWidget(m_fits, 1, 1);
   m_fits->setToolTip(
-      tr("The longest context whose KV cache fits the device memory left after "
-         "the weights, at this cache's bytes per token (and at f16 for "
-         "comparison). The model may have been trained for less."));
+      tr("The longest context this model can use here: its trained context, or less "
+         "when the KV cache at this scheme's bytes per token does not fit the device "
+         "memory left after the weights. The detail line names the limit that binds."));
 
   m_allocation->setObjectName(QStringLiteral("kvAllocation"));
   m_allocation->setProperty("role", "caption");
@@ -328,7 +333,9 @@ KvMemoryPanel::KvMemoryPanel(QWidget* parent)
   setContent(content);
 }
 
-void KvMemoryPanel::setDeviceMemory(quint64 deviceBytes, quint64 weightBytes) {
+void KvMemoryPanel::setModelLimits(quint64 deviceBytes, quint64 weightBytes,
+                                   quint64 trainedContext) {
+  m_trainedContext = trainedContext;
   m_deviceBytes = deviceBytes;
   m_weightBytes = weightBytes;
   if (hasContent()) refresh();
@@ -346,7 +353,7 @@ void KvMemoryPanel::clear() {
 }
 
 void KvMemoryPanel::refresh() {
-  m_summary = summarizeKv(m_report, m_deviceBytes, m_weightBytes);
+  m_summary = summarizeKv(m_report, m_deviceBytes, m_weightBytes, m_trainedContext);
   const KvSummary& s = m_summary;
   const QLocale locale;
   const ThemeColors& c = themeColors();
@@ -363,10 +370,17 @@ void KvMemoryPanel::refresh() {
                                     : tr("uncompressed: the f16 size"));
   m_bits->setValue(s.bytes > 0 ? locale.toString(s.bitsPerValue, 'f', 2) : QStringLiteral("–"));
   m_bits->setDetail(tr("K %1 · V %2").arg(bits(s.keyBitsPerValue), bits(s.valueBitsPerValue)));
-  if (s.maxContext > 0) {
-    m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.maxContext)));
-    m_fits->setDetail(tr("in %1 of device memory · f16: %2")
-                          .arg(formatBytes(m_deviceBytes), tokenCount(s.maxContextF16)));
+  if (s.usableContext > 0 && s.trainedContextBinds) {
+    m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.usableContext)));
+    m_fits->setDetail(s.maxContext > 0
+                          ? tr("the model's trained context · memory fits %1 (f16: %2)")
+                                .arg(tokenCount(s.maxContext), tokenCount(s.maxContextF16))
+                          : tr("the model's trained context"));
+  } else if (s.usableContext > 0) {
+    m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.usableContext)));
+    m_fits->setDetail(tr("limited by %1 of device memory · f16: %2 · trained: %3")
+                          .arg(formatBytes(m_deviceBytes), tokenCount(s.maxContextF16),
+                               tokenCount(m_trainedContext)));
   } else {
     m_fits->setValue(QStringLiteral("–"));
     m_fits->setDetail(m_deviceBytes == 0 ? tr("device memory unknown")

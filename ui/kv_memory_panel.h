@@ -33,9 +33,15 @@ struct KvSummary {
   // the same at f16; 0 when unknown (no device size, no rows) or the weights do not fit.
   quint64 maxContext = 0;
   quint64 maxContextF16 = 0;
+  // The longest context that is both usable by the model (its trained context) and fits
+  // the device, and whether the trained context is the limit that binds; 0 when unknown.
+  quint64 usableContext = 0;
+  bool trainedContextBinds = false;
 };
 
-KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes);
+// trainedContext 0: unknown (the memory bound alone then sets usableContext).
+KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes,
+                      quint64 trainedContext);
 
 // The per-layer bar chart, exposed for tests and tooltips.
 class KvLayerChart : public QWidget {
@@ -73,9 +79,9 @@ class KvMemoryPanel : public InspectorPanel {
  public:
   explicit KvMemoryPanel(QWidget* parent = nullptr);
 
-  // Memory of the device the model runs on and the weights' share of it; they bound the
-  // longest context. 0: unknown.
-  void setDeviceMemory(quint64 deviceBytes, quint64 weightBytes);
+  // Memory of the device the model runs on, the weights' share of it and the model's
+  // trained context; together they bound the longest context. 0: unknown.
+  void setModelLimits(quint64 deviceBytes, quint64 weightBytes, quint64 trainedContext);
   void showReport(const kvscope::ui::KvReport& report);
   void clear();
 
@@ -88,6 +94,7 @@ class KvMemoryPanel : public InspectorPanel {
   KvSummary m_summary;
   quint64 m_deviceBytes = 0;
   quint64 m_weightBytes = 0;
+  quint64 m_trainedContext = 0;
   StatTile* m_total;
   StatTile* m_ratio;
   StatTile* m_bits;

@@ -91,7 +91,7 @@ class InspectorPanelsTest : public QObject {
   }
 
   void summaryArithmetic() {
-    const KvSummary s = summarizeKv(twoLayerReport(), 1000000, 100000);
+    const KvSummary s = summarizeKv(twoLayerReport(), 1000000, 100000, 100000);
     QCOMPARE(s.bytes, quint64{21200});
     QCOMPARE(s.f16Bytes, quint64{51200});
     QCOMPARE(s.keyBytes, quint64{7200});
@@ -103,28 +103,47 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(s.bytesPerToken, quint64{212});
     QCOMPARE(s.maxContext, quint64{900000 / 212});
     QCOMPARE(s.maxContextF16, quint64{900000 / 512});
+    // 900000 free bytes / 212 per token = 4245 tokens, under the 100000 trained.
+    QCOMPARE(s.usableContext, quint64{4245});
+    QVERIFY(!s.trainedContextBinds);
+  }
+
+  void trainedContextBoundsTheLongestContext() {
+    // The device fits 4245 tokens; a model trained for 512 can use only those.
+    const KvSummary s = summarizeKv(twoLayerReport(), 1000000, 100000, 512);
+    QCOMPARE(s.maxContext, quint64{4245});
+    QCOMPARE(s.usableContext, quint64{512});
+    QVERIFY(s.trainedContextBinds);
+    // Device memory unknown: the trained context alone.
+    QCOMPARE(summarizeKv(twoLayerReport(), 0, 0, 512).usableContext, quint64{512});
+    // The weights alone do not fit: nothing is usable, whatever the model was trained for.
+    QCOMPARE(summarizeKv(twoLayerReport(), 50000, 100000, 512).usableContext, quint64{0});
   }
 
   void summaryWithoutDeviceOrRows() {
     KvReport report = twoLayerReport();
-    QCOMPARE(summarizeKv(report, 0, 0).maxContext, quint64{0});
-    QCOMPARE(summarizeKv(report, 50000, 100000).maxContext, quint64{0});  // weights too big
+    QCOMPARE(summarizeKv(report, 0, 0, 0).maxContext, quint64{0});
+    QCOMPARE(summarizeKv(report, 50000, 100000, 0).maxContext, quint64{0});  // weights too big
     report.rows = 0;
-    QCOMPARE(summarizeKv(report, 1000000, 0).bytesPerToken, quint64{0});
-    QCOMPARE(summarizeKv(KvReport{}, 1000000, 0).ratio, 1.0);
+    QCOMPARE(summarizeKv(report, 1000000, 0, 0).bytesPerToken, quint64{0});
+    QCOMPARE(summarizeKv(KvReport{}, 1000000, 0, 0).ratio, 1.0);
   }
 
   void kvPanelShowsTheSummary() {
     KvMemoryPanel panel;
     QVERIFY(!panel.hasContent());  // the explanatory empty state first
-    panel.setDeviceMemory(1000000, 100000);
+    panel.setModelLimits(1000000, 100000, 100000);
     panel.showReport(twoLayerReport());
     QVERIFY(panel.hasContent());
     QCOMPARE(tileValue(panel, "kvRatio"), QStringLiteral("2.42×"));
     QCOMPARE(tileValue(panel, "kvBits"), QLocale().toString(6.625, 'f', 2));
     QCOMPARE(tileDetail(panel, "kvBits"), QStringLiteral("K 4.50 · V 8.75"));
     QCOMPARE(tileValue(panel, "kvFits"), QStringLiteral("4245 tokens"));
+    QVERIFY(tileDetail(panel, "kvFits").startsWith(QStringLiteral("limited by")));
     QVERIFY(tileDetail(panel, "kvTotal").startsWith(QStringLiteral("100 tokens")));
+    panel.setModelLimits(1000000, 100000, 512);
+    QCOMPARE(tileValue(panel, "kvFits"), QStringLiteral("512 tokens"));
+    QVERIFY(tileDetail(panel, "kvFits").startsWith(QStringLiteral("the model's trained context")));
     panel.clear();
     QVERIFY(!panel.hasContent());
   }
