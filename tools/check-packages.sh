@@ -16,11 +16,15 @@
 #    default build/) and every library on a link line;
 #  - run time: every shared object any process loads while the app starts under
 #    xvfb and saves a screenshot (tools/screenshot.sh, with LD_DEBUG=files), which
-#    includes the Qt platform plugin and the Vulkan driver.
+#    includes the Qt platform plugin and the Vulkan driver, and while
+#    kvscope-cli runs its Vulkan device check.
+# Not traced: data files read at run time (fonts, xkb keymaps, Vulkan ICD
+# manifests); the list names their packages by hand.
 # What LIST installs is what apt would install for it on an empty system
 # (apt-get -s with no package marked installed, recommends off, as setup-debian.sh
 # installs) plus the packages of priority "required" that every Debian system has.
-# A file no package owns (e.g. under /usr/local) is reported too.
+# A file no package owns (e.g. under /usr/local) is reported too. Exit 77 (a
+# skip for CTest) where there is no dpkg or no apt package list to ask.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -32,9 +36,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 #    dxc, the shaderc combined library, MoltenVK); kvscope uses glslc and the loader.
 optional_cache_vars='^(OPENGL_glu_LIBRARY|OPENGL_egl_LIBRARY|OPENGL_EGL_INCLUDE_DIR|OPENGL_gles2_LIBRARY|OPENGL_gles3_LIBRARY|OPENGL_GLES2_INCLUDE_DIR|OPENGL_GLES3_INCLUDE_DIR|OPENGL_GLX_INCLUDE_DIR|Vulkan_GLSLANG_VALIDATOR_EXECUTABLE|Vulkan_GLSLC_EXECUTABLE_DIR|Vulkan_dxc_EXECUTABLE|Vulkan_dxc_LIBRARY|Vulkan_shaderc_combined_LIBRARY|Vulkan_MoltenVK_LIBRARY|Vulkan_MoltenVK_INCLUDE_DIR|Vulkan_Layer_VALIDATION_LIBRARY|Vulkan_volk_LIBRARY|Vulkan_glslang_LIBRARY|Vulkan_glslang-spirv_LIBRARY|Vulkan_OSDependent_LIBRARY|Vulkan_SPIRV-Tools_LIBRARY|Vulkan_SPIRV-Tools-opt_LIBRARY|Vulkan_GenericCodeGen_LIBRARY|Vulkan_MachineIndependent_LIBRARY|Vulkan_glslang-default-resource-limits_LIBRARY|Vulkan_spirv-cross-[a-z]*_LIBRARY|Vulkan_SPIRV-Tools_[a-z]*)(-ADVANCED)?:'
 
-# Paths that are not package files: the tree itself, scratch and kernel files.
+# Paths that are not package files: the tree, the build, scratch and kernel files.
 skip_paths() {
-  grep -v -E "^($root|$tmp|/tmp/|/proc/|/sys/|/dev/|/run/|/etc/ld\.so\.cache)" || true
+  local path
+  while read -r path; do
+    case $path in
+      "$root"/* | "$build"/* | "$tmp"/* | /tmp/* | /proc/* | /sys/* | /dev/* | /run/*) ;;
+      /etc/ld.so.cache) ;;
+      *) printf '%s\n' "$path" ;;
+    esac
+  done
 }
 
 # Every file in FILE as the package that owns it, "package<TAB>path". dpkg may list
@@ -72,7 +83,8 @@ owners() {
 }
 
 collect() {
-  local needs=$1 build=${2:-$root/build}
+  local needs=$1
+  build=$(cd "${2:-$root/build}" && pwd)
   [[ -f $build/build.ninja ]] || { echo "error: $build is not a configured build folder" >&2; exit 2; }
   : >"$tmp/files"
 
@@ -95,7 +107,13 @@ collect() {
     LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld/log" KVSCOPE_BUILD_DIR=$build \
       "$root/tools/screenshot.sh" empty "$tmp/shot.png" >/dev/null
     [[ -s $tmp/shot.png ]] || { echo "error: the app saved no screenshot" >&2; exit 2; }
-    cat "$tmp"/ld/log.* | sed -n 's/.*file=\(\/[^ ]*\) \[[0-9]*\]; *\(dynamically loaded\|needed\).*/\1/p; s/.*calling init: \(\/[^ ]*\)$/\1/p' >>"$tmp/files"
+    LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld/cli" XDG_CACHE_HOME="$tmp/cache" \
+      "$build/app/kvscope-cli" devices --check >/dev/null
+    local logs=("$tmp"/ld/*)
+    [[ -e ${logs[0]} ]] || { echo "error: LD_DEBUG wrote no log" >&2; exit 2; }
+    cat "${logs[@]}" | sed -n 's/.*file=\(\/[^ ]*\) \[[0-9]*\]; *\(dynamically loaded\|needed\).*/\1/p; s/.*calling init: \(\/[^ ]*\)$/\1/p' >>"$tmp/files"
+  else
+    echo "note: $build has no app/kvscope (a build without the UI): run-time libraries not traced"
   fi
   owners "$tmp/files" >"$needs"
   echo "collected $(cut -f1 "$needs" | sort -u | wc -l) packages from $(wc -l <"$tmp/paths") files"
@@ -114,7 +132,7 @@ check() {
   fi
   { sed -n 's/^Inst \([^ ]*\) .*/\1/p' "$tmp/sim"
     dpkg-query -W -f='${Package} ${Priority}\n' | awk '$2 == "required" {print $1}'
-  } | sed 's/:amd64$//' | sort -u >"$tmp/closure"
+  } | sed -E 's/:[a-z0-9]+$//' | sort -u >"$tmp/closure"
   local missing
   missing=$(cut -f1 "$needs" | sort -u | comm -23 - "$tmp/closure")
   if [[ -z $missing ]]; then
@@ -129,6 +147,12 @@ check() {
   return 1
 }
 
+lists=(/var/lib/apt/lists/*_Packages*)
+if ! command -v dpkg >/dev/null || [[ ! -e ${lists[0]} ]]; then
+  echo "skipped: no dpkg or no apt package lists here (run apt-get update)"
+  exit 77
+fi
+build=$root/build
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 case ${1:-} in

@@ -26,7 +26,7 @@ echo "# $(date -u +%F) · $(nproc) cores · $(grep -m1 'model name' /proc/cpuinf
 # Start-up: 7 pairs of cold (empty cache folder) and warm runs of devices --check.
 startup() {
   echo; echo "## startup: devices --check, 7 interleaved cold/warm pairs (medians)"
-  local dir t0 t1
+  local dir t0 t1 kind
   dir=$(mktemp -d)
   for _ in 1 2 3 4 5 6 7; do
     for kind in cold warm; do
@@ -87,4 +87,9 @@ kernels() {
   "$cli" bench -m "$m40" -p 16 -n 16 --ctx 0,512 --backend vulkan --kernels
 }
 
-for s in "${sections[@]}"; do "$s"; done
+for s in "${sections[@]}"; do
+  case $s in
+    startup | parity | fidelity | kvspeed | throughput | kernels) "$s" ;;
+    *) echo "error: unknown section '$s'" >&2; exit 2 ;;
+  esac
+done

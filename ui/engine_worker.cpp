@@ -356,7 +356,8 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
       runtime::resolveBackendKind(request.backend.kind.toStdString(), request.backend.device);
   emit loadProgress(LoadStage::kUploadingWeights,
                     kind == "cpu" ? QStringLiteral("Preparing weights for the CPU")
-                                  : QStringLiteral("Uploading weights to the GPU"));
+                                  : QStringLiteral("Checking the Vulkan device (on first use) and "
+                                                   "uploading weights"));
   runtime::BackendChoice choice;
   choice.kind = kind;
   choice.contextLimit = request.backend.contextLimit;
@@ -368,6 +369,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     emit modelLoadFailed(request.path, loadErrorMessage(request.path, backend.error()));
     return;
   }
+  choice.kind = (*backend)->name();  // "cpu" when a Vulkan device failed vetting
   auto session = std::make_unique<runtime::Session>(
       model, std::move(*backend), std::move(*tokenizer), runtime::makeBackendFactory(model, choice),
       choice.kvPolicy);

@@ -378,9 +378,10 @@ void KvMemoryPanel::refresh() {
                           : tr("the model's trained context"));
   } else if (s.usableContext > 0) {
     m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.usableContext)));
-    m_fits->setDetail(tr("limited by %1 of device memory · f16: %2 · trained: %3")
-                          .arg(formatBytes(m_deviceBytes), tokenCount(s.maxContextF16),
-                               tokenCount(m_trainedContext)));
+    QString detail = tr("limited by %1 of device memory · f16: %2")
+                         .arg(formatBytes(m_deviceBytes), tokenCount(s.maxContextF16));
+    if (m_trainedContext > 0) detail += tr(" · trained: %1").arg(tokenCount(m_trainedContext));
+    m_fits->setDetail(detail);
   } else {
     m_fits->setValue(QStringLiteral("–"));
     m_fits->setDetail(m_deviceBytes == 0 ? tr("device memory unknown")

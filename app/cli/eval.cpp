@@ -60,7 +60,9 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
                                       .device = global.device,
                                       .threads = a.threads,
                                       .timing = false,
-                                      .kvPolicy = policy};
+                                      .kvPolicy = policy,
+                                      // eval measures the backend it names, like bench.
+                                      .vetDevice = false};
   KVS_ASSIGN_OR_RETURN(auto result,
                        runtime::evaluateKvPolicy(model, tokens, choice, {.prefill = a.prefill}));
   const std::string& name = model->config().name;

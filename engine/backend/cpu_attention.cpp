@@ -1,6 +1,7 @@
 #include "backend/cpu_attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <vector>
 
@@ -12,17 +13,10 @@ namespace kvscope::cpu {
 
 using kv::KvPart;
 
-namespace {
-
-float roundF16(float x) {
-  return fp16ToFloat(floatToFp16(x));
-}
-
-}  // namespace
-
 void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
                uint32_t nHead, ThreadPool& pool, float* out) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
+  assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
@@ -33,7 +27,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
       const uint32_t t = static_cast<uint32_t>(job / nHead), h = static_cast<uint32_t>(job % nHead);
       const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
       std::copy_n(q + (size_t{t} * nHead + h) * d, d, qh.begin());
-      if (roundToF16) std::transform(qh.begin(), qh.end(), qh.begin(), roundF16);
+      if (roundToF16) std::transform(qh.begin(), qh.end(), qh.begin(), roundToFp16);
       if (keys.rotated()) {
         kv::rotateVector(keys.rotation(), qh, rotated);
         qh.swap(rotated);
@@ -50,7 +44,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
       for (uint32_t j = 0; j < visible; ++j) {
         cache.readRotated(layer, KvPart::kValue, kvHead, j, row);
         float w = scores[j] / sum;
-        if (roundToF16) w = roundF16(w);
+        if (roundToF16) w = roundToFp16(w);
         for (uint32_t i = 0; i < d; ++i) acc[i] += w * row[i];
       }
       float* o = out + (size_t{t} * nHead + h) * d;

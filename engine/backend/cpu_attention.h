@@ -1,7 +1,7 @@
 #pragma once
 // The reference causal attention over one layer of a host KvCache: the
-// CpuBackend's attention and the oracle of every other attention kernel (the
-// Vulkan kernels' parity tests call it directly).
+// CpuBackend's attention, and the oracle of the Vulkan f16 attention kernels
+// (tests/gpu/attention_test.cpp calls it directly).
 //
 // q and out are [n][nHead][headDim]; query row t sits at position pos0 + t and
 // sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead /

@@ -12,6 +12,10 @@ namespace kvscope {
 
 float fp16ToFloat(uint16_t h);
 uint16_t floatToFp16(float f);  // saturates nothing: overflow gives +-inf like IEEE
+// f rounded to the nearest fp16 value, as a float.
+inline float roundToFp16(float f) {
+  return fp16ToFloat(floatToFp16(f));
+}
 
 float bf16ToFloat(uint16_t b);
 uint16_t floatToBf16(float f);

@@ -24,6 +24,14 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
     std::string* notice) {
   std::string kind = resolveBackendKind(requested.kind, requested.device);
   if (notice) notice->clear();
+  if (kind != "cpu" && kind != "vulkan")
+    return makeError(ErrorCode::kInvalidArgument,
+                     "unknown backend '{}' (choose cpu, vulkan or auto)", kind);
+  // The policy is checked against the model before anything is loaded or vetted.
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(requested.kvPolicy));
+  const auto& c = model->config();
+  KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
+                       policy.resolve({c.architecture, c.nLayer}));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()
@@ -35,20 +43,12 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
       kind = "cpu";
       if (notice) *notice = verdict->summary();
     } else if (!verdict.ok() && notice) {
-      *notice = "The Vulkan device was not checked against the CPU backend: " +
-                verdict.error().message;
+      *notice =
+          "The Vulkan device was not checked against the CPU backend: " + verdict.error().message;
     }
   }
   BackendChoice choice = requested;
   choice.kind = kind;
-  if (choice.kind != "cpu" && choice.kind != "vulkan")
-    return makeError(ErrorCode::kInvalidArgument,
-                     "unknown backend '{}' (choose cpu, vulkan or auto)", choice.kind);
-  // The policy is checked against the model before anything is loaded.
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(choice.kvPolicy));
-  const auto& c = model->config();
-  KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
-                       policy.resolve({c.architecture, c.nLayer}));
   if (choice.kind == "cpu") {
     KVS_ASSIGN_OR_RETURN(auto b,
                          backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
@@ -78,6 +78,9 @@ BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
         BackendChoice c = choice;
         c.kind = kind;
         c.kvPolicy = std::string(policy);
+        // The session's device was vetted when it was loaded; a policy switch
+        // must not move it to another backend.
+        c.vetDevice = false;
         return makeBackend(model, c);
       };
 }

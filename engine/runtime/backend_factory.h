@@ -44,7 +44,8 @@ using BackendFactory =
     std::function<Expected<std::unique_ptr<backend::Backend>>(std::string_view policy)>;
 
 // The factory that builds what makeBackend(model, choice) builds, under any
-// policy. It keeps its own copies of `choice`'s strings.
+// policy, without vetting the device again (pass the kind of the backend the
+// session really got). It keeps its own copies of `choice`'s strings.
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice);
 

@@ -10,6 +10,7 @@
 #include "backend/cpu_backend.h"
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
+#include "core/log.h"
 #include "core/paths.h"
 #include "gpu/device_info.h"
 #include "model/default_model.h"
@@ -43,6 +44,43 @@ nlohmann::json readVerdicts(const std::filesystem::path& file) {
   if (!in) return nlohmann::json::object();
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   return j.is_object() ? j : nlohmann::json::object();  // a corrupt file is measured anew
+}
+
+// The remembered verdict for `v.key`, when the file holds a well-formed one.
+bool readVerdict(const nlohmann::json& all, DeviceVerdict& v) {
+  const auto it = all.find(v.key);
+  if (it == all.end() || !it->is_object()) return false;
+  const nlohmann::json& e = *it;
+  for (const char* field : {"worst_rel", "mean_rel", "steps", "argmax_agree"})
+    if (!e.contains(field) || !e[field].is_number()) return false;
+  if (!e.contains("passed") || !e["passed"].is_boolean()) return false;
+  if (e.contains("failure") && !e["failure"].is_string()) return false;
+  v.passed = e["passed"].get<bool>();
+  v.worstRel = e["worst_rel"].get<double>();
+  v.meanRel = e["mean_rel"].get<double>();
+  v.steps = e["steps"].get<uint32_t>();
+  v.argmaxAgree = e["argmax_agree"].get<uint32_t>();
+  v.failure = e.value("failure", std::string());
+  v.remembered = true;
+  return true;
+}
+
+// Records `v`, dropping verdicts of other kernel builds (they are never read again).
+void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const DeviceVerdict& v) {
+  const std::string kernels = fmt::format("kernels {:016x}", kernelsHash());
+  for (auto it = all.begin(); it != all.end();) {
+    if (it.key().find(kernels) == std::string::npos)
+      it = all.erase(it);
+    else
+      ++it;
+  }
+  all[v.key] = {{"passed", v.passed}, {"worst_rel", v.worstRel},       {"mean_rel", v.meanRel},
+                {"steps", v.steps},   {"argmax_agree", v.argmaxAgree}, {"failure", v.failure}};
+  // Device and driver names come from the driver: replace what is not UTF-8.
+  const std::string text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!paths::writeFileAtomic(file, text.data(), text.size()).ok())
+    log::warn("could not remember the Vulkan device check in {}; it runs again next time",
+              file.string());
 }
 
 // Runs the same tokens through both backends and adds every step's logits.
@@ -83,7 +121,11 @@ Expected<DeviceVerdict> measure(int device, const std::filesystem::path& demoMod
         auto gpu,
         backend::VulkanBackend::create(
             m, {.device = device, .timing = false, .kvSchemes = schemes, .errorStride = 0}));
-    KVS_TRY(compare(*cpu, *gpu, m->config().nVocab, c));
+    // A device that opens but cannot run the model is the one to avoid most.
+    if (Status s = compare(*cpu, *gpu, m->config().nVocab, c); !s.ok()) {
+      verdict.failure = s.error().message;
+      return verdict;
+    }
   }
   verdict.worstRel = c.worstRel;
   verdict.meanRel = c.meanRel;
@@ -96,6 +138,12 @@ Expected<DeviceVerdict> measure(int device, const std::filesystem::path& demoMod
 }  // namespace
 
 std::string DeviceVerdict::summary() const {
+  if (!failure.empty()) {
+    return fmt::format(
+        "{} failed to run the demo model ({}); kvscope uses the CPU backend instead. Please "
+        "report this device and driver.",
+        device, failure);
+  }
   const std::string measured = fmt::format(
       "largest logit difference {:.1e} of the spread (allowed {:.0e}), mean {:.1e}, "
       "same top token on {}/{} steps",
@@ -124,27 +172,9 @@ Expected<DeviceVerdict> vetDevice(int device, const std::filesystem::path& verdi
   DeviceVerdict verdict{.device = info.name, .key = deviceKey(info)};
 
   nlohmann::json all = verdictFile.empty() ? nlohmann::json::object() : readVerdicts(verdictFile);
-  if (const auto it = all.find(verdict.key); it != all.end() && it->is_object()) {
-    const nlohmann::json& v = *it;
-    verdict.passed = v.value("passed", false);
-    verdict.worstRel = v.value("worst_rel", 0.0);
-    verdict.meanRel = v.value("mean_rel", 0.0);
-    verdict.steps = v.value("steps", 0u);
-    verdict.argmaxAgree = v.value("argmax_agree", 0u);
-    verdict.remembered = true;
-    return verdict;
-  }
+  if (readVerdict(all, verdict)) return verdict;
   KVS_ASSIGN_OR_RETURN(verdict, measure(index, demoModel, std::move(verdict)));
-  if (!verdictFile.empty()) {
-    all[verdict.key] = {{"passed", verdict.passed},
-                        {"worst_rel", verdict.worstRel},
-                        {"mean_rel", verdict.meanRel},
-                        {"steps", verdict.steps},
-                        {"argmax_agree", verdict.argmaxAgree}};
-    const std::string text = all.dump(2);
-    // Not being able to remember the verdict only means measuring it again.
-    (void)paths::writeFileAtomic(verdictFile, text.data(), text.size());
-  }
+  if (!verdictFile.empty()) writeVerdict(verdictFile, std::move(all), verdict);
   return verdict;
 }
 

@@ -183,7 +183,8 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name) {
   if (hash != g.hash) {
     ADD_FAILURE() << "the synthetic model generator's output changed (FNV-1a " << hash
                   << ", recorded " << g.hash << "): the golden logits of " << name
-                  << " no longer describe the generated model; record them again with llama.cpp";
+                  << " no longer describe the generated model; record them again with llama.cpp "
+                     "as the file's \"source\" field describes";
     return {};
   }
   const auto rows = runCpu(g, g.spec);

@@ -47,10 +47,6 @@ constexpr float kEps = 1.1920929e-7f;
 constexpr uint32_t kLayers = 2;  // the kernels use layer 1, so partOffset matters
 constexpr uint32_t kLayer = 1;
 
-float roundF16(float x) {
-  return fp16ToFloat(floatToFp16(x));
-}
-
 // One f16 ulp at w >= 0 (2^-24 in the subnormal range).
 double ulp16(float w) {
   if (w < 6.103515625e-05f) return std::ldexp(1.0, -24);
@@ -164,7 +160,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
         for (uint32_t j = 0; j < visible; ++j) {
           double s = 0.0;
           for (uint32_t i = 0; i < d; ++i)
-            s += double{roundF16(q[at + i])} * keys[size_t{j} * d + i];
+            s += double{roundToFp16(q[at + i])} * keys[size_t{j} * d + i];
           scores[j] = s * scale;
           maxScore = std::max(maxScore, scores[j]);
         }
@@ -173,7 +169,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
         std::fill(flipEnergy.begin(), flipEnergy.end(), 0.0);
         std::fill(magnitude.begin(), magnitude.end(), 0.0);
         for (uint32_t j = 0; j < visible; ++j) {
-          const float w = roundF16(static_cast<float>(scores[j] / sum));
+          const float w = roundToFp16(static_cast<float>(scores[j] / sum));
           const float* v = &values[size_t{j} * d];
           for (uint32_t i = 0; i < d; ++i) {
             flips[i] += ulp16(w) * std::fabs(v[i]);

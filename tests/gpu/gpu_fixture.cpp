@@ -1,5 +1,7 @@
 #include "gpu_fixture.h"
 
+#include <cstdlib>
+
 namespace kvscope::test {
 
 std::unique_ptr<gpu::Context> GpuTest::s_ctx;
@@ -14,6 +16,12 @@ void GpuTest::SetUpTestSuite() {
   auto ctx = gpu::Context::create(options);
   ASSERT_TRUE(ctx.ok()) << ctx.error().describe();
   s_ctx = std::move(ctx).value();
+  // The subgroup-width runs (tests/CMakeLists.txt) ask lavapipe for a width;
+  // make sure the device really has it.
+  if (const char* lanes = std::getenv("KVSCOPE_EXPECT_SUBGROUP_SIZE")) {
+    ASSERT_EQ(s_ctx->info().subgroupSize, static_cast<uint32_t>(std::atoi(lanes)))
+        << "the device ignored LP_NATIVE_VECTOR_WIDTH";
+  }
   s_kernels = std::make_unique<gpu::Kernels>(*s_ctx);
   auto rec = gpu::Recorder::create(*s_ctx, {.maxDispatches = 256, .timing = true});
   ASSERT_TRUE(rec.ok()) << rec.error().describe();

@@ -65,7 +65,21 @@ TEST_F(DeviceVetting, ACorruptVerdictFileIsMeasuredAnew) {
   auto v = runtime::vetDevice(-1, m_file);
   ASSERT_TRUE(v.ok()) << v.error().describe();
   EXPECT_FALSE(v->remembered);
-  EXPECT_TRUE(readFile().contains(v->key));
+  nlohmann::json saved = readFile();
+  ASSERT_TRUE(saved.contains(v->key));
+
+  // Valid JSON with a wrong type in the device's entry, and a verdict of an
+  // older kernel build: measured anew, and the stale entry is dropped.
+  saved[v->key]["passed"] = "yes";
+  saved["1234:5678 old device | driver | Vulkan 1.0 | kernels 0000000000000000"] = saved[v->key];
+  std::ofstream(m_file) << saved.dump();
+  auto again = runtime::vetDevice(-1, m_file);
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  EXPECT_FALSE(again->remembered);
+  EXPECT_TRUE(again->passed);
+  const nlohmann::json rewritten = readFile();
+  EXPECT_EQ(rewritten.size(), 1u) << rewritten.dump();
+  EXPECT_TRUE(rewritten[v->key]["passed"].is_boolean());
 }
 
 TEST_F(DeviceVetting, AFailedDeviceGetsTheCpuBackendAndANotice) {

@@ -10,7 +10,7 @@ root=$1 build=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$root/tools/check-packages.sh" collect "$tmp/needs" "$build"
+"$root/tools/check-packages.sh" collect "$tmp/needs" "$build" || exit $?
 "$root/tools/check-packages.sh" check "$tmp/needs"
 
 failed=0
