@@ -122,8 +122,8 @@ QWidget* ChatView::buildNoModelPage() {
   auto* empty = new EmptyState(
       appMark(), tr("No model loaded"),
       tr("Open a GGUF file or a Hugging Face model folder to start chatting. The model runs "
-         "locally on your GPU through Vulkan, and the inspector on the right shows its KV "
-         "cache as it fills."));
+         "locally, on the CPU or on a GPU through Vulkan, and the inspector on the right "
+         "shows its KV cache as it fills."));
   empty->setObjectName(QStringLiteral("chatEmptyState"));
   empty->setMaximumTextWidth(480);
 
@@ -185,8 +185,8 @@ QWidget* ChatView::buildNoModelPage() {
       tr("Need a model? Download a <b>.gguf</b> file from "
          "<a href=\"https://huggingface.co/models?library=gguf\">Hugging Face</a> "
          "(search “GGUF”). Small chat models such as Qwen2.5 0.5B Instruct (Q8_0, 0.5 GB) or "
-         "Llama 3.2 1B Instruct (Q4_K_M, 0.8 GB) run on any machine; kvscope also finds the "
-         "models LM Studio and GPT4All downloaded."));
+         "Llama 3.2 1B Instruct (Q4_K_M, 0.8 GB) are a good first download; kvscope also finds "
+         "the models LM Studio and GPT4All downloaded."));
   download->setObjectName(QStringLiteral("downloadHint"));
   download->setProperty("role", "muted");
   download->setWordWrap(true);
