@@ -41,6 +41,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
+  b->m_errorStride = options.errorStride;
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
   for (const auto& t : model->all()) {
     if (t.shape.size() != 1) continue;
@@ -149,10 +150,12 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   return okStatus();
 }
 
-// Encodes one row into the cache and measures what the codec lost on it.
+// Encodes one row into the cache and, on sampled positions, measures what the
+// codec lost on it.
 void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                        std::span<const float> row) {
   m_cache->write(layer, part, head, index, row);
+  if (m_errorStride == 0 || index % m_errorStride != 0) return;
   m_decoded.resize(row.size());
   m_cache->read(layer, part, head, index, m_decoded);
   m_errors.add(layer, part, row, m_decoded);
@@ -170,6 +173,7 @@ std::vector<KvLayerBytes> CpuBackend::kvBytes() const {
 
 std::vector<KvLayerError> CpuBackend::kvErrors() const {
   std::vector<KvLayerError> layers;
+  if (m_errorStride == 0) return layers;  // not measured
   for (uint32_t l = 0; l < config().nLayer; ++l)
     layers.push_back({m_errors.error(l, KvPart::kKey), m_errors.error(l, KvPart::kValue)});
   return layers;
@@ -184,7 +188,7 @@ void CpuBackend::measureRecoded(const kv::KvCache& f16, const kv::KvCache& recod
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
       for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-        for (uint32_t i = 0; i < f16.rows(); ++i) {
+        for (uint32_t i = 0; m_errorStride > 0 && i < f16.rows(); i += m_errorStride) {
           f16.read(l, part, h, i, x);
           recoded.read(l, part, h, i, decoded);
           m_errors.add(l, part, x, decoded);

@@ -35,6 +35,11 @@ struct CpuBackendOptions {
   // path: ~35% faster decode, but logits move by up to ~2e-2 of their spread
   // (cpu_matmul.h), so it must not serve as a reference.
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kExact;
+  // Measure the codec error (kvErrors) on the K/V rows of the positions p with
+  // p % errorStride == 0 (0: never). Decoding every stored row again to meter
+  // it cost as much as the encode itself; one position in 16 measures the same
+  // error to a few percent, as the Vulkan backend samples it.
+  uint32_t errorStride = 16;
 };
 
 class CpuBackend final : public Backend {
@@ -69,14 +74,15 @@ class CpuBackend final : public Backend {
   // Two-phase: the schemes m_cache moves to at the first decode step; empty
   // once it has (or when two-phase is off).
   std::vector<kv::LayerSchemes> m_pendingSchemes;
-  // Each written row against its decoded copy; re-measured from the f16 rows
-  // when two-phase caching recodes them.
+  // Sampled written rows (options.errorStride) against their decoded copies;
+  // re-measured from the f16 rows when two-phase caching recodes them.
   CodecErrorMeter m_errors;
   std::vector<float> m_decoded;  // [headDim] scratch of store()
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
   std::vector<float> m_ropeFreqs;  // per-frequency divisors, empty when unused
   uint32_t m_contextLimit = 0;
+  uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;
 };
 

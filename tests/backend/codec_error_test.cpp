@@ -43,8 +43,10 @@ std::shared_ptr<const model::ModelFile> stories() {
   return model.ok() ? std::shared_ptr<const model::ModelFile>(std::move(model).value()) : nullptr;
 }
 
+// Every position measured unless `stride` says otherwise, so the meter sees
+// the rows the independent round trips below see.
 std::unique_ptr<backend::CpuBackend> cpu(std::shared_ptr<const model::ModelFile> m,
-                                         std::string_view policyText) {
+                                         std::string_view policyText, uint32_t stride = 1) {
   auto policy = kv::KvPolicy::parse(policyText);
   EXPECT_TRUE(policy.ok());
   auto schemes = policy->resolve({m->config().architecture, m->config().nLayer});
@@ -52,7 +54,8 @@ std::unique_ptr<backend::CpuBackend> cpu(std::shared_ptr<const model::ModelFile>
   auto b = backend::CpuBackend::create(m, {.threads = 2,
                                            .kvSchemes = std::move(schemes).value(),
                                            .kvSeed = policy->seed,
-                                           .twoPhase = policy->twoPhase});
+                                           .twoPhase = policy->twoPhase,
+                                           .errorStride = stride});
   EXPECT_TRUE(b.ok()) << b.error().describe();
   return b.ok() ? std::move(b).value() : nullptr;
 }
@@ -188,6 +191,34 @@ TEST_F(CodecErrorTest, VulkanSamplesOnePositionInStride) {
   stepByStep(*b, 8, 9);  // position 8: measured
   EXPECT_NE(b->kvErrors()[0].value, first[0].value);
   EXPECT_EQ(b->context().validationMessages(), 0u);
+}
+
+// The CPU backend meters positions 0, stride, 2 x stride, …: between them the
+// measured error stays put, and a sampled position adds to it. On layer 0 the
+// sampled error matches an independent round trip of the sampled rows.
+TEST_F(CodecErrorTest, CpuSamplesOnePositionInStride) {
+  auto m = stories();
+  EXPECT_TRUE(cpu(m, "kv=turbo3", 0)->kvErrors().empty()) << "not measured";
+
+  auto b = cpu(m, "kv=turbo3", 4);
+  EXPECT_LT(b->kvErrors()[0].key, 0.0) << "no rows yet";
+  stepByStep(*b, 0, 1);  // position 0: measured
+  const auto first = b->kvErrors();
+  EXPECT_GT(first[0].key, 0.0);
+  stepByStep(*b, 1, 4);  // positions 1..3: skipped
+  for (size_t l = 0; l < first.size(); ++l) EXPECT_EQ(b->kvErrors()[l].value, first[l].value);
+  stepByStep(*b, 4, 9);  // positions 4 and 8: measured
+  EXPECT_NE(b->kvErrors()[0].value, first[0].value);
+
+  auto f16 = cpu(m, "");
+  prefill(*f16, 9);
+  const uint32_t d = m->config().headDim, width = m->config().nHeadKv * d;
+  const std::vector<float> keys = f16->readKv(0, KvPart::kKey).value();
+  std::vector<float> sampled;
+  for (uint32_t p : {0u, 4u, 8u})
+    sampled.insert(sampled.end(), keys.begin() + p * width, keys.begin() + (p + 1) * width);
+  EXPECT_NEAR(b->kvErrors()[0].key, roundTripError(*b->kvBytes()[0].key, sampled),
+              0.02 * b->kvErrors()[0].key);
 }
 
 }  // namespace

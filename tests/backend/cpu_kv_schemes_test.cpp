@@ -109,7 +109,7 @@ TEST(CpuKvSchemes, EverySchemeStaysWithinItsMeasuredDistance) {
   for (auto name : kv::schemeNames()) {
     std::vector<kv::LayerSchemes> layers(m->config().nLayer,
                                          {std::string(name), std::string(name)});
-    auto backend = cpu(m, {.kvSchemes = layers});
+    auto backend = cpu(m, {.kvSchemes = layers, .errorStride = 1});
     const auto got = run(*backend, tokens);
     ASSERT_EQ(got.size(), reference.size());
     double rowError = 0;
