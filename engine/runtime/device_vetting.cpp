@@ -67,7 +67,8 @@ bool readVerdict(const nlohmann::json& all, DeviceVerdict& v) {
 
 // Records `v`, dropping verdicts of other kernel builds (they are never read again).
 void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const DeviceVerdict& v) {
-  const std::string kernels = fmt::format("kernels {:016x}", kernelsHash());
+  // The key ends with this build's kernel hash (deviceKey): no need to hash again.
+  const std::string kernels = v.key.substr(v.key.rfind("kernels "));
   for (auto it = all.begin(); it != all.end();) {
     if (it.key().find(kernels) == std::string::npos)
       it = all.erase(it);
