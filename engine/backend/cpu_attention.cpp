@@ -1,10 +1,13 @@
 #include "backend/cpu_attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu_attention_tile.h"
+#include "backend/cpu_kv_rows.h"
 #include "backend/cpu_matmul.h"
 #include "core/float_convert.h"
 #include "kv/rotation.h"
@@ -13,8 +16,8 @@ namespace kvscope::cpu {
 
 using kv::KvPart;
 
-void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
-               uint32_t nHead, ThreadPool& pool, float* out) {
+void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
+                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
   assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -54,6 +57,230 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
         std::copy(acc.begin(), acc.end(), o);
     }
   });
+}
+
+namespace {
+
+using tile::kLanes;
+using tile::kRows;
+
+// y = R x and x = R^T y for a row-major d x d R, in float: once per query
+// vector and per output, where the reference's double sums would cost more
+// than the attention itself in a long prefill.
+void rotate(std::span<const float> r, const float* x, float* y, uint32_t d) {
+  for (uint32_t i = 0; i < d; ++i) y[i] = dot(&r[size_t{i} * d], x, d);
+}
+void rotateBack(std::span<const float> r, const float* y, float* x, uint32_t d) {
+  std::fill_n(x, d, 0.0f);
+  for (uint32_t i = 0; i < d; ++i)
+    for (uint32_t j = 0; j < d; ++j) x[j] += y[i] * r[size_t{i} * d + j];
+}
+
+// The work of one call: the query vectors of each KV head (token t, head g of
+// the GQA group, numbered t * gqa + g) in groups of kLanes, each group's
+// visible positions in `chunks` pieces.
+struct Plan {
+  uint32_t d = 0, stride = 0, gqa = 0, nHead = 0, nHeadKv = 0, n = 0, pos0 = 0;
+  uint32_t groups = 0;  // per KV head
+  uint32_t chunks = 1;  // per group
+  uint32_t jobs() const { return nHeadKv * groups * chunks; }
+};
+
+// Per-thread buffers, sized by each call.
+struct Scratch {
+  std::vector<float> q, k, v, scores, acc, tmp;
+  void size(const Plan& p, size_t scoreRows) {
+    q.assign(size_t{kLanes} * p.stride, 0.0f);  // tails past d stay zero
+    k.assign(size_t{kRows} * p.stride, 0.0f);
+    v.assign(size_t{kRows} * p.stride, 0.0f);
+    if (scores.size() < scoreRows * kLanes) scores.resize(scoreRows * kLanes);
+    acc.resize(size_t{kLanes} * p.stride);
+    tmp.resize(p.stride);
+  }
+};
+
+}  // namespace
+
+void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
+               uint32_t nHead, ThreadPool& pool, float* out, bool portable) {
+  const kv::KvGeometry& g = cache.geometry();
+  assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
+  Plan p;
+  p.d = g.headDim;
+  p.stride = (g.headDim + 7) / 8 * 8;
+  p.gqa = nHead / g.nHeadKv;
+  p.nHead = nHead;
+  p.nHeadKv = g.nHeadKv;
+  p.n = n;
+  p.pos0 = pos0;
+  p.groups = (n * p.gqa + kLanes - 1) / kLanes;
+  // Split positions when there are too few groups to keep every thread busy
+  // (decode: one or two per KV head), keeping at least 4 tiles per chunk.
+  const uint32_t wanted = 4 * pool.size(), groups = p.nHeadKv * p.groups;
+  if (groups < wanted) {
+    p.chunks = std::clamp((wanted + groups - 1) / groups, 1u, (pos0 + n) / (4 * kRows));
+    p.chunks = std::max(p.chunks, 1u);
+  }
+  const double macs = 2.0 * n * nHead * (pos0 + n / 2.0) * p.d;
+  const size_t threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : pool.size();
+
+  const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
+  const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
+  const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
+  const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
+  const uint32_t pageRows = g.rowsPerPage;
+
+  // Chunked groups keep their scores (then exps) between the two passes in
+  // chunkScores, [group][position][lane], and leave per job the max and the
+  // sum of exps of their chunk ([job][lane]) and their weighted V sums
+  // ([job][lane][stride]) for the merge.
+  const uint32_t positions = pos0 + n;
+  std::vector<float> chunkScores, partMax, partSum, partAcc;
+  if (p.chunks > 1) {
+    chunkScores.resize(size_t{p.nHeadKv} * p.groups * positions * kLanes);
+    partMax.resize(size_t{p.jobs()} * kLanes);
+    partSum.resize(partMax.size());
+    partAcc.resize(partMax.size() * p.stride);
+  }
+
+  // The query vector numbered v of KV head h: its token and its row in q/out.
+  const auto vectorRow = [&](uint32_t h, uint32_t v) {
+    return (size_t{v / p.gqa} * nHead + h * p.gqa + v % p.gqa) * p.d;
+  };
+  // The rows a job covers: its chunk of the group's visible positions.
+  struct Span {
+    uint32_t h, group, rest, v0, nq, begin, end;
+    alignas(32) uint32_t last[kLanes];  // per lane, the last visible position
+  };
+  const auto span = [&](uint32_t job) {
+    Span sp;
+    const uint32_t chunk = job % p.chunks;
+    sp.rest = job / p.chunks;
+    sp.h = sp.rest % p.nHeadKv;
+    sp.group = p.groups - 1 - sp.rest / p.nHeadKv;
+    sp.v0 = sp.group * kLanes;
+    sp.nq = std::min(kLanes, n * p.gqa - sp.v0);
+    for (uint32_t i = 0; i < kLanes; ++i)
+      sp.last[i] = pos0 + (sp.v0 + std::min(i, sp.nq - 1)) / p.gqa;
+    const uint32_t visible = sp.last[sp.nq - 1] + 1;
+    const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
+    sp.begin = std::min(visible, chunk * len);
+    sp.end = std::min(visible, sp.begin + len);
+    return sp;
+  };
+  const auto rowsAt = [&](uint32_t j, uint32_t end) {
+    return std::min({kRows, end - j, pageRows - j % pageRows});
+  };
+
+  // Pass 1: scores of the span's rows, masked, their max and exp(s - max).
+  const auto scorePass = [&](const Span& sp, Scratch& s, float* sc, float* max, float* sum) {
+    for (uint32_t i = 0; i < sp.nq; ++i) {
+      float* qi = &s.q[size_t{i} * p.stride];
+      std::copy_n(q + vectorRow(sp.h, sp.v0 + i), p.d, s.tmp.data());
+      if (roundToF16)
+        std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
+      if (keys.rotated()) {
+        rotate(keys.rotation(), s.tmp.data(), qi, p.d);
+      } else {
+        std::copy_n(s.tmp.data(), p.d, qi);
+      }
+      for (uint32_t c = 0; c < p.d; ++c) qi[c] *= scale;
+    }
+    std::fill_n(max, kLanes, -INFINITY);
+    std::fill_n(sum, kLanes, 0.0f);
+    for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
+      rows = rowsAt(j, sp.end);
+      float* tile = sc + size_t{j - sp.begin} * kLanes;
+      keyRows.decode(cache.row(layer, KvPart::kKey, sp.h, j).data(), rows, s.k.data(), p.stride);
+      tile::scores(s.q.data(), sp.nq, s.k.data(), rows, p.stride, tile, portable);
+      tile::maskMax(tile, rows, j, sp.last, max, portable);
+    }
+    tile::expSum(sc, sp.end - sp.begin, max, sum, portable);
+  };
+  // Pass 2: weights = exps * factor (rounded to f16 like the reference where
+  // it rounds), summed over the V rows into s.acc.
+  const auto valuePass = [&](const Span& sp, Scratch& s, float* sc, const float* factor) {
+    std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+    for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
+      rows = rowsAt(j, sp.end);
+      float* tile = sc + size_t{j - sp.begin} * kLanes;
+      tile::scale(tile, rows, factor, roundToF16, portable);
+      valueRows.decode(cache.row(layer, KvPart::kValue, sp.h, j).data(), rows, s.v.data(),
+                       p.stride);
+      tile::accumulate(tile, sp.nq, s.v.data(), rows, p.stride, s.acc.data(), portable);
+    }
+  };
+  // out = acc, rotated back to the model's space.
+  const auto finish = [&](const Span& sp, uint32_t i, const float* acc) {
+    float* o = out + vectorRow(sp.h, sp.v0 + i);
+    if (values.rotated()) {
+      rotateBack(values.rotation(), acc, o, p.d);
+    } else {
+      std::copy_n(acc, p.d, o);
+    }
+  };
+
+  // Jobs are taken from a shared counter, latest tokens (most rows) first, so
+  // uneven causal prefill work still ends together.
+  const auto forEachJob = [&](const auto& body) {
+    std::atomic<uint32_t> next{0};
+    pool.parallelFor(threads, [&](size_t, size_t) {
+      thread_local Scratch s;
+      s.size(p, p.chunks == 1 ? positions : 0);
+      for (uint32_t job; (job = next.fetch_add(1, std::memory_order_relaxed)) < p.jobs();)
+        body(span(job), job, s);
+    });
+  };
+
+  if (p.chunks == 1) {
+    forEachJob([&](const Span& sp, uint32_t, Scratch& s) {
+      alignas(32) float max[kLanes], sum[kLanes], factor[kLanes];
+      scorePass(sp, s, s.scores.data(), max, sum);
+      for (uint32_t i = 0; i < kLanes; ++i) factor[i] = 1.0f / sum[i];
+      valuePass(sp, s, s.scores.data(), factor);
+      for (uint32_t i = 0; i < sp.nq; ++i) finish(sp, i, &s.acc[size_t{i} * p.stride]);
+    });
+    return;
+  }
+  const auto groupScores = [&](const Span& sp) {
+    return &chunkScores[(size_t{sp.rest} * positions + sp.begin) * kLanes];
+  };
+  forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
+    scorePass(sp, s, groupScores(sp), &partMax[size_t{job} * kLanes],
+              &partSum[size_t{job} * kLanes]);
+  });
+  // Pass 2 rescales each chunk's exps to the group's max and total.
+  forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
+    alignas(32) float factor[kLanes];
+    const size_t first = size_t{sp.rest} * p.chunks * kLanes;
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float max = -INFINITY, sum = 0.0f;
+      for (uint32_t c = 0; c < p.chunks; ++c) max = std::max(max, partMax[first + c * kLanes + i]);
+      for (uint32_t c = 0; c < p.chunks; ++c) {
+        const float m = partMax[first + c * kLanes + i];
+        if (m != -INFINITY) sum += partSum[first + c * kLanes + i] * std::exp(m - max);
+      }
+      const float mine = partMax[size_t{job} * kLanes + i];
+      factor[i] = mine == -INFINITY || sum == 0.0f ? 0.0f : std::exp(mine - max) / sum;
+    }
+    valuePass(sp, s, groupScores(sp), factor);
+    std::copy(s.acc.begin(), s.acc.end(), &partAcc[size_t{job} * kLanes * p.stride]);
+  });
+  // The group's output is the plain sum of its chunks' weighted V sums.
+  Scratch s;
+  s.size(p, 0);
+  for (uint32_t rest = 0; rest < p.nHeadKv * p.groups; ++rest) {
+    const Span sp = span(rest * p.chunks);
+    for (uint32_t i = 0; i < sp.nq; ++i) {
+      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+      for (uint32_t c = 0; c < p.chunks; ++c) {
+        const float* acc = &partAcc[((size_t{rest} * p.chunks + c) * kLanes + i) * p.stride];
+        for (uint32_t k = 0; k < p.d; ++k) s.acc[k] += acc[k];
+      }
+      finish(sp, i, s.acc.data());
+    }
+  }
 }
 
 }  // namespace kvscope::cpu

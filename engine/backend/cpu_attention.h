@@ -1,9 +1,17 @@
 #pragma once
-// The reference causal attention over one layer of a host KvCache: the
-// CpuBackend's attention, and the oracle of the Vulkan f16 attention kernels
-// (tests/gpu/attention_test.cpp calls it directly).
+// Causal attention over one layer of a host KvCache, in two forms:
+//  - attentionReference: the oracle of the CpuBackend's fast attention and of
+//    the Vulkan attention kernels (tests/gpu/attention_test.cpp); one query
+//    head at a time, every row decoded through its scheme.
+//  - attention: the CpuBackend's kernel. It streams each KV head's rows once
+//    per group of up to 8 query vectors (the query heads of a GQA group, and
+//    for prefill consecutive tokens too), a tile of rows at a time, decoded by
+//    one kernel per format (cpu_kv_rows.h); keeps an online softmax per query
+//    (a running max and sum, rescaled as the max grows); and splits long
+//    contexts into chunks of positions whose partial results are merged at
+//    the end (flash-decoding), so two threads share even one KV head.
 //
-// q and out are [n][nHead][headDim]; query row t sits at position pos0 + t and
+// The contract both keep. q and out are [n][nHead][headDim]; query row t sits at position pos0 + t and
 // sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead /
 // nHeadKv). Scores are scaled by 1/sqrt(headDim), the softmax is taken in
 // float32 after subtracting the row maximum, and the weighted V sum is
@@ -13,9 +21,17 @@
 // rotated once per head with R_k (q'.y = q.R_k^T y), V rows are summed as
 // stored (rotated by R_v) and the sum is rotated back once with R_v^T.
 //
-// With an f16 cache on both sides the query and the softmax weights are
-// rounded to f16, as llama.cpp does (the second operand of its matrix
-// products takes the first's type); see tests/backend/llamacpp_parity_test.
+// With an f16 cache on both sides the query is rounded to f16, as llama.cpp
+// does (the second operand of its matrix products takes the first's type);
+// the reference also rounds the softmax weights, which the fast kernel cannot
+// (they are final only after the last chunk), see llamacpp_parity_test.
+//
+// How far apart they may be (tests/backend/cpu_attention_test.cpp argues it):
+// the fast kernel sums scores, weights and V rows in another order, with a
+// polynomial exp (relative error < 2e-7) and the rotation in float, so per
+// output ||fast - reference|| <= (2 max_j |ds_j| + eps_w + 1e-6 + (rows + d) u)
+// * ||sum_j w_j |v_j| ||, u = 2^-24, |ds_j| <= 2 d u sum_i |q_i k_ji| / sqrt(d)
+// the score rounding, eps_w = 2^-11 where the reference rounds weights to f16.
 
 #include <cstdint>
 
@@ -24,7 +40,11 @@
 
 namespace kvscope::cpu {
 
+void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
+                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out);
+
+// `portable`: the C++ kernels even where the AVX2 ones are built (tests).
 void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
-               uint32_t nHead, ThreadPool& pool, float* out);
+               uint32_t nHead, ThreadPool& pool, float* out, bool portable = false);
 
 }  // namespace kvscope::cpu

@@ -10,12 +10,9 @@
 // row: the decode step (n = 1) reads every weight once, so a separate decode
 // pass would cost as much as the dot itself.
 
+#include "backend/cpu_features.h"
 #include "backend/cpu_quant_decode.h"
 #include "backend/cpu_quant_dot.h"
-
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define KVSCOPE_CPU_AVX2 1
-#endif
 
 #if defined(KVSCOPE_CPU_AVX2)
 namespace kvscope::cpu::avx2 {

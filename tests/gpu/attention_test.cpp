@@ -1,5 +1,5 @@
 // The attention kernels (gpu/attention_kernels.h) against the host KV cache and
-// the CPU backend's attention (cpu::attention), under validation.
+// the reference CPU attention (cpu::attentionReference), under validation.
 //
 // writeKv must store the bytes kv::KvCache::write stores with F16Scheme; the
 // shader rounds in integer arithmetic, so no 1-ulp allowance is needed.
@@ -128,7 +128,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
     }
   }
 
-  // The CPU backend's attention (cpu::attention) for the last n rows'
+  // The reference CPU attention (cpu::attentionReference) for the last n rows'
   // queries, and the per-value tolerance of the header comment. The tolerance
   // needs the softmax weights, which are recomputed here in double precision
   // (a bound, not an expected value: it only has to be close to the real one).
@@ -138,7 +138,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
     const uint32_t pos0 = rows - n;
     out.assign(size_t{n} * nHead * d, 0.0f);
     static ThreadPool pool(2);
-    cpu::attention(c.host, kLayer, q.data(), n, pos0, nHead, pool, out.data());
+    cpu::attentionReference(c.host, kLayer, q.data(), n, pos0, nHead, pool, out.data());
 
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     std::vector<float> keys(size_t{rows} * d), values(keys.size());

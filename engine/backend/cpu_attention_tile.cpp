@@ -1,0 +1,248 @@
+#include "backend/cpu_attention_tile.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu_features.h"
+#include "core/float_convert.h"
+
+#if defined(KVSCOPE_CPU_AVX2)
+#include <immintrin.h>
+#endif
+
+namespace kvscope::cpu::tile {
+
+namespace {
+
+// ---------------------------------------------------------------- portable
+
+void scoresPortable(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t stride,
+                    float* out) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float sum = 0.0f;
+      for (size_t c = 0; i < nq && c < stride; ++c) sum += q[i * stride + c] * k[r * stride + c];
+      out[r * kLanes + i] = sum;
+    }
+  }
+}
+
+void maskMaxPortable(float* scores, uint32_t rows, uint32_t first, const uint32_t* last,
+                     float* max) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float& x = scores[r * kLanes + i];
+      if (first + r > last[i]) x = -INFINITY;
+      max[i] = std::max(max[i], x);
+    }
+  }
+}
+
+void expSumPortable(float* scores, uint32_t rows, const float* max, float* sum) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float& x = scores[r * kLanes + i];
+      x = max[i] == -INFINITY ? 0.0f : std::exp(x - max[i]);
+      sum[i] += x;
+    }
+  }
+}
+
+void scalePortable(float* w, uint32_t rows, const float* factor, bool toF16) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float& x = w[r * kLanes + i];
+      x *= factor[i];
+      if (toF16) x = roundToFp16(x);
+    }
+  }
+}
+
+void accumulatePortable(const float* w, uint32_t nq, const float* v, uint32_t rows, size_t stride,
+                        float* acc) {
+  for (uint32_t i = 0; i < nq; ++i)
+    for (uint32_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < stride; ++c) acc[i * stride + c] += w[r * kLanes + i] * v[r * stride + c];
+}
+
+#if defined(KVSCOPE_CPU_AVX2)
+// -------------------------------------------------------------------- AVX2
+
+// e^x for x <= 0: x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-7 Taylor
+// polynomial (truncation < 0.347^8 / 8! = 5e-9), scaled by 2^n through the
+// exponent bits; x < -87.3 (below the smallest normal) gives 0, as does -inf.
+[[gnu::always_inline]] inline __m256 exp256(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts, the first exact in float, so n ln2 subtracts exactly.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i scale =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+}
+
+// The 8 horizontal sums of a[0..7], in lane order.
+[[gnu::always_inline]] inline __m256 sums8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+template <uint32_t NQ>
+void scoresAvx(const float* q, const float* k, uint32_t rows, size_t stride, float* out) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* kr = k + r * stride;
+    __m256 acc[kLanes];
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < kLanes; ++i) acc[i] = _mm256_setzero_ps();
+    for (size_t c = 0; c < stride; c += 8) {
+      const __m256 kv = _mm256_loadu_ps(kr + c);
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * stride + c), kv, acc[i]);
+    }
+    _mm256_storeu_ps(out + r * kLanes, sums8(acc));
+  }
+}
+
+template <uint32_t NQ>
+void accumulateAvx(const float* w, const float* v, uint32_t rows, size_t stride, float* acc) {
+  for (size_t c = 0; c < stride; c += 8) {
+    __m256 a[NQ];
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < NQ; ++i) a[i] = _mm256_loadu_ps(acc + i * stride + c);
+    for (uint32_t r = 0; r < rows; ++r) {
+      const __m256 vr = _mm256_loadu_ps(v + r * stride + c);
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i)
+        a[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + r * kLanes + i), vr, a[i]);
+    }
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < NQ; ++i) _mm256_storeu_ps(acc + i * stride + c, a[i]);
+  }
+}
+
+template <template <uint32_t> class F, class... Args>
+void byLanes(uint32_t nq, Args... args) {
+  switch (nq) {
+    case 1: return F<1>::run(args...);
+    case 2: return F<2>::run(args...);
+    case 3: return F<3>::run(args...);
+    case 4: return F<4>::run(args...);
+    case 5: return F<5>::run(args...);
+    case 6: return F<6>::run(args...);
+    case 7: return F<7>::run(args...);
+    default: return F<8>::run(args...);
+  }
+}
+template <uint32_t NQ>
+struct Scores {
+  static void run(const float* q, const float* k, uint32_t rows, size_t stride, float* out) {
+    scoresAvx<NQ>(q, k, rows, stride, out);
+  }
+};
+template <uint32_t NQ>
+struct Accumulate {
+  static void run(const float* w, const float* v, uint32_t rows, size_t stride, float* acc) {
+    accumulateAvx<NQ>(w, v, rows, stride, acc);
+  }
+};
+
+void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max) {
+  const __m256i lastPos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last));
+  const __m256 negInf = _mm256_set1_ps(-INFINITY);
+  __m256 m = _mm256_loadu_ps(max);
+  for (uint32_t r = 0; r < rows; ++r) {
+    // Positions stay below 2^31, so the signed compare is exact.
+    const __m256i masked =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(first + r)), lastPos);
+    const __m256 x = _mm256_blendv_ps(_mm256_loadu_ps(scores + r * kLanes), negInf,
+                                      _mm256_castsi256_ps(masked));
+    _mm256_storeu_ps(scores + r * kLanes, x);
+    m = _mm256_max_ps(m, x);
+  }
+  _mm256_storeu_ps(max, m);
+}
+
+void expSumAvx(float* scores, uint32_t rows, const float* max, float* sum) {
+  const __m256 m = _mm256_loadu_ps(max);
+  // A lane with nothing visible subtracts 0 from its -inf scores: exp gives 0.
+  const __m256 ref = _mm256_blendv_ps(
+      m, _mm256_setzero_ps(), _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
+  __m256 s = _mm256_loadu_ps(sum);
+  for (uint32_t r = 0; r < rows; ++r) {
+    const __m256 p = exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + r * kLanes), ref));
+    _mm256_storeu_ps(scores + r * kLanes, p);
+    s = _mm256_add_ps(s, p);
+  }
+  _mm256_storeu_ps(sum, s);
+}
+
+void scaleAvx(float* w, uint32_t rows, const float* factor, bool toF16) {
+  const __m256 f = _mm256_loadu_ps(factor);
+  for (uint32_t r = 0; r < rows; ++r) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(w + r * kLanes), f);
+    if (toF16) x = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_ps(w + r * kLanes, x);
+  }
+}
+#endif
+
+}  // namespace
+
+void scores(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t stride,
+            float* out, bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable && stride % 8 == 0) return byLanes<Scores>(nq, q, k, rows, stride, out);
+#endif
+  (void)portable;
+  scoresPortable(q, nq, k, rows, stride, out);
+}
+
+void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max,
+             bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable) return maskMaxAvx(scores, rows, first, last, max);
+#endif
+  (void)portable;
+  maskMaxPortable(scores, rows, first, last, max);
+}
+
+void expSum(float* scores, uint32_t rows, const float* max, float* sum, bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable) return expSumAvx(scores, rows, max, sum);
+#endif
+  (void)portable;
+  expSumPortable(scores, rows, max, sum);
+}
+
+void scale(float* weights, uint32_t rows, const float* factor, bool toF16, bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable) return scaleAvx(weights, rows, factor, toF16);
+#endif
+  (void)portable;
+  scalePortable(weights, rows, factor, toF16);
+}
+
+void accumulate(const float* weights, uint32_t nq, const float* v, uint32_t rows, size_t stride,
+                float* acc, bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable && stride % 8 == 0) return byLanes<Accumulate>(nq, weights, v, rows, stride, acc);
+#endif
+  (void)portable;
+  accumulatePortable(weights, nq, v, rows, stride, acc);
+}
+
+}  // namespace kvscope::cpu::tile

@@ -1,0 +1,228 @@
+// The CPU backend's fast attention (cpu::attention: per-format row decoders,
+// grouped queries, two-pass softmax over chunks of positions) against the
+// reference (cpu::attentionReference), for every scheme, head_dim 8 / 64 /
+// 80 / 128 and GQA 1 / 2 / 4 / 8, in decode (one query, chunked positions)
+// and prefill (a block of causal queries), on the AVX2 and portable kernels.
+//
+// The row decoders must be exact: they are checked bit for bit against each
+// scheme's decodeRotated. The attention is checked against a bound derived
+// per output value (cpu_attention.h); the derivation, for one output
+// o = sum_j w_j v_j of a query q over rows k_j, v_j (rotated space):
+//  - a score s_j = q.k_j / sqrt(d) computed in another order, with q rotated
+//    in float instead of double, is off by at most
+//    ds_j = 2 (d + 2) u sum_i (|q_i| + |R| |q|_i) |k_ji| / sqrt(d);
+//  - a softmax weight then moves by a relative 2 max_j ds_j (its own score
+//    and the shared max and sum), plus 1e-6 for the polynomial exp and the
+//    rescaling of chunks, plus rows * u for the sum of exps in another order,
+//    plus 2^-11 where the reference rounds weights to f16 (and 2^-25
+//    absolute below f16's normal range);
+//  - the weighted sums add rows * u of sum_j w_j |v_j|;
+//  - rotating back in float adds d u sum_k |R_ki| |acc_k|.
+// Both sides carry such errors, so the bound is twice this sum.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_attention.h"
+#include "backend/cpu_kv_rows.h"
+#include "core/float_convert.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_scheme.h"
+#include "support/test_support.h"
+
+namespace kvscope {
+namespace {
+
+using kv::KvPart;
+using test::randomFloats;
+
+constexpr uint32_t kDims[] = {8, 64, 80, 128};
+constexpr uint32_t kGqa[] = {1, 2, 4, 8};
+constexpr double kU = 1.0 / (1 << 24);
+
+std::vector<std::string> allSchemes() {
+  std::vector<std::string> names;
+  for (auto n : kv::schemeNames()) names.emplace_back(n);
+  return names;
+}
+
+TEST(KvRowDecoder, EveryFormatDecodesExactlyAsItsScheme) {
+  for (const std::string& name : allSchemes()) {
+    for (uint32_t d : {8u, 16u, 64u, 80u, 128u, 100u}) {
+      auto made = kv::makeScheme(name, {d, 7});
+      ASSERT_TRUE(made.ok()) << name << " " << d;
+      const kv::KvScheme& s = **made;
+      constexpr uint32_t kCount = 5;
+      std::vector<uint8_t> rows(size_t{kCount} * s.rowBytes());
+      for (uint32_t r = 0; r < kCount; ++r) {
+        // Row 3 has an outlier channel; row 4 is zero.
+        auto x = randomFloats(d, 40 + r + d, -3.0f, 3.0f);
+        if (r == 3) x[d / 3] = 80.0f;
+        if (r == 4) std::fill(x.begin(), x.end(), 0.0f);
+        s.encode(x, {&rows[r * s.rowBytes()], s.rowBytes()});
+      }
+      const size_t stride = d + 3;
+      for (bool portable : {false, true}) {
+        std::vector<float> got(kCount * stride, -1.0f), want(d);
+        cpu::KvRowDecoder(s, portable).decode(rows.data(), kCount, got.data(), stride);
+        for (uint32_t r = 0; r < kCount; ++r) {
+          s.decodeRotated({&rows[r * s.rowBytes()], s.rowBytes()}, want);
+          EXPECT_EQ(std::memcmp(&got[r * stride], want.data(), d * sizeof(float)), 0)
+              << name << " d=" << d << " row " << r << (portable ? " portable" : " simd");
+          EXPECT_EQ(got[r * stride + d], -1.0f) << "wrote past the row";
+        }
+      }
+    }
+  }
+}
+
+struct Case {
+  std::string key, value;
+  uint32_t d, gqa, n, pos0, rowsPerPage;
+};
+
+// The bound of the header comment for every output value of `c`.
+std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const std::vector<float>& q,
+                               uint32_t nHead) {
+  const kv::KvScheme& ks = cache.scheme(0, KvPart::kKey);
+  const kv::KvScheme& vs = cache.scheme(0, KvPart::kValue);
+  const bool f16 = ks.name() == "f16" && vs.name() == "f16";
+  const uint32_t d = c.d, rowsAll = c.pos0 + c.n;
+  std::vector<double> bound(size_t{c.n} * nHead * d);
+  std::vector<float> k(d), v(d);
+  for (uint32_t t = 0; t < c.n; ++t) {
+    for (uint32_t h = 0; h < nHead; ++h) {
+      const uint32_t kvHead = h / c.gqa, rows = c.pos0 + t + 1;
+      std::vector<double> qr(d), qAbs(d);
+      for (uint32_t i = 0; i < d; ++i) {
+        float x = q[(size_t{t} * nHead + h) * d + i];
+        if (f16) x = roundToFp16(x);
+        qr[i] = x;
+      }
+      if (ks.rotated()) {
+        const auto r = ks.rotation();
+        std::vector<double> y(d, 0.0);
+        for (uint32_t i = 0; i < d; ++i)
+          for (uint32_t m = 0; m < d; ++m) {
+            y[i] += double{r[i * d + m]} * qr[m];
+            qAbs[i] += std::fabs(double{r[i * d + m]} * qr[m]);
+          }
+        qr = y;
+      }
+      std::vector<double> s(rows), ds(rows);
+      double maxS = -INFINITY, maxDs = 0, sum = 0;
+      for (uint32_t j = 0; j < rows; ++j) {
+        cache.readRotated(0, KvPart::kKey, kvHead, j, k);
+        double a = 0;
+        for (uint32_t i = 0; i < d; ++i) {
+          s[j] += qr[i] * k[i];
+          a += (std::fabs(qr[i]) + qAbs[i]) * std::fabs(k[i]);
+        }
+        s[j] /= std::sqrt(static_cast<double>(d));
+        maxDs = std::max(maxDs, 2.0 * (d + 2) * kU * a / std::sqrt(static_cast<double>(d)));
+        maxS = std::max(maxS, s[j]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - maxS));
+      const double rel = 2 * maxDs + 1e-6 + rowsAll * kU + (f16 ? 1.0 / 2048 : 0.0);
+      std::vector<double> dAcc(d, 0.0), acc(d, 0.0);
+      for (uint32_t j = 0; j < rows; ++j) {
+        cache.readRotated(0, KvPart::kValue, kvHead, j, v);
+        const double w = s[j] / sum;
+        for (uint32_t i = 0; i < d; ++i) {
+          dAcc[i] += (rel + rowsAll * kU) * w * std::fabs(v[i]) +
+                     (f16 ? std::ldexp(1.0, -25) * std::fabs(v[i]) : 0.0);
+          acc[i] += w * v[i];
+        }
+      }
+      double* b = &bound[(size_t{t} * nHead + h) * d];
+      if (vs.rotated()) {
+        const auto r = vs.rotation();
+        for (uint32_t i = 0; i < d; ++i)
+          for (uint32_t kk = 0; kk < d; ++kk)
+            b[i] += std::fabs(double{r[kk * d + i]}) * (dAcc[kk] + d * kU * std::fabs(acc[kk]));
+      } else {
+        std::copy(dAcc.begin(), dAcc.end(), b);
+      }
+      for (uint32_t i = 0; i < d; ++i) b[i] *= 2;
+    }
+  }
+  return bound;
+}
+
+// Runs one case on both kernels; returns the largest error / bound ratio.
+double checkCase(const Case& c, ThreadPool& pool) {
+  constexpr uint32_t kHeadsKv = 2;
+  const uint32_t nHead = kHeadsKv * c.gqa;
+  const kv::LayerSchemes schemes{c.key, c.value};
+  auto made = kv::KvCache::create({1, kHeadsKv, c.d, c.rowsPerPage}, std::span(&schemes, 1), 5);
+  EXPECT_TRUE(made.ok());
+  if (!made.ok()) return INFINITY;
+  kv::KvCache& cache = **made;
+  const uint32_t rows = c.pos0 + c.n;
+  EXPECT_TRUE(cache.append(rows).ok());
+  for (uint32_t j = 0; j < rows; ++j) {
+    for (uint32_t h = 0; h < kHeadsKv; ++h) {
+      // Keys spread wide enough for peaked softmaxes.
+      cache.write(0, KvPart::kKey, h, j, randomFloats(c.d, 1000 + j * 3 + h, -3.0f, 3.0f));
+      cache.write(0, KvPart::kValue, h, j, randomFloats(c.d, 7000 + j * 3 + h));
+    }
+  }
+  const auto q = randomFloats(size_t{c.n} * nHead * c.d, 11 + c.d, -2.0f, 2.0f);
+  std::vector<float> want(q.size());
+  cpu::attentionReference(cache, 0, q.data(), c.n, c.pos0, nHead, pool, want.data());
+  const auto bound = errorBound(cache, c, q, nHead);
+  double worst = 0;
+  for (bool portable : {false, true}) {
+    std::vector<float> got(q.size(), NAN);
+    cpu::attention(cache, 0, q.data(), c.n, c.pos0, nHead, pool, got.data(), portable);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(double{got[i]} - want[i]);
+      EXPECT_LE(err, bound[i]) << c.key << "/" << c.value << " d=" << c.d << " gqa=" << c.gqa
+                               << " n=" << c.n << " pos0=" << c.pos0 << " value " << i
+                               << (portable ? " portable" : " simd") << ": " << got[i] << " vs "
+                               << want[i];
+      if (err > bound[i]) return INFINITY;  // one report per case
+      worst = std::max(worst, err / bound[i]);
+    }
+  }
+  return worst;
+}
+
+// Decode: one query at depth 700 (several chunks of positions per group,
+// pages of 48 rows so tiles end at page ends); prefill: 19 causal queries at
+// depth 45 (groups spanning tokens, a partly masked last tile).
+TEST(CpuAttention, EverySchemeDimAndGroupMatchesTheReference) {
+  ThreadPool pool(2);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const std::string& s : allSchemes()) pairs.emplace_back(s, s);
+  pairs.emplace_back("q8_0", "turbo4");
+  pairs.emplace_back("turbo3", "f16");
+  double worst = 0;
+  for (const auto& [key, value] : pairs) {
+    for (uint32_t d : kDims) {
+      for (uint32_t gqa : kGqa) {
+        worst = std::max(worst, checkCase({key, value, d, gqa, 1, 699, 48}, pool));
+        worst = std::max(worst, checkCase({key, value, d, gqa, 19, 45, 256}, pool));
+      }
+    }
+  }
+  std::printf("largest error / bound: %.3g\n", worst);
+}
+
+// The first query of a prefill at position 0 sees one row; a decode on a
+// cache of one row likewise: the softmax of a single score is 1.
+TEST(CpuAttention, SingleVisibleRowReturnsItsValue) {
+  ThreadPool pool(2);
+  for (const char* scheme : {"f16", "q8_0", "turbo4"}) {
+    EXPECT_LT(checkCase({scheme, scheme, 64, 2, 1, 0, 256}, pool), 1.0) << scheme;
+    EXPECT_LT(checkCase({scheme, scheme, 64, 4, 3, 0, 256}, pool), 1.0) << scheme;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
