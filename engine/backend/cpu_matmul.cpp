@@ -122,6 +122,18 @@ void matmulInt8(const model::TensorView& w, const float* x, float* y, size_t n, 
   std::vector<ActBlock> xq(n * in / kActBlock);
   for (size_t t = 0; t < n; ++t)
     quantizeActivations(x + t * in, in, xq.data() + t * in / kActBlock, portable);
+#if defined(KVSCOPE_CPU_AVX2)
+  if (const auto tiled = avx2::rowKernels(w.type).tileInt8; tiled && !portable) {
+    pool.parallelFor(
+        out,
+        [&](size_t begin, size_t end) {
+          tiled(w.data.data() + begin * bytes, bytes, end - begin, xq.data(), n, in, y + begin,
+                out);
+        },
+        rowGrain(in, n));
+    return;
+  }
+#endif
   pool.parallelFor(
       out,
       [&](size_t begin, size_t end) {

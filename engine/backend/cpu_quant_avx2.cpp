@@ -326,9 +326,76 @@ float fusedDotInt8(const uint8_t* row, const ActBlock* x, size_t in) {
   return horizontalSum(acc) + off;
 }
 
+// fusedDotInt8 for R weight rows and T input rows at once: each weight chunk
+// is decoded once for T inputs, each activation block loaded once for R rows,
+// and the R * T sums are taken in the same order as fusedDotInt8's, so every
+// result equals it bit for bit.
+template <class F, size_t R, size_t T>
+void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t in, float* y,
+                   size_t yStride) {
+  constexpr size_t kGroups = F::kValues / kGroup, kChunks = F::kValues / kChunk;
+  const size_t xStride = in / kChunk;  // activation blocks per input row
+  __m256 acc[R][T];
+  float off[R][T];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      off[r][t] = 0.0f;
+    }
+  for (size_t b = 0; b < in / F::kValues; ++b) {
+    float scale[R][kGroups], offset[R][kGroups];
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) F::scales(w + r * rowBytes + b * F::kBytes, scale[r], offset[r]);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < kChunks; ++c) {
+      __m256i q[R];
+#pragma GCC unroll 8
+      for (size_t r = 0; r < R; ++r) q[r] = F::quants(w + r * rowBytes + b * F::kBytes, c);
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const ActBlock& a = x[t * xStride + b * kChunks + c];
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; ++r) {
+          acc[r][t] = int8Step(q[r], a, scale[r] + 2 * c, acc[r][t]);
+          if constexpr (F::kOffsets) {
+            off[r][t] += a.d * (offset[r][2 * c] * a.sum[0] + offset[r][2 * c + 1] * a.sum[1]);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) y[t * yStride + r] = horizontalSum(acc[r][t]) + off[r][t];
+}
+
+constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 2;
+
+template <class F>
+void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
+                size_t in, float* y, size_t yStride) {
+  using Tile = void (*)(const uint8_t*, size_t, const ActBlock*, size_t, float*, size_t);
+  static constexpr Tile kTiles[kInt8TileRows][kInt8TileInputs] = {
+      {fusedTileInt8<F, 1, 1>, fusedTileInt8<F, 1, 2>},
+      {fusedTileInt8<F, 2, 1>, fusedTileInt8<F, 2, 2>},
+      {fusedTileInt8<F, 3, 1>, fusedTileInt8<F, 3, 2>},
+      {fusedTileInt8<F, 4, 1>, fusedTileInt8<F, 4, 2>}};
+  for (size_t r = 0; r < rows; r += kInt8TileRows) {
+    const size_t tileRows = std::min(kInt8TileRows, rows - r);
+    for (size_t t = 0; t < n; t += kInt8TileInputs) {
+      const size_t inputs = std::min(kInt8TileInputs, n - t);
+      kTiles[tileRows - 1][inputs - 1](w + r * rowBytes, rowBytes, x + t * (in / kChunk), in,
+                                       y + t * yStride + r, yStride);
+    }
+  }
+}
+
 template <class F>
 RowKernels kernelsOf() {
-  return {decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>};
+  return {decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>, tileInt8Of<F>};
 }
 
 }  // namespace

@@ -34,6 +34,11 @@ struct RowKernels {
   float (*dotExact)(const uint8_t* row, const float* x, const float* xGroupSums,
                     size_t in) = nullptr;
   float (*dotInt8)(const uint8_t* row, const ActBlock* x, size_t in) = nullptr;
+  // y[t][r] = dotInt8(row r, input t) for `rows` rows from `w` (rowBytes
+  // apart) and n inputs (in / 32 blocks each), bit for bit, in register
+  // tiles of rows x inputs so that each block is read once per tile.
+  void (*tileInt8)(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
+                   size_t in, float* y, size_t yStride) = nullptr;
 };
 RowKernels rowKernels(gguf::TensorType type);
 

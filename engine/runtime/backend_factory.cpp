@@ -55,7 +55,8 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                                                              .threads = choice.threads,
                                                              .kvSchemes = std::move(schemes),
                                                              .kvSeed = policy.seed,
-                                                             .twoPhase = policy.twoPhase}));
+                                                             .twoPhase = policy.twoPhase,
+                                                             .matmul = choice.matmul}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
   if (policy.twoPhase)

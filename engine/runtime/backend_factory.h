@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "backend/backend.h"
+#include "backend/cpu_matmul.h"
 #include "model/model_file.h"
 
 namespace kvscope::runtime {
@@ -17,6 +18,10 @@ struct BackendChoice {
   uint32_t contextLimit = 0;         // 0: the model's trained context
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
+  // CPU products with quantized weights: int8 activations like llama.cpp's
+  // CPU path (the default: what users run), or kExact float32 (the reference
+  // the tests hold every kernel to). cpu_matmul.h states both bounds.
+  cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kInt8Activations;
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
   std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
   // Vet the Vulkan device against the CPU backend before using it (runtime/

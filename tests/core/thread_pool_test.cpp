@@ -1,7 +1,8 @@
 // ThreadPool: ranges cover [0, n) exactly once, the grain keeps small loops
-// on the caller's thread, and loops complete both when handed over by
-// polling and when every hand-over blocks.
+// on the caller's thread, loops complete both when handed over by polling and
+// when every hand-over blocks, and a stalled worker's share goes to others.
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -65,6 +66,32 @@ TEST(ThreadPool, WithoutPollingEveryHandOverBlocks) {
   // variables, the path a pool takes after an idle spell.
   ThreadPool pool(3, std::chrono::microseconds(0));
   for (int k = 0; k < 2000; ++k) expectCoversOnce(pool, 3 + k % 5, 1);
+}
+
+// A worker that stalls inside a range (as one the OS does not schedule would)
+// holds up only that range: the caller claims every other one.
+TEST(ThreadPool, AStalledWorkerLeavesItsOtherRangesToTheCaller) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::atomic<int> onCaller{0}, onWorker{0};
+    pool.parallelFor(400, [&](size_t, size_t) {
+      if (std::this_thread::get_id() == caller) {
+        ++onCaller;  // slow enough for the worker to wake and claim a range
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      } else if (onWorker.fetch_add(1) == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+    });
+    // Four ranges (two per thread); if the worker took part, it stalled in
+    // its first, and the caller ran the other three.
+    if (onWorker.load() > 0) {
+      EXPECT_EQ(onWorker.load(), 1);
+      EXPECT_EQ(onCaller.load(), 3);
+      return;
+    }
+  }
+  GTEST_SKIP() << "the worker never took a range";
 }
 
 }  // namespace
