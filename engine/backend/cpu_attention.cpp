@@ -64,39 +64,77 @@ namespace {
 using tile::kLanes;
 using tile::kRows;
 
-// y = R x and x = R^T y for a row-major d x d R, in float: once per query
+// y = R x and x = R^T y for a scheme's rotation R, in float: once per query
 // vector and per output, where the reference's double sums would cost more
-// than the attention itself in a long prefill.
-void rotate(std::span<const float> r, const float* x, float* y, uint32_t d) {
+// than the attention itself in a long prefill. A Hadamard R = H S / sqrt(d)
+// goes through the fast transform (H is symmetric, so R^T = S H / sqrt(d)).
+void rotate(const kv::KvScheme& s, const float* x, float* y, uint32_t d) {
+  if (const auto signs = s.hadamardSigns(); !signs.empty()) {
+    for (uint32_t i = 0; i < d; ++i) y[i] = x[i] * signs[i];
+    kv::fwht(y, d);
+    const float norm = 1.0f / std::sqrt(static_cast<float>(d));
+    for (uint32_t i = 0; i < d; ++i) y[i] *= norm;
+    return;
+  }
+  const auto r = s.rotation();
   for (uint32_t i = 0; i < d; ++i) y[i] = dot(&r[size_t{i} * d], x, d);
 }
-void rotateBack(std::span<const float> r, const float* y, float* x, uint32_t d) {
+void rotateBack(const kv::KvScheme& s, const float* y, float* x, uint32_t d) {
+  if (const auto signs = s.hadamardSigns(); !signs.empty()) {
+    std::copy_n(y, d, x);
+    kv::fwht(x, d);
+    const float norm = 1.0f / std::sqrt(static_cast<float>(d));
+    for (uint32_t i = 0; i < d; ++i) x[i] *= norm * signs[i];
+    return;
+  }
+  const auto r = s.rotation();
   std::fill_n(x, d, 0.0f);
-  for (uint32_t i = 0; i < d; ++i)
-    for (uint32_t j = 0; j < d; ++j) x[j] += y[i] * r[size_t{i} * d + j];
+  for (uint32_t i = 0; i < d; ++i) {
+    const float yi = y[i];
+    const float* __restrict row = &r[size_t{i} * d];
+    float* __restrict out = x;
+    for (uint32_t j = 0; j < d; ++j) out[j] += yi * row[j];
+  }
 }
 
 // The work of one call: the query vectors of each KV head (token t, head g of
-// the GQA group, numbered t * gqa + g) in groups of kLanes, each group's
-// visible positions in `chunks` pieces.
+// the GQA group, numbered t * gqa + g) in groups of kLanes. A job takes
+// `perJob` consecutive groups, which share every decoded tile (prefill), or
+// one group and one of `chunks` pieces of its positions (decode).
 struct Plan {
   uint32_t d = 0, stride = 0, gqa = 0, nHead = 0, nHeadKv = 0, n = 0, pos0 = 0;
   uint32_t groups = 0;  // per KV head
-  uint32_t chunks = 1;  // per group
-  uint32_t jobs() const { return nHeadKv * groups * chunks; }
+  uint32_t perJob = 1;  // groups per job
+  uint32_t chunks = 1;  // position chunks per job
+  uint32_t jobsPerHead() const { return (groups + perJob - 1) / perJob; }
+  uint32_t jobs() const { return nHeadKv * jobsPerHead() * chunks; }
 };
+
+constexpr uint32_t kMaxGroupsPerJob = 4;
 
 // Per-thread buffers, sized by each call.
 struct Scratch {
   std::vector<float> q, k, v, scores, acc, tmp;
   void size(const Plan& p, size_t scoreRows) {
-    q.assign(size_t{kLanes} * p.stride, 0.0f);  // tails past d stay zero
+    q.assign(size_t{kMaxGroupsPerJob} * kLanes * p.stride, 0.0f);  // tails past d stay zero
     k.assign(size_t{kRows} * p.stride, 0.0f);
     v.assign(size_t{kRows} * p.stride, 0.0f);
-    if (scores.size() < scoreRows * kLanes) scores.resize(scoreRows * kLanes);
-    acc.resize(size_t{kLanes} * p.stride);
+    const size_t scoreFloats = size_t{kMaxGroupsPerJob} * scoreRows * kLanes;
+    if (scores.size() < scoreFloats) scores.resize(scoreFloats);
+    acc.resize(size_t{kMaxGroupsPerJob} * kLanes * p.stride);
     tmp.resize(p.stride);
   }
+};
+
+// The groups and rows of one job.
+struct Span {
+  uint32_t h = 0;         // KV head
+  uint32_t first = 0;     // index of the job's first (group, chunk) piece, for partial results
+  uint32_t groups = 0;    // groups in the job
+  uint32_t v0[kMaxGroupsPerJob] = {};  // first query vector of each group
+  uint32_t nq[kMaxGroupsPerJob] = {};  // query vectors in each group
+  alignas(32) uint32_t last[kMaxGroupsPerJob][kLanes] = {};  // last visible position per lane
+  uint32_t begin = 0, end = 0;  // the rows [begin, end) the job reads
 };
 
 }  // namespace
@@ -114,12 +152,14 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   p.n = n;
   p.pos0 = pos0;
   p.groups = (n * p.gqa + kLanes - 1) / kLanes;
-  // Split positions when there are too few groups to keep every thread busy
-  // (decode: one or two per KV head), keeping at least 4 tiles per chunk.
+  // Enough jobs to keep every thread busy to the end: split positions when
+  // there are few groups (decode: one or two per KV head), keeping at least
+  // 4 tiles per chunk; else let up to 4 groups share each decoded tile.
   const uint32_t wanted = 4 * pool.size(), groups = p.nHeadKv * p.groups;
   if (groups < wanted) {
-    p.chunks = std::clamp((wanted + groups - 1) / groups, 1u, (pos0 + n) / (4 * kRows));
-    p.chunks = std::max(p.chunks, 1u);
+    p.chunks = std::max(1u, std::min((wanted + groups - 1) / groups, (pos0 + n) / (4 * kRows)));
+  } else {
+    p.perJob = std::clamp(groups / (4 * wanted), 1u, kMaxGroupsPerJob);
   }
   const double macs = 2.0 * n * nHead * (pos0 + n / 2.0) * p.d;
   const size_t threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : pool.size();
@@ -131,10 +171,10 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
   const uint32_t pageRows = g.rowsPerPage;
 
-  // Chunked groups keep their scores (then exps) between the two passes in
-  // chunkScores, [group][position][lane], and leave per job the max and the
-  // sum of exps of their chunk ([job][lane]) and their weighted V sums
-  // ([job][lane][stride]) for the merge.
+  // Chunked jobs (one group each) keep their scores (then exps) between the
+  // two passes in chunkScores, [group][position][lane], and leave per job the
+  // max and the sum of exps of their chunk ([job][lane]) and their weighted V
+  // sums ([job][lane][stride]) for the merge.
   const uint32_t positions = pos0 + n;
   std::vector<float> chunkScores, partMax, partSum, partAcc;
   if (p.chunks > 1) {
@@ -148,22 +188,24 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const auto vectorRow = [&](uint32_t h, uint32_t v) {
     return (size_t{v / p.gqa} * nHead + h * p.gqa + v % p.gqa) * p.d;
   };
-  // The rows a job covers: its chunk of the group's visible positions.
-  struct Span {
-    uint32_t h, group, rest, v0, nq, begin, end;
-    alignas(32) uint32_t last[kLanes];  // per lane, the last visible position
-  };
+  // Jobs run latest tokens (most rows) first, so uneven causal prefill work
+  // still ends together.
   const auto span = [&](uint32_t job) {
     Span sp;
-    const uint32_t chunk = job % p.chunks;
-    sp.rest = job / p.chunks;
-    sp.h = sp.rest % p.nHeadKv;
-    sp.group = p.groups - 1 - sp.rest / p.nHeadKv;
-    sp.v0 = sp.group * kLanes;
-    sp.nq = std::min(kLanes, n * p.gqa - sp.v0);
-    for (uint32_t i = 0; i < kLanes; ++i)
-      sp.last[i] = pos0 + (sp.v0 + std::min(i, sp.nq - 1)) / p.gqa;
-    const uint32_t visible = sp.last[sp.nq - 1] + 1;
+    const uint32_t chunk = job % p.chunks, rest = job / p.chunks;
+    sp.h = rest % p.nHeadKv;
+    const uint32_t slot = p.jobsPerHead() - 1 - rest / p.nHeadKv;
+    const uint32_t g0 = slot * p.perJob;
+    sp.first = (sp.h * p.groups + g0) * p.chunks + chunk;
+    sp.groups = std::min(p.perJob, p.groups - g0);
+    uint32_t visible = 0;
+    for (uint32_t k = 0; k < sp.groups; ++k) {
+      sp.v0[k] = (g0 + k) * kLanes;
+      sp.nq[k] = std::min(kLanes, n * p.gqa - sp.v0[k]);
+      for (uint32_t i = 0; i < kLanes; ++i)
+        sp.last[k][i] = pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
+      visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
+    }
     const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
     sp.begin = std::min(visible, chunk * len);
     sp.end = std::min(visible, sp.begin + len);
@@ -172,57 +214,72 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const auto rowsAt = [&](uint32_t j, uint32_t end) {
     return std::min({kRows, end - j, pageRows - j % pageRows});
   };
+  // Scores of group k of a job: [row - begin][lane].
+  const auto scoresOf = [&](const Span& sp, Scratch& s, uint32_t k) {
+    if (p.chunks > 1)
+      return &chunkScores[((size_t{sp.h} * p.groups + sp.v0[0] / kLanes) * positions + sp.begin) *
+                          kLanes];
+    return &s.scores[size_t{k} * positions * kLanes];
+  };
 
   // Pass 1: scores of the span's rows, masked, their max and exp(s - max).
-  const auto scorePass = [&](const Span& sp, Scratch& s, float* sc, float* max, float* sum) {
-    for (uint32_t i = 0; i < sp.nq; ++i) {
-      float* qi = &s.q[size_t{i} * p.stride];
-      std::copy_n(q + vectorRow(sp.h, sp.v0 + i), p.d, s.tmp.data());
-      if (roundToF16)
-        std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
-      if (keys.rotated()) {
-        rotate(keys.rotation(), s.tmp.data(), qi, p.d);
-      } else {
-        std::copy_n(s.tmp.data(), p.d, qi);
+  const auto scorePass = [&](const Span& sp, Scratch& s, float (*max)[kLanes],
+                             float (*sum)[kLanes]) {
+    for (uint32_t k = 0; k < sp.groups; ++k) {
+      for (uint32_t i = 0; i < sp.nq[k]; ++i) {
+        float* qi = &s.q[(size_t{k} * kLanes + i) * p.stride];
+        std::copy_n(q + vectorRow(sp.h, sp.v0[k] + i), p.d, s.tmp.data());
+        if (roundToF16)
+          std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
+        if (keys.rotated()) {
+          rotate(keys, s.tmp.data(), qi, p.d);
+        } else {
+          std::copy_n(s.tmp.data(), p.d, qi);
+        }
+        for (uint32_t c = 0; c < p.d; ++c) qi[c] *= scale;
       }
-      for (uint32_t c = 0; c < p.d; ++c) qi[c] *= scale;
+      std::fill_n(max[k], kLanes, -INFINITY);
+      std::fill_n(sum[k], kLanes, 0.0f);
     }
-    std::fill_n(max, kLanes, -INFINITY);
-    std::fill_n(sum, kLanes, 0.0f);
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
       rows = rowsAt(j, sp.end);
-      float* tile = sc + size_t{j - sp.begin} * kLanes;
       keyRows.decode(cache.row(layer, KvPart::kKey, sp.h, j).data(), rows, s.k.data(), p.stride);
-      tile::scores(s.q.data(), sp.nq, s.k.data(), rows, p.stride, tile, portable);
-      tile::maskMax(tile, rows, j, sp.last, max, portable);
+      for (uint32_t k = 0; k < sp.groups; ++k) {
+        float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+        tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
+                     tile, portable);
+        tile::maskMax(tile, rows, j, sp.last[k], max[k], portable);
+      }
     }
-    tile::expSum(sc, sp.end - sp.begin, max, sum, portable);
+    for (uint32_t k = 0; k < sp.groups; ++k)
+      tile::expSum(scoresOf(sp, s, k), sp.end - sp.begin, max[k], sum[k], portable);
   };
   // Pass 2: weights = exps * factor (rounded to f16 like the reference where
-  // it rounds), summed over the V rows into s.acc.
-  const auto valuePass = [&](const Span& sp, Scratch& s, float* sc, const float* factor) {
+  // it rounds), summed over the V rows into s.acc ([group][lane][stride]).
+  const auto valuePass = [&](const Span& sp, Scratch& s, const float (*factor)[kLanes]) {
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
       rows = rowsAt(j, sp.end);
-      float* tile = sc + size_t{j - sp.begin} * kLanes;
-      tile::scale(tile, rows, factor, roundToF16, portable);
       valueRows.decode(cache.row(layer, KvPart::kValue, sp.h, j).data(), rows, s.v.data(),
                        p.stride);
-      tile::accumulate(tile, sp.nq, s.v.data(), rows, p.stride, s.acc.data(), portable);
+      for (uint32_t k = 0; k < sp.groups; ++k) {
+        float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+        tile::scale(tile, rows, factor[k], roundToF16, portable);
+        tile::accumulate(tile, sp.nq[k], s.v.data(), rows, p.stride,
+                         &s.acc[size_t{k} * kLanes * p.stride], portable);
+      }
     }
   };
   // out = acc, rotated back to the model's space.
-  const auto finish = [&](const Span& sp, uint32_t i, const float* acc) {
-    float* o = out + vectorRow(sp.h, sp.v0 + i);
+  const auto finish = [&](uint32_t h, uint32_t v, const float* acc) {
+    float* o = out + vectorRow(h, v);
     if (values.rotated()) {
-      rotateBack(values.rotation(), acc, o, p.d);
+      rotateBack(values, acc, o, p.d);
     } else {
       std::copy_n(acc, p.d, o);
     }
   };
 
-  // Jobs are taken from a shared counter, latest tokens (most rows) first, so
-  // uneven causal prefill work still ends together.
   const auto forEachJob = [&](const auto& body) {
     std::atomic<uint32_t> next{0};
     pool.parallelFor(threads, [&](size_t, size_t) {
@@ -235,25 +292,27 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
 
   if (p.chunks == 1) {
     forEachJob([&](const Span& sp, uint32_t, Scratch& s) {
-      alignas(32) float max[kLanes], sum[kLanes], factor[kLanes];
-      scorePass(sp, s, s.scores.data(), max, sum);
-      for (uint32_t i = 0; i < kLanes; ++i) factor[i] = 1.0f / sum[i];
-      valuePass(sp, s, s.scores.data(), factor);
-      for (uint32_t i = 0; i < sp.nq; ++i) finish(sp, i, &s.acc[size_t{i} * p.stride]);
+      alignas(32) float max[kMaxGroupsPerJob][kLanes], sum[kMaxGroupsPerJob][kLanes],
+          factor[kMaxGroupsPerJob][kLanes];
+      scorePass(sp, s, max, sum);
+      for (uint32_t k = 0; k < sp.groups; ++k)
+        for (uint32_t i = 0; i < kLanes; ++i) factor[k][i] = 1.0f / sum[k][i];
+      valuePass(sp, s, factor);
+      for (uint32_t k = 0; k < sp.groups; ++k)
+        for (uint32_t i = 0; i < sp.nq[k]; ++i)
+          finish(sp.h, sp.v0[k] + i, &s.acc[(size_t{k} * kLanes + i) * p.stride]);
     });
     return;
   }
-  const auto groupScores = [&](const Span& sp) {
-    return &chunkScores[(size_t{sp.rest} * positions + sp.begin) * kLanes];
-  };
+  // Chunked: one group per job, job == sp.first.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
-    scorePass(sp, s, groupScores(sp), &partMax[size_t{job} * kLanes],
-              &partSum[size_t{job} * kLanes]);
+    scorePass(sp, s, reinterpret_cast<float (*)[kLanes]>(&partMax[size_t{job} * kLanes]),
+              reinterpret_cast<float (*)[kLanes]>(&partSum[size_t{job} * kLanes]));
   });
   // Pass 2 rescales each chunk's exps to the group's max and total.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
-    alignas(32) float factor[kLanes];
-    const size_t first = size_t{sp.rest} * p.chunks * kLanes;
+    alignas(32) float factor[1][kLanes];
+    const size_t first = size_t{job / p.chunks} * p.chunks * kLanes;
     for (uint32_t i = 0; i < kLanes; ++i) {
       float max = -INFINITY, sum = 0.0f;
       for (uint32_t c = 0; c < p.chunks; ++c) max = std::max(max, partMax[first + c * kLanes + i]);
@@ -262,23 +321,22 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
         if (m != -INFINITY) sum += partSum[first + c * kLanes + i] * std::exp(m - max);
       }
       const float mine = partMax[size_t{job} * kLanes + i];
-      factor[i] = mine == -INFINITY || sum == 0.0f ? 0.0f : std::exp(mine - max) / sum;
+      factor[0][i] = mine == -INFINITY || sum == 0.0f ? 0.0f : std::exp(mine - max) / sum;
     }
-    valuePass(sp, s, groupScores(sp), factor);
-    std::copy(s.acc.begin(), s.acc.end(), &partAcc[size_t{job} * kLanes * p.stride]);
+    valuePass(sp, s, factor);
+    std::copy_n(s.acc.begin(), kLanes * p.stride, &partAcc[size_t{job} * kLanes * p.stride]);
   });
-  // The group's output is the plain sum of its chunks' weighted V sums.
-  Scratch s;
-  s.size(p, 0);
+  // A group's output is the plain sum of its chunks' weighted V sums.
+  std::vector<float> acc(p.stride);
   for (uint32_t rest = 0; rest < p.nHeadKv * p.groups; ++rest) {
     const Span sp = span(rest * p.chunks);
-    for (uint32_t i = 0; i < sp.nq; ++i) {
-      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+    for (uint32_t i = 0; i < sp.nq[0]; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t c = 0; c < p.chunks; ++c) {
-        const float* acc = &partAcc[((size_t{rest} * p.chunks + c) * kLanes + i) * p.stride];
-        for (uint32_t k = 0; k < p.d; ++k) s.acc[k] += acc[k];
+        const float* part = &partAcc[((size_t{rest} * p.chunks + c) * kLanes + i) * p.stride];
+        for (uint32_t k = 0; k < p.d; ++k) acc[k] += part[k];
       }
-      finish(sp, i, s.acc.data());
+      finish(sp.h, sp.v0[0] + i, acc.data());
     }
   }
 }

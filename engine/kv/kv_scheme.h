@@ -78,6 +78,10 @@ class KvScheme {
   virtual bool rotated() const { return false; }
   // R as dim() x dim() floats, row-major (y = R x); empty when !rotated().
   virtual std::span<const float> rotation() const { return {}; }
+  // When R = H diag(s) / sqrt(dim) (dim a power of two, H the Walsh-Hadamard
+  // matrix): the signs s, so R x can be applied in O(d log d) (kv::fwht);
+  // else empty.
+  virtual std::span<const float> hadamardSigns() const { return {}; }
   // The row in rotated space (y_hat); equals decode() when !rotated().
   virtual void decodeRotated(std::span<const uint8_t> in, std::span<float> row) const {
     decode(in, row);

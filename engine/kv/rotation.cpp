@@ -84,6 +84,19 @@ std::vector<float> makeRotation(uint32_t dim, uint64_t seed) {
   return std::has_single_bit(dim) ? hadamardRotation(dim, seed) : denseRotation(dim, seed);
 }
 
+void fwht(float* x, uint32_t d) {
+  assert(std::has_single_bit(d));
+  for (uint32_t len = 1; len < d; len *= 2) {
+    for (uint32_t i = 0; i < d; i += 2 * len) {
+      for (uint32_t j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+}
+
 void rotateVector(std::span<const float> r, std::span<const float> x, std::span<float> y) {
   const size_t d = x.size();
   assert(r.size() == d * d && y.size() == d);

@@ -30,6 +30,10 @@ std::vector<float> hadamardRotation(uint32_t dim, uint64_t seed);       // dim a
 std::vector<float> blockHadamardRotation(uint32_t dim, uint64_t seed);  // any dim
 std::vector<float> denseRotation(uint32_t dim, uint64_t seed);          // any dim
 
+// In place, x = H x for the unnormalized d x d Walsh-Hadamard matrix H
+// (H_ij = (-1)^popcount(i & j)), d a power of two: d log2 d float additions.
+void fwht(float* x, uint32_t d);
+
 // y = R x and x = R^T y for a row-major d x d R (double accumulation).
 void rotateVector(std::span<const float> r, std::span<const float> x, std::span<float> y);
 void rotateVectorBack(std::span<const float> r, std::span<const float> y, std::span<float> x);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -30,6 +31,11 @@ TurboScheme::TurboScheme(const SchemeParams& params, uint32_t bits, bool grouped
       m_rotation(makeRotation(params.dim, params.seed)),
       m_codebook(cachedUnitVectorCodebook(bits, params.dim)) {
   assert(bits >= 2 && bits <= 4 && params.dim >= kMinTurboDim);
+  if (std::has_single_bit(params.dim)) {
+    // makeRotation's H S / sqrt(d): H's first row is all +1, so R's first
+    // row carries the signs.
+    for (uint32_t j = 0; j < params.dim; ++j) m_signs.push_back(m_rotation[j] > 0 ? 1.0f : -1.0f);
+  }
   for (size_t j = 0; j + 1 < m_codebook.size(); ++j)
     m_midpoints.push_back(0.5f * (m_codebook[j] + m_codebook[j + 1]));
 }

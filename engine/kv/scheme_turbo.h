@@ -35,6 +35,7 @@ class TurboScheme final : public KvScheme {
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
   bool rotated() const override { return true; }
   std::span<const float> rotation() const override { return m_rotation; }
+  std::span<const float> hadamardSigns() const override { return m_signs; }
   void decodeRotated(std::span<const uint8_t> in, std::span<float> row) const override;
   std::span<const float> codebook() const override { return m_codebook; }
 
@@ -46,6 +47,7 @@ class TurboScheme final : public KvScheme {
   uint32_t m_bits;
   bool m_grouped;
   std::vector<float> m_rotation;      // d x d, row-major
+  std::vector<float> m_signs;         // d: R's signs when it is a Hadamard rotation
   std::span<const float> m_codebook;  // process-wide cache
   std::vector<float> m_midpoints;     // 2^b - 1 decision boundaries
 };
