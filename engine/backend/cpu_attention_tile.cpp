@@ -100,15 +100,44 @@ void accumulatePortable(const float* w, uint32_t nq, const float* v, uint32_t ro
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// With 32 vector registers (AVX-512VL), two rows (scores) or two 8-value
+// chunks (accumulate) at a time: 16 accumulators, and each query or weight
+// load feeds two FMAs, where one at a time the loads bound the speed.
+#if defined(__AVX512VL__)
+constexpr uint32_t kPair = 2;
+#else
+constexpr uint32_t kPair = 1;
+#endif
+
 template <uint32_t NQ>
 void scoresAvx(const float* q, const float* k, uint32_t rows, size_t stride, float* out) {
-  for (uint32_t r = 0; r < rows; ++r) {
-    const float* kr = k + r * stride;
+  uint32_t r = 0;
+  for (; r + kPair <= rows; r += kPair) {
+    __m256 acc[kPair][kLanes];
+#pragma GCC unroll 8
+    for (uint32_t p = 0; p < kPair; ++p)
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < kLanes; ++i) acc[p][i] = _mm256_setzero_ps();
+    for (size_t c = 0; c < stride; c += 8) {
+      __m256 kv[kPair];
+#pragma GCC unroll 8
+      for (uint32_t p = 0; p < kPair; ++p) kv[p] = _mm256_loadu_ps(k + (r + p) * stride + c);
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i) {
+        const __m256 qv = _mm256_loadu_ps(q + i * stride + c);
+#pragma GCC unroll 8
+        for (uint32_t p = 0; p < kPair; ++p) acc[p][i] = _mm256_fmadd_ps(qv, kv[p], acc[p][i]);
+      }
+    }
+#pragma GCC unroll 8
+    for (uint32_t p = 0; p < kPair; ++p) _mm256_storeu_ps(out + (r + p) * kLanes, sums8(acc[p]));
+  }
+  for (; r < rows; ++r) {
     __m256 acc[kLanes];
 #pragma GCC unroll 8
     for (uint32_t i = 0; i < kLanes; ++i) acc[i] = _mm256_setzero_ps();
     for (size_t c = 0; c < stride; c += 8) {
-      const __m256 kv = _mm256_loadu_ps(kr + c);
+      const __m256 kv = _mm256_loadu_ps(k + r * stride + c);
 #pragma GCC unroll 8
       for (uint32_t i = 0; i < NQ; ++i)
         acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * stride + c), kv, acc[i]);
@@ -119,7 +148,30 @@ void scoresAvx(const float* q, const float* k, uint32_t rows, size_t stride, flo
 
 template <uint32_t NQ>
 void accumulateAvx(const float* w, const float* v, uint32_t rows, size_t stride, float* acc) {
-  for (size_t c = 0; c < stride; c += 8) {
+  size_t c = 0;
+  for (; c + 8 * kPair <= stride; c += 8 * kPair) {
+    __m256 a[kPair][NQ];
+#pragma GCC unroll 8
+    for (uint32_t p = 0; p < kPair; ++p)
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i) a[p][i] = _mm256_loadu_ps(acc + i * stride + c + 8 * p);
+    for (uint32_t r = 0; r < rows; ++r) {
+      __m256 vr[kPair];
+#pragma GCC unroll 8
+      for (uint32_t p = 0; p < kPair; ++p) vr[p] = _mm256_loadu_ps(v + r * stride + c + 8 * p);
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i) {
+        const __m256 wi = _mm256_broadcast_ss(w + r * kLanes + i);
+#pragma GCC unroll 8
+        for (uint32_t p = 0; p < kPair; ++p) a[p][i] = _mm256_fmadd_ps(wi, vr[p], a[p][i]);
+      }
+    }
+#pragma GCC unroll 8
+    for (uint32_t p = 0; p < kPair; ++p)
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i) _mm256_storeu_ps(acc + i * stride + c + 8 * p, a[p][i]);
+  }
+  for (; c < stride; c += 8) {
     __m256 a[NQ];
 #pragma GCC unroll 8
     for (uint32_t i = 0; i < NQ; ++i) a[i] = _mm256_loadu_ps(acc + i * stride + c);

@@ -15,7 +15,7 @@ using kv::KvPart;
 
 namespace {
 
-void addBias(std::vector<float>& rows, std::span<const float> bias, uint32_t n) {
+void addBias(std::span<float> rows, std::span<const float> bias, uint32_t n) {
   for (uint32_t t = 0; t < n; ++t)
     for (size_t i = 0; i < bias.size(); ++i) rows[t * bias.size() + i] += bias[i];
 }
@@ -94,8 +94,19 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   }
   KVS_TRY(m_cache->append(n));
   const uint32_t dim = c.nEmbd, q = c.qDim(), kvd = c.kvDim();
-  std::vector<float> x(size_t{n} * dim), xb(x.size()), qb(size_t{n} * q), kb(size_t{n} * kvd),
-      vb(kb.size()), att(qb.size()), gate(size_t{n} * c.nFf), up(gate.size()), tmp(x.size());
+  // Activations of the batch, in buffers kept across calls: a long prefill
+  // would otherwise allocate and zero ~100 MB per call.
+  Activations& a = m_activations;
+  if (n == 1 && a.gate.size() > size_t{64} * c.nFf) a = {};  // a prefill's buffers go back
+  const auto fit = [](std::vector<float>& v, size_t size) {
+    if (v.size() < size) v.resize(size);
+    return std::span<float>(v).first(size);
+  };
+  const std::span<float> x = fit(a.x, size_t{n} * dim), xb = fit(a.xb, x.size()),
+                         qb = fit(a.q, size_t{n} * q), kb = fit(a.k, size_t{n} * kvd),
+                         vb = fit(a.v, kb.size()), att = fit(a.att, qb.size()),
+                         gate = fit(a.gate, size_t{n} * c.nFf), up = fit(a.up, gate.size()),
+                         tmp = fit(a.tmp, x.size());
 
   for (uint32_t t = 0; t < n; ++t)
     cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
@@ -141,8 +152,7 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
   // Final norm and logits, for the last token only unless all are asked for.
   const uint32_t first = batch.allLogits ? 0 : n - 1, rows = n - first;
   std::span<const float> last(&x[size_t{first} * dim], size_t{rows} * dim);
-  cpu::rmsnorm(last, floats(*m_weights.outputNorm), std::span<float>(xb).first(last.size()), dim,
-               rows, c.rmsEps);
+  cpu::rmsnorm(last, floats(*m_weights.outputNorm), xb.first(last.size()), dim, rows, c.rmsEps);
   out.rows = rows;
   out.vocab = c.nVocab;
   out.values.resize(size_t{rows} * c.nVocab);

@@ -78,6 +78,13 @@ class CpuBackend final : public Backend {
   // re-measured from the f16 rows when two-phase caching recodes them.
   CodecErrorMeter m_errors;
   std::vector<float> m_decoded;  // [headDim] scratch of store()
+  // forward()'s activations, grown to the largest batch seen.
+  struct Activations {
+    std::vector<float> x, xb, tmp;  // [n][nEmbd]
+    std::vector<float> q, att;      // [n][nHead * headDim]
+    std::vector<float> k, v;        // [n][nHeadKv * headDim]
+    std::vector<float> gate, up;    // [n][nFf]
+  } m_activations;
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
   std::vector<float> m_ropeFreqs;  // per-frequency divisors, empty when unused

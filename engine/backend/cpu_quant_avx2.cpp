@@ -201,23 +201,28 @@ constexpr size_t kChunk = 32;  // values per quants() call and per ActBlock
 // Without VNNI, maddubs takes one unsigned operand, so the weight's sign
 // moves onto the activation; |w| <= 128 and |a| <= 127 keep each pair sum
 // within int16, so both forms give the same integers.
+[[gnu::always_inline]] inline __m256i int8Sums(__m256i absW, __m256i signedA) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
+#endif
+}
+
+// The two group scales of a chunk spread over the lanes of their sums: lanes
+// 0-3 hold the first group's partial sums, lanes 4-7 the second's.
+[[gnu::always_inline]] inline __m256 chunkScales(const float* scale) {
+  const __m128 twoScales = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(scale)));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(twoScales),
+                                  _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
 [[gnu::always_inline]] inline __m256 int8Step(__m256i w, const ActBlock& a, const float* scale,
                                               __m256 acc) {
-  const __m256i aq = load32(a.q);
-  const __m256i absW = _mm256_sign_epi8(w, w), signedA = _mm256_sign_epi8(aq, w);
-#if defined(__AVXVNNI__)
-  const __m256i sums = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
-#else
-  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
-#endif
-  // Lanes 0-3 hold the first group's partial sums, lanes 4-7 the second's.
-  const __m128 twoScales = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(scale)));
-  const __m256 scales =
-      _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(twoScales),
-                                             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
-                    _mm256_broadcast_ss(&a.d));
+  const __m256i sums = int8Sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(a.q), w));
+  const __m256 scales = _mm256_mul_ps(chunkScales(scale), _mm256_broadcast_ss(&a.d));
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scales, acc);
 }
 
@@ -350,15 +355,25 @@ void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t 
     for (size_t r = 0; r < R; ++r) F::scales(w + r * rowBytes + b * F::kBytes, scale[r], offset[r]);
 #pragma GCC unroll 8
     for (size_t c = 0; c < kChunks; ++c) {
-      __m256i q[R];
+      // int8Step with its per-row and per-input parts hoisted out of the pairs.
+      __m256i q[R], absW[R];
+      __m256 wScale[R];
 #pragma GCC unroll 8
-      for (size_t r = 0; r < R; ++r) q[r] = F::quants(w + r * rowBytes + b * F::kBytes, c);
+      for (size_t r = 0; r < R; ++r) {
+        q[r] = F::quants(w + r * rowBytes + b * F::kBytes, c);
+        absW[r] = _mm256_sign_epi8(q[r], q[r]);
+        wScale[r] = chunkScales(scale[r] + 2 * c);
+      }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const ActBlock& a = x[t * xStride + b * kChunks + c];
+        const __m256i aq = load32(a.q);
+        const __m256 ad = _mm256_broadcast_ss(&a.d);
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; ++r) {
-          acc[r][t] = int8Step(q[r], a, scale[r] + 2 * c, acc[r][t]);
+          const __m256i sums = int8Sums(absW[r], _mm256_sign_epi8(aq, q[r]));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(wScale[r], ad),
+                                      acc[r][t]);
           if constexpr (F::kOffsets) {
             off[r][t] += a.d * (offset[r][2 * c] * a.sum[0] + offset[r][2 * c + 1] * a.sum[1]);
           }
@@ -372,23 +387,35 @@ void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t 
     for (size_t t = 0; t < T; ++t) y[t * yStride + r] = horizontalSum(acc[r][t]) + off[r][t];
 }
 
+// With 32 vector registers (AVX-512VL) a 4 x 4 tile's 16 accumulators stay in
+// registers; with AVX2's 16, 4 x 2.
+#if defined(__AVX512VL__)
+constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 4;
+#else
 constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 2;
+#endif
 
 template <class F>
 void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                 size_t in, float* y, size_t yStride) {
   using Tile = void (*)(const uint8_t*, size_t, const ActBlock*, size_t, float*, size_t);
-  static constexpr Tile kTiles[kInt8TileRows][kInt8TileInputs] = {
-      {fusedTileInt8<F, 1, 1>, fusedTileInt8<F, 1, 2>},
-      {fusedTileInt8<F, 2, 1>, fusedTileInt8<F, 2, 2>},
-      {fusedTileInt8<F, 3, 1>, fusedTileInt8<F, 3, 2>},
-      {fusedTileInt8<F, 4, 1>, fusedTileInt8<F, 4, 2>}};
-  for (size_t r = 0; r < rows; r += kInt8TileRows) {
-    const size_t tileRows = std::min(kInt8TileRows, rows - r);
-    for (size_t t = 0; t < n; t += kInt8TileInputs) {
-      const size_t inputs = std::min(kInt8TileInputs, n - t);
-      kTiles[tileRows - 1][inputs - 1](w + r * rowBytes, rowBytes, x + t * (in / kChunk), in,
-                                       y + t * yStride + r, yStride);
+  static constexpr Tile kTiles[4][4] = {
+      {fusedTileInt8<F, 1, 1>, fusedTileInt8<F, 1, 2>, fusedTileInt8<F, 1, 3>, fusedTileInt8<F, 1, 4>},
+      {fusedTileInt8<F, 2, 1>, fusedTileInt8<F, 2, 2>, fusedTileInt8<F, 2, 3>, fusedTileInt8<F, 2, 4>},
+      {fusedTileInt8<F, 3, 1>, fusedTileInt8<F, 3, 2>, fusedTileInt8<F, 3, 3>, fusedTileInt8<F, 3, 4>},
+      {fusedTileInt8<F, 4, 1>, fusedTileInt8<F, 4, 2>, fusedTileInt8<F, 4, 3>, fusedTileInt8<F, 4, 4>}};
+  // Inputs in blocks of 64, whose activations (64 x in bytes) stay in the L2
+  // cache while every row passes over them; rows then stream once per block.
+  constexpr size_t kInputBlock = 64;
+  for (size_t t0 = 0; t0 < n; t0 += kInputBlock) {
+    const size_t tEnd = std::min(n, t0 + kInputBlock);
+    for (size_t r = 0; r < rows; r += kInt8TileRows) {
+      const size_t tileRows = std::min(kInt8TileRows, rows - r);
+      for (size_t t = t0; t < tEnd; t += kInt8TileInputs) {
+        const size_t inputs = std::min(kInt8TileInputs, tEnd - t);
+        kTiles[tileRows - 1][inputs - 1](w + r * rowBytes, rowBytes, x + t * (in / kChunk), in,
+                                         y + t * yStride + r, yStride);
+      }
     }
   }
 }
