@@ -216,6 +216,13 @@ void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* la
   const __m256i lastPos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last));
   const __m256 negInf = _mm256_set1_ps(-INFINITY);
   __m256 m = _mm256_loadu_ps(max);
+  if (first + rows - 1 <= *std::min_element(last, last + kLanes)) {
+    // Every row visible to every lane (decode, and prefill away from the
+    // diagonal): only the max.
+    for (uint32_t r = 0; r < rows; ++r) m = _mm256_max_ps(m, _mm256_loadu_ps(scores + r * kLanes));
+    _mm256_storeu_ps(max, m);
+    return;
+  }
   for (uint32_t r = 0; r < rows; ++r) {
     // Positions stay below 2^31, so the signed compare is exact.
     const __m256i masked =

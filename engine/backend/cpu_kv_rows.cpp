@@ -56,6 +56,11 @@ struct RowKernels {
   }
   // table[idx] for a codebook of 2^bits <= 16 entries.
   static __m256 lookup(const KvRowDecoder& s, __m256i idx) {
+#if defined(__AVX512VL__)
+    if (s.m_bits == 4)  // one two-table permute picks among all 16 entries
+      return _mm256_permutex2var_ps(_mm256_load_ps(s.m_table), idx,
+                                    _mm256_load_ps(s.m_table + 8));
+#endif
     const __m256 low = _mm256_permutevar8x32_ps(_mm256_load_ps(s.m_table), idx);
     if (s.m_bits < 4) return low;
     const __m256 high = _mm256_permutevar8x32_ps(_mm256_load_ps(s.m_table + 8), idx);
