@@ -115,7 +115,9 @@ constexpr uint32_t kMaxGroupsPerJob = 4;
 // Per-thread buffers, sized by each call.
 struct Scratch {
   std::vector<float> q, k, v, scores, acc, tmp;
+  std::vector<ActBlock> qInt8;  // [group][lane][d / 32]: queries for int8 key scoring
   void size(const Plan& p, size_t scoreRows) {
+    qInt8.resize(size_t{kMaxGroupsPerJob} * kLanes * (p.d / kActBlock));
     q.assign(size_t{kMaxGroupsPerJob} * kLanes * p.stride, 0.0f);  // tails past d stay zero
     k.assign(size_t{kRows} * p.stride, 0.0f);
     v.assign(size_t{kRows} * p.stride, 0.0f);
@@ -167,6 +169,10 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
   const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
+  // q8_0 keys are scored on their codes against the query rounded to int8
+  // blocks, as llama.cpp scores them (bound in cpu_attention_tile.h).
+  const bool int8Keys = keys.name() == "q8_0" && p.d % kActBlock == 0;
+  const uint32_t keyBlocks = p.d / kActBlock;
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
   const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
   const uint32_t pageRows = g.rowsPerPage;
@@ -237,17 +243,25 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
           std::copy_n(s.tmp.data(), p.d, qi);
         }
         for (uint32_t c = 0; c < p.d; ++c) qi[c] *= scale;
+        if (int8Keys)
+          quantizeActivations(qi, p.d, &s.qInt8[(size_t{k} * kLanes + i) * keyBlocks], portable);
       }
       std::fill_n(max[k], kLanes, -INFINITY);
       std::fill_n(sum[k], kLanes, 0.0f);
     }
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
       rows = rowsAt(j, sp.end);
-      keyRows.decode(cache.row(layer, KvPart::kKey, sp.h, j).data(), rows, s.k.data(), p.stride);
+      const uint8_t* keyBytes = cache.row(layer, KvPart::kKey, sp.h, j).data();
+      if (!int8Keys) keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
       for (uint32_t k = 0; k < sp.groups; ++k) {
         float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
-        tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
-                     tile, portable);
+        if (int8Keys) {
+          tile::scoresQ8(&s.qInt8[size_t{k} * kLanes * keyBlocks], sp.nq[k], keyBytes,
+                         keys.rowBytes(), rows, p.d, tile, portable);
+        } else {
+          tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
+                       tile, portable);
+        }
         tile::maskMax(tile, rows, j, sp.last[k], max[k], portable);
       }
     }

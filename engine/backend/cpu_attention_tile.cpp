@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu_features.h"
 #include "core/float_convert.h"
@@ -22,6 +23,31 @@ void scoresPortable(const float* q, uint32_t nq, const float* k, uint32_t rows, 
     for (uint32_t i = 0; i < kLanes; ++i) {
       float sum = 0.0f;
       for (size_t c = 0; i < nq && c < stride; ++c) sum += q[i * stride + c] * k[r * stride + c];
+      out[r * kLanes + i] = sum;
+    }
+  }
+}
+
+float halfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16ToFloat(h);
+}
+
+void scoresQ8Portable(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowBytes,
+                      uint32_t count, uint32_t dim, float* out) {
+  const uint32_t nb = dim / kActBlock;
+  for (uint32_t r = 0; r < count; ++r) {
+    const uint8_t* row = rows + size_t{r} * rowBytes;
+    const auto* codes = reinterpret_cast<const int8_t*>(row + 2 * nb);
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      float sum = 0.0f;
+      for (uint32_t b = 0; i < nq && b < nb; ++b) {
+        const ActBlock& a = q[i * nb + b];
+        int32_t dot = 0;
+        for (uint32_t k = 0; k < kActBlock; ++k) dot += int32_t{codes[b * kActBlock + k]} * a.q[k];
+        sum += static_cast<float>(dot) * (halfAt(row + 2 * b) * a.d);
+      }
       out[r * kLanes + i] = sum;
     }
   }
@@ -186,6 +212,45 @@ void accumulateAvx(const float* w, const float* v, uint32_t rows, size_t stride,
   }
 }
 
+[[gnu::always_inline]] inline __m256i int8Sums(__m256i absK, __m256i signedQ) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absK, signedQ);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absK, signedQ);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(absK, signedQ), _mm256_set1_epi16(1));
+#endif
+}
+
+// Per row and lane, one float vector of per-block partial sums; maddubs and
+// dpbusd take one unsigned operand, so the key's sign moves onto the query.
+template <uint32_t NQ>
+void scoresQ8Avx(const ActBlock* q, const uint8_t* rows, uint32_t rowBytes, uint32_t count,
+                 uint32_t dim, float* out) {
+  const uint32_t nb = dim / kActBlock;
+  for (uint32_t r = 0; r < count; ++r) {
+    const uint8_t* row = rows + size_t{r} * rowBytes;
+    __m256 acc[kLanes];
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < kLanes; ++i) acc[i] = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < nb; ++b) {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * b, 2);
+      const __m256 kScale = _mm256_set1_ps(_cvtsh_ss(h));
+      const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * nb + 32 * b));
+      const __m256i absK = _mm256_sign_epi8(k, k);
+#pragma GCC unroll 8
+      for (uint32_t i = 0; i < NQ; ++i) {
+        const ActBlock& a = q[i * nb + b];
+        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
+        const __m256 sums = _mm256_cvtepi32_ps(int8Sums(absK, _mm256_sign_epi8(qv, k)));
+        acc[i] = _mm256_fmadd_ps(sums, _mm256_mul_ps(kScale, _mm256_broadcast_ss(&a.d)), acc[i]);
+      }
+    }
+    _mm256_storeu_ps(out + r * kLanes, sums8(acc));
+  }
+}
+
 template <template <uint32_t> class F, class... Args>
 void byLanes(uint32_t nq, Args... args) {
   switch (nq) {
@@ -203,6 +268,13 @@ template <uint32_t NQ>
 struct Scores {
   static void run(const float* q, const float* k, uint32_t rows, size_t stride, float* out) {
     scoresAvx<NQ>(q, k, rows, stride, out);
+  }
+};
+template <uint32_t NQ>
+struct ScoresQ8 {
+  static void run(const ActBlock* q, const uint8_t* rows, uint32_t rowBytes, uint32_t count,
+                  uint32_t dim, float* out) {
+    scoresQ8Avx<NQ>(q, rows, rowBytes, count, dim, out);
   }
 };
 template <uint32_t NQ>
@@ -268,6 +340,15 @@ void scores(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t s
 #endif
   (void)portable;
   scoresPortable(q, nq, k, rows, stride, out);
+}
+
+void scoresQ8(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowBytes,
+              uint32_t count, uint32_t dim, float* scores, bool portable) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable) return byLanes<ScoresQ8>(nq, q, rows, rowBytes, count, dim, scores);
+#endif
+  (void)portable;
+  scoresQ8Portable(q, nq, rows, rowBytes, count, dim, scores);
 }
 
 void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max,

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu_quant_dot.h"
+
 namespace kvscope::cpu::tile {
 
 inline constexpr uint32_t kLanes = 8;  // query vectors per group
@@ -18,6 +20,15 @@ inline constexpr uint32_t kRows = 32;  // cached rows per tile
 // q: [kLanes][stride], k: [rows][stride], values past dim zero in both.
 void scores(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t stride,
             float* scores, bool portable);
+
+// scores for q8_0 key rows read as stored (dim a multiple of 32): each query
+// rounded once to int8 blocks (q: [kLanes][dim / 32] ActBlocks, as the
+// int8 products of cpu_matmul.h round activations) and dotted with each
+// block's codes in int32, scaled by the block's scale times the query
+// block's. Moves each score by at most sum_b (a_b / 254) sum_{i in b} |k_i|,
+// a_b the largest |q_i| of block b, as llama.cpp scores a q8_0 cache.
+void scoresQ8(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowBytes,
+              uint32_t count, uint32_t dim, float* scores, bool portable);
 
 // Sets scores[r][i] to -inf where position first + r > last[i] (causality)
 // and raises max[i] to the largest score left.
