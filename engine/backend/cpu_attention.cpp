@@ -181,13 +181,21 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   // two passes in chunkScores, [group][position][lane], and leave per job the
   // max and the sum of exps of their chunk ([job][lane]) and their weighted V
   // sums ([job][lane][stride]) for the merge.
+  // Every value is written before it is read, so the buffers are kept (per
+  // calling thread) and only grown: zeroing them per call cost a decode step
+  // of a 4K context ~4 MB of memset.
   const uint32_t positions = pos0 + n;
-  std::vector<float> chunkScores, partMax, partSum, partAcc;
+  thread_local std::vector<float> chunkScoresBuffer, partBuffer;
+  float *chunkScores = nullptr, *partMax = nullptr, *partSum = nullptr, *partAcc = nullptr;
   if (p.chunks > 1) {
-    chunkScores.resize(size_t{p.nHeadKv} * p.groups * positions * kLanes);
-    partMax.resize(size_t{p.jobs()} * kLanes);
-    partSum.resize(partMax.size());
-    partAcc.resize(partMax.size() * p.stride);
+    const size_t scoreFloats = size_t{p.nHeadKv} * p.groups * positions * kLanes;
+    const size_t lanes = size_t{p.jobs()} * kLanes;
+    if (chunkScoresBuffer.size() < scoreFloats) chunkScoresBuffer.resize(scoreFloats);
+    if (partBuffer.size() < lanes * (2 + p.stride)) partBuffer.resize(lanes * (2 + p.stride));
+    chunkScores = chunkScoresBuffer.data();
+    partMax = partBuffer.data();
+    partSum = partMax + lanes;
+    partAcc = partSum + lanes;
   }
 
   // The query vector numbered v of KV head h: its token and its row in q/out.
