@@ -130,19 +130,20 @@ struct Scratch {
 
 // The groups and rows of one job.
 struct Span {
-  uint32_t h = 0;         // KV head
-  uint32_t first = 0;     // index of the job's first (group, chunk) piece, for partial results
-  uint32_t groups = 0;    // groups in the job
-  uint32_t v0[kMaxGroupsPerJob] = {};  // first query vector of each group
-  uint32_t nq[kMaxGroupsPerJob] = {};  // query vectors in each group
+  uint32_t h = 0;       // KV head
+  uint32_t first = 0;   // index of the job's first (group, chunk) piece, for partial results
+  uint32_t groups = 0;  // groups in the job
+  uint32_t v0[kMaxGroupsPerJob] = {};                        // first query vector of each group
+  uint32_t nq[kMaxGroupsPerJob] = {};                        // query vectors in each group
   alignas(32) uint32_t last[kMaxGroupsPerJob][kLanes] = {};  // last visible position per lane
-  uint32_t begin = 0, end = 0;  // the rows [begin, end) the job reads
+  uint32_t begin = 0, end = 0;                               // the rows [begin, end) the job reads
 };
 
 }  // namespace
 
 void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
-               uint32_t nHead, ThreadPool& pool, float* out, bool portable) {
+               uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options) {
+  const bool portable = options.portable;
   const kv::KvGeometry& g = cache.geometry();
   assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
   Plan p;
@@ -169,9 +170,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
   const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
-  // q8_0 keys are scored on their codes against the query rounded to int8
-  // blocks, as llama.cpp scores them (bound in cpu_attention_tile.h).
-  const bool int8Keys = keys.name() == "q8_0" && p.d % kActBlock == 0;
+  const bool int8Keys = options.int8Queries && keys.name() == "q8_0" && p.d % kActBlock == 0;
   const uint32_t keyBlocks = p.d / kActBlock;
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
   const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
@@ -237,8 +236,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   };
 
   // Pass 1: scores of the span's rows, masked, their max and exp(s - max).
-  const auto scorePass = [&](const Span& sp, Scratch& s, float (*max)[kLanes],
-                             float (*sum)[kLanes]) {
+  const auto scorePass = [&](const Span& sp, Scratch& s, float(*max)[kLanes], float(*sum)[kLanes]) {
     for (uint32_t k = 0; k < sp.groups; ++k) {
       for (uint32_t i = 0; i < sp.nq[k]; ++i) {
         float* qi = &s.q[(size_t{k} * kLanes + i) * p.stride];
@@ -278,7 +276,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   };
   // Pass 2: weights = exps * factor (rounded to f16 like the reference where
   // it rounds), summed over the V rows into s.acc ([group][lane][stride]).
-  const auto valuePass = [&](const Span& sp, Scratch& s, const float (*factor)[kLanes]) {
+  const auto valuePass = [&](const Span& sp, Scratch& s, const float(*factor)[kLanes]) {
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
       rows = rowsAt(j, sp.end);
@@ -328,8 +326,8 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   }
   // Chunked: one group per job, job == sp.first.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
-    scorePass(sp, s, reinterpret_cast<float (*)[kLanes]>(&partMax[size_t{job} * kLanes]),
-              reinterpret_cast<float (*)[kLanes]>(&partSum[size_t{job} * kLanes]));
+    scorePass(sp, s, reinterpret_cast<float(*)[kLanes]>(&partMax[size_t{job} * kLanes]),
+              reinterpret_cast<float(*)[kLanes]>(&partSum[size_t{job} * kLanes]));
   });
   // Pass 2 rescales each chunk's exps to the group's max and total.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {

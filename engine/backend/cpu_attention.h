@@ -11,11 +11,10 @@
 //    contexts into chunks of positions whose partial results are merged at
 //    the end (flash-decoding), so two threads share even one KV head.
 //
-// The contract both keep. q and out are [n][nHead][headDim]; query row t sits at position pos0 + t and
-// sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead /
-// nHeadKv). Scores are scaled by 1/sqrt(headDim), the softmax is taken in
-// float32 after subtracting the row maximum, and the weighted V sum is
-// accumulated in float32 in row order.
+// The contract both keep. q and out are [n][nHead][headDim]; query row t sits at position pos0 + t
+// and sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead / nHeadKv). Scores are
+// scaled by 1/sqrt(headDim), the softmax is taken in float32 after subtracting the row maximum, and
+// the weighted V sum is accumulated in float32 in row order.
 //
 // A rotated scheme (turbo*) is attended in its rotated space: the query is
 // rotated once per head with R_k (q'.y = q.R_k^T y), V rows are summed as
@@ -43,8 +42,15 @@ namespace kvscope::cpu {
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out);
 
-// `portable`: the C++ kernels even where the AVX2 ones are built (tests).
+struct AttentionOptions {
+  // Score q8_0 keys on their codes against the query rounded to int8 blocks,
+  // as llama.cpp does (cpu_attention_tile.h states the rounding's bound);
+  // the CpuBackend does so with int8 products, not as the kExact reference.
+  bool int8Queries = false;
+  bool portable = false;  // the C++ kernels even where the AVX2 ones are built (tests)
+};
+
 void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
-               uint32_t nHead, ThreadPool& pool, float* out, bool portable = false);
+               uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options = {});
 
 }  // namespace kvscope::cpu

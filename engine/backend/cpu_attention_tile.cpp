@@ -88,7 +88,8 @@ void accumulatePortable(const float* w, uint32_t nq, const float* v, uint32_t ro
                         float* acc) {
   for (uint32_t i = 0; i < nq; ++i)
     for (uint32_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < stride; ++c) acc[i * stride + c] += w[r * kLanes + i] * v[r * stride + c];
+      for (size_t c = 0; c < stride; ++c)
+        acc[i * stride + c] += w[r * kLanes + i] * v[r * stride + c];
 }
 
 #if defined(KVSCOPE_CPU_AVX2)
@@ -254,14 +255,22 @@ void scoresQ8Avx(const ActBlock* q, const uint8_t* rows, uint32_t rowBytes, uint
 template <template <uint32_t> class F, class... Args>
 void byLanes(uint32_t nq, Args... args) {
   switch (nq) {
-    case 1: return F<1>::run(args...);
-    case 2: return F<2>::run(args...);
-    case 3: return F<3>::run(args...);
-    case 4: return F<4>::run(args...);
-    case 5: return F<5>::run(args...);
-    case 6: return F<6>::run(args...);
-    case 7: return F<7>::run(args...);
-    default: return F<8>::run(args...);
+    case 1:
+      return F<1>::run(args...);
+    case 2:
+      return F<2>::run(args...);
+    case 3:
+      return F<3>::run(args...);
+    case 4:
+      return F<4>::run(args...);
+    case 5:
+      return F<5>::run(args...);
+    case 6:
+      return F<6>::run(args...);
+    case 7:
+      return F<7>::run(args...);
+    default:
+      return F<8>::run(args...);
   }
 }
 template <uint32_t NQ>
@@ -299,8 +308,8 @@ void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* la
     // Positions stay below 2^31, so the signed compare is exact.
     const __m256i masked =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(first + r)), lastPos);
-    const __m256 x = _mm256_blendv_ps(_mm256_loadu_ps(scores + r * kLanes), negInf,
-                                      _mm256_castsi256_ps(masked));
+    const __m256 x =
+        _mm256_blendv_ps(_mm256_loadu_ps(scores + r * kLanes), negInf, _mm256_castsi256_ps(masked));
     _mm256_storeu_ps(scores + r * kLanes, x);
     m = _mm256_max_ps(m, x);
   }
@@ -310,8 +319,8 @@ void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* la
 void expSumAvx(float* scores, uint32_t rows, const float* max, float* sum) {
   const __m256 m = _mm256_loadu_ps(max);
   // A lane with nothing visible subtracts 0 from its -inf scores: exp gives 0.
-  const __m256 ref = _mm256_blendv_ps(
-      m, _mm256_setzero_ps(), _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
+  const __m256 ref = _mm256_blendv_ps(m, _mm256_setzero_ps(),
+                                      _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
   __m256 s = _mm256_loadu_ps(sum);
   for (uint32_t r = 0; r < rows; ++r) {
     const __m256 p = exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + r * kLanes), ref));
@@ -333,8 +342,8 @@ void scaleAvx(float* w, uint32_t rows, const float* factor, bool toF16) {
 
 }  // namespace
 
-void scores(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t stride,
-            float* out, bool portable) {
+void scores(const float* q, uint32_t nq, const float* k, uint32_t rows, size_t stride, float* out,
+            bool portable) {
 #if defined(KVSCOPE_CPU_AVX2)
   if (!portable && stride % 8 == 0) return byLanes<Scores>(nq, q, k, rows, stride, out);
 #endif

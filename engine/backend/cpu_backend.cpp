@@ -136,7 +136,8 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
         store(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
       }
     }
-    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data());
+    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data(),
+                   {.int8Queries = m_matmul == cpu::MatmulPrecision::kInt8Activations});
     cpu::matmul(*w.wo, att, tmp, n, *m_pool, m_matmul);
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
 

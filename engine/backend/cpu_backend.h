@@ -33,7 +33,8 @@ struct CpuBackendOptions {
   // kExact keeps every product in float32 (the reference); kInt8Activations
   // rounds activations to int8 for quantized weights like llama.cpp's CPU
   // path: ~35% faster decode, but logits move by up to ~2e-2 of their spread
-  // (cpu_matmul.h), so it must not serve as a reference.
+  // (cpu_matmul.h), so it must not serve as a reference. It also scores q8_0
+  // keys against int8-rounded queries (cpu_attention.h), as llama.cpp does.
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kExact;
   // Measure the codec error (kvErrors) on the K/V rows of the positions p with
   // p % errorStride == 0 (0: never). Decoding every stored row again to meter

@@ -58,8 +58,7 @@ struct RowKernels {
   static __m256 lookup(const KvRowDecoder& s, __m256i idx) {
 #if defined(__AVX512VL__)
     if (s.m_bits == 4)  // one two-table permute picks among all 16 entries
-      return _mm256_permutex2var_ps(_mm256_load_ps(s.m_table), idx,
-                                    _mm256_load_ps(s.m_table + 8));
+      return _mm256_permutex2var_ps(_mm256_load_ps(s.m_table), idx, _mm256_load_ps(s.m_table + 8));
 #endif
     const __m256 low = _mm256_permutevar8x32_ps(_mm256_load_ps(s.m_table), idx);
     if (s.m_bits < 4) return low;
@@ -82,10 +81,10 @@ struct RowKernels {
   }
   static void q4_0(const KvRowDecoder& s, const uint8_t* row, float* out) {
     for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m256i q = _mm256_sub_epi32(unpack(load32(row + s.m_codesAt + k / 2), 4),
-                                         _mm256_set1_epi32(8));
-      _mm256_storeu_ps(out + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q),
-                                              _mm256_set1_ps(half(row + 2 * (k / 32)))));
+      const __m256i q =
+          _mm256_sub_epi32(unpack(load32(row + s.m_codesAt + k / 2), 4), _mm256_set1_epi32(8));
+      _mm256_storeu_ps(
+          out + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(half(row + 2 * (k / 32)))));
     }
   }
   static void fp8(const KvRowDecoder& s, const uint8_t* row, float* out) {

@@ -372,8 +372,8 @@ void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t 
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; ++r) {
           const __m256i sums = int8Sums(absW[r], _mm256_sign_epi8(aq, q[r]));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(wScale[r], ad),
-                                      acc[r][t]);
+          acc[r][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(wScale[r], ad), acc[r][t]);
           if constexpr (F::kOffsets) {
             off[r][t] += a.d * (offset[r][2 * c] * a.sum[0] + offset[r][2 * c + 1] * a.sum[1]);
           }
@@ -399,11 +399,14 @@ template <class F>
 void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                 size_t in, float* y, size_t yStride) {
   using Tile = void (*)(const uint8_t*, size_t, const ActBlock*, size_t, float*, size_t);
-  static constexpr Tile kTiles[4][4] = {
-      {fusedTileInt8<F, 1, 1>, fusedTileInt8<F, 1, 2>, fusedTileInt8<F, 1, 3>, fusedTileInt8<F, 1, 4>},
-      {fusedTileInt8<F, 2, 1>, fusedTileInt8<F, 2, 2>, fusedTileInt8<F, 2, 3>, fusedTileInt8<F, 2, 4>},
-      {fusedTileInt8<F, 3, 1>, fusedTileInt8<F, 3, 2>, fusedTileInt8<F, 3, 3>, fusedTileInt8<F, 3, 4>},
-      {fusedTileInt8<F, 4, 1>, fusedTileInt8<F, 4, 2>, fusedTileInt8<F, 4, 3>, fusedTileInt8<F, 4, 4>}};
+  static constexpr Tile kTiles[4][4] = {{fusedTileInt8<F, 1, 1>, fusedTileInt8<F, 1, 2>,
+                                         fusedTileInt8<F, 1, 3>, fusedTileInt8<F, 1, 4>},
+                                        {fusedTileInt8<F, 2, 1>, fusedTileInt8<F, 2, 2>,
+                                         fusedTileInt8<F, 2, 3>, fusedTileInt8<F, 2, 4>},
+                                        {fusedTileInt8<F, 3, 1>, fusedTileInt8<F, 3, 2>,
+                                         fusedTileInt8<F, 3, 3>, fusedTileInt8<F, 3, 4>},
+                                        {fusedTileInt8<F, 4, 1>, fusedTileInt8<F, 4, 2>,
+                                         fusedTileInt8<F, 4, 3>, fusedTileInt8<F, 4, 4>}};
   // Inputs in blocks of 64, whose activations (64 x in bytes) stay in the L2
   // cache while every row passes over them; rows then stream once per block.
   constexpr size_t kInputBlock = 64;

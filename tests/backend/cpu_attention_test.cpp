@@ -11,8 +11,8 @@
 //  - a score s_j = q.k_j / sqrt(d) computed in another order, with q rotated
 //    in float instead of double, is off by at most
 //    ds_j = 2 (d + 2) u sum_i (|q_i| + |R| |q|_i) |k_ji| / sqrt(d);
-//  - q8_0 keys are scored against the query rounded to int8 blocks of 32
-//    (cpu_attention_tile.h), which adds sum_b (a_b / 254) sum_{i in b} |k_ji|
+//  - with int8 queries, q8_0 keys are scored against the query rounded to
+//    int8 blocks of 32 (cpu_attention_tile.h), which adds sum_b (a_b / 254) sum_{i in b} |k_ji|
 //    to ds_j, a_b the largest |q_i| / sqrt(d) of block b;
 //  - a softmax weight then moves by a relative e^(2 max_j ds_j) - 1 (its own
 //    score and the shared max and sum), plus 1e-6 for the polynomial exp and the
@@ -91,7 +91,7 @@ struct Case {
 
 // The bound of the header comment for every output value of `c`.
 std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const std::vector<float>& q,
-                               uint32_t nHead) {
+                               uint32_t nHead, bool int8Queries) {
   const kv::KvScheme& ks = cache.scheme(0, KvPart::kKey);
   const kv::KvScheme& vs = cache.scheme(0, KvPart::kValue);
   const bool f16 = ks.name() == "f16" && vs.name() == "f16";
@@ -128,7 +128,7 @@ std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const st
       }
       // q8_0 keys are scored against the scaled query rounded to int8 blocks
       // of 32: a_b = the block's largest |q_i| / sqrt(d).
-      const bool int8Keys = ks.name() == "q8_0" && d % 32 == 0;
+      const bool int8Keys = int8Queries && ks.name() == "q8_0" && d % 32 == 0;
       std::vector<double> blockMax(d / 32, 0.0);
       for (uint32_t i = 0; int8Keys && i < d; ++i)
         blockMax[i / 32] =
@@ -144,13 +144,12 @@ std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const st
           if (int8Keys) rounding += blockMax[i / 32] / 254 * std::fabs(k[i]);
         }
         s[j] /= std::sqrt(static_cast<double>(d));
-        maxDs = std::max(maxDs,
-                         2.0 * (d + 2) * kU * a / std::sqrt(static_cast<double>(d)) + rounding);
+        maxDs =
+            std::max(maxDs, 2.0 * (d + 2) * kU * a / std::sqrt(static_cast<double>(d)) + rounding);
         maxS = std::max(maxS, s[j]);
       }
       for (double& x : s) sum += (x = std::exp(x - maxS));
-      const double rel =
-          std::expm1(2 * maxDs) + 1e-6 + rowsAll * kU + (f16 ? 1.0 / 2048 : 0.0);
+      const double rel = std::expm1(2 * maxDs) + 1e-6 + rowsAll * kU + (f16 ? 1.0 / 2048 : 0.0);
       std::vector<double> dAcc(d, 0.0), acc(d, 0.0);
       for (uint32_t j = 0; j < rows; ++j) {
         const float* v = &values[(size_t{kvHead} * rowsAll + j) * d];
@@ -176,7 +175,8 @@ std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const st
   return bound;
 }
 
-// Runs one case on both kernels; returns the largest error / bound ratio.
+// Runs one case on both kernels, with and without int8 queries for q8_0
+// keys; returns the largest error / bound ratio.
 double checkCase(const Case& c, ThreadPool& pool) {
   constexpr uint32_t kHeadsKv = 2;
   const uint32_t nHead = kHeadsKv * c.gqa;
@@ -200,19 +200,22 @@ double checkCase(const Case& c, ThreadPool& pool) {
   const auto q = randomFloats(size_t{c.n} * nHead * c.d, 11 + c.d, -2.0f, 2.0f);
   std::vector<float> want(q.size());
   cpu::attentionReference(cache, 0, q.data(), c.n, c.pos0, nHead, pool, want.data());
-  const auto bound = errorBound(cache, c, q, nHead);
   double worst = 0;
-  for (bool portable : {false, true}) {
-    std::vector<float> got(q.size(), NAN);
-    cpu::attention(cache, 0, q.data(), c.n, c.pos0, nHead, pool, got.data(), portable);
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double err = std::fabs(double{got[i]} - want[i]);
-      EXPECT_LE(err, bound[i]) << c.key << "/" << c.value << " d=" << c.d << " gqa=" << c.gqa
-                               << " n=" << c.n << " pos0=" << c.pos0 << " value " << i
-                               << (portable ? " portable" : " simd") << ": " << got[i] << " vs "
-                               << want[i];
-      if (err > bound[i]) return INFINITY;  // one report per case
-      worst = std::max(worst, err / bound[i]);
+  for (bool int8 : {false, true}) {
+    const auto bound = errorBound(cache, c, q, nHead, int8);
+    for (bool portable : {false, true}) {
+      std::vector<float> got(q.size(), NAN);
+      cpu::attention(cache, 0, q.data(), c.n, c.pos0, nHead, pool, got.data(),
+                     {.int8Queries = int8, .portable = portable});
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double err = std::fabs(double{got[i]} - want[i]);
+        EXPECT_LE(err, bound[i]) << c.key << "/" << c.value << " d=" << c.d << " gqa=" << c.gqa
+                                 << " n=" << c.n << " pos0=" << c.pos0 << " value " << i
+                                 << (portable ? " portable" : " simd") << (int8 ? " int8" : "")
+                                 << ": " << got[i] << " vs " << want[i];
+        if (err > bound[i]) return INFINITY;  // one report per case
+        worst = std::max(worst, err / bound[i]);
+      }
     }
   }
   return worst;
