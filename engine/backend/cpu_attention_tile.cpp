@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "backend/cpu_features.h"
+#include "backend/cpu_quant_avx2.h"
 #include "core/float_convert.h"
+#include "kv/code_packing.h"
 
 #if defined(KVSCOPE_CPU_AVX2)
 #include <immintrin.h>
@@ -28,12 +30,6 @@ void scoresPortable(const float* q, uint32_t nq, const float* k, uint32_t rows, 
   }
 }
 
-float halfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16ToFloat(h);
-}
-
 void scoresQ8Portable(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowBytes,
                       uint32_t count, uint32_t dim, float* out) {
   const uint32_t nb = dim / kActBlock;
@@ -46,7 +42,7 @@ void scoresQ8Portable(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint3
         const ActBlock& a = q[i * nb + b];
         int32_t dot = 0;
         for (uint32_t k = 0; k < kActBlock; ++k) dot += int32_t{codes[b * kActBlock + k]} * a.q[k];
-        sum += static_cast<float>(dot) * (halfAt(row + 2 * b) * a.d);
+        sum += static_cast<float>(dot) * (kv::loadHalf({row, rowBytes}, b) * a.d);
       }
       out[r * kLanes + i] = sum;
     }
@@ -213,16 +209,6 @@ void accumulateAvx(const float* w, const float* v, uint32_t rows, size_t stride,
   }
 }
 
-[[gnu::always_inline]] inline __m256i int8Sums(__m256i absK, __m256i signedQ) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absK, signedQ);
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absK, signedQ);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(absK, signedQ), _mm256_set1_epi16(1));
-#endif
-}
-
 // Per row and lane, one float vector of per-block partial sums; maddubs and
 // dpbusd take one unsigned operand, so the key's sign moves onto the query.
 template <uint32_t NQ>
@@ -244,7 +230,7 @@ void scoresQ8Avx(const ActBlock* q, const uint8_t* rows, uint32_t rowBytes, uint
       for (uint32_t i = 0; i < NQ; ++i) {
         const ActBlock& a = q[i * nb + b];
         const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
-        const __m256 sums = _mm256_cvtepi32_ps(int8Sums(absK, _mm256_sign_epi8(qv, k)));
+        const __m256 sums = _mm256_cvtepi32_ps(avx2::int8Sums(absK, _mm256_sign_epi8(qv, k)));
         acc[i] = _mm256_fmadd_ps(sums, _mm256_mul_ps(kScale, _mm256_broadcast_ss(&a.d)), acc[i]);
       }
     }

@@ -1,10 +1,11 @@
 #pragma once
-// CpuBackend: the float32 reference implementation of the llama-family
-// forward pass (llama, mistral, qwen2, qwen3), multithreaded over output rows
-// and attention heads. Weights stay in their GGUF types in the mapped file and
-// are decoded row by row inside the products (cpu_matmul.h); the KV cache is
-// a host KvCache. With the default kExact products this is the oracle every
-// Vulkan kernel and the VulkanBackend are tested against.
+// CpuBackend: the llama-family forward pass (llama, mistral, qwen2, qwen3) on
+// the CPU, multithreaded over output rows and over KV heads and positions.
+// Weights stay in their GGUF types in the mapped file and are decoded inside
+// the products (cpu_matmul.h); the KV cache is a host KvCache, attended on its
+// codes (cpu_attention.h). With the default kExact products this is the
+// oracle every Vulkan kernel and the VulkanBackend are tested against; the
+// app and CLI run it with int8 activations (runtime/backend_factory.h).
 
 #include <memory>
 #include <unordered_map>

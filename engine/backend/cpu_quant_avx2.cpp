@@ -197,20 +197,6 @@ constexpr size_t kChunk = 32;  // values per quants() call and per ActBlock
   acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(scale + 1), p1, acc1);
 }
 
-// Integer step: per-group int32 sums of w * a, scaled by scale[g] * a.d.
-// Without VNNI, maddubs takes one unsigned operand, so the weight's sign
-// moves onto the activation; |w| <= 128 and |a| <= 127 keep each pair sum
-// within int16, so both forms give the same integers.
-[[gnu::always_inline]] inline __m256i int8Sums(__m256i absW, __m256i signedA) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
-#endif
-}
-
 // The two group scales of a chunk spread over the lanes of their sums: lanes
 // 0-3 hold the first group's partial sums, lanes 4-7 the second's.
 [[gnu::always_inline]] inline __m256 chunkScales(const float* scale) {
@@ -219,6 +205,8 @@ constexpr size_t kChunk = 32;  // values per quants() call and per ActBlock
                                   _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
+// Integer step: per-group int32 sums of w * a (int8Sums), scaled by
+// scale[g] * a.d.
 [[gnu::always_inline]] inline __m256 int8Step(__m256i w, const ActBlock& a, const float* scale,
                                               __m256 acc) {
   const __m256i sums = int8Sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(a.q), w));

@@ -15,7 +15,23 @@
 #include "backend/cpu_quant_dot.h"
 
 #if defined(KVSCOPE_CPU_AVX2)
+#include <immintrin.h>
+
 namespace kvscope::cpu::avx2 {
+
+// Per 4-byte group, the int32 sum of absW * signedA (8 lanes). Without VNNI,
+// maddubs takes one unsigned operand, so the caller moves one factor's sign
+// onto the other (|w| and sign(a, w)); |w| <= 128 and |a| <= 127 keep each
+// pair sum within int16, so both forms give the same integers.
+[[gnu::always_inline]] inline __m256i int8Sums(__m256i absW, __m256i signedA) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
+#endif
+}
 
 void quantizeActivations(const float* x, size_t in, ActBlock* out);
 
