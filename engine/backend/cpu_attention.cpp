@@ -130,9 +130,8 @@ struct Scratch {
 
 // The groups and rows of one job.
 struct Span {
-  uint32_t h = 0;       // KV head
-  uint32_t first = 0;   // index of the job's first (group, chunk) piece, for partial results
-  uint32_t groups = 0;  // groups in the job
+  uint32_t h = 0;                                            // KV head
+  uint32_t groups = 0;                                       // groups in the job
   uint32_t v0[kMaxGroupsPerJob] = {};                        // first query vector of each group
   uint32_t nq[kMaxGroupsPerJob] = {};                        // query vectors in each group
   alignas(32) uint32_t last[kMaxGroupsPerJob][kLanes] = {};  // last visible position per lane
@@ -146,6 +145,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const bool portable = options.portable;
   const kv::KvGeometry& g = cache.geometry();
   assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
+  if (n == 0) return;
   Plan p;
   p.d = g.headDim;
   p.stride = (g.headDim + 7) / 8 * 8;
@@ -209,7 +209,6 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
     sp.h = rest % p.nHeadKv;
     const uint32_t slot = p.jobsPerHead() - 1 - rest / p.nHeadKv;
     const uint32_t g0 = slot * p.perJob;
-    sp.first = (sp.h * p.groups + g0) * p.chunks + chunk;
     sp.groups = std::min(p.perJob, p.groups - g0);
     uint32_t visible = 0;
     for (uint32_t k = 0; k < sp.groups; ++k) {
@@ -324,7 +323,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
     });
     return;
   }
-  // Chunked: one group per job, job == sp.first.
+  // Chunked: one group per job; partial results are indexed by job.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
     scorePass(sp, s, reinterpret_cast<float(*)[kLanes]>(&partMax[size_t{job} * kLanes]),
               reinterpret_cast<float(*)[kLanes]>(&partSum[size_t{job} * kLanes]));

@@ -110,8 +110,10 @@ void ThreadPool::workerLoop() {
       std::unique_lock lock(m_mutex);
       m_start.wait(lock, arrived);
     }
-    if (m_stop.load()) return;
+    // The loop number first: if it is the destructor's, its acquire makes
+    // m_stop visible; read the other way round, a worker could miss both.
     seen = loopOf(m_claim.load(std::memory_order_acquire));
+    if (m_stop.load()) return;
     runRanges(seen);
   }
 }

@@ -80,7 +80,9 @@ TEST(ThreadPool, AStalledWorkerLeavesItsOtherRangesToTheCaller) {
         ++onCaller;  // slow enough for the worker to wake and claim a range
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       } else if (onWorker.fetch_add(1) == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        // Long against the caller's 3 x 2 ms, so only a caller descheduled
+        // for ~190 ms could leave the worker a second range.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });
     // Four ranges (two per thread); if the worker took part, it stalled in
