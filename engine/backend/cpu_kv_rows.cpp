@@ -1,6 +1,7 @@
 #include "backend/cpu_kv_rows.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -16,96 +17,173 @@
 namespace kvscope::cpu {
 
 #if defined(KVSCOPE_CPU_AVX2)
-// One function per row format; each writes the row's dim values, 8 at a time.
+// One function per row format, called once per run of rows so that its
+// constants stay in registers; each writes a row's dim values 8 at a time.
 struct RowKernels {
   static float half(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
     return _cvtsh_ss(h);
   }
-  static uint32_t load32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  static uint32_t load16(const uint8_t* p) {
+  static __m256 halfVector(const uint8_t* p) { return _mm256_set1_ps(half(p)); }
+  static __m256i broadcast16(const uint8_t* p) {
     uint16_t v;
     std::memcpy(&v, p, 2);
-    return v;
+    return _mm256_set1_epi32(v);
   }
-  // Codes j = 0..7 of a packed word: (word >> (bits * j)) & mask.
-  static __m256i unpack(uint32_t word, int bits) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i shifts = _mm256_mullo_epi32(lane, _mm256_set1_epi32(bits));
-    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-                            _mm256_set1_epi32((1 << bits) - 1));
+  // Codes 0..7 of 8 packed nibbles (4 bytes, code 2i low): each byte twice,
+  // shifted right by 0 or 4.
+  static __m256i nibbles(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    const __m256i w = _mm256_set1_epi32(static_cast<int>(v));
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    return _mm256_and_si256(_mm256_srlv_epi32(w, shifts), _mm256_set1_epi32(15));
   }
-  // Codes k..k+7 of a row's packed codes (layouts in kv_scheme.h).
-  static __m256i codes(const KvRowDecoder& s, const uint8_t* row, uint32_t k) {
-    const uint8_t* c = row + s.m_codesAt;
-    switch (s.m_bits) {
-      case 4:
-        return unpack(load32(c + k / 2), 4);
-      case 2:
-        return unpack(load16(c + k / 4), 2);
-      default: {  // 3: the low 2-bit plane, then the high bit plane
-        const __m256i high = unpack(c[(s.m_dim + 3) / 4 + k / 8], 1);
-        return _mm256_or_si256(unpack(load16(c + k / 4), 2), _mm256_slli_epi32(high, 2));
-      }
-    }
+  // Codes k..k+7 of a turbo row's codes c (layouts in code_packing.h).
+  template <uint32_t Bits>
+  static __m256i codes(const uint8_t* c, uint32_t dim, uint32_t k) {
+    if constexpr (Bits == 4) return nibbles(c + k / 2);
+    const __m256i twoBit = _mm256_and_si256(
+        _mm256_srlv_epi32(broadcast16(c + k / 4), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    if constexpr (Bits == 2) return twoBit;
+    // 3: the low 2-bit plane, then the high bit plane, one byte per 8 codes
+    const __m256i high =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(c[(dim + 3) / 4 + k / 8]),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                         _mm256_set1_epi32(1));
+    return _mm256_or_si256(twoBit, _mm256_slli_epi32(high, 2));
   }
-  // table[idx] for a codebook of 2^bits <= 16 entries.
-  static __m256 lookup(const KvRowDecoder& s, __m256i idx) {
+  // table[idx] for a codebook of 2^Bits entries, held in t0 (entries 0..7)
+  // and t1 (8..15).
+  template <uint32_t Bits>
+  static __m256 lookup(__m256 t0, __m256 t1, __m256i idx) {
+    if constexpr (Bits < 4) {
+      return _mm256_permutevar8x32_ps(t0, idx);
+    } else {
 #if defined(__AVX512VL__)
-    if (s.m_bits == 4)  // one two-table permute picks among all 16 entries
-      return _mm256_permutex2var_ps(_mm256_load_ps(s.m_table), idx, _mm256_load_ps(s.m_table + 8));
+      return _mm256_permutex2var_ps(t0, idx, t1);
+#else
+      const __m256 low = _mm256_permutevar8x32_ps(t0, idx);
+      const __m256 high = _mm256_permutevar8x32_ps(t1, idx);
+      return _mm256_blendv_ps(low, high, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 #endif
-    const __m256 low = _mm256_permutevar8x32_ps(_mm256_load_ps(s.m_table), idx);
-    if (s.m_bits < 4) return low;
-    const __m256 high = _mm256_permutevar8x32_ps(_mm256_load_ps(s.m_table + 8), idx);
-    return _mm256_blendv_ps(low, high, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    }
   }
 
-  static void f16(const KvRowDecoder& s, const uint8_t* row, float* out) {
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
-      _mm256_storeu_ps(out + k, _mm256_cvtph_ps(h));
-    }
+  using Run = void (*)(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                       size_t stride);
+  // Calls row(row bytes, output row) for each row of a run.
+  template <class F>
+  static void forRows(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                      size_t stride, F row) {
+    for (uint32_t r = 0; r < count; ++r) row(rows + size_t{r} * s.m_rowBytes, out + r * stride);
   }
-  static void q8_0(const KvRowDecoder& s, const uint8_t* row, float* out) {
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k));
-      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-      _mm256_storeu_ps(out + k, _mm256_mul_ps(v, _mm256_set1_ps(half(row + 2 * (k / 32)))));
-    }
+  // Calls block(row bytes, output row, block b, its values [k0, k1)) for each
+  // scale block of each row, so that a block's scales are read once.
+  template <class F>
+  static void forBlocks(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                        size_t stride, F block) {
+    forRows(s, rows, count, out, stride, [&](const uint8_t* row, float* o) {
+      for (uint32_t b = 0, k0 = 0; k0 < s.m_dim; ++b, k0 += kv::kKvBlock)
+        block(row, o, b, k0, std::min(s.m_dim, k0 + kv::kKvBlock));
+    });
   }
-  static void q4_0(const KvRowDecoder& s, const uint8_t* row, float* out) {
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m256i q =
-          _mm256_sub_epi32(unpack(load32(row + s.m_codesAt + k / 2), 4), _mm256_set1_epi32(8));
-      _mm256_storeu_ps(
-          out + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(half(row + 2 * (k / 32)))));
-    }
+
+  static void f16(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                  size_t stride) {
+    forRows(s, rows, count, out, stride, [&](const uint8_t* row, float* o) {
+      for (uint32_t k = 0; k < s.m_dim; k += 8)
+        _mm256_storeu_ps(
+            o + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k))));
+    });
   }
-  static void fp8(const KvRowDecoder& s, const uint8_t* row, float* out) {
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k));
-      const __m256 v = _mm256_i32gather_ps(s.m_table, _mm256_cvtepu8_epi32(q), 4);
-      _mm256_storeu_ps(out + k, _mm256_mul_ps(v, _mm256_set1_ps(ue8m0ToFloat(row[k / 32]))));
-    }
+  static void q8_0(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                   size_t stride) {
+    forBlocks(s, rows, count, out, stride,
+              [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
+                const __m256 scale = halfVector(row + 2 * b);
+                for (uint32_t k = k0; k < k1; k += 8) {
+                  const __m128i q =
+                      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k));
+                  _mm256_storeu_ps(
+                      o + k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale));
+                }
+              });
   }
-  static void affine4(const KvRowDecoder& s, const uint8_t* row, float* out) {
+  static void q4_0(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                   size_t stride) {
+    forBlocks(s, rows, count, out, stride,
+              [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
+                const __m256 scale = halfVector(row + 2 * b);
+                for (uint32_t k = k0; k < k1; k += 8) {
+                  const __m256i q =
+                      _mm256_sub_epi32(nibbles(row + s.m_codesAt + k / 2), _mm256_set1_epi32(8));
+                  _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale));
+                }
+              });
+  }
+  // e4m3 as float32 bits: magnitude bits shifted left by 20, sign to bit 31.
+  // Subnormals of both formats line up, and the float is the e4m3 value times
+  // 2^-120 exactly (biases 127 and 7), so a multiply by 2^120 is exact;
+  // 0x7f/0xff are e4m3's NaN.
+  static void fp8(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                  size_t stride) {
+    const __m256i magnitude = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(INT32_MIN);
+    const __m256 unbias = _mm256_set1_ps(0x1p120f), nan = _mm256_set1_ps(NAN);
+    forBlocks(s, rows, count, out, stride,
+              [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
+                const __m256 scale = _mm256_set1_ps(ue8m0ToFloat(row[b]));
+                for (uint32_t k = k0; k < k1; k += 8) {
+                  const __m256i x = _mm256_cvtepu8_epi32(
+                      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k)));
+                  const __m256i m = _mm256_and_si256(x, magnitude);
+                  const __m256i bits = _mm256_or_si256(
+                      _mm256_slli_epi32(m, 20), _mm256_and_si256(_mm256_slli_epi32(x, 24), sign));
+                  __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), unbias);
+                  v = _mm256_blendv_ps(v, nan,
+                                       _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, magnitude)));
+                  _mm256_storeu_ps(o + k, _mm256_mul_ps(v, scale));
+                }
+              });
+  }
+  static void affine4(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                      size_t stride) {
     const uint32_t nb = kv::blockCount(s.m_dim, kv::kKvBlock);
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m256 q = _mm256_cvtepi32_ps(unpack(load32(row + s.m_codesAt + k / 2), 4));
-      const __m256 scaled = _mm256_mul_ps(q, _mm256_set1_ps(half(row + 2 * (nb + k / 32))));
-      _mm256_storeu_ps(out + k, _mm256_add_ps(_mm256_set1_ps(half(row + 2 * (k / 32))), scaled));
-    }
+    forBlocks(s, rows, count, out, stride,
+              [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
+                const __m256 min = halfVector(row + 2 * b), step = halfVector(row + 2 * (nb + b));
+                for (uint32_t k = k0; k < k1; k += 8) {
+                  const __m256 q = _mm256_cvtepi32_ps(nibbles(row + s.m_codesAt + k / 2));
+                  _mm256_storeu_ps(o + k, _mm256_add_ps(min, _mm256_mul_ps(q, step)));
+                }
+              });
   }
-  static void turbo(const KvRowDecoder& s, const uint8_t* row, float* out) {
-    for (uint32_t k = 0; k < s.m_dim; k += 8) {
-      const __m256 gamma = _mm256_set1_ps(half(row + 2 * (k / s.m_scaleWidth)));
-      _mm256_storeu_ps(out + k, _mm256_mul_ps(gamma, lookup(s, codes(s, row, k))));
+  // Grouped: one gamma per kTurboGroup values; else one per row.
+  template <uint32_t Bits, bool Grouped>
+  static void turbo(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                    size_t stride) {
+    const __m256 t0 = _mm256_load_ps(s.m_table), t1 = _mm256_load_ps(s.m_table + 8);
+    forRows(s, rows, count, out, stride, [&](const uint8_t* row, float* o) {
+      const uint8_t* c = row + s.m_codesAt;
+      __m256 gamma = halfVector(row);
+      for (uint32_t k = 0; k < s.m_dim; k += 8) {
+        if constexpr (Grouped) gamma = halfVector(row + 2 * (k / kv::kTurboGroup));
+        _mm256_storeu_ps(o + k,
+                         _mm256_mul_ps(gamma, lookup<Bits>(t0, t1, codes<Bits>(c, s.m_dim, k))));
+      }
+    });
+  }
+  template <bool Grouped>
+  static Run turboOf(uint32_t bits) {
+    switch (bits) {
+      case 2:
+        return turbo<2, Grouped>;
+      case 3:
+        return turbo<3, Grouped>;
+      default:
+        return turbo<4, Grouped>;
     }
   }
 };
@@ -119,7 +197,6 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
   if (portable || m_dim % 8 != 0) return;
   const std::string_view name = scheme.name();
   m_codesAt = scheme.rowLayout().scaleBytes;
-  m_scaleWidth = kv::kKvBlock;
   if (name == "f16") {
     m_kernel = RowKernels::f16;
   } else if (name == "q8_0") {
@@ -129,14 +206,13 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
   } else if (name == "affine4") {
     m_kernel = RowKernels::affine4;
   } else if (name == "fp8") {
-    for (int c = 0; c < 256; ++c) m_table[c] = e4m3ToFloat(static_cast<uint8_t>(c));
     m_kernel = RowKernels::fp8;
   } else if (const auto* t = dynamic_cast<const kv::TurboScheme*>(&scheme)) {
     const std::span<const float> codebook = t->codebook();
     std::copy(codebook.begin(), codebook.end(), m_table);
-    m_bits = t->bits();
-    m_scaleWidth = t->grouped() ? kv::kTurboGroup : m_dim;
-    m_kernel = RowKernels::turbo;
+    if (t->bits() < 2 || t->bits() > 4) return;
+    m_kernel =
+        t->grouped() ? RowKernels::turboOf<true>(t->bits()) : RowKernels::turboOf<false>(t->bits());
   }
 #else
   (void)portable;
@@ -144,14 +220,9 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
 }
 
 void KvRowDecoder::decode(const uint8_t* rows, uint32_t count, float* out, size_t stride) const {
-  for (uint32_t r = 0; r < count; ++r) {
-    const uint8_t* row = rows + size_t{r} * m_rowBytes;
-    if (m_kernel) {
-      m_kernel(*this, row, out + r * stride);
-    } else {
-      m_scheme.decodeRotated({row, m_rowBytes}, {out + r * stride, m_dim});
-    }
-  }
+  if (m_kernel) return m_kernel(*this, rows, count, out, stride);
+  for (uint32_t r = 0; r < count; ++r)
+    m_scheme.decodeRotated({rows + size_t{r} * m_rowBytes, m_rowBytes}, {out + r * stride, m_dim});
 }
 
 }  // namespace kvscope::cpu

@@ -27,16 +27,15 @@ class KvRowDecoder {
   void decode(const uint8_t* rows, uint32_t count, float* out, size_t stride) const;
 
  private:
-  using Kernel = void (*)(const KvRowDecoder& self, const uint8_t* row, float* out);
+  using Kernel = void (*)(const KvRowDecoder& self, const uint8_t* rows, uint32_t count, float* out,
+                          size_t stride);
 
   const kv::KvScheme& m_scheme;
   Kernel m_kernel = nullptr;  // null: decode through the scheme
   uint32_t m_dim = 0;
   uint32_t m_rowBytes = 0;
-  uint32_t m_codesAt = 0;               // byte offset of the codes in a row
-  uint32_t m_scaleWidth = 0;            // values per scale (block, group or the row)
-  uint32_t m_bits = 0;                  // packed code width of the codebook formats
-  alignas(32) float m_table[256] = {};  // fp8: e4m3 values; turbo: the codebook
+  uint32_t m_codesAt = 0;              // byte offset of the codes in a row
+  alignas(32) float m_table[16] = {};  // turbo: the codebook
 
   friend struct RowKernels;
 };

@@ -97,11 +97,6 @@ uint8_t floatToE4m3(float f) {
   return sign | static_cast<uint8_t>((exp << 3) | static_cast<int>(k));
 }
 
-float ue8m0ToFloat(uint8_t e) {
-  if (e == 0xff) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, static_cast<int>(e) - 127);
-}
-
 uint8_t floatToUe8m0Ceil(float f) {
   assert(f > 0.0f && std::isfinite(f));
   int e;

@@ -6,6 +6,7 @@
 // rule GPUs use, so the CPU reference and the shaders agree bit for bit.
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 namespace kvscope {
@@ -24,8 +25,14 @@ float e4m3ToFloat(uint8_t v);
 uint8_t floatToE4m3(float f);  // saturates to +-448; NaN -> 0x7f
 inline constexpr float kE4m3Max = 448.0f;
 
-// UE8M0: value = 2^(e - 127); e = 0xff is NaN.
-float ue8m0ToFloat(uint8_t e);
+// UE8M0: value = 2^(e - 127); e = 0xff is NaN. Built from the float's bits
+// (e = 0 is the subnormal 2^-127), inline for the decode kernels.
+inline float ue8m0ToFloat(uint8_t e) {
+  const uint32_t bits = e == 0xff ? 0x7fc00000u : e == 0 ? 0x00400000u : uint32_t{e} << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 // The smallest power of two >= f (f > 0), as a UE8M0 byte, clamped to the range.
 uint8_t floatToUe8m0Ceil(float f);
 

@@ -79,6 +79,8 @@ TEST(E4m3, RoundsToNearest) {
 TEST(Ue8m0, PowersOfTwo) {
   EXPECT_EQ(ue8m0ToFloat(127), 1.0f);
   EXPECT_EQ(ue8m0ToFloat(130), 8.0f);
+  for (int e = 0; e < 255; ++e) EXPECT_EQ(ue8m0ToFloat(static_cast<uint8_t>(e)), std::ldexp(1.0f, e - 127)) << e;
+  EXPECT_TRUE(std::isnan(ue8m0ToFloat(255)));
   EXPECT_EQ(floatToUe8m0Ceil(1.0f), 127);
   EXPECT_EQ(floatToUe8m0Ceil(1.5f), 128);
   EXPECT_EQ(floatToUe8m0Ceil(0.25f), 125);
