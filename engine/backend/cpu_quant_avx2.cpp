@@ -4,6 +4,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
 
 #include "gguf/block_layout.h"
 
@@ -383,6 +386,161 @@ constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 4;
 constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 2;
 #endif
 
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#define KVSCOPE_PACKED_INT8 1
+// Packed tiles (VNNI): the int8 products of 8 weight rows and many inputs
+// with the rows in the lanes. The tile's codes are repacked so that each
+// 32-byte vector holds 4 consecutive codes of each of the 8 rows; one dpbusd
+// against 4 of an input's codes (broadcast) then adds 4 products to every
+// row's lane, and a row's sum over a scale's span stays an exact int32 until
+// it is scaled once, as llama.cpp's q8_0 dot scales each block's integer sum.
+// dpbusd multiplies unsigned by signed bytes, so the inputs go in as
+// a + 128 (unsigned) and 128 * (sum of the span's codes) comes off again.
+// Packing costs a few operations per code, paid once per tile for a block
+// of inputs.
+
+// Inputs per packed tile: T int32 sums and T float accumulators stay in
+// registers (32 with AVX-512VL, 16 with AVX2).
+constexpr size_t kPackRows = 8;
+#if defined(__AVX512VL__)
+constexpr size_t kPackedInputs = 8;
+#else
+constexpr size_t kPackedInputs = 4;
+#endif
+
+// Values per scale: one per block of 32 in the legacy formats, one per group
+// of 16 in the K-quants.
+template <class F>
+constexpr size_t scaleSpan() {
+  return F::kValues == kQK ? kQK : kGroup;
+}
+
+// One 32-byte vector of 8 lanes, storable in a std::vector.
+struct alignas(32) Lanes {
+  uint32_t lane[8];
+  __m256i i() const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(lane)); }
+  __m256 f() const { return _mm256_load_ps(reinterpret_cast<const float*>(lane)); }
+  void set(__m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(lane), v); }
+  void set(__m256 v) { _mm256_store_ps(reinterpret_cast<float*>(lane), v); }
+};
+
+struct PackedTile {
+  std::vector<Lanes> codes;    // [in / 4]: lane r = codes 4j..4j+3 of row r
+  std::vector<Lanes> bias;     // [in / span]: lane r = 128 * sum of row r's codes in the span
+  std::vector<Lanes> scales;   // [in / span]: lane r = row r's scale for the span (float)
+  std::vector<Lanes> offsets;  // [in / 16]: lane r = row r's offset (float; formats with offsets)
+};
+
+// Lanes j of the 8 rows: out[j] lane r = rows[r] lane j (8 x 8 dwords).
+[[gnu::always_inline]] inline void transpose8(const __m256i* rows, __m256i* out) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(rows[2 * i], rows[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(rows[2 * i], rows[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    out[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
+}
+
+// Packs `rows` <= 8 rows (rowBytes apart, `in` values each); missing rows
+// get zero codes and scales.
+template <class F>
+void packRows(const uint8_t* w, size_t rowBytes, size_t rows, size_t in, PackedTile& p) {
+  constexpr size_t kGroups = F::kValues / kGroup, kChunks = F::kValues / kChunk;
+  constexpr size_t kSpan = scaleSpan<F>();
+  p.codes.resize(in / 4);
+  p.bias.resize(in / kSpan);
+  p.scales.resize(in / kSpan);
+  if constexpr (F::kOffsets) p.offsets.resize(in / kGroup);
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (size_t b = 0; b < in / F::kValues; ++b) {
+    alignas(32) float scale[kPackRows][kGroups] = {}, offset[kPackRows][kGroups] = {};
+    for (size_t r = 0; r < rows; ++r) F::scales(w + r * rowBytes + b * F::kBytes, scale[r], offset[r]);
+    for (size_t g = 0; g < F::kValues / kSpan; ++g) {
+      const size_t group = g * kSpan / kGroup;
+      p.scales[b * F::kValues / kSpan + g].set(
+          _mm256_setr_ps(scale[0][group], scale[1][group], scale[2][group], scale[3][group],
+                         scale[4][group], scale[5][group], scale[6][group], scale[7][group]));
+    }
+    if constexpr (F::kOffsets) {
+      for (size_t g = 0; g < kGroups; ++g)
+        p.offsets[b * kGroups + g].set(
+            _mm256_setr_ps(offset[0][g], offset[1][g], offset[2][g], offset[3][g], offset[4][g],
+                           offset[5][g], offset[6][g], offset[7][g]));
+    }
+    for (size_t c = 0; c < kChunks; ++c) {
+      __m256i q[kPackRows];
+      for (size_t r = 0; r < kPackRows; ++r)
+        q[r] = r < rows ? F::quants(w + r * rowBytes + b * F::kBytes, c) : _mm256_setzero_si256();
+      __m256i out[8];
+      transpose8(q, out);
+      for (size_t j = 0; j < 8; ++j) p.codes[(b * F::kValues + c * kChunk) / 4 + j].set(out[j]);
+      // Sum of codes per row and span: dpbusd of ones (unsigned) by codes.
+      for (size_t g = 0; g < kChunk / kSpan; ++g) {
+        __m256i sum = _mm256_setzero_si256();
+        for (size_t j = 0; j < kSpan / 4; ++j) sum = int8Accumulate(sum, ones, out[g * kSpan / 4 + j]);
+        p.bias[(b * F::kValues + c * kChunk) / kSpan + g].set(_mm256_slli_epi32(sum, 7));
+      }
+    }
+  }
+}
+
+// y[t][r] for the packed rows and T inputs: xu holds the inputs' codes plus
+// 128 ([t][in] bytes), x their ActBlocks.
+template <class F, size_t T>
+void packedTile(const PackedTile& p, const uint8_t* xu, const ActBlock* x, size_t in, size_t rows,
+                float* y, size_t yStride) {
+  constexpr size_t kSpan = scaleSpan<F>();
+  const size_t xStride = in / kChunk;
+  __m256 acc[T], off[T];
+  for (size_t t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  for (size_t g = 0; g < in / kSpan; ++g) {
+    __m256i sum[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) sum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kSpan / 4; ++j) {
+      const __m256i codes = p.codes[g * kSpan / 4 + j].i();
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const __m256i a = _mm256_set1_epi32(static_cast<int>(loadU32(xu + t * in + g * kSpan + 4 * j)));
+        sum[t] = int8Accumulate(sum[t], a, codes);
+      }
+    }
+    const __m256i bias = p.bias[g].i();
+    const __m256 scale = p.scales[g].f();
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      const ActBlock& a = x[t * xStride + g * kSpan / kChunk];
+      const __m256 products = _mm256_mul_ps(scale, _mm256_broadcast_ss(&a.d));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum[t], bias)), products, acc[t]);
+    }
+  }
+  if constexpr (F::kOffsets) {
+    for (size_t g = 0; g < in / kGroup; ++g) {
+      const __m256 offset = p.offsets[g].f();
+      for (size_t t = 0; t < T; ++t) {
+        const ActBlock& a = x[t * xStride + g / 2];
+        off[t] = _mm256_fmadd_ps(offset, _mm256_set1_ps(a.d * a.sum[g % 2]), off[t]);
+      }
+    }
+  }
+  for (size_t t = 0; t < T; ++t) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_add_ps(acc[t], off[t]));
+    std::copy_n(lanes, rows, y + t * yStride);
+  }
+}
+#endif
+
 template <class F>
 void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                 size_t in, float* y, size_t yStride) {
@@ -398,6 +556,35 @@ void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* 
   // Inputs in blocks of 64, whose activations (64 x in bytes) stay in the L2
   // cache while every row passes over them; rows then stream once per block.
   constexpr size_t kInputBlock = 64;
+#if defined(KVSCOPE_PACKED_INT8)
+  if (n > 1) {
+    using Packed = void (*)(const PackedTile&, const uint8_t*, const ActBlock*, size_t, size_t,
+                            float*, size_t);
+    static constexpr auto kPacked = []<size_t... T>(std::index_sequence<T...>) {
+      return std::array<Packed, sizeof...(T)>{packedTile<F, T + 1>...};
+    }(std::make_index_sequence<kPackedInputs>());
+    thread_local std::vector<uint8_t> xu;
+    thread_local PackedTile packed;
+    xu.resize(n * in);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (size_t b = 0; b < n * in / kChunk; ++b)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&xu[b * kChunk]),
+                          _mm256_xor_si256(load32(x[b].q), flip));
+    for (size_t t0 = 0; t0 < n; t0 += kInputBlock) {
+      const size_t tEnd = std::min(n, t0 + kInputBlock);
+      for (size_t r = 0; r < rows; r += kPackRows) {
+        const size_t tileRows = std::min(kPackRows, rows - r);
+        packRows<F>(w + r * rowBytes, rowBytes, tileRows, in, packed);
+        for (size_t t = t0; t < tEnd; t += kPackedInputs) {
+          const size_t inputs = std::min(kPackedInputs, tEnd - t);
+          kPacked[inputs - 1](packed, &xu[t * in], x + t * (in / kChunk), in, tileRows,
+                              y + t * yStride + r, yStride);
+        }
+      }
+    }
+    return;
+  }
+#endif
   for (size_t t0 = 0; t0 < n; t0 += kInputBlock) {
     const size_t tEnd = std::min(n, t0 + kInputBlock);
     for (size_t r = 0; r < rows; r += kInt8TileRows) {

@@ -33,6 +33,18 @@ namespace kvscope::cpu::avx2 {
 #endif
 }
 
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+// acc + per 4-byte group, the int32 sum of unsignedA * signedW (8 lanes).
+[[gnu::always_inline]] inline __m256i int8Accumulate(__m256i acc, __m256i unsignedA,
+                                                     __m256i signedW) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, unsignedA, signedW);
+#else
+  return _mm256_dpbusd_epi32(acc, unsignedA, signedW);
+#endif
+}
+#endif
+
 void quantizeActivations(const float* x, size_t in, ActBlock* out);
 
 void expandRow(const DecodedRow& w, size_t in, float* out);
