@@ -10,9 +10,10 @@
 // large batch, nondeterministically (cause not pinned down).
 //
 // Rotated codecs read y = R x from `rotated` (kv_rotate.comp ran first) and
-// x itself for the norm; the CPU accumulates R x and the norms in double, so
-// a code can differ by one step where u sits on a decision boundary to within
-// float rounding, and gamma by one fp16 step (tests/gpu/kv_codec_test.cpp).
+// x itself for the norm; the CPU takes the norms in double (and R x of a
+// non-power-of-two row), so a code can differ by one step where u sits on a
+// decision boundary to within float rounding, and gamma by one fp16 step
+// (tests/gpu/kv_codec_test.cpp).
 // The other codecs reproduce the CPU bytes exactly where the device divides
 // with correct rounding (lavapipe does).
 #define KVS_KV_WRITE

@@ -3,9 +3,13 @@
 // HEAD_DIM floats, M the d x d row-major rotation R of a rotated KV codec
 // (engine/gpu/kv_codec.h). Attention rotates the queries into K's space
 // (q' = R_k q) and its output back from V's (o = R_v^T acc); the encoder
-// rotates the new K and V rows (y = R x). An invocation computes 4
-// consecutive outputs of one vector (1 when HEAD_DIM is not a multiple of 4)
-// from vec4 loads, in float32.
+// rotates the new K and V rows (y = R x).
+// A power-of-two HEAD_DIM has R = H S / sqrt(d) (kv::makeRotation: H the
+// Walsh-Hadamard matrix, S the signs, which R's first row carries along with
+// the norm): an invocation rotates a whole vector with the fast transform,
+// d log d additions, with the float operations of kv::hadamardRotate(Back).
+// Otherwise an invocation computes 4 consecutive outputs of one vector (1
+// when HEAD_DIM is not a multiple of 4) from vec4 loads, in float32.
 #define KVS_KV_ROTATE
 #include "attention.h"
 
@@ -25,7 +29,33 @@ const uint LANES = HEAD_DIM % 4u == 0u ? 4u : 1u;  // outputs per invocation
 const uint ITEMS = HEAD_DIM / LANES;                // invocations per vector
 const uint D4 = HEAD_DIM / 4u;
 
+const bool FWHT = (HEAD_DIM & (HEAD_DIM - 1u)) == 0u;
+
+void fastRotate() {
+  const float norm = abs(m[0]);
+  for (uint r = gl_GlobalInvocationID.x; r < pc.count; r += gl_NumWorkGroups.x * WG) {
+    const uint x0 = r * HEAD_DIM;
+    float v[HEAD_DIM];
+    for (uint i = 0u; i < HEAD_DIM; ++i) v[i] = TRANSPOSE ? inv[x0 + i] : inv[x0 + i] * sign(m[i]);
+    for (uint len = 1u; len < HEAD_DIM; len *= 2u) {
+      for (uint i = 0u; i < HEAD_DIM; i += 2u * len) {
+        for (uint j = i; j < i + len; ++j) {
+          const float a = v[j], b = v[j + len];
+          v[j] = a + b;
+          v[j + len] = a - b;
+        }
+      }
+    }
+    for (uint i = 0u; i < HEAD_DIM; ++i)
+      outv[x0 + i] = TRANSPOSE ? v[i] * (norm * sign(m[i])) : v[i] * norm;
+  }
+}
+
 void main() {
+  if (FWHT) {
+    fastRotate();
+    return;
+  }
   const uint total = pc.count * ITEMS;
   for (uint item = gl_GlobalInvocationID.x; item < total; item += gl_NumWorkGroups.x * WG) {
     const uint r = item / ITEMS, i = (item % ITEMS) * LANES, x0 = r * HEAD_DIM;

@@ -3,8 +3,6 @@ kvscope_shader(convert.comp NAME convert_f32_to_f16 DEFINES TO_F16)
 kvscope_shader(convert.comp NAME convert_f16_to_f32 DEFINES TO_F32)
 kvscope_shader(rmsnorm.comp)
 kvscope_shader(softmax.comp)
-kvscope_shader(silu_mul.comp)
-kvscope_shader(add.comp)
 kvscope_shader(rope.comp)
 # Weight kernels (engine/gpu/weight_kernels.cpp): every GGUF weight type in
 # each launch shape: cpu (wide loads, no barriers), sg (subgroup reduction),

@@ -77,7 +77,8 @@ void main() {
     for (uint t = 0; t < T; ++t) {
       for (uint r = 0; r < R; ++r) {
         if (row0 + r < pc.rows && token0 + t < pc.n) {
-          y[(token0 + t) * pc.rows + row0 + r] = acc[r][t];
+          y[(token0 + t) * pc.rows + row0 + r] =
+              epilogue(acc[r][t], row0 + r, (token0 + t) * pc.rows + row0 + r);
         }
       }
     }
@@ -153,7 +154,8 @@ void main() {
     for (uint i = 0; i < 2; ++i) {
       for (uint j = 0; j < 4; ++j) {
         const uint row = row0 + 2 * ty + i, token = token0 + 4 * tx + j;
-        if (row < pc.rows && token < pc.n) y[token * pc.rows + row] = acc[i][j];
+        if (row < pc.rows && token < pc.n)
+          y[token * pc.rows + row] = epilogue(acc[i][j], row, token * pc.rows + row);
       }
     }
   }

@@ -89,7 +89,7 @@ void main() {
       }
     }
     for (uint r = 0; r < R; ++r) {
-      if (task * R + r < pc.rows) y[task * R + r] = acc[r];
+      if (task * R + r < pc.rows) y[task * R + r] = epilogue(acc[r], task * R + r, task * R + r);
     }
   }
 #else
@@ -117,7 +117,7 @@ void main() {
 #endif
     for (uint r = 0; r < R; ++r) {
       const float total = groupSum(acc[r]);
-      if (lid == 0 && first + r < pc.rows) y[first + r] = total;
+      if (lid == 0 && first + r < pc.rows) y[first + r] = epilogue(total, first + r, first + r);
     }
   }
 #endif

@@ -28,7 +28,21 @@ layout(std430, binding = 1) readonly buffer X16 { vec4 x16[]; };
 #endif
 layout(std430, binding = 0) readonly buffer W4 { uint w4[]; };
 layout(std430, binding = 1) readonly buffer X4 { float x4[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(std430, binding = 3) readonly buffer Bias { float bias[]; };  // read with KVS_WEIGHT_BIAS
+
+layout(constant_id = 3) const uint EPILOGUE = 0u;  // KVS_WEIGHT_* flags (weights.h)
+
+// The value stored at y[index] for a product v of weight row `row`.
+float epilogue(float v, uint row, uint index) {
+  if ((EPILOGUE & KVS_WEIGHT_BIAS) != 0u) v = v + bias[row];
+  if ((EPILOGUE & KVS_WEIGHT_ACCUMULATE) != 0u) v = y[index] + v;
+  if ((EPILOGUE & KVS_WEIGHT_SILU_GATE) != 0u) {
+    const float g = y[index];
+    v = g / (1.0 + exp(-g)) * v;
+  }
+  return v;
+}
 
 #if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
 #define FLOAT_WEIGHTS

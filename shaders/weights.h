@@ -13,6 +13,16 @@ KVS_PUSH_BEGIN(WeightPush)
   KVS_UINT plane3;
 KVS_PUSH_END(WeightPush)
 
+// Epilogues (specialization constant 3 of both kernels, so a product without
+// one compiles without its code), each the operation of a separate kernel
+// folded into the store of output (token t, row r), with its float operations:
+//   BIAS:       y = Wx + bias[r]            (add.comp with a row period)
+//   ACCUMULATE: y = y + Wx                  (a residual add, add.comp)
+//   SILU_GATE:  y = silu(y) * Wx            (silu_mul.comp: y holds the gate)
+#define KVS_WEIGHT_BIAS 1u
+#define KVS_WEIGHT_ACCUMULATE 2u
+#define KVS_WEIGHT_SILU_GATE 4u
+
 // GPU shape of weight_matmul.comp: a workgroup of 64 invocations computes a
 // tile of 32 rows x 16 tokens (2 rows x 4 tokens each).
 #define KVS_WEIGHT_TILE_WG 64

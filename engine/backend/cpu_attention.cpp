@@ -69,24 +69,12 @@ using tile::kRows;
 // than the attention itself in a long prefill. A Hadamard R = H S / sqrt(d)
 // goes through the fast transform (H is symmetric, so R^T = S H / sqrt(d)).
 void rotate(const kv::KvScheme& s, const float* x, float* y, uint32_t d) {
-  if (const auto signs = s.hadamardSigns(); !signs.empty()) {
-    for (uint32_t i = 0; i < d; ++i) y[i] = x[i] * signs[i];
-    kv::fwht(y, d);
-    const float norm = 1.0f / std::sqrt(static_cast<float>(d));
-    for (uint32_t i = 0; i < d; ++i) y[i] *= norm;
-    return;
-  }
+  if (const auto signs = s.hadamardSigns(); !signs.empty()) return kv::hadamardRotate(signs, x, y);
   const auto r = s.rotation();
   for (uint32_t i = 0; i < d; ++i) y[i] = dot(&r[size_t{i} * d], x, d);
 }
 void rotateBack(const kv::KvScheme& s, const float* y, float* x, uint32_t d) {
-  if (const auto signs = s.hadamardSigns(); !signs.empty()) {
-    std::copy_n(y, d, x);
-    kv::fwht(x, d);
-    const float norm = 1.0f / std::sqrt(static_cast<float>(d));
-    for (uint32_t i = 0; i < d; ++i) x[i] *= norm * signs[i];
-    return;
-  }
+  if (const auto signs = s.hadamardSigns(); !signs.empty()) return kv::hadamardRotateBack(signs, y, x);
   const auto r = s.rotation();
   std::fill_n(x, d, 0.0f);
   for (uint32_t i = 0; i < d; ++i) {

@@ -16,8 +16,7 @@ struct VulkanBackend::Activations {
   gpu::Buffer x, xb;        // [n, nEmbd]
   gpu::Buffer q, att;       // [n, nHead * headDim]
   gpu::Buffer k, v;         // [n, nHeadKv * headDim]
-  gpu::Buffer tmp;          // [n, nEmbd]
-  gpu::Buffer gate, up;     // [n, nFf]
+  gpu::Buffer gate;         // [n, nFf]
   gpu::Buffer ropeTable;    // [n, rope.dims / 2] (cos, sin)
   gpu::Buffer last, lastNorm;  // [nEmbd]: the row whose logits are wanted
   gpu::Buffer logits;       // [n, nVocab], host-visible
@@ -163,13 +162,11 @@ Status VulkanBackend::ensureActivations(uint32_t n) {
   };
   KVS_TRY(make(a->x, size_t{n} * c.nEmbd));
   KVS_TRY(make(a->xb, size_t{n} * c.nEmbd));
-  KVS_TRY(make(a->tmp, size_t{n} * c.nEmbd));
   KVS_TRY(make(a->q, size_t{n} * c.qDim()));
   KVS_TRY(make(a->att, size_t{n} * c.qDim()));
   KVS_TRY(make(a->k, size_t{n} * c.kvDim()));
   KVS_TRY(make(a->v, size_t{n} * c.kvDim()));
   KVS_TRY(make(a->gate, size_t{n} * c.nFf));
-  KVS_TRY(make(a->up, size_t{n} * c.nFf));
   KVS_TRY(make(a->ropeTable, size_t{n} * c.rope.dims, gpu::MemoryUse::kHost));
   KVS_TRY(make(a->last, c.nEmbd));
   KVS_TRY(make(a->lastNorm, c.nEmbd));
@@ -270,8 +267,9 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
   return rows;
 }
 
-Status VulkanBackend::matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n) {
-  return m_weightKernels->matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols);
+Status VulkanBackend::matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
+                             const gpu::Epilogue& epilogue) {
+  return m_weightKernels->matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols, epilogue);
 }
 
 // One transformer block for n tokens at positions pos0.. (the tensors named as
@@ -286,16 +284,17 @@ Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
   // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
   KVS_TRY(k.rmsnorm(rec, a.x, w.attnNorm, a.xb, c.nEmbd, n, c.rmsEps));
   rec.barrier();
-  KVS_TRY(matmul(w.wq, a.xb, a.q, n));
-  KVS_TRY(matmul(w.wk, a.xb, a.k, n));
-  KVS_TRY(matmul(w.wv, a.xb, a.v, n));
-  rec.barrier();
   if (c.arch->qkvBias) {
-    KVS_TRY(k.add(rec, a.q, w.bq, n * c.qDim(), c.qDim()));
-    KVS_TRY(k.add(rec, a.k, w.bk, n * c.kvDim(), c.kvDim()));
-    KVS_TRY(k.add(rec, a.v, w.bv, n * c.kvDim(), c.kvDim()));
-    rec.barrier();
+    const gpu::BufferRange bq(w.bq), bk(w.bk), bv(w.bv);
+    KVS_TRY(matmul(w.wq, a.xb, a.q, n, {.bias = &bq}));
+    KVS_TRY(matmul(w.wk, a.xb, a.k, n, {.bias = &bk}));
+    KVS_TRY(matmul(w.wv, a.xb, a.v, n, {.bias = &bv}));
+  } else {
+    KVS_TRY(matmul(w.wq, a.xb, a.q, n));
+    KVS_TRY(matmul(w.wk, a.xb, a.k, n));
+    KVS_TRY(matmul(w.wv, a.xb, a.v, n));
   }
+  rec.barrier();
   if (c.arch->qkNorm) {
     KVS_TRY(k.rmsnorm(rec, a.q, w.qNorm, a.q, c.headDim, n * c.nHead, c.rmsEps));
     KVS_TRY(k.rmsnorm(rec, a.k, w.kNorm, a.k, c.headDim, n * c.nHeadKv, c.rmsEps));
@@ -315,22 +314,17 @@ Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
   rec.barrier();
   KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead, a.scratch));
   rec.barrier();
-  KVS_TRY(matmul(w.wo, a.att, a.tmp, n));
-  rec.barrier();
-  KVS_TRY(k.add(rec, a.x, a.tmp, n * c.nEmbd, n * c.nEmbd));
+  KVS_TRY(matmul(w.wo, a.att, a.x, n, {.accumulate = true}));  // the residual add
   rec.barrier();
 
   // Feed-forward block: norm, SwiGLU, down projection, residual.
   KVS_TRY(k.rmsnorm(rec, a.x, w.ffnNorm, a.xb, c.nEmbd, n, c.rmsEps));
   rec.barrier();
   KVS_TRY(matmul(w.gate, a.xb, a.gate, n));
-  KVS_TRY(matmul(w.up, a.xb, a.up, n));
   rec.barrier();
-  KVS_TRY(k.siluMul(rec, a.gate, a.up, a.gate, n * c.nFf));
+  KVS_TRY(matmul(w.up, a.xb, a.gate, n, {.siluGate = true}));  // gate = silu(gate) * up
   rec.barrier();
-  KVS_TRY(matmul(w.down, a.gate, a.tmp, n));
-  rec.barrier();
-  KVS_TRY(k.add(rec, a.x, a.tmp, n * c.nEmbd, n * c.nEmbd));
+  KVS_TRY(matmul(w.down, a.gate, a.x, n, {.accumulate = true}));  // the residual add
   rec.barrier();
   return okStatus();
 }

@@ -91,7 +91,8 @@ class VulkanBackend final : public Backend {
   Status ensurePages(uint32_t rows);
   Status recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits);
   Status recordLayer(uint32_t l, uint32_t n, uint32_t pos0);
-  Status matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n);
+  Status matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
+                const gpu::Epilogue& epilogue = {});
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
   void measureProbe();
 

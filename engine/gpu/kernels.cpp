@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "shaders/add.h"
 #include "shaders/elementwise.h"
 #include "shaders/rope.h"
 #include "shaders/rows.h"
@@ -28,8 +27,6 @@ constexpr KernelDesc kDescs[] = {
     {"convert_f16_to_f32", "convert", 2, sizeof(push::ElementwisePush), kElementWg},
     {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
-    {"silu_mul", "ffn_act", 3, sizeof(push::ElementwisePush), kElementWg},
-    {"add", "add", 2, sizeof(push::AddPush), kElementWg},
     {"rope", "rope", 2, sizeof(push::RopePush), kElementWg},
 };
 
@@ -92,20 +89,6 @@ Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_
                         float scale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
   rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale}, rowGroups(rows));
-  return okStatus();
-}
-
-Status Kernels::siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out,
-                        uint32_t n) {
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSiluMul));
-  rec.dispatch(*p, {gate, up, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
-  return okStatus();
-}
-
-Status Kernels::add(Recorder& rec, const Buffer& dst, const Buffer& src, uint32_t n,
-                    uint32_t period) {
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kAdd));
-  rec.dispatch(*p, {dst, src}, push::AddPush{n, period}, elementGroups(n, kElementWg));
   return okStatus();
 }
 

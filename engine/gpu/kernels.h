@@ -31,10 +31,6 @@ class Kernels {
                  uint32_t rows, float eps);
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                  float scale);
-  Status siluMul(Recorder& rec, const Buffer& gate, const Buffer& up, const Buffer& out,
-                 uint32_t n);
-  // dst[i] += src[i % period] for i < n: residual add (period = n) or bias rows.
-  Status add(Recorder& rec, const Buffer& dst, const Buffer& src, uint32_t n, uint32_t period);
   // RoPE in place on n tokens x heads rows of headDim floats; `table` holds
   // (cos, sin) pairs [n][dims/2] (cpu::ropeAngles), so angles match the CPU.
   Status rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n, uint32_t heads,
@@ -46,7 +42,7 @@ class Kernels {
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kSiluMul, kAdd, kRope, kCount };
+  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kCount };
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

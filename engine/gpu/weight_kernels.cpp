@@ -171,8 +171,9 @@ Expected<std::vector<uint8_t>> WeightKernels::repack(TensorType type, uint32_t c
   return out;
 }
 
-Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel) {
-  std::optional<Pipeline>& slot = m_pipelines[typeIndex][kernel];
+Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel,
+                                                  uint32_t epilogue) {
+  std::optional<Pipeline>& slot = m_pipelines[typeIndex][kernel][epilogue];
   if (!slot) {
     const TypeInfo& t = kTypes[typeIndex];
     const bool cpu = m_shape == WeightShape::kCpu;
@@ -182,16 +183,19 @@ Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kerne
                                                                 : "smem";
     const std::string name = std::string(kernel == kMatvec ? "weight_matvec_" : "weight_matmul_") +
                              t.name + "_" + suffix;
+    // Ids 0-2: workgroup, rows and tokens per invocation (1 where a shape
+    // has no such constant); 3: the epilogue.
     std::vector<uint32_t> spec;
     if (cpu) {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows}
-                               : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens};
+      spec = kernel == kMatvec ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
+                               : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens,
+                                                       epilogue};
     } else {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{kGpuWorkgroup, kGpuMatvecRows}
-                               : std::vector<uint32_t>{kGpuWorkgroup};
+      spec = kernel == kMatvec ? std::vector<uint32_t>{kGpuWorkgroup, kGpuMatvecRows, 1, epilogue}
+                               : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
     }
     KVS_ASSIGN_OR_RETURN(Pipeline p,
-                         Pipeline::create(m_ctx, {name, 3, sizeof(push::WeightPush), spec,
+                         Pipeline::create(m_ctx, {name, 4, sizeof(push::WeightPush), spec,
                                                   kernel == kMatvec ? "matvec" : "matmul"}));
     slot = std::move(p);
   }
@@ -232,19 +236,19 @@ uint32_t WeightKernels::groups(uint64_t tasks, uint32_t perGroup) const {
 
 Status WeightKernels::matvec(Recorder& rec, TensorType type, const BufferRange& w,
                              const BufferRange& x, const BufferRange& y, uint32_t rows,
-                             uint32_t cols) {
-  return record(rec, type, kMatvec, w, x, y, 1, rows, cols);
+                             uint32_t cols, const Epilogue& epilogue) {
+  return record(rec, type, kMatvec, w, x, y, 1, rows, cols, epilogue);
 }
 
 Status WeightKernels::matmul(Recorder& rec, TensorType type, const BufferRange& w,
                              const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
-                             uint32_t cols) {
-  return record(rec, type, n == 1 ? kMatvec : kMatmul, w, x, y, n, rows, cols);
+                             uint32_t cols, const Epilogue& epilogue) {
+  return record(rec, type, n == 1 ? kMatvec : kMatmul, w, x, y, n, rows, cols, epilogue);
 }
 
 Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, const BufferRange& w,
                              const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
-                             uint32_t cols) {
+                             uint32_t cols, const Epilogue& epilogue) {
   const TypeInfo* t = findType(type);
   if (!t) return unsupportedType(type);
   if (m_shape == WeightShape::kCpu && !m_ctx.info().shaderInt64) {
@@ -276,9 +280,17 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
   KVS_ASSIGN_OR_RETURN(BufferRange wb, bind(w, roundUp(rows * layout.rowBytes, 4), "weights"));
   KVS_ASSIGN_OR_RETURN(BufferRange xb, bind(x, uint64_t{n} * cols * sizeof(float), "inputs"));
   KVS_ASSIGN_OR_RETURN(BufferRange yb, bind(y, uint64_t{n} * rows * sizeof(float), "outputs"));
+  // Binding 3 is read only with a bias; otherwise y stands in for it.
+  BufferRange biasb = yb;
+  if (epilogue.bias) {
+    KVS_ASSIGN_OR_RETURN(biasb, bind(*epilogue.bias, uint64_t{rows} * sizeof(float), "bias"));
+  }
+  const uint32_t flags = (epilogue.bias ? KVS_WEIGHT_BIAS : 0u) |
+                         (epilogue.accumulate ? KVS_WEIGHT_ACCUMULATE : 0u) |
+                         (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel));
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags));
   const push::WeightPush push{rows,
                               cols,
                               n,
@@ -298,7 +310,7 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
   }
-  rec.dispatch(*p, {wb, xb, yb}, push, count);
+  rec.dispatch(*p, {wb, xb, yb, biasb}, push, count);
   return okStatus();
 }
 

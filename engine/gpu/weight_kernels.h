@@ -59,6 +59,15 @@ enum class WeightShape {
 };
 const char* weightShapeName(WeightShape shape);
 
+// What a product folds into its store, in place of a separate kernel and
+// its barrier, with that kernel's arithmetic (KVS_WEIGHT_* in
+// shaders/weights.h); applied in this order.
+struct Epilogue {
+  const BufferRange* bias = nullptr;  // y = Wx + bias[row] (rows floats)
+  bool accumulate = false;            // y = y + Wx (a residual add)
+  bool siluGate = false;              // y = silu(y) * Wx (y holds the gate)
+};
+
 class WeightKernels {
  public:
   explicit WeightKernels(Context& ctx, WeightShape shape = WeightShape::kAuto);
@@ -75,26 +84,29 @@ class WeightKernels {
   WeightShape shape() const { return m_shape; }
 
   Status matvec(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
-                const BufferRange& y, uint32_t rows, uint32_t cols);
+                const BufferRange& y, uint32_t rows, uint32_t cols, const Epilogue& epilogue = {});
   // n == 1 records matvec.
   Status matmul(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
-                const BufferRange& y, uint32_t n, uint32_t rows, uint32_t cols);
+                const BufferRange& y, uint32_t n, uint32_t rows, uint32_t cols,
+                const Epilogue& epilogue = {});
 
  private:
   enum Kernel { kMatvec, kMatmul, kKernelCount };
   static constexpr size_t kTypeCount = 8;
 
-  Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel);
+  Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel, uint32_t epilogue);
   Status record(Recorder& rec, gguf::TensorType type, Kernel kernel, const BufferRange& w,
                 const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
-                uint32_t cols);
+                uint32_t cols, const Epilogue& epilogue);
   Expected<BufferRange> bind(const BufferRange& range, uint64_t bytes, const char* what) const;
   uint32_t groups(uint64_t tasks, uint32_t perGroup) const;
 
   Context& m_ctx;
   WeightShape m_shape;
   uint32_t m_cpuThreads = 0;  // >0 for the kCpu shape: the device's worker threads
-  std::array<std::array<std::optional<Pipeline>, kKernelCount>, kTypeCount> m_pipelines;
+  static constexpr size_t kEpilogues = 8;  // every combination of the KVS_WEIGHT_* flags
+  std::array<std::array<std::array<std::optional<Pipeline>, kEpilogues>, kKernelCount>, kTypeCount>
+      m_pipelines;
 };
 
 }  // namespace kvscope::gpu

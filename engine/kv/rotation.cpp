@@ -1,5 +1,6 @@
 #include "kv/rotation.h"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -10,13 +11,19 @@
 namespace kvscope::kv {
 namespace {
 
+// 1 / sqrt(n) rounded once to float: the entries of H / sqrt(n), and the
+// factor of the fast transform, so both give the same floats.
+float hadamardNorm(uint32_t n) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)));
+}
+
 // Writes the randomized Hadamard block H S of size n (a power of two) into the
 // d x d matrix r at rows/columns [at, at + n).
 void writeHadamardBlock(std::vector<float>& r, uint32_t d, uint32_t at, uint32_t n,
                         SplitMix64& rng) {
   std::vector<float> sign(n);
   for (float& s : sign) s = (rng.next() >> 63) ? -1.0f : 1.0f;
-  const float norm = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)));
+  const float norm = hadamardNorm(n);
   for (uint32_t i = 0; i < n; ++i) {
     for (uint32_t j = 0; j < n; ++j) {
       const float h = (std::popcount(i & j) & 1) ? -norm : norm;
@@ -95,6 +102,22 @@ void fwht(float* x, uint32_t d) {
       }
     }
   }
+}
+
+void hadamardRotate(std::span<const float> signs, const float* x, float* y) {
+  const auto d = static_cast<uint32_t>(signs.size());
+  for (uint32_t i = 0; i < d; ++i) y[i] = x[i] * signs[i];
+  fwht(y, d);
+  const float norm = hadamardNorm(d);
+  for (uint32_t i = 0; i < d; ++i) y[i] *= norm;
+}
+
+void hadamardRotateBack(std::span<const float> signs, const float* y, float* x) {
+  const auto d = static_cast<uint32_t>(signs.size());
+  std::copy_n(y, d, x);
+  fwht(x, d);
+  const float norm = hadamardNorm(d);
+  for (uint32_t i = 0; i < d; ++i) x[i] *= norm * signs[i];
 }
 
 void rotateVector(std::span<const float> r, std::span<const float> x, std::span<float> y) {

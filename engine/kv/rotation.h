@@ -34,6 +34,12 @@ std::vector<float> denseRotation(uint32_t dim, uint64_t seed);          // any d
 // (H_ij = (-1)^popcount(i & j)), d a power of two: d log2 d float additions.
 void fwht(float* x, uint32_t d);
 
+// y = R x and x = R^T y for R = H S / sqrt(d) (hadamardRotation: S the
+// diagonal of `signs`, d = signs.size()), in O(d log d) through fwht, in
+// float32, scaled by the same float 1/sqrt(d) that R's entries hold.
+void hadamardRotate(std::span<const float> signs, const float* x, float* y);
+void hadamardRotateBack(std::span<const float> signs, const float* y, float* x);
+
 // y = R x and x = R^T y for a row-major d x d R (double accumulation).
 void rotateVector(std::span<const float> r, std::span<const float> x, std::span<float> y);
 void rotateVectorBack(std::span<const float> r, std::span<const float> y, std::span<float> x);

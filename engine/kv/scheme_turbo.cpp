@@ -48,7 +48,13 @@ void TurboScheme::encode(std::span<const float> row, std::span<uint8_t> out) con
   std::array<uint8_t, kMaxKvDim> codeBuffer;
   const std::span<float> y = std::span(yBuffer).first(d);
   const std::span<uint8_t> codes = std::span(codeBuffer).first(d);
-  rotateVector(m_rotation, row, y);
+  // Power-of-two dims: R = H S / sqrt(d) in O(d log d), in float32 (the
+  // device encoder rotates in float32 as well); others the dense R.
+  if (m_signs.empty()) {
+    rotateVector(m_rotation, row, y);
+  } else {
+    hadamardRotate(m_signs, row.data(), y.data());
+  }
   double sumSq = 0.0;
   for (float v : row) sumSq += double{v} * v;
   const auto norm = static_cast<float>(std::sqrt(sumSq));
@@ -93,7 +99,11 @@ void TurboScheme::decode(std::span<const uint8_t> in, std::span<float> row) cons
   std::array<float, kMaxKvDim> yBuffer;
   const std::span<float> y = std::span(yBuffer).first(dim());
   decodeRotated(in, y);
-  rotateVectorBack(m_rotation, y, row);
+  if (m_signs.empty()) {
+    rotateVectorBack(m_rotation, y, row);
+  } else {
+    hadamardRotateBack(m_signs, y.data(), row.data());
+  }
 }
 
 }  // namespace kvscope::kv

@@ -91,8 +91,10 @@ TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
     EXPECT_GE(t.ms, 0.0);
     EXPECT_GT(t.dispatches, 0u);
   }
-  // Every block of the forward pass shows up: norms, RoPE, residual adds, SwiGLU.
-  for (const char* c : {"norm", "rope", "add", "ffn_act"}) EXPECT_TRUE(classes.count(c)) << c;
+  // Every block of the forward pass shows up: norms, RoPE, the products (which
+  // hold the residual adds and the SwiGLU gate since they were folded in).
+  for (const char* c : {"norm", "rope", "matmul"}) EXPECT_TRUE(classes.count(c)) << c;
+  for (const char* c : {"add", "ffn_act"}) EXPECT_FALSE(classes.count(c)) << c << " is folded";
   EXPECT_GE(timings.size(), 6u) << "weights and attention kernels are timed too";
 }
 

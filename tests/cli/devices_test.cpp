@@ -68,7 +68,7 @@ TEST(CliDevices, CheckRunsATestStepAgainstTheCpu) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("passed").get<bool>());
   EXPECT_LT(j.at("max_abs_error").get<double>(), 1e-5);
-  EXPECT_GE(j.at("pipelines").get<int>(), 7);
+  EXPECT_GE(j.at("pipelines").get<int>(), 5);  // convert x2, rmsnorm, softmax, rope
   EXPECT_EQ(j.at("pipeline_cache_bytes_loaded").get<int>(), 0)
       << "a fresh cache dir is a cold start";
 }

@@ -100,7 +100,7 @@ TEST_F(PipelineCacheTest, PersistsAcrossContexts) {
     ASSERT_TRUE(c);
     EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
     auto p =
-        gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
+        gpu::Pipeline::create(*c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
     ASSERT_TRUE(p.ok()) << p.error().describe();
     file = c->pipelineCachePath();
     EXPECT_EQ(c->validationMessages(), 0u);
@@ -126,7 +126,7 @@ TEST_F(PipelineCacheTest, StaleOrCorruptCacheIsIgnored) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
   auto p =
-      gpu::Pipeline::create(*c, {"silu_mul", 3, sizeof(push::ElementwisePush), {256}, "ffn_act"});
+      gpu::Pipeline::create(*c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
   EXPECT_TRUE(p.ok());
   EXPECT_EQ(c->validationMessages(), 0u);
 }

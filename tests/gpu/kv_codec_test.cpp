@@ -4,9 +4,11 @@
 // Encode: writeKv must store the bytes kv::KvScheme::encode stores. For
 // q8_0, q4_0, fp8 and affine4 that is every byte: the shader repeats the
 // CPU's float32 steps (divisions included, correctly rounded on lavapipe).
-// The turbo codecs rotate and take norms in float32 on the device, in double
-// on the CPU, so a rotated coordinate within ~1e-7 (relative) of a decision
-// boundary may get the neighbouring code: such flips must be rare (at most
+// The turbo codecs take norms in float32 on the device, in double on the
+// CPU, and rotate non-power-of-two rows in float32 there, in double here
+// (power-of-two rows go through the same float32 fast transform on both),
+// so a coordinate within ~1e-7 (relative) of a decision boundary may get
+// the neighbouring code: such flips must be rare (at most
 // 1 in 500 codes; we see ~1 in 10^4), each exactly one step, and a gamma
 // whose group has no flip may differ by one fp16 step (its float32 value
 // can straddle an fp16 rounding midpoint); a flip moves its group's gamma by

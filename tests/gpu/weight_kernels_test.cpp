@@ -122,15 +122,17 @@ class WeightKernelTest : public GpuTest, public ::testing::WithParamInterface<Ca
     }
   }
 
-  // Records one product through matvec() (`viaMatvec`) or matmul(), runs it, returns Y.
+  // Records one product through matvec() (`viaMatvec`) or matmul(), runs it,
+  // returns Y; `y0` is what Y holds before (for the epilogues that read it).
   std::vector<float> run(gpu::WeightKernels& wk, TensorType type, const Weights& w,
                          const std::vector<float>& x, uint32_t n, uint32_t rows, uint32_t cols,
-                         bool viaMatvec) {
+                         bool viaMatvec, const gpu::Epilogue& epilogue = {},
+                         const std::vector<float>& y0 = {}) {
     gpu::Buffer wb = upload(w.device), xb = upload(x),
-                yb = deviceBuffer(size_t{n} * rows * sizeof(float));
+                yb = y0.empty() ? deviceBuffer(size_t{n} * rows * sizeof(float)) : upload(y0);
     EXPECT_TRUE(rec().begin().ok());
-    const Status s = viaMatvec ? wk.matvec(rec(), type, wb, xb, yb, rows, cols)
-                               : wk.matmul(rec(), type, wb, xb, yb, n, rows, cols);
+    const Status s = viaMatvec ? wk.matvec(rec(), type, wb, xb, yb, rows, cols, epilogue)
+                               : wk.matmul(rec(), type, wb, xb, yb, n, rows, cols, epilogue);
     EXPECT_TRUE(s.ok()) << s.error().describe();
     EXPECT_TRUE(rec().submitAndWait().ok());
     return download<float>(yb, size_t{n} * rows);
@@ -164,6 +166,37 @@ TEST_P(WeightKernelTest, MatmulMatchesReference) {
         expectProductClose(got, w.values, x, n, rows, cols,
                            fmt::format("{} matmul n={} {}x{}", tc.name, n, rows, cols));
         if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The epilogues against the product without one, finished on the host with
+// the separate kernels' arithmetic: float adds exactly, the SiLU gate within
+// the device's exp error.
+TEST_P(WeightKernelTest, EpiloguesFinishTheProductAsTheSeparateKernels) {
+  const auto& [tc, shape] = GetParam();
+  gpu::WeightKernels wk(ctx(), shape);
+  const uint32_t cols = tc.cols.back(), rows = 33;
+  const Weights w = makeWeights(tc.type, rows, cols, 77);
+  for (uint32_t n : {1u, 5u}) {
+    const std::string what = fmt::format("{} n={}", tc.name, n);
+    const auto x = randomFloats(size_t{n} * cols, n + 3);
+    const auto before = randomFloats(size_t{n} * rows, n + 4);
+    const auto biasValues = randomFloats(rows, n + 5);
+    const auto plain = run(wk, tc.type, w, x, n, rows, cols, n == 1);
+    gpu::Buffer biasBuffer = upload(biasValues);
+    const gpu::BufferRange bias(biasBuffer);
+    const auto withBias = run(wk, tc.type, w, x, n, rows, cols, n == 1, {.bias = &bias});
+    const auto summed = run(wk, tc.type, w, x, n, rows, cols, n == 1, {.accumulate = true}, before);
+    const auto gated = run(wk, tc.type, w, x, n, rows, cols, n == 1, {.siluGate = true}, before);
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t r = 0; r < rows; ++r) {
+        const size_t i = size_t{t} * rows + r;
+        ASSERT_EQ(withBias[i], plain[i] + biasValues[r]) << what << " bias, row " << r;
+        ASSERT_EQ(summed[i], before[i] + plain[i]) << what << " accumulate, row " << r;
+        const double g = before[i], want = g / (1.0 + std::exp(-g)) * plain[i];
+        ASSERT_NEAR(gated[i], want, 1e-5 * std::fabs(want) + 1e-7) << what << " silu gate, row " << r;
       }
     }
   }
