@@ -1,4 +1,4 @@
-// Push constants of element-wise kernels (convert, silu_mul).
+// Push constants of element-wise kernels (convert).
 #include "push_common.h"
 
 KVS_PUSH_BEGIN(ElementwisePush)

@@ -14,11 +14,12 @@ KVS_PUSH_BEGIN(WeightPush)
 KVS_PUSH_END(WeightPush)
 
 // Epilogues (specialization constant 3 of both kernels, so a product without
-// one compiles without its code), each the operation of a separate kernel
-// folded into the store of output (token t, row r), with its float operations:
-//   BIAS:       y = Wx + bias[r]            (add.comp with a row period)
-//   ACCUMULATE: y = y + Wx                  (a residual add, add.comp)
-//   SILU_GATE:  y = silu(y) * Wx            (silu_mul.comp: y holds the gate)
+// one compiles without its code): the small op that follows a product in the
+// forward pass, folded into the store of output (token t, row r) with the
+// float operations of the CPU backend's op:
+//   BIAS:       y = Wx + bias[r]            (the q/k/v bias)
+//   ACCUMULATE: y = y + Wx                  (a residual add)
+//   SILU_GATE:  y = silu(y) * Wx            (SwiGLU: y holds the gate)
 #define KVS_WEIGHT_BIAS 1u
 #define KVS_WEIGHT_ACCUMULATE 2u
 #define KVS_WEIGHT_SILU_GATE 4u

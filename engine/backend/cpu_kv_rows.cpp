@@ -1,7 +1,6 @@
 #include "backend/cpu_kv_rows.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -99,39 +98,43 @@ struct RowKernels {
             o + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k))));
     });
   }
-  static void q8_0(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
-                   size_t stride) {
+  // Formats whose value is code * the block's f16 scale; codes(c, k) gives
+  // the int32 codes k..k+7 of a row's codes c.
+  template <class Codes>
+  static void scaled(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                     size_t stride, Codes codes) {
     forBlocks(s, rows, count, out, stride,
               [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
                 const __m256 scale = halfVector(row + 2 * b);
                 for (uint32_t k = k0; k < k1; k += 8) {
-                  const __m128i q =
-                      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k));
-                  _mm256_storeu_ps(
-                      o + k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale));
+                  const __m256 q = _mm256_cvtepi32_ps(codes(row + s.m_codesAt, k));
+                  _mm256_storeu_ps(o + k, _mm256_mul_ps(q, scale));
                 }
               });
+  }
+  static void q8_0(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
+                   size_t stride) {
+    scaled(s, rows, count, out, stride, [](const uint8_t* c, uint32_t k) {
+      return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + k)));
+    });
   }
   static void q4_0(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
                    size_t stride) {
-    forBlocks(s, rows, count, out, stride,
-              [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
-                const __m256 scale = halfVector(row + 2 * b);
-                for (uint32_t k = k0; k < k1; k += 8) {
-                  const __m256i q =
-                      _mm256_sub_epi32(nibbles(row + s.m_codesAt + k / 2), _mm256_set1_epi32(8));
-                  _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale));
-                }
-              });
+    scaled(s, rows, count, out, stride, [](const uint8_t* c, uint32_t k) {
+      return _mm256_sub_epi32(nibbles(c + k / 2), _mm256_set1_epi32(8));
+    });
   }
   // e4m3 as float32 bits: magnitude bits shifted left by 20, sign to bit 31.
   // Subnormals of both formats line up, and the float is the e4m3 value times
-  // 2^-120 exactly (biases 127 and 7), so a multiply by 2^120 is exact;
-  // 0x7f/0xff are e4m3's NaN.
+  // 2^-120 exactly (biases 127 and 7), so a multiply by 2^120 is exact. An
+  // e4m3 subnormal is a float32 subnormal before that multiply: exact as long
+  // as denormals-are-zero stays off (kvscope never sets it). 0x7f/0xff are
+  // e4m3's NaN, signed like e4m3ToFloat's.
   static void fp8(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
                   size_t stride) {
     const __m256i magnitude = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(INT32_MIN);
-    const __m256 unbias = _mm256_set1_ps(0x1p120f), nan = _mm256_set1_ps(NAN);
+    const __m256i quietNan = _mm256_set1_epi32(0x7fc00000);
+    const __m256 unbias = _mm256_set1_ps(0x1p120f);
     forBlocks(s, rows, count, out, stride,
               [&](const uint8_t* row, float* o, uint32_t b, uint32_t k0, uint32_t k1) {
                 const __m256 scale = _mm256_set1_ps(ue8m0ToFloat(row[b]));
@@ -139,11 +142,11 @@ struct RowKernels {
                   const __m256i x = _mm256_cvtepu8_epi32(
                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + s.m_codesAt + k)));
                   const __m256i m = _mm256_and_si256(x, magnitude);
-                  const __m256i bits = _mm256_or_si256(
-                      _mm256_slli_epi32(m, 20), _mm256_and_si256(_mm256_slli_epi32(x, 24), sign));
-                  __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), unbias);
-                  v = _mm256_blendv_ps(v, nan,
-                                       _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, magnitude)));
+                  const __m256i signBit = _mm256_and_si256(_mm256_slli_epi32(x, 24), sign);
+                  __m256i bits = _mm256_or_si256(_mm256_slli_epi32(m, 20), signBit);
+                  bits = _mm256_blendv_epi8(bits, _mm256_or_si256(quietNan, signBit),
+                                            _mm256_cmpeq_epi32(m, magnitude));
+                  const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), unbias);
                   _mm256_storeu_ps(o + k, _mm256_mul_ps(v, scale));
                 }
               });
@@ -209,8 +212,8 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
     m_kernel = RowKernels::fp8;
   } else if (const auto* t = dynamic_cast<const kv::TurboScheme*>(&scheme)) {
     const std::span<const float> codebook = t->codebook();
+    if (t->bits() < 2 || t->bits() > 4 || codebook.size() > std::size(m_table)) return;
     std::copy(codebook.begin(), codebook.end(), m_table);
-    if (t->bits() < 2 || t->bits() > 4) return;
     m_kernel =
         t->grouped() ? RowKernels::turboOf<true>(t->bits()) : RowKernels::turboOf<false>(t->bits());
   }

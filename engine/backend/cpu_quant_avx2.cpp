@@ -386,8 +386,7 @@ constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 4;
 constexpr size_t kInt8TileRows = 4, kInt8TileInputs = 2;
 #endif
 
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-#define KVSCOPE_PACKED_INT8 1
+#if defined(KVSCOPE_CPU_VNNI)
 // Packed tiles (VNNI): the int8 products of 8 weight rows and many inputs
 // with the rows in the lanes. The tile's codes are repacked so that each
 // 32-byte vector holds 4 consecutive codes of each of the 8 rows; one dpbusd
@@ -556,28 +555,30 @@ void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* 
   // Inputs in blocks of 64, whose activations (64 x in bytes) stay in the L2
   // cache while every row passes over them; rows then stream once per block.
   constexpr size_t kInputBlock = 64;
-#if defined(KVSCOPE_PACKED_INT8)
+#if defined(KVSCOPE_CPU_VNNI)
   if (n > 1) {
     using Packed = void (*)(const PackedTile&, const uint8_t*, const ActBlock*, size_t, size_t,
                             float*, size_t);
     static constexpr auto kPacked = []<size_t... T>(std::index_sequence<T...>) {
       return std::array<Packed, sizeof...(T)>{packedTile<F, T + 1>...};
     }(std::make_index_sequence<kPackedInputs>());
-    thread_local std::vector<uint8_t> xu;
+    // Per thread, sized by one block of inputs and one tile, whatever n is.
+    thread_local std::vector<uint8_t> xu;  // [input of the block][in]: codes + 128
     thread_local PackedTile packed;
-    xu.resize(n * in);
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (size_t b = 0; b < n * in / kChunk; ++b)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&xu[b * kChunk]),
-                          _mm256_xor_si256(load32(x[b].q), flip));
     for (size_t t0 = 0; t0 < n; t0 += kInputBlock) {
       const size_t tEnd = std::min(n, t0 + kInputBlock);
+      xu.resize((tEnd - t0) * in);
+      const ActBlock* xBlock = x + t0 * (in / kChunk);
+      for (size_t b = 0; b < (tEnd - t0) * in / kChunk; ++b)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&xu[b * kChunk]),
+                            _mm256_xor_si256(load32(xBlock[b].q), flip));
       for (size_t r = 0; r < rows; r += kPackRows) {
         const size_t tileRows = std::min(kPackRows, rows - r);
         packRows<F>(w + r * rowBytes, rowBytes, tileRows, in, packed);
         for (size_t t = t0; t < tEnd; t += kPackedInputs) {
           const size_t inputs = std::min(kPackedInputs, tEnd - t);
-          kPacked[inputs - 1](packed, &xu[t * in], x + t * (in / kChunk), in, tileRows,
+          kPacked[inputs - 1](packed, &xu[(t - t0) * in], x + t * (in / kChunk), in, tileRows,
                               y + t * yStride + r, yStride);
         }
       }

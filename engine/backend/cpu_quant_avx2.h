@@ -19,21 +19,9 @@
 
 namespace kvscope::cpu::avx2 {
 
-// Per 4-byte group, the int32 sum of absW * signedA (8 lanes). Without VNNI,
-// maddubs takes one unsigned operand, so the caller moves one factor's sign
-// onto the other (|w| and sign(a, w)); |w| <= 128 and |a| <= 127 keep each
-// pair sum within int16, so both forms give the same integers.
-[[gnu::always_inline]] inline __m256i int8Sums(__m256i absW, __m256i signedA) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), absW, signedA);
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), absW, signedA);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
-#endif
-}
-
+// KVSCOPE_CPU_VNNI: dpbusd on 256-bit vectors (AVX-VNNI or AVX512-VNNI+VL).
 #if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#define KVSCOPE_CPU_VNNI 1
 // acc + per 4-byte group, the int32 sum of unsignedA * signedW (8 lanes).
 [[gnu::always_inline]] inline __m256i int8Accumulate(__m256i acc, __m256i unsignedA,
                                                      __m256i signedW) {
@@ -44,6 +32,19 @@ namespace kvscope::cpu::avx2 {
 #endif
 }
 #endif
+
+// Per 4-byte group, the int32 sum of absW * signedA (8 lanes). Both
+// instructions take one unsigned operand, so the caller moves one factor's
+// sign onto the other (|w| and sign(a, w)); without VNNI, |w| <= 128 and
+// |a| <= 127 keep maddubs's pair sums within int16, so both forms give the
+// same integers.
+[[gnu::always_inline]] inline __m256i int8Sums(__m256i absW, __m256i signedA) {
+#if defined(KVSCOPE_CPU_VNNI)
+  return int8Accumulate(_mm256_setzero_si256(), absW, signedA);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(absW, signedA), _mm256_set1_epi16(1));
+#endif
+}
 
 void quantizeActivations(const float* x, size_t in, ActBlock* out);
 
@@ -63,8 +64,10 @@ struct RowKernels {
                     size_t in) = nullptr;
   float (*dotInt8)(const uint8_t* row, const ActBlock* x, size_t in) = nullptr;
   // y[t][r] = dotInt8(row r, input t) for `rows` rows from `w` (rowBytes
-  // apart) and n inputs (in / 32 blocks each), bit for bit, in register
-  // tiles of rows x inputs so that each block is read once per tile.
+  // apart) and n inputs (in / 32 blocks each), in tiles of rows x inputs so
+  // that each block is read once per tile. With VNNI and n > 1 on packed
+  // tiles, whose exact int32 sums per scale span round differently from
+  // dotInt8's sums (within the same bound); otherwise bit for bit.
   void (*tileInt8)(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                    size_t in, float* y, size_t yStride) = nullptr;
 };

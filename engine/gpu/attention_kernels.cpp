@@ -338,7 +338,10 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
   Variant v;
   v.headDim = headDim;
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(back ? Kind::kRotateBack : Kind::kRotate, v));
-  const uint32_t items = count * (headDim % 4 == 0 ? headDim / 4 : headDim);
+  // Invocations: one per vector for the fast transform (power-of-two rows),
+  // else one per 4 outputs (or per output), as kv_rotate.comp splits them.
+  const uint32_t items = std::has_single_bit(headDim) ? count
+                         : count * (headDim % 4 == 0 ? headDim / 4 : headDim);
   rec.dispatch(*p, {in, *stream.rotation, out}, push::KvRotatePush{count},
                std::min(ceilDiv(items, kRotateWorkgroup), groupCap()));
   return okStatus();

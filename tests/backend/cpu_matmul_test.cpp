@@ -112,7 +112,7 @@ TEST_P(CpuMatmul, MatchesDoublePrecisionWithinTheStatedBound) {
   constexpr size_t kOut = 37;
   const Weights w = makeWeights(type, in, kOut, 11, misaligned);
   ThreadPool pool(2);
-  for (size_t n : {1, 3, 17}) {
+  for (size_t n : {1, 3, 17, 67}) {  // 67: a second block of 64 inputs
     const auto x = makeActivations(in, n, static_cast<uint32_t>(100 + n));
     for (auto precision : {MatmulPrecision::kExact, MatmulPrecision::kInt8Activations}) {
       const bool int8 = precision == MatmulPrecision::kInt8Activations && !isFloatType(type);

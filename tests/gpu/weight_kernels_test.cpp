@@ -176,6 +176,11 @@ TEST_P(WeightKernelTest, MatmulMatchesReference) {
 // the device's exp error.
 TEST_P(WeightKernelTest, EpiloguesFinishTheProductAsTheSeparateKernels) {
   const auto& [tc, shape] = GetParam();
+  // The epilogue sits in the stores, which do not depend on the weight type;
+  // a block type and a k-quant cover every store of every shape (each
+  // epilogue is a pipeline of its own, slow to build on lavapipe).
+  if (tc.type != TensorType::kQ8_0 && tc.type != TensorType::kQ4_K)
+    GTEST_SKIP() << "type-independent; checked on Q8_0 and Q4_K";
   gpu::WeightKernels wk(ctx(), shape);
   const uint32_t cols = tc.cols.back(), rows = 33;
   const Weights w = makeWeights(tc.type, rows, cols, 77);
