@@ -71,8 +71,6 @@ struct RowKernels {
     }
   }
 
-  using Run = void (*)(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
-                       size_t stride);
   // Calls row(row bytes, output row) for each row of a run.
   template <class F>
   static void forRows(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
@@ -179,7 +177,7 @@ struct RowKernels {
     });
   }
   template <bool Grouped>
-  static Run turboOf(uint32_t bits) {
+  static KvRowDecoder::Kernel turboOf(uint32_t bits) {
     switch (bits) {
       case 2:
         return turbo<2, Grouped>;
