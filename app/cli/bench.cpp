@@ -6,6 +6,8 @@
 // upload, first token) and peak host memory. Everything runs one after the
 // other in this process, so the figures compare side by side (f16 against
 // compressed caches, CPU against Vulkan); compare ratios across machines.
+// With --indexer, each depth's decode is timed once per indexer setting on
+// the same filled cache (Backend::setIndexer), dense ("off") beside indexed.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -34,10 +36,12 @@ struct BenchArgs {
   bool json = false;
   bool kernels = false;                           // device time per kernel class of one decode step
   std::vector<std::string> kvPolicies = {"f16"};  // see policyText()
+  std::vector<std::string> indexers;              // --indexer settings; empty: the policy's own
 };
 
 struct Row {
   std::string backend;
+  std::string indexer;  // the --indexer setting decode ran with ("" : the policy's own)
   uint32_t depth = 0;
   double prefillTps = 0, decodeTps = 0;
   double lastDecodeMs = 0;                     // wall time of the last decode step
@@ -51,10 +55,28 @@ std::vector<int32_t> benchTokens(uint32_t n, uint32_t vocab, uint32_t salt) {
   return t;
 }
 
-// Times one depth: fill to `depth`, prefill, trim back, decode one by one.
-Expected<Row> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth) {
-  Row row;
-  row.depth = depth;
+// Times a decode of a.decode tokens, one by one, into `row`.
+Status timeDecode(backend::Backend& b, const BenchArgs& a, Row& row) {
+  if (a.decode == 0) return okStatus();
+  backend::Logits logits;
+  const auto tokens = benchTokens(a.decode, b.config().nVocab, 3);
+  const auto t0 = Clock::now();
+  auto step = Clock::now();
+  for (int32_t t : tokens) {
+    step = Clock::now();
+    KVS_TRY(b.forward({std::span(&t, 1)}, logits));
+  }
+  row.lastDecodeMs = secondsSince(step) * 1e3;
+  row.decodeTps = a.decode / secondsSince(t0);
+  row.kernels = b.kernelTimings();
+  return okStatus();
+}
+
+// Times one depth: fill to `depth`, prefill, trim back, then per indexer
+// setting decode one by one and trim back.
+Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth) {
+  Row first;
+  first.depth = depth;
   const uint32_t vocab = b.config().nVocab;
   backend::Logits logits;
   KVS_TRY(b.trim(0));
@@ -63,22 +85,25 @@ Expected<Row> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth
     const auto tokens = benchTokens(a.prefill, vocab, 2);
     const auto t0 = Clock::now();
     KVS_TRY(b.forward({tokens}, logits));
-    row.prefillTps = a.prefill / secondsSince(t0);
+    first.prefillTps = a.prefill / secondsSince(t0);
     KVS_TRY(b.trim(depth));
   }
-  if (a.decode > 0) {
-    const auto tokens = benchTokens(a.decode, vocab, 3);
-    const auto t0 = Clock::now();
-    auto step = Clock::now();
-    for (int32_t t : tokens) {
-      step = Clock::now();
-      KVS_TRY(b.forward({std::span(&t, 1)}, logits));
+  const kv::IndexerOptions own = b.indexer();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < std::max<size_t>(a.indexers.size(), 1); ++i) {
+    Row row = first;
+    if (!a.indexers.empty()) {
+      row.indexer = a.indexers[i];
+      kv::IndexerOptions options = own;
+      KVS_TRY(kv::IndexerOptions::parseInto(row.indexer, options));
+      KVS_TRY(b.setIndexer(options));
     }
-    row.lastDecodeMs = secondsSince(step) * 1e3;
-    row.decodeTps = a.decode / secondsSince(t0);
-    row.kernels = b.kernelTimings();
+    KVS_TRY(timeDecode(b, a, row));
+    KVS_TRY(b.trim(depth));
+    rows.push_back(std::move(row));
   }
-  return row;
+  KVS_TRY(b.setIndexer(own));
+  return rows;
 }
 
 long peakRssMiB() {
@@ -135,9 +160,13 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   KVS_TRY((*b)->forward({warm}, logits));
   KVS_TRY((*b)->forward({std::span(&first, 1)}, logits));
   for (uint32_t d : a.depths) {
-    KVS_ASSIGN_OR_RETURN(Row row, benchDepth(**b, a, d));
+    KVS_ASSIGN_OR_RETURN(const std::vector<Row> rows, benchDepth(**b, a, d));
+    for (const Row& row : rows) {
+    const std::string label = row.indexer.empty() ? kv : kv + " idx " + row.indexer;
     out.results.push_back({{"backend", kind},
                            {"kv", kv},
+                           {"indexer", row.indexer.empty() ? (*b)->indexer().selectionText()
+                                                           : row.indexer},
                            {"model", m->config().name},
                            {"depth", d},
                            {"prefill_tokens", a.prefill},
@@ -148,13 +177,13 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
                            {"peak_rss_mib", peakRssMiB()}});
     out.lines.push_back(
         fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |", kind,
-                    kv, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
+                    label, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
     if (a.kernels && !row.kernels.empty()) {
       double device = 0;
       for (const auto& k : row.kernels) device += k.ms;
       std::string detail = fmt::format(
-          "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind, kv,
-          d, row.lastDecodeMs, device);
+          "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind,
+          label, d, row.lastDecodeMs, device);
       for (const auto& k : row.kernels)
         detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
       detail.pop_back();
@@ -163,6 +192,7 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
       for (const auto& k : row.kernels)
         out.results.back()["kernels"].push_back(
             {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
+    }
     }
   }
   return okStatus();
@@ -215,6 +245,10 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_option("--kv", args.kvPolicies,
                   "KV cache to bench, repeatable: f16, a scheme name for K and V, or a "
                   "--kv-policy text (default: f16)");
+  cmd->add_option("--indexer", args.indexers,
+                  "Indexer settings to time decode with, comma-separated, on the same cache: "
+                  "off or TOP_K[:WINDOW[:SINKS]] (default: the policy's own)")
+      ->delimiter(',');
   cmd->add_flag("--json", args.json, "Print JSON");
   cmd->add_flag(
       "--kernels", args.kernels,

@@ -21,5 +21,6 @@ void registerMakeModel(CLI::App& app, const GlobalOptions& global, int& exitCode
 void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerConvert(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

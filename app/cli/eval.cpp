@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "model/model_tokenizer.h"
 #include "runtime/eval.h"
 
@@ -23,6 +24,7 @@ struct EvalArgs {
   std::string keyScheme = "f16";
   std::string valueScheme = "f16";
   std::string policy;
+  std::string indexer;
   std::string backend = "cpu";
   uint32_t context = 0;
   unsigned threads = 0;
@@ -61,6 +63,8 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
                                       .threads = a.threads,
                                       .timing = false,
                                       .kvPolicy = policy,
+                                      // With an indexer, report the mass it captured.
+                                      .indexerDiagnostic = true,
                                       // eval measures the backend it names, like bench.
                                       .vetDevice = false};
   KVS_ASSIGN_OR_RETURN(auto result,
@@ -104,6 +108,11 @@ void printJson(const EvalArgs& a, const std::string& policy, const Evaluation& e
                               {"ppl_f16", r.pplF16},
                               {"bits_per_value_k", r.bitsPerValueK},
                               {"bits_per_value_v", r.bitsPerValueV},
+                              {"rows_read", r.rowsRead < 0 ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(r.rowsRead)},
+                              {"captured_mass", r.capturedMass < 0
+                                                    ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(r.capturedMass)},
                               {"per_layer", layers}};
   fmt::print("{}\n", out.dump(2));
 }
@@ -116,7 +125,12 @@ void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& 
              r.kldP99);
   fmt::print("  top-1        {:.2f}%\n", 100.0 * r.top1);
   fmt::print("  perplexity   {:.4f} (f16 {:.4f})\n", r.ppl, r.pplF16);
-  fmt::print("  bits/value   K {:.3f}  V {:.3f}\n\n", r.bitsPerValueK, r.bitsPerValueV);
+  fmt::print("  bits/value   K {:.3f}  V {:.3f}\n", r.bitsPerValueK, r.bitsPerValueV);
+  if (r.rowsRead >= 0.0) {
+    fmt::print("  indexer      {:.1f}% of the rows read, {:.2f}% of the attention mass captured\n",
+               100.0 * r.rowsRead, 100.0 * r.capturedMass);
+  }
+  fmt::print("\n");
   // rel err: round trip of the f16 run's rows; run err: the test run's own
   // rows, where the backend measures them ("-" elsewhere).
   fmt::print(
@@ -136,8 +150,9 @@ void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& 
 }
 
 int runEval(const EvalArgs& a, const GlobalOptions& global) {
-  const std::string policy =
-      a.policy.empty() ? fmt::format("k={},v={}", a.keyScheme, a.valueScheme) : a.policy;
+  const std::string policy = withIndexer(
+      a.policy.empty() ? fmt::format("k={},v={}", a.keyScheme, a.valueScheme) : a.policy,
+      a.indexer);
   auto e = evaluate(a, policy, global);
   if (!e.ok()) {
     fmt::print(stderr, "error: {}\n", e.error().message);
@@ -170,6 +185,7 @@ void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_option("--kv-policy", args.policy, "KV cache policy, e.g. k=q8_0,v=turbo3,boundary=2")
       ->excludes(ctk)
       ->excludes(ctv);
+  addIndexerOption(cmd, args.indexer);
   cmd->add_option("--backend", args.backend, "Backend to run on")
       ->check(CLI::IsMember({"cpu", "vulkan"}))
       ->default_val(args.backend);

@@ -23,6 +23,7 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o) {
                   "KV cache policy, e.g. k=q8_0,v=turbo3,boundary=2,k@5=f16,two_phase,seed=7")
       ->excludes(ctk)
       ->excludes(ctv);
+  addIndexerOption(cmd, o.indexer);
   cmd->add_option("--temp", o.sampler.temperature, "Temperature; 0 = greedy")
       ->default_val(o.sampler.temperature);
   cmd->add_option("--top-k", o.sampler.topK, "Top-k; 0 = off")->default_val(o.sampler.topK);
@@ -38,11 +39,23 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o) {
 }
 
 std::string kvPolicyText(const ModelOptions& o) {
-  if (!o.kvPolicy.empty()) return o.kvPolicy;
+  if (!o.kvPolicy.empty()) return withIndexer(o.kvPolicy, o.indexer);
   std::string text;
   if (!o.cacheTypeK.empty()) text = "k=" + o.cacheTypeK;
   if (!o.cacheTypeV.empty()) text += (text.empty() ? "v=" : ",v=") + o.cacheTypeV;
-  return text;
+  return withIndexer(text, o.indexer);
+}
+
+void addIndexerOption(CLI::App* cmd, std::string& indexer) {
+  cmd->add_option("--indexer", indexer,
+                  "Sparse decode attention: the top TOP_K cached rows by the indexer's score, "
+                  "plus the last WINDOW and first SINKS rows (TOP_K[:WINDOW[:SINKS]], e.g. 512 "
+                  "or 128:64:4)");
+}
+
+std::string withIndexer(std::string policy, const std::string& indexer) {
+  if (indexer.empty()) return policy;
+  return policy + (policy.empty() ? "" : ",") + "indexer=" + indexer;
 }
 
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,

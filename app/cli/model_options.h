@@ -23,6 +23,7 @@ struct ModelOptions {
   std::string cacheTypeK;
   std::string cacheTypeV;
   std::string kvPolicy;
+  std::string indexer;  // --indexer TOP_K[:WINDOW[:SINKS]], added to the policy
   runtime::SamplerConfig sampler;
   uint64_t seed = 0;
   bool seedSet = false;
@@ -32,6 +33,11 @@ struct ModelOptions {
 void addModelOptions(CLI::App* cmd, ModelOptions& options);
 // The KV cache policy text the options ask for ("" = f16).
 std::string kvPolicyText(const ModelOptions& options);
+
+// --indexer on `cmd`, and the policy text with it added as indexer=... (a
+// policy that names its own indexer then fails to parse: given twice).
+void addIndexerOption(CLI::App* cmd, std::string& indexer);
+std::string withIndexer(std::string policy, const std::string& indexer);
 // Opens the model and builds a Session; the error is user-readable.
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& options,
                                                         const GlobalOptions& global);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kv/indexer.h"
 #include "kv/kv_cache.h"
 #include "model/model_config.h"
 
@@ -57,6 +58,21 @@ struct KvLayerError {
   double value = -1.0;
 };
 
+// What the indexer did in one decode step, per layer (kv/indexer.h).
+struct IndexerLayerStep {
+  // [nHeadKv]: the rows each KV head attended, in cache order; an empty list
+  // means every row (the context was within the indexer's budget).
+  std::vector<std::vector<kv::RowRun>> heads;
+  // Diagnostic mode: the share of dense attention's softmax mass on those
+  // rows, averaged over the query heads; negative when not measured.
+  double capturedMass = -1.0;
+};
+
+struct IndexerStep {
+  uint32_t rows = 0;                     // cached rows the step attended over
+  std::vector<IndexerLayerStep> layers;  // [nLayer]; empty: no indexed step yet
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -84,6 +100,18 @@ class Backend {
   // Measured codec error, one entry per layer in layer order; empty when the
   // backend does not measure it.
   virtual std::vector<KvLayerError> kvErrors() const { return {}; }
+
+  // The indexer and sparse V, changed between steps without touching the
+  // cached rows (the sidecar is built from them when the indexer turns on).
+  // A backend without an indexer accepts only options that turn it off.
+  virtual Status setIndexer(const kv::IndexerOptions& options) {
+    if (!options.enabled() && options.sparseV == 0.0f) return okStatus();
+    return makeError(ErrorCode::kUnsupported,
+                     "the {} backend has no sparse attention (indexer, sparse_v) yet", name());
+  }
+  virtual kv::IndexerOptions indexer() const { return {}; }
+  // The last decode step the indexer ran on (empty when it has not).
+  virtual IndexerStep indexerStep() const { return {}; }
 };
 
 }  // namespace kvscope::backend

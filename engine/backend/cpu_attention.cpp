@@ -59,22 +59,16 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
   });
 }
 
-namespace {
-
-using tile::kLanes;
-using tile::kRows;
-
-// y = R x and x = R^T y for a scheme's rotation R, in float: once per query
-// vector and per output, where the reference's double sums would cost more
-// than the attention itself in a long prefill. A Hadamard R = H S / sqrt(d)
-// goes through the fast transform (H is symmetric, so R^T = S H / sqrt(d)).
-void rotate(const kv::KvScheme& s, const float* x, float* y, uint32_t d) {
+void rotateRow(const kv::KvScheme& s, const float* x, float* y) {
   if (const auto signs = s.hadamardSigns(); !signs.empty()) return kv::hadamardRotate(signs, x, y);
+  const uint32_t d = s.dim();
   const auto r = s.rotation();
   for (uint32_t i = 0; i < d; ++i) y[i] = dot(&r[size_t{i} * d], x, d);
 }
-void rotateBack(const kv::KvScheme& s, const float* y, float* x, uint32_t d) {
+
+void rotateRowBack(const kv::KvScheme& s, const float* y, float* x) {
   if (const auto signs = s.hadamardSigns(); !signs.empty()) return kv::hadamardRotateBack(signs, y, x);
+  const uint32_t d = s.dim();
   const auto r = s.rotation();
   std::fill_n(x, d, 0.0f);
   for (uint32_t i = 0; i < d; ++i) {
@@ -84,6 +78,11 @@ void rotateBack(const kv::KvScheme& s, const float* y, float* x, uint32_t d) {
     for (uint32_t j = 0; j < d; ++j) out[j] += yi * row[j];
   }
 }
+
+namespace {
+
+using tile::kLanes;
+using tile::kRows;
 
 // The work of one call: the query vectors of each KV head (token t, head g of
 // the GQA group, numbered t * gqa + g) in groups of kLanes. A job takes
@@ -143,16 +142,37 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   p.n = n;
   p.pos0 = pos0;
   p.groups = (n * p.gqa + kLanes - 1) / kLanes;
+
+  // The rows each KV head reads, in cache order: every visible row, or (an
+  // indexed decode step) the runs its selection lists. A job's rows
+  // [begin, end) count in that order; runStart[h][r] is where run r starts.
+  const auto* selection = options.selection;
+  assert(!selection || (n == 1 && selection->size() == g.nHeadKv));
+  std::vector<std::vector<uint32_t>> runStart(selection ? g.nHeadKv : 0);
+  uint32_t readRows = pos0 + n;  // the most rows a head reads
+  if (selection) {
+    readRows = 0;
+    for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+      uint32_t count = 0;
+      for (const kv::RowRun& r : (*selection)[h]) {
+        runStart[h].push_back(count);
+        count += r.end - r.begin;
+      }
+      readRows = std::max(readRows, (*selection)[h].empty() ? pos0 + n : count);
+    }
+  }
+  const auto sparse = [&](uint32_t h) { return selection && !(*selection)[h].empty(); };
+
   // Enough jobs to keep every thread busy to the end: split positions when
   // there are few groups (decode: one or two per KV head), keeping at least
   // 4 tiles per chunk; else let up to 4 groups share each decoded tile.
   const uint32_t wanted = 4 * pool.size(), groups = p.nHeadKv * p.groups;
   if (groups < wanted) {
-    p.chunks = std::max(1u, std::min((wanted + groups - 1) / groups, (pos0 + n) / (4 * kRows)));
+    p.chunks = std::max(1u, std::min((wanted + groups - 1) / groups, readRows / (4 * kRows)));
   } else {
     p.perJob = std::clamp(groups / (4 * wanted), 1u, kMaxGroupsPerJob);
   }
-  const double macs = 2.0 * n * nHead * (pos0 + n / 2.0) * p.d;
+  const double macs = 2.0 * n * nHead * (selection ? readRows : pos0 + n / 2.0) * p.d;
   const size_t threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : pool.size();
 
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
@@ -206,13 +226,31 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
         sp.last[k][i] = pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
       visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
     }
+    if (sparse(sp.h)) visible = runStart[sp.h].back() + (*selection)[sp.h].back().end -
+                                (*selection)[sp.h].back().begin;
     const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
     sp.begin = std::min(visible, chunk * len);
     sp.end = std::min(visible, sp.begin + len);
     return sp;
   };
-  const auto rowsAt = [&](uint32_t j, uint32_t end) {
-    return std::min({kRows, end - j, pageRows - j % pageRows});
+  // The tile of rows that starts at row j (in the head's order) of a job
+  // ending at `end`: consecutive cached rows from position `pos`, within one
+  // run and one page.
+  struct Tile {
+    uint32_t pos = 0, rows = 0;
+  };
+  const auto tileAt = [&](uint32_t h, uint32_t j, uint32_t end) {
+    Tile t{j, std::min({kRows, end - j})};
+    if (sparse(h)) {
+      const auto& starts = runStart[h];
+      const size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), j) -
+                                           starts.begin()) - 1;
+      const kv::RowRun& run = (*selection)[h][r];
+      t.pos = run.begin + (j - starts[r]);
+      t.rows = std::min(t.rows, run.end - t.pos);
+    }
+    t.rows = std::min(t.rows, pageRows - t.pos % pageRows);
+    return t;
   };
   // Scores of group k of a job: [row - begin][lane].
   const auto scoresOf = [&](const Span& sp, Scratch& s, uint32_t k) {
@@ -231,7 +269,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
         if (roundToF16)
           std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
         if (keys.rotated()) {
-          rotate(keys, s.tmp.data(), qi, p.d);
+          rotateRow(keys, s.tmp.data(), qi);
         } else {
           std::copy_n(s.tmp.data(), p.d, qi);
         }
@@ -243,8 +281,9 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
       std::fill_n(sum[k], kLanes, 0.0f);
     }
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-      rows = rowsAt(j, sp.end);
-      const uint8_t* keyBytes = cache.row(layer, KvPart::kKey, sp.h, j).data();
+      const Tile t = tileAt(sp.h, j, sp.end);
+      rows = t.rows;
+      const uint8_t* keyBytes = cache.row(layer, KvPart::kKey, sp.h, t.pos).data();
       if (!int8Keys) keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
       for (uint32_t k = 0; k < sp.groups; ++k) {
         float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
@@ -255,7 +294,7 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
           tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
                        tile, portable);
         }
-        tile::maskMax(tile, rows, j, sp.last[k], max[k], portable);
+        tile::maskMax(tile, rows, t.pos, sp.last[k], max[k], portable);
       }
     }
     for (uint32_t k = 0; k < sp.groups; ++k)
@@ -263,25 +302,62 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   };
   // Pass 2: weights = exps * factor (rounded to f16 like the reference where
   // it rounds), summed over the V rows into s.acc ([group][lane][stride]).
+  // With sparse V, weights below the threshold become 0 and the rows some
+  // weight remains for are moved to the front of the tile (weights of every
+  // group alike); only they are decoded and summed.
   const auto valuePass = [&](const Span& sp, Scratch& s, const float(*factor)[kLanes]) {
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
     for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-      rows = rowsAt(j, sp.end);
-      valueRows.decode(cache.row(layer, KvPart::kValue, sp.h, j).data(), rows, s.v.data(),
-                       p.stride);
+      const Tile t = tileAt(sp.h, j, sp.end);
+      rows = t.rows;
+      float* tiles[kMaxGroupsPerJob];
       for (uint32_t k = 0; k < sp.groups; ++k) {
-        float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
-        tile::scale(tile, rows, factor[k], roundToF16, portable);
-        tile::accumulate(tile, sp.nq[k], s.v.data(), rows, p.stride,
-                         &s.acc[size_t{k} * kLanes * p.stride], portable);
+        tiles[k] = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+        tile::scale(tiles[k], rows, factor[k], roundToF16, portable);
       }
+      const uint8_t* valueBytes = cache.row(layer, KvPart::kValue, sp.h, t.pos).data();
+      uint32_t kept = rows;
+      if (options.sparseV > 0.0f) {
+        // A weight below the threshold is dropped for its query; a row no
+        // query keeps is skipped.
+        const auto keeps = [&](uint32_t r) {
+          bool any = false;
+          for (uint32_t k = 0; k < sp.groups; ++k) {
+            for (uint32_t i = 0; i < sp.nq[k]; ++i) {
+              float& w = tiles[k][r * kLanes + i];
+              if (w < options.sparseV) w = 0.0f;
+              any |= w != 0.0f;
+            }
+          }
+          return any;
+        };
+        kept = 0;
+        for (uint32_t r = 0; r < rows; ++r) {
+          if (!keeps(r)) continue;
+          // Rows kept in a row decode together.
+          const uint32_t first = r;
+          while (r + 1 < rows && keeps(r + 1)) ++r;
+          const uint32_t count = r + 1 - first;
+          valueRows.decode(valueBytes + size_t{first} * values.rowBytes(), count,
+                           &s.v[size_t{kept} * p.stride], p.stride);
+          for (uint32_t k = 0; k < sp.groups; ++k)
+            std::copy_n(&tiles[k][first * kLanes], count * kLanes, &tiles[k][kept * kLanes]);
+          kept += count;
+        }
+        if (kept == 0) continue;
+      } else {
+        valueRows.decode(valueBytes, rows, s.v.data(), p.stride);
+      }
+      for (uint32_t k = 0; k < sp.groups; ++k)
+        tile::accumulate(tiles[k], sp.nq[k], s.v.data(), kept, p.stride,
+                         &s.acc[size_t{k} * kLanes * p.stride], portable);
     }
   };
   // out = acc, rotated back to the model's space.
   const auto finish = [&](uint32_t h, uint32_t v, const float* acc) {
     float* o = out + vectorRow(h, v);
     if (values.rotated()) {
-      rotateBack(values, acc, o, p.d);
+      rotateRowBack(values, acc, o);
     } else {
       std::copy_n(acc, p.d, o);
     }

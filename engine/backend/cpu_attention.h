@@ -33,8 +33,10 @@
 // the score rounding, eps_w = 2^-11 where the reference rounds weights to f16.
 
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.h"
+#include "kv/indexer.h"
 #include "kv/kv_cache.h"
 
 namespace kvscope::cpu {
@@ -48,7 +50,21 @@ struct AttentionOptions {
   // the CpuBackend does so with int8 products, not as the kExact reference.
   bool int8Queries = false;
   bool portable = false;  // the C++ kernels even where the AVX2 ones are built (tests)
+  // Indexed decode (n == 1, cpu_indexer.h): per KV head, the runs of rows to
+  // attend, in cache order; a head with no runs (or no selection) attends
+  // every visible row. Only the listed rows are decoded.
+  const std::vector<std::vector<kv::RowRun>>* selection = nullptr;
+  // Sparse V: a normalized weight below this is dropped (the others are not
+  // renormalized), so out_i = sum over rows j with w_ij >= sparseV of
+  // w_ij v_j; a V row no query keeps is not decoded. 0: every row.
+  float sparseV = 0.0f;
 };
+
+// y = R x and x = R^T y for the rotation R of a rotated scheme (d = its dim),
+// in float: a Hadamard R through the fast transform, any other R as a dense
+// product.
+void rotateRow(const kv::KvScheme& scheme, const float* x, float* y);
+void rotateRowBack(const kv::KvScheme& scheme, const float* y, float* x);
 
 void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
                uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options = {});

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu_attention.h"
+#include "backend/cpu_indexer.h"
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
@@ -42,6 +43,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
   b->m_errorStride = options.errorStride;
+  KVS_TRY(b->setIndexer(options.indexer));
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
   for (const auto& t : model->all()) {
     if (t.shape.size() != 1) continue;
@@ -87,6 +89,7 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
     // Two-phase: the first decode step compresses the prefilled rows.
     KVS_ASSIGN_OR_RETURN(auto compressed, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
                                                               m_cache->cacheSeed()));
+    compressed->enableIndex(m_indexer);
     KVS_TRY(compressed->appendRecoded(*m_cache));
     measureRecoded(*m_cache, *compressed);
     m_cache = std::move(compressed);
@@ -110,6 +113,12 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
 
   for (uint32_t t = 0; t < n; ++t)
     cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
+  // A decode step with the indexer on attends the rows it selects.
+  const bool indexed = m_indexer.enabled() && n == 1;
+  if (indexed) {
+    m_indexerStep.rows = pos0 + 1;
+    m_indexerStep.layers.resize(c.nLayer);
+  }
 
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const model::LayerWeights& w = m_weights.layers[l];
@@ -136,8 +145,18 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
         store(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
       }
     }
-    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data(),
-                   {.int8Queries = m_matmul == cpu::MatmulPrecision::kInt8Activations});
+    cpu::AttentionOptions attention{.int8Queries = m_matmul == cpu::MatmulPrecision::kInt8Activations,
+                                    .sparseV = m_indexer.sparseV};
+    if (indexed) {
+      IndexerLayerStep& step = m_indexerStep.layers[l];
+      if (cpu::selectLayerRows(*m_cache, l, qb.data(), c.nHead, m_indexer, *m_pool, step.heads))
+        attention.selection = &step.heads;
+      step.capturedMass =
+          !m_indexer.diagnostic ? -1.0
+          : attention.selection ? cpu::capturedMass(*m_cache, l, qb.data(), c.nHead, step.heads, *m_pool)
+                                : 1.0;
+    }
+    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data(), attention);
     cpu::matmul(*w.wo, att, tmp, n, *m_pool, m_matmul);
     for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
 
@@ -170,6 +189,16 @@ void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t inde
   m_decoded.resize(row.size());
   m_cache->read(layer, part, head, index, m_decoded);
   m_errors.add(layer, part, row, m_decoded);
+}
+
+Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
+  if (!(options.sparseV >= 0.0f && options.sparseV < 1.0f))
+    return makeError(ErrorCode::kInvalidArgument, "sparse_v must be in [0, 1), got {}",
+                     options.sparseV);
+  m_indexer = options;
+  m_cache->enableIndex(options);
+  if (!options.enabled()) m_indexerStep = {};
+  return okStatus();
 }
 
 std::vector<KvLayerBytes> CpuBackend::kvBytes() const {

@@ -42,6 +42,10 @@ struct CpuBackendOptions {
   // it cost as much as the encode itself; one position in 16 measures the same
   // error to a few percent, as the Vulkan backend samples it.
   uint32_t errorStride = 16;
+  // Indexed decode and sparse V (kv/indexer.h): with the indexer on, the
+  // cache keeps its sidecar, and each decode step attends, per layer and KV
+  // head, the rows kv::selectRows picks (cpu_indexer.h); prefill stays dense.
+  kv::IndexerOptions indexer;
 };
 
 class CpuBackend final : public Backend {
@@ -59,6 +63,9 @@ class CpuBackend final : public Backend {
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
   std::vector<KvLayerError> kvErrors() const override;
+  Status setIndexer(const kv::IndexerOptions& options) override;
+  kv::IndexerOptions indexer() const override { return m_indexer; }
+  IndexerStep indexerStep() const override { return m_indexerStep; }
 
  private:
   CpuBackend() = default;
@@ -93,6 +100,8 @@ class CpuBackend final : public Backend {
   uint32_t m_contextLimit = 0;
   uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;
+  kv::IndexerOptions m_indexer;
+  IndexerStep m_indexerStep;
 };
 
 }  // namespace kvscope::backend

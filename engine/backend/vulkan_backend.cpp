@@ -202,9 +202,10 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
                  capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
   auto count = [&](const kv::KvScheme& s) {
     const kv::RowLayout& r = s.rowLayout();
-    return kv::KvBytes{streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes,
-                       streams * m_rows * r.paddingBytes,
-                       streams * (capacity - m_rows) * r.total()};
+    return kv::KvBytes{.codes = streams * m_rows * r.codeBytes,
+                       .scales = streams * m_rows * r.scaleBytes,
+                       .padding = streams * m_rows * r.paddingBytes,
+                       .unused = streams * (capacity - m_rows) * r.total()};
   };
   std::vector<KvLayerBytes> layers;
   for (uint32_t l = 0; l < config().nLayer; ++l) {

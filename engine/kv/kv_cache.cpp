@@ -85,6 +85,13 @@ Status KvCache::trim(uint32_t n) {
   if (n > m_rows)
     return makeError(ErrorCode::kInternal, "cannot trim a cache of {} rows to {}", m_rows, n);
   m_rows = n;
+  if (m_index) {
+    // The page left partial is rebuilt from its rows, as appending made it.
+    m_index->truncate(n);
+    for (uint32_t l = 0; l < m_geometry.nLayer; ++l)
+      for (uint32_t h = 0; h < m_geometry.nHeadKv; ++h)
+        for (uint32_t r = m_index->rows(l, h); r < n; ++r) indexRow(l, h, r);
+  }
   const size_t pagesNeeded = (size_t{n} + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage;
   m_pages.resize(pagesNeeded);
   return okStatus();
@@ -134,6 +141,27 @@ void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                     std::span<const float> values) {
   assert(values.size() == m_geometry.headDim);
   scheme(layer, part).encode(values, row(layer, part, head, index));
+  if (m_index && part == KvPart::kKey) indexRow(layer, head, index);
+}
+
+void KvCache::indexRow(uint32_t layer, uint32_t head, uint32_t index) {
+  m_indexRow.resize(m_geometry.headDim);
+  readRotated(layer, KvPart::kKey, head, index, m_indexRow);
+  m_index->add(layer, head, index, m_indexRow.data());
+}
+
+void KvCache::enableIndex(const IndexerOptions& options) {
+  if (!options.enabled()) {
+    m_index.reset();
+    return;
+  }
+  if (m_index && m_index->sketch() == options.sketch && m_index->pageRows() == options.pageRows)
+    return;
+  m_index = std::make_unique<KvIndex>(m_geometry.nLayer, m_geometry.nHeadKv, m_geometry.headDim,
+                                      options.sketch, options.pageRows);
+  for (uint32_t l = 0; l < m_geometry.nLayer; ++l)
+    for (uint32_t h = 0; h < m_geometry.nHeadKv; ++h)
+      for (uint32_t r = 0; r < m_rows; ++r) indexRow(l, h, r);
 }
 
 void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
@@ -151,8 +179,18 @@ void KvCache::readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t i
 KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
   const RowLayout& r = scheme(layer, part).rowLayout();
   const uint64_t streams = m_geometry.nHeadKv;
-  return {streams * m_rows * r.codeBytes, streams * m_rows * r.scaleBytes,
-          streams * m_rows * r.paddingBytes, streams * (capacity() - m_rows) * r.total()};
+  const uint64_t sidecar = m_index && part == KvPart::kKey ? m_index->layerBytes(layer) : 0;
+  return {.codes = streams * m_rows * r.codeBytes,
+          .scales = streams * m_rows * r.scaleBytes,
+          .sidecar = sidecar,
+          .padding = streams * m_rows * r.paddingBytes,
+          .unused = streams * (capacity() - m_rows) * r.total()};
+}
+
+uint64_t KvCache::allocatedBytes() const {
+  uint64_t sidecar = 0;
+  for (uint32_t l = 0; m_index && l < m_geometry.nLayer; ++l) sidecar += m_index->layerBytes(l);
+  return uint64_t{m_pages.size()} * m_pageBytes + sidecar;
 }
 
 KvBytes KvCache::bytes() const {
@@ -162,6 +200,7 @@ KvBytes KvCache::bytes() const {
       const KvBytes b = layerBytes(l, p);
       total.codes += b.codes;
       total.scales += b.scales;
+      total.sidecar += b.sidecar;
       total.padding += b.padding;
       total.unused += b.unused;
     }

@@ -6,6 +6,11 @@
 // Each layer's K and V may use a different scheme (and so row size).
 // trim(n) keeps the first n rows and frees whole pages past them.
 //
+// The indexer's sidecar (kv/kv_index.h), when enabled, is kept beside the
+// pages: every K row written is folded into it, trim() rebuilds its last
+// partial page, and its bytes are a category of their own (KvBytes::sidecar,
+// counted with K). It is not saved: enableIndex() rebuilds it from the rows.
+//
 // Seeds: create() builds the scheme of stream (layer, part) with
 // streamSeed(cacheSeed, layer, part); the cache seed is recorded and saved.
 //
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kv/kv_index.h"
 #include "kv/kv_scheme.h"
 
 namespace kvscope::kv {
@@ -46,9 +52,12 @@ struct LayerSchemes {
 struct KvBytes {
   uint64_t codes = 0;
   uint64_t scales = 0;
+  uint64_t sidecar = 0;  // the indexer's page bounds (K only)
   uint64_t padding = 0;  // layout padding inside rows
   uint64_t unused = 0;   // allocated page rows not yet filled
-  uint64_t total() const { return codes + scales + padding + unused; }
+  // What the cached rows take: everything but `unused`.
+  uint64_t used() const { return codes + scales + sidecar + padding; }
+  uint64_t total() const { return used() + unused; }
 };
 
 class KvCache {
@@ -99,11 +108,18 @@ class KvCache {
   void readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                    std::span<float> values) const;
 
+  // Turns the indexer's sidecar on in the format `options` asks for (built
+  // from the cached rows; kept when it already has that format) or, when the
+  // indexer is off, frees it.
+  void enableIndex(const IndexerOptions& options);
+  // The sidecar; null when off.
+  const KvIndex* index() const { return m_index.get(); }
+
   // Accounting of one layer or the whole cache (from the schemes' row
   // layouts); bytes().total() == allocatedBytes().
   KvBytes layerBytes(uint32_t layer, KvPart part) const;
   KvBytes bytes() const;
-  uint64_t allocatedBytes() const { return uint64_t{m_pages.size()} * m_pageBytes; }
+  uint64_t allocatedBytes() const;
   // What the same rows would take at f16, for the compression ratio.
   uint64_t f16EquivalentBytes() const;
 
@@ -114,6 +130,8 @@ class KvCache {
 
  private:
   size_t streamOffset(uint32_t layer, KvPart part, uint32_t head) const;
+  // Folds stored K row `index` of (layer, head) into the sidecar.
+  void indexRow(uint32_t layer, uint32_t head, uint32_t index);
 
   KvGeometry m_geometry;
   uint64_t m_cacheSeed = kDefaultCacheSeed;
@@ -122,6 +140,8 @@ class KvCache {
   size_t m_pageBytes = 0;
   std::vector<std::unique_ptr<uint8_t[]>> m_pages;
   uint32_t m_rows = 0;
+  std::unique_ptr<KvIndex> m_index;
+  std::vector<float> m_indexRow;  // [headDim]: a K row decoded for the sidecar
 };
 
 }  // namespace kvscope::kv

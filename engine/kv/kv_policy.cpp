@@ -1,6 +1,8 @@
 #include "kv/kv_policy.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -97,9 +99,10 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     const size_t at = key.find('@');
     const std::string_view base = key.substr(0, at);
     if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
-        base != "seed") {
+        base != "seed" && base != "indexer" && base != "indexer_scorer" && base != "sparse_v") {
       return badItem(item,
-                     "unknown key (known: k, v, kv, k@L, v@L, kv@L, boundary, two_phase, seed)");
+                     "unknown key (known: k, v, kv, k@L, v@L, kv@L, boundary, two_phase, seed, "
+                     "indexer, indexer_scorer, sparse_v)");
     }
     if (at == std::string_view::npos && !seen.emplace(key).second)
       return badItem(item, "given twice");
@@ -110,6 +113,22 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
       continue;
     }
     if (eq == std::string_view::npos || value.empty()) return badItem(item, "missing '=value'");
+    if (base == "indexer" || base == "indexer_scorer" || base == "sparse_v") {
+      if (at != std::string_view::npos) return badItem(item, "applies to every layer");
+      if (base != "sparse_v") {
+        auto st = base == "indexer" ? IndexerOptions::parseInto(value, p.attention)
+                                    : IndexerOptions::parseScorer(value, p.attention);
+        if (!st.ok()) return badItem(item, st.error().message);
+        continue;
+      }
+      const std::string number(value);
+      char* end = nullptr;
+      const float tau = std::strtof(number.c_str(), &end);
+      if (end != number.c_str() + number.size() || !(tau >= 0.0f && tau < 1.0f))
+        return badItem(item, "sparse_v must be a weight in [0, 1), e.g. 0.001");
+      p.attention.sparseV = tau;
+      continue;
+    }
     if (base == "seed") {
       if (at != std::string_view::npos || !parseNumber(value, p.seed))
         return badItem(item, "seed must be an unsigned 64-bit number");
@@ -159,7 +178,23 @@ std::string KvPolicy::toString() const {
   }
   if (twoPhase) s += ",two_phase";
   if (seed != kDefaultCacheSeed) s += fmt::format(",seed={:#x}", seed);
+  if (attention.enabled()) s += ",indexer=" + attention.selectionText();
+  if (attention.scorerText() != IndexerOptions{}.scorerText())
+    s += ",indexer_scorer=" + attention.scorerText();
+  if (attention.sparseV > 0.0f) s += fmt::format(",sparse_v={}", attention.sparseV);
   return s;
+}
+
+bool KvPolicy::sameCache(const KvPolicy& other) const {
+  const auto overridesEqual = [](const Override& a, const Override& b) {
+    return a.first == b.first && a.last == b.last && a.key == b.key && a.value == b.value &&
+           a.scheme == b.scheme;
+  };
+  return key == other.key && value == other.value && boundary == other.boundary &&
+         (boundary == 0 || boundaryScheme == other.boundaryScheme) &&
+         std::equal(overrides.begin(), overrides.end(), other.overrides.begin(),
+                    other.overrides.end(), overridesEqual) &&
+         twoPhase == other.twoPhase && seed == other.seed;
 }
 
 Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) const {

@@ -13,7 +13,13 @@
 //   two_phase         f16 during prefill; compress everything at the first
 //                     decode step, then encode each new row
 //   seed=N            the cache seed (decimal or 0x hex) of rotated schemes
+//   indexer=K[:W[:S]] indexed decode: the top K rows by the sidecar's score,
+//                     plus the last W and the first S rows (kv/indexer.h)
+//   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64, row4
+//   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
 //
+// indexer and sparse_v choose how attention reads the cache, not what it
+// holds: a backend changes them without re-encoding (Backend::setIndexer).
 // Precedence: k/v/kv, then boundary, then per-layer overrides in the order
 // written (later wins). Example: "k=q8_0,v=turbo3,boundary=2,k@5=f16".
 // The empty string is f16 everywhere.
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kv/indexer.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_scheme.h"
 
@@ -65,6 +72,7 @@ struct KvPolicy {
   std::vector<Override> overrides;
   bool twoPhase = false;
   uint64_t seed = kDefaultCacheSeed;
+  IndexerOptions attention;  // indexer and sparse_v (diagnostic is not part of the text)
 
   // Errors (kInvalidArgument) name the offending item.
   static Expected<KvPolicy> parse(std::string_view text);
@@ -72,6 +80,9 @@ struct KvPolicy {
   std::string toString() const;
   // (K, V) scheme names per layer.
   Expected<std::vector<LayerSchemes>> resolve(const KvTarget& target) const;
+  // Whether `other` stores the same rows (schemes, seed, two_phase): then only
+  // the attention options differ and no re-encode is needed.
+  bool sameCache(const KvPolicy& other) const;
 };
 
 // The recommended compressed policy: q8_0 keys (softmax amplifies K error),

@@ -49,6 +49,8 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   }
   BackendChoice choice = requested;
   choice.kind = kind;
+  kv::IndexerOptions attention = policy.attention;
+  attention.diagnostic = choice.indexerDiagnostic;
   if (choice.kind == "cpu") {
     KVS_ASSIGN_OR_RETURN(auto b,
                          backend::CpuBackend::create(model, {.contextLimit = choice.contextLimit,
@@ -56,12 +58,16 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                                                              .kvSchemes = std::move(schemes),
                                                              .kvSeed = policy.seed,
                                                              .twoPhase = policy.twoPhase,
-                                                             .matmul = choice.matmul}));
+                                                             .matmul = choice.matmul,
+                                                             .indexer = attention}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
   if (policy.twoPhase)
     return makeError(ErrorCode::kUnsupported,
                      "the KV cache option two_phase runs on the cpu backend only");
+  if (attention.enabled() || attention.sparseV > 0.0f)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache options indexer and sparse_v run on the cpu backend only");
   KVS_ASSIGN_OR_RETURN(auto b,
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
                                                               .device = choice.device,

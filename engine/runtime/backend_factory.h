@@ -24,6 +24,9 @@ struct BackendChoice {
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kInt8Activations;
   bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
   std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
+  // The indexer's diagnostic mode (kv::IndexerOptions::diagnostic): dense
+  // scores too, to report the attention mass each selection captured.
+  bool indexerDiagnostic = false;
   // Vet the Vulkan device against the CPU backend before using it (runtime/
   // device_vetting.h); a device that fails gets the CPU backend instead.
   bool vetDevice = true;

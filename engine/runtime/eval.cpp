@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kv/kv_policy.h"
+#include "runtime/indexer_snapshot.h"
 
 namespace kvscope::runtime {
 namespace {
@@ -38,6 +39,7 @@ int32_t argmax(std::span<const float> v) {
 struct ForcedRun {
   std::vector<float> logits;
   uint32_t vocab = 0;
+  IndexerTally indexer;  // the indexed steps
   std::span<const float> step(size_t s) const { return {logits.data() + s * vocab, vocab}; }
 };
 
@@ -57,7 +59,9 @@ Expected<ForcedRun> forcedRun(backend::Backend& b, std::span<const int32_t> toke
   KVS_TRY(b.forward({tokens.first(prefill)}, logits));
   for (size_t s = 0; s < steps; ++s) {
     std::copy(logits.last().begin(), logits.last().end(), run.logits.begin() + s * run.vocab);
-    if (s + 1 < steps) KVS_TRY(b.forward({tokens.subspan(prefill + s, 1)}, logits));
+    if (s + 1 == steps) break;
+    KVS_TRY(b.forward({tokens.subspan(prefill + s, 1)}, logits));
+    if (b.indexer().enabled()) run.indexer.add(b.indexerStep());
   }
   return run;
 }
@@ -82,7 +86,7 @@ double roundTripError(const kv::KvScheme& scheme, std::span<const float> rows) {
 }
 
 double bitsPerValue(const kv::KvBytes& bytes, uint64_t values) {
-  return values ? 8.0 * static_cast<double>(bytes.codes + bytes.scales + bytes.padding) /
+  return values ? 8.0 * static_cast<double>(bytes.used()) /
                       static_cast<double>(values)
                 : 0.0;
 }
@@ -199,6 +203,8 @@ Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> mo
       r.layers.back().valueRunError = runErrors[l].value;
     }
   }
+  r.rowsRead = run.indexer.rowsRead();
+  r.capturedMass = run.indexer.capturedMass();
   summarize(r);
   return r;
 }

@@ -66,6 +66,13 @@ struct EvalResult {
   double top1 = 0.0;  // share of steps whose argmax agrees
   double ppl = 0.0, pplF16 = 0.0;
   double bitsPerValueK = 0.0, bitsPerValueV = 0.0;  // mean over layers
+  // With the indexer on (forced steps are decode steps, so it runs on each):
+  // the share of the rows each layer attended, and in diagnostic mode
+  // (BackendChoice::indexerDiagnostic) the share of dense attention's mass
+  // the selection captured, both averaged over steps and layers; negative
+  // without the indexer.
+  double rowsRead = -1.0;
+  double capturedMass = -1.0;
 };
 
 // Runs the f16 and the `test` policy on `tokens` (at least prefill + 2 ids,

@@ -1,17 +1,9 @@
 #include "runtime/kv_snapshot.h"
 
 namespace kvscope::runtime {
-namespace {
-
-uint64_t used(const kv::KvBytes& b) {
-  return b.codes + b.scales + b.padding;
-}
-
-}  // namespace
-
 uint64_t KvSnapshot::usedBytes() const {
   uint64_t total = 0;
-  for (const auto& l : layers) total += used(l.key) + used(l.value);
+  for (const auto& l : layers) total += l.key.used() + l.value.used();
   return total;
 }
 
@@ -37,8 +29,14 @@ KvSnapshot snapshotKv(const backend::Backend& backend) {
     KvLayerSnapshot layer;
     layer.keyScheme = std::string(l.key->name());
     layer.valueScheme = std::string(l.value->name());
-    layer.keyBitsPerValue = l.key->bitsPerValue();
-    layer.valueBitsPerValue = l.value->bitsPerValue();
+    // From the bytes held, so the indexer's sidecar counts with K; the
+    // schemes' own figure before any row is cached.
+    const auto bits = [&](const kv::KvBytes& b, const kv::KvScheme& scheme) {
+      return streams ? 8.0 * static_cast<double>(b.used()) / static_cast<double>(streams * scheme.dim())
+                     : scheme.bitsPerValue();
+    };
+    layer.keyBitsPerValue = bits(l.keyBytes, *l.key);
+    layer.valueBitsPerValue = bits(l.valueBytes, *l.value);
     layer.key = l.keyBytes;
     layer.value = l.valueBytes;
     layer.f16Bytes = streams * (l.key->dim() + l.value->dim()) * 2;

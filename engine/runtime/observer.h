@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "runtime/indexer_snapshot.h"
 #include "runtime/kv_snapshot.h"
 
 namespace kvscope::runtime {
@@ -45,6 +46,9 @@ class Observer {
   // The KV cache after a step: at most every kKvSnapshotInterval while decoding,
   // and always once when a generation ends.
   virtual void onKv(const KvSnapshot& snapshot) { (void)snapshot; }
+  // The indexer's last decode step, with the same cadence as onKv, while the
+  // indexer is on.
+  virtual void onIndexer(const IndexerSnapshot& snapshot) { (void)snapshot; }
 };
 
 }  // namespace kvscope::runtime

@@ -72,7 +72,17 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const model::ModelConfig& c = m_backend->config();
   KVS_TRY(parsed.resolve({c.architecture, c.nLayer}));
+  kv::IndexerOptions attention = parsed.attention;
+  attention.diagnostic = m_backend->indexer().diagnostic;
+  if (auto current = kv::KvPolicy::parse(m_kvPolicy); current.ok() && current->sameCache(parsed)) {
+    // Only how attention reads the cache changes: no re-encode.
+    KVS_TRY(m_backend->setIndexer(attention));
+    m_kvPolicy = std::string(policy);
+    report(observer);
+    return okStatus();
+  }
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
+  KVS_TRY(next->setIndexer(attention));
   // The history is the conversation as the model saw it; the new cache is
   // built the way a fresh session would build it, so both hold the same rows.
   const std::span<const int32_t> tokens(m_history);
@@ -89,8 +99,20 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
   }
   m_backend = std::move(next);
   m_kvPolicy = std::string(policy);
-  if (observer) observer->onKv(snapshotKv(*m_backend));
+  report(observer);
   return okStatus();
+}
+
+Status Session::setIndexerDiagnostic(bool on) {
+  kv::IndexerOptions options = m_backend->indexer();
+  options.diagnostic = on;
+  return m_backend->setIndexer(options);
+}
+
+void Session::report(Observer* observer) const {
+  if (!observer) return;
+  observer->onKv(snapshotKv(*m_backend));
+  if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));
 }
 
 // Reuses the cached prefix, trims the rest and runs the new prompt tokens in
@@ -143,7 +165,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
   KVS_TRY(prefill(prompt, options, observer, logits, stats));
   // The inspector follows the cache while decoding, at a rate a person can read.
   auto lastKv = Clock::now();
-  if (observer) observer->onKv(snapshotKv(*m_backend));
+  report(observer);
   tokenizer::IncrementalDecoder decoder(m_tokenizer, {.stripLeadingSpace = false});
   result.stop = StopReason::kMaxTokens;
   while (result.tokens.size() < options.maxTokens) {
@@ -178,7 +200,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     if (observer) {
       observer->onStep(stats);
       if (Clock::now() - lastKv >= kKvSnapshotInterval) {
-        observer->onKv(snapshotKv(*m_backend));
+        report(observer);
         lastKv = Clock::now();
       }
     }
@@ -188,7 +210,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
   if (observer && !tail.empty()) observer->onToken(tail, -1);
   stats.generatedTokens = static_cast<uint32_t>(result.tokens.size());
   stats.cachedTokens = m_backend->cachedTokens();
-  if (observer) observer->onKv(snapshotKv(*m_backend));
+  report(observer);
   return result;
 }
 

@@ -83,11 +83,18 @@ class Session {
   // request during the re-encode keeps the current backend and cache as they
   // were. The old and new backend coexist during the switch (twice the
   // weights' memory on a device).
+  // A policy that differs only in its attention options (indexer, sparse_v)
+  // applies at once, without re-encoding.
   Status setKvPolicy(std::string_view policy, Observer* observer = nullptr, uint32_t chunk = 256);
+  // The indexer's diagnostic mode (dense scores too, for the captured mass);
+  // kept across policy switches.
+  Status setIndexerDiagnostic(bool on);
 
  private:
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
+  // onKv, and onIndexer while the indexer is on.
+  void report(Observer* observer) const;
 
   std::shared_ptr<const model::ModelFile> m_model;
   std::unique_ptr<backend::Backend> m_backend;

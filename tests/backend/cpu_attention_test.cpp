@@ -35,6 +35,7 @@
 #include "backend/cpu_kv_rows.h"
 #include "core/float_convert.h"
 #include "kv/kv_cache.h"
+#include "kv/rotation.h"
 #include "kv/kv_scheme.h"
 #include "support/test_support.h"
 
@@ -282,6 +283,156 @@ TEST(CpuAttention, SingleVisibleRowReturnsItsValue) {
   for (const char* scheme : {"f16", "q8_0", "turbo4"}) {
     EXPECT_LT(checkCase({scheme, scheme, 64, 2, 1, 0, 256}, pool), 1.0) << scheme;
     EXPECT_LT(checkCase({scheme, scheme, 64, 4, 3, 0, 256}, pool), 1.0) << scheme;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Indexed decode: one query over the runs each KV head selected (pages of 48
+// rows, so runs cross page ends) equals dense attention over a cache that
+// holds only those rows (copied byte for byte), within the bound above. One
+// head attends everything (an empty list), the other a few runs.
+TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
+  ThreadPool pool(2);
+  constexpr uint32_t kHeadsKv = 2, kRows = 700;
+  const std::vector<std::vector<kv::RowRun>> selection = {
+      {{0, 4}, {100, 164}, {300, 301}, {470, 530}, {640, 700}}, {}};
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"f16", "f16"}, {"q8_0", "turbo4"}, {"turbo3", "q4_0"}, {"fp8", "affine4"}}) {
+    for (uint32_t d : {64u, 80u, 128u}) {
+      for (uint32_t gqa : {1u, 4u}) {
+        const kv::LayerSchemes schemes{key, value};
+        auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+        ASSERT_TRUE(made.ok());
+        kv::KvCache& cache = **made;
+        ASSERT_TRUE(cache.append(kRows).ok());
+        const auto x = randomFloats(size_t{kRows} * kHeadsKv * d * 2, 31 + d, -3.0f, 3.0f);
+        for (uint32_t j = 0; j < kRows; ++j)
+          for (uint32_t h = 0; h < kHeadsKv; ++h)
+            for (KvPart part : {KvPart::kKey, KvPart::kValue})
+              cache.write(0, part, h, j,
+                          std::span(x).subspan(((size_t{j} * kHeadsKv + h) * 2 +
+                                                static_cast<size_t>(part)) * d, d));
+        const uint32_t nHead = kHeadsKv * gqa;
+        const auto q = randomFloats(size_t{nHead} * d, 17 + d, -2.0f, 2.0f);
+        for (bool portable : {false, true}) {
+          std::vector<float> got(q.size(), NAN);
+          cpu::attention(cache, 0, q.data(), 1, kRows - 1, nHead, pool, got.data(),
+                         {.portable = portable, .selection = &selection});
+          for (uint32_t h = 0; h < kHeadsKv; ++h) {
+            // The head's rows alone, in a one-head cache of the same schemes.
+            std::vector<kv::RowRun> runs = selection[h];
+            if (runs.empty()) runs = {{0, kRows}};
+            auto alone = kv::KvCache::create({1, 1, d, 48}, std::span(&schemes, 1), 5);
+            ASSERT_TRUE(alone.ok());
+            ASSERT_TRUE((*alone)->append(kv::rowCount(runs)).ok());
+            uint32_t at = 0;
+            for (const kv::RowRun& r : runs)
+              for (uint32_t j = r.begin; j < r.end; ++j, ++at)
+                for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+                  const auto from = cache.row(0, part, h, j);
+                  std::copy(from.begin(), from.end(), (*alone)->row(0, part, 0, at).begin());
+                }
+            const std::vector<float> qh(q.begin() + size_t{h} * gqa * d,
+                                        q.begin() + size_t{h + 1} * gqa * d);
+            std::vector<float> want(qh.size());
+            cpu::attentionReference(**alone, 0, qh.data(), 1, at - 1, gqa, pool, want.data());
+            const auto bound = errorBound(**alone, {key, value, d, gqa, 1, at - 1, 48}, qh, gqa,
+                                          false);
+            for (size_t i = 0; i < want.size(); ++i) {
+              ASSERT_LE(std::fabs(double{got[size_t{h} * gqa * d + i]} - want[i]), bound[i])
+                  << key << "/" << value << " d=" << d << " gqa=" << gqa << " head " << h
+                  << (portable ? " portable" : "") << " value " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Sparse V drops each weight below the threshold and keeps the rest as they
+// are: the oracle sums w_j v_j in double over the rows whose weight (for that
+// query) reaches it. The threshold sits halfway in a gap of the weights, so
+// float rounding cannot move a row across it.
+TEST(CpuAttention, SparseVDropsTheWeightsBelowTheThreshold) {
+  ThreadPool pool(2);
+  constexpr uint32_t kRows = 300, d = 64, gqa = 2;
+  for (const char* scheme : {"q8_0", "turbo4"}) {
+    const kv::LayerSchemes schemes{scheme, scheme};
+    auto made = kv::KvCache::create({1, 1, d, 64}, std::span(&schemes, 1), 5);
+    ASSERT_TRUE(made.ok());
+    kv::KvCache& cache = **made;
+    ASSERT_TRUE(cache.append(kRows).ok());
+    const auto x = randomFloats(size_t{kRows} * d * 2, 8, -3.0f, 3.0f);
+    for (uint32_t j = 0; j < kRows; ++j) {
+      cache.write(0, KvPart::kKey, 0, j, std::span(x).subspan(size_t{j} * 2 * d, d));
+      cache.write(0, KvPart::kValue, 0, j, std::span(x).subspan((size_t{j} * 2 + 1) * d, d));
+    }
+    const auto q = randomFloats(size_t{gqa} * d, 9, -2.0f, 2.0f);
+    const kv::KvScheme& ks = cache.scheme(0, KvPart::kKey);
+    const kv::KvScheme& vs = cache.scheme(0, KvPart::kValue);
+    // Weights per query head, in double, over rotated rows.
+    std::vector<std::vector<double>> w(gqa, std::vector<double>(kRows));
+    std::vector<float> row(d), qr(d);
+    for (uint32_t h = 0; h < gqa; ++h) {
+      std::vector<float> qh(q.begin() + h * d, q.begin() + (h + 1) * d);
+      if (ks.rotated()) {
+        kv::rotateVector(ks.rotation(), qh, qr);
+      } else {
+        qr = qh;
+      }
+      double top = -INFINITY, sum = 0;
+      for (uint32_t j = 0; j < kRows; ++j) {
+        cache.readRotated(0, KvPart::kKey, 0, j, row);
+        double s = 0;
+        for (uint32_t i = 0; i < d; ++i) s += double{qr[i]} * row[i];
+        top = std::max(top, w[h][j] = s / std::sqrt(double{d}));
+      }
+      for (double& v : w[h]) sum += (v = std::exp(v - top));
+      for (double& v : w[h]) v /= sum;
+    }
+    std::vector<double> sorted = w[0];
+    sorted.insert(sorted.end(), w[1].begin(), w[1].end());
+    std::sort(sorted.begin(), sorted.end());
+    // The widest relative gap among the weights between 1e-4 and 1e-2.
+    double tau = 0, gap = 0;
+    for (size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i - 1] > 1e-4 && sorted[i] < 1e-2 && sorted[i] / sorted[i - 1] > gap) {
+        gap = sorted[i] / sorted[i - 1];
+        tau = std::sqrt(sorted[i] * sorted[i - 1]);
+      }
+    ASSERT_GT(gap, 1.001);
+    std::vector<float> got(q.size());
+    cpu::attention(cache, 0, q.data(), 1, kRows - 1, gqa, pool, got.data(),
+                   {.sparseV = static_cast<float>(tau)});
+    uint32_t dropped = 0;
+    for (uint32_t h = 0; h < gqa; ++h) {
+      std::vector<double> acc(d, 0.0), scale(d, 0.0);
+      for (uint32_t j = 0; j < kRows; ++j) {
+        cache.readRotated(0, KvPart::kValue, 0, j, row);
+        for (uint32_t i = 0; i < d; ++i) scale[i] += w[h][j] * std::fabs(row[i]);
+        if (w[h][j] < tau) {
+          ++dropped;
+          continue;
+        }
+        for (uint32_t i = 0; i < d; ++i) acc[i] += w[h][j] * row[i];
+      }
+      std::vector<float> accF(acc.begin(), acc.end()), want(d);
+      if (vs.rotated()) {
+        kv::rotateVectorBack(vs.rotation(), accF, want);
+      } else {
+        want = accF;
+      }
+      double scaleMax = *std::max_element(scale.begin(), scale.end());
+      for (uint32_t i = 0; i < d; ++i)
+        EXPECT_NEAR(got[h * d + i], want[i], 1e-5 * scaleMax + 1e-6) << scheme << " head " << h;
+    }
+    EXPECT_GT(dropped, kRows / 4) << "the threshold drops rows";
   }
 }
 

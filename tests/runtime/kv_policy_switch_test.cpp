@@ -71,9 +71,14 @@ class CountingObserver : public runtime::Observer {
     ++calls;
   }
   void onKv(const runtime::KvSnapshot& s) override { snapshot = s; }
+  void onIndexer(const runtime::IndexerSnapshot& s) override {
+    indexer = s;
+    ++indexerCalls;
+  }
   uint32_t last = 0, total = 0;
-  int calls = 0;
+  int calls = 0, indexerCalls = 0;
   runtime::KvSnapshot snapshot;
+  runtime::IndexerSnapshot indexer;
 };
 
 class KvPolicySwitchTest : public ::testing::Test {
@@ -129,6 +134,46 @@ TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestores
   auto more = s.generate(prompt, greedy(4));
   ASSERT_TRUE(more.ok());
   EXPECT_EQ(more->stats.reusedTokens, history.size());
+}
+
+// The indexer and sparse_v change how attention reads the cache, not what it
+// holds: switching them is immediate (no backend built, no progress) and the
+// sidecar's bytes come and go in the accounting.
+TEST_F(KvPolicySwitchTest, IndexerOptionsApplyWithoutReEncoding) {
+  auto p = openProbe("k=q8_0,v=turbo3");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  auto reply = s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(12));
+  ASSERT_TRUE(reply.ok());
+  CountingObserver observer;
+  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=turbo3,indexer=16:4:1,sparse_v=0.001", &observer).ok());
+  EXPECT_EQ(p->factoryCalls, 0) << "no re-encode";
+  EXPECT_EQ(observer.calls, 0) << "no progress to report";
+  EXPECT_EQ(s.backend().indexer().topK, 16u);
+  EXPECT_FLOAT_EQ(s.backend().indexer().sparseV, 0.001f);
+  EXPECT_EQ(observer.indexerCalls, 1);
+  uint64_t sidecar = 0;
+  for (const auto& l : observer.snapshot.layers) sidecar += l.key.sidecar + l.value.sidecar;
+  EXPECT_GT(sidecar, 0u) << "the sidecar is counted";
+  // Decoding reports the selection, and diagnostic mode the captured mass.
+  ASSERT_TRUE(s.setIndexerDiagnostic(true).ok());
+  std::vector<int32_t> prompt = s.history();
+  prompt.push_back(reply->tokens.back());
+  ASSERT_TRUE(s.generate(prompt, greedy(8), &observer).ok());
+  const runtime::IndexerSnapshot& last = observer.indexer;
+  ASSERT_EQ(last.step.layers.size(), s.config().nLayer);
+  EXPECT_EQ(last.step.rows, s.backend().cachedTokens());
+  for (const auto& layer : last.step.layers) {
+    EXPECT_GT(layer.capturedMass, 0.0);
+    EXPECT_LE(layer.capturedMass, 1.0 + 1e-9);
+    for (const auto& runs : layer.heads) EXPECT_FALSE(runs.empty()) << "more rows than the budget";
+  }
+  // Off again: the same backend, no sidecar.
+  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=turbo3", &observer).ok());
+  EXPECT_EQ(p->factoryCalls, 0);
+  EXPECT_FALSE(s.backend().indexer().enabled());
+  EXPECT_TRUE(s.backend().indexer().diagnostic) << "the diagnostic mode is the session's";
+  for (const auto& l : observer.snapshot.layers) EXPECT_EQ(l.key.sidecar, 0u);
 }
 
 TEST_F(KvPolicySwitchTest, InvalidPolicyFailsBeforeAnyWork) {

@@ -1,0 +1,33 @@
+#pragma once
+// The indexer on the CPU backend (kv/indexer.h, kv/kv_index.h): for a decode
+// step, per KV head of a layer, the sidecar pages are scored against the
+// query heads of its GQA group (a page's score is the highest of their
+// bounds, so a page one head needs is kept for all), and kv::selectRows picks
+// the rows; cpu::attention then reads only those (AttentionOptions::selection).
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/indexer.h"
+#include "kv/kv_cache.h"
+
+namespace kvscope::cpu {
+
+// One layer's selection: per KV head, the runs of rows it attends, in cache
+// order; an empty list attends every row.
+using LayerSelection = std::vector<std::vector<kv::RowRun>>;
+
+// q: the decode query, [nHead][headDim], at the cache's last row (it sees
+// every row). The cache's sidecar must be on. Fills out ([nHeadKv]) and
+// returns whether some head attends fewer than all rows.
+bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
+                     const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out);
+
+// The share of dense attention's softmax mass that falls on the selected
+// rows, averaged over the query heads (diagnostic mode): every key row is
+// decoded and scored in float32, the softmax summed in double.
+double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
+                    const LayerSelection& selection, ThreadPool& pool);
+
+}  // namespace kvscope::cpu

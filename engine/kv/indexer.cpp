@@ -1,0 +1,122 @@
+#include "kv/indexer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvscope::kv {
+namespace {
+
+bool parseCount(std::string_view s, uint32_t& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+Status IndexerOptions::parseInto(std::string_view text, IndexerOptions& out) {
+  if (text == "off") {
+    out.topK = 0;
+    return okStatus();
+  }
+  uint32_t fields[3] = {0, out.window, out.sinks};
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t colon = std::min(text.find(':', start), text.size());
+    if (!parseCount(text.substr(start, colon - start), fields[i])) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "indexer '{}': expected TOP_K[:WINDOW[:SINKS]] with whole numbers of rows, "
+                       "e.g. 512 or 256:64:4 (or 'off')",
+                       text);
+    }
+    start = colon + 1;
+    if (colon == text.size()) break;
+    if (i == 2)
+      return makeError(ErrorCode::kInvalidArgument,
+                       "indexer '{}': at most three fields, TOP_K:WINDOW:SINKS", text);
+  }
+  out.topK = fields[0];
+  out.window = fields[1];
+  out.sinks = fields[2];
+  return okStatus();
+}
+
+std::string IndexerOptions::selectionText() const {
+  if (!enabled()) return "off";
+  return fmt::format("{}:{}:{}", topK, window, sinks);
+}
+
+Status IndexerOptions::parseScorer(std::string_view name, IndexerOptions& out) {
+  if (name == "row4") {
+    out.sketch = IndexSketch::kRow4;
+    out.pageRows = 1;
+    return okStatus();
+  }
+  for (uint32_t rows : {16u, 32u, 64u}) {
+    if (name == fmt::format("bounds{}", rows)) {
+      out.sketch = IndexSketch::kBounds;
+      out.pageRows = rows;
+      return okStatus();
+    }
+  }
+  return makeError(ErrorCode::kInvalidArgument,
+                   "unknown indexer scorer '{}' (bounds16, bounds32, bounds64 or row4)", name);
+}
+
+std::string IndexerOptions::scorerText() const {
+  return sketch == IndexSketch::kRow4 ? "row4" : fmt::format("bounds{}", pageRows);
+}
+
+bool selectRows(const IndexerOptions& options, uint32_t rows, const float* pageScores,
+                std::vector<RowRun>& out) {
+  out.clear();
+  if (!options.enabled() || rows == 0) return false;
+  const uint32_t pages = (rows + options.pageRows - 1) / options.pageRows;
+  const uint32_t sinkEnd = std::min(options.sinks, rows);
+  const uint32_t windowBegin = rows - std::min(options.window, rows);
+  if (sinkEnd >= windowBegin) return false;  // sinks and window hold every row
+  // Pages with a row outside sinks and window compete for the budget.
+  const auto pageBegin = [&](uint32_t p) { return p * options.pageRows; };
+  const auto pageEnd = [&](uint32_t p) { return std::min(rows, (p + 1) * options.pageRows); };
+  std::vector<uint32_t> candidates;
+  for (uint32_t p = 0; p < pages; ++p)
+    if (pageEnd(p) > sinkEnd && pageBegin(p) < windowBegin) candidates.push_back(p);
+  const size_t wanted = (size_t{options.topK} + options.pageRows - 1) / options.pageRows;
+  if (wanted >= candidates.size()) return false;
+  // Highest score first, then the lower page; a NaN score ranks lowest.
+  const auto key = [&](uint32_t p) {
+    const float s = pageScores[p];
+    return std::isnan(s) ? -INFINITY : s;
+  };
+  const auto better = [&](uint32_t a, uint32_t b) {
+    const float ka = key(a), kb = key(b);
+    return ka > kb || (ka == kb && a < b);
+  };
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<ptrdiff_t>(wanted),
+                   candidates.end(), better);
+  candidates.resize(wanted);
+  std::sort(candidates.begin(), candidates.end());
+  // Runs in cache order: sinks, the picked pages, the window; touching runs merge.
+  const auto add = [&](uint32_t begin, uint32_t end) {
+    if (begin >= end) return;
+    if (!out.empty() && begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, end);
+    } else {
+      out.push_back({begin, end});
+    }
+  };
+  add(0, sinkEnd);
+  for (uint32_t p : candidates) add(pageBegin(p), pageEnd(p));
+  add(windowBegin, rows);
+  return true;
+}
+
+uint32_t rowCount(const std::vector<RowRun>& runs) {
+  uint32_t n = 0;
+  for (const RowRun& r : runs) n += r.end - r.begin;
+  return n;
+}
+
+}  // namespace kvscope::kv

@@ -1,0 +1,72 @@
+#pragma once
+// The indexer's settings and its row selection (KV_CODECS.md, Indexed
+// attention). Each decode step, per layer and KV head, every page of cached
+// rows gets a score from the sidecar (kv/kv_index.h); the rows attended are
+//   the first `sinks` rows  +  the last `window` rows  +  the best pages,
+// ceil(topK / pageRows) of them, among the pages not wholly inside sinks or
+// window. A page is pageRows consecutive rows (1 for a per-row sketch). selectRows() is that rule, the one both backends follow: pages are
+// ranked by score, highest first, ties broken by the lower page index (the
+// Vulkan kernel sorts by the same key, tests/gpu/indexer_test.cpp).
+//
+// Options text (the `--indexer` flag and the policy item `indexer=`):
+//   TOP_K[:WINDOW[:SINKS]]     e.g. "512", "256:64", "128:32:4"; "off" or 0: off
+// and the policy item indexer_scorer=NAME picks the sidecar (IndexSketch):
+//   bounds16, bounds32, bounds64   Quest page bounds over pages of 16/32/64 rows
+//   row4                           a 4-bit sketch of every key row
+// sparse_v=TAU (a separate policy item) drops V rows whose softmax weight is
+// below TAU for every query head sharing them, with or without the indexer.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace kvscope::kv {
+
+// What the sidecar keeps per page (kv/kv_index.h states the formats).
+enum class IndexSketch : uint8_t {
+  kBounds,  // per page, per channel: int8 lower and upper bounds of the keys
+  kRow4,    // per row: the key in 4-bit codes (pages of one row)
+};
+
+struct IndexerOptions {
+  uint32_t topK = 0;     // rows picked by score per step (0: the indexer is off)
+  uint32_t window = 64;  // the most recent rows, always attended
+  uint32_t sinks = 4;    // the first rows, always attended (attention sinks)
+  float sparseV = 0.0f;  // V rows weighted below this are skipped (0: none)
+  IndexSketch sketch = IndexSketch::kBounds;
+  uint32_t pageRows = 16;  // rows per sidecar page (1 for kRow4)
+  // Also compute dense attention scores, to report the share of the softmax
+  // mass the selection captured (telemetry; costs a dense score pass).
+  bool diagnostic = false;
+
+  bool enabled() const { return topK > 0; }
+  bool operator==(const IndexerOptions&) const = default;
+  // Parses TOP_K[:WINDOW[:SINKS]] into topK, window and sinks (others kept).
+  static Status parseInto(std::string_view text, IndexerOptions& out);
+  // "TOP_K:WINDOW:SINKS", or "off".
+  std::string selectionText() const;
+  // Sets sketch and pageRows from a scorer name (above).
+  static Status parseScorer(std::string_view name, IndexerOptions& out);
+  std::string scorerText() const;
+};
+
+// Cached rows [begin, end).
+struct RowRun {
+  uint32_t begin = 0, end = 0;
+  bool operator==(const RowRun&) const = default;
+};
+
+// Pages [0, ceil(rows / pageRows)) of one KV head's `rows` visible rows
+// scored by `pageScores`; appends to `out` the selected rows in cache order as
+// disjoint, non-adjacent runs. Returns false, leaving `out` empty, when the
+// selection would be every row (the caller runs dense attention).
+bool selectRows(const IndexerOptions& options, uint32_t rows, const float* pageScores,
+                std::vector<RowRun>& out);
+
+// Rows in `runs`.
+uint32_t rowCount(const std::vector<RowRun>& runs);
+
+}  // namespace kvscope::kv

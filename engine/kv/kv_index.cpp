@@ -1,0 +1,144 @@
+#include "kv/kv_index.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace kvscope::kv {
+namespace {
+
+constexpr int kMinExponent = -100, kMaxExponent = 100;
+
+// The smallest e (within the limits) with |x| <= top * 2^e for every x of the row.
+int exponentFor(const float* x, uint32_t n, float top) {
+  float m = 0.0f;
+  for (uint32_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) m = std::max(m, std::fabs(x[i]));
+  if (m == 0.0f) return kMinExponent;
+  int e = std::clamp(static_cast<int>(std::ceil(std::log2(m / top))), kMinExponent, kMaxExponent);
+  while (e < kMaxExponent && top * std::ldexp(1.0f, e) < m) ++e;
+  while (e > kMinExponent && top * std::ldexp(1.0f, e - 1) >= m) --e;
+  return e;
+}
+
+// x / 2^e rounded down (or up), as a code; a NaN counts as 0.
+int8_t code(float x, int e, bool up) {
+  if (std::isnan(x)) return 0;
+  const float v = std::ldexp(x, -e);
+  return static_cast<int8_t>(std::clamp(up ? std::ceil(v) : std::floor(v), -127.0f, 127.0f));
+}
+
+}  // namespace
+
+KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketch sketch,
+                 uint32_t pageRows)
+    : m_nLayer(nLayer),
+      m_nHeadKv(nHeadKv),
+      m_dim(headDim),
+      m_sketch(sketch),
+      m_pageRows(sketch == IndexSketch::kRow4 ? 1 : pageRows),
+      m_entryBytes(((sketch == IndexSketch::kRow4 ? (headDim + 1) / 2 : 2 * headDim) + 1 + 3) / 4 *
+                   4),
+      m_entries(nLayer),
+      m_rows(size_t{nLayer} * nHeadKv, 0) {}
+
+int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) {
+  return m_entries[layer].data() + (size_t{page} * m_nHeadKv + head) * m_entryBytes;
+}
+
+const int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) const {
+  return const_cast<KvIndex*>(this)->entry(layer, page, head);
+}
+
+void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* key) {
+  uint32_t& rows = m_rows[slot(layer, head)];
+  assert(index == rows);
+  (void)index;
+  const uint32_t page = rows / m_pageRows;
+  const size_t needed = (size_t{page} + 1) * m_nHeadKv * m_entryBytes;
+  if (m_entries[layer].size() < needed) m_entries[layer].resize(needed, 0);
+  if (m_sketch == IndexSketch::kRow4) {
+    auto* nibbles = reinterpret_cast<uint8_t*>(entry(layer, page, head));
+    const int e = exponentFor(key, m_dim, 7.0f);
+    std::fill_n(nibbles, m_entryBytes, 0);
+    for (uint32_t i = 0; i < m_dim; ++i) {
+      const float v = std::isnan(key[i]) ? 0.0f : std::ldexp(key[i], -e);
+      const int c = static_cast<int>(std::clamp(std::nearbyint(v), -7.0f, 7.0f)) + 8;
+      nibbles[i / 2] |= static_cast<uint8_t>(c << (4 * (i % 2)));
+    }
+    nibbles[(m_dim + 1) / 2] = static_cast<uint8_t>(static_cast<int8_t>(e));
+    ++rows;
+    return;
+  }
+  int8_t* lo = entry(layer, page, head);
+  int8_t* hi = lo + m_dim;
+  int8_t& e = hi[m_dim];
+  const int rowE = exponentFor(key, m_dim, 127.0f);
+  if (rows % m_pageRows == 0) {
+    e = static_cast<int8_t>(rowE);
+    for (uint32_t i = 0; i < m_dim; ++i) {
+      lo[i] = code(key[i], e, false);
+      hi[i] = code(key[i], e, true);
+    }
+  } else {
+    if (rowE > e) {
+      // Coarsen: floor(lo / 2^s) and ceil(hi / 2^s) keep every earlier row inside.
+      const int s = rowE - e;
+      for (uint32_t i = 0; i < m_dim; ++i) {
+        lo[i] = static_cast<int8_t>(s >= 8 ? (lo[i] < 0 ? -1 : 0) : lo[i] >> s);
+        hi[i] = static_cast<int8_t>(s >= 8 ? (hi[i] > 0 ? 1 : 0) : -((-hi[i]) >> s));
+      }
+      e = static_cast<int8_t>(rowE);
+    }
+    for (uint32_t i = 0; i < m_dim; ++i) {
+      lo[i] = std::min(lo[i], code(key[i], e, false));
+      hi[i] = std::max(hi[i], code(key[i], e, true));
+    }
+  }
+  ++rows;
+}
+
+void KvIndex::truncate(uint32_t n) {
+  const uint32_t pages = n / m_pageRows;  // whole pages kept as they are
+  for (uint32_t l = 0; l < m_nLayer; ++l) {
+    for (uint32_t h = 0; h < m_nHeadKv; ++h) {
+      uint32_t& rows = m_rows[slot(l, h)];
+      if (rows > n) rows = std::min(rows, pages * m_pageRows);
+    }
+    const size_t keep = size_t{pages + (n % m_pageRows ? 1 : 0)} * m_nHeadKv * m_entryBytes;
+    if (m_entries[l].size() > keep) m_entries[l].resize(keep);
+  }
+}
+
+void KvIndex::scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages,
+                         float* scores, bool keepMax) const {
+  if (m_sketch == IndexSketch::kRow4) {
+    for (uint32_t p = 0; p < pages; ++p) {
+      const auto* nibbles = reinterpret_cast<const uint8_t*>(entry(layer, p, head));
+      float s = 0.0f;
+      for (uint32_t i = 0; i < m_dim; ++i)
+        s += q[i] * static_cast<float>(((nibbles[i / 2] >> (4 * (i % 2))) & 15) - 8);
+      s = std::ldexp(s, static_cast<int8_t>(nibbles[(m_dim + 1) / 2]));
+      scores[p] = keepMax ? std::max(scores[p], s) : s;
+    }
+    return;
+  }
+  for (uint32_t p = 0; p < pages; ++p) {
+    const int8_t* lo = entry(layer, p, head);
+    const int8_t* hi = lo + m_dim;
+    float s = 0.0f;
+    for (uint32_t i = 0; i < m_dim; ++i)
+      s += std::max(q[i] * static_cast<float>(lo[i]), q[i] * static_cast<float>(hi[i]));
+    s = std::ldexp(s, hi[m_dim]);
+    scores[p] = keepMax ? std::max(scores[p], s) : s;
+  }
+}
+
+uint64_t KvIndex::layerBytes(uint32_t layer) const {
+  uint32_t rows = 0;
+  for (uint32_t h = 0; h < m_nHeadKv; ++h) rows = std::max(rows, m_rows[slot(layer, h)]);
+  return uint64_t{(rows + m_pageRows - 1) / m_pageRows} * m_nHeadKv * m_entryBytes;
+}
+
+}  // namespace kvscope::kv

@@ -1,0 +1,73 @@
+#pragma once
+// KvIndex: the indexer's sidecar (kv/indexer.h). Per layer, KV head and page
+// of pageRows consecutive cached rows, a summary of the page's keys that
+// scores it against a query q cheaply:
+//   kBounds (Quest): the per-channel lower and upper bounds of the keys; the
+//     score  sum_i max(q_i lo_i, q_i hi_i) >= q . k  for every key k of the page.
+//   kRow4 (pages of one row): the key in 4-bit codes; the score q . k~.
+// The summaries are taken from the keys as the cache stores them (decoded,
+// in the K scheme's own space: rotated for a rotated scheme, where q is
+// rotated too and q . k is unchanged). So a bound holds for the scores
+// attention computes, and rebuilding a page from the cached rows (trim, or
+// turning the indexer on mid-conversation) gives the bytes appending gave.
+//
+// Entry, one per (layer, page, head), entryBytes() bytes, zero-padded to a
+// multiple of 4, value = code * 2^e:
+//   kBounds  i8 lo[headDim] | i8 hi[headDim] | i8 e
+//   kRow4    u8 nibbles[ceil(headDim / 2)] (code + 8, channel 2i low) | i8 e
+// kBounds: a row that needs a larger e than its page has coarsens the page's
+// codes first (lo rounded down, hi up), so the bounds only widen; each row's
+// own codes are floor(x / 2^e) and ceil(x / 2^e), |code| <= 127.
+// kRow4: codes round(x / 2^e), |code| <= 7, e the smallest that fits the row.
+// At headDim 64, kBounds over 16 rows takes 8.25 bytes per row, kRow4 36
+// (an f16 key row is 128).
+//
+// Rows must be added in order per (layer, head): row i after rows 0 .. i-1.
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/indexer.h"
+
+namespace kvscope::kv {
+
+class KvIndex {
+ public:
+  KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketch sketch,
+          uint32_t pageRows);
+
+  IndexSketch sketch() const { return m_sketch; }
+  uint32_t pageRows() const { return m_pageRows; }
+  uint32_t entryBytes() const { return m_entryBytes; }
+  // Rows indexed for (layer, head).
+  uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[slot(layer, head)]; }
+
+  // Folds key row `index` (== rows(layer, head); headDim floats) into its page.
+  void add(uint32_t layer, uint32_t head, uint32_t index, const float* key);
+  // Forgets rows [n, rows) of every stream; the caller re-adds the rows
+  // [n / pageRows * pageRows, n) of the page left partial.
+  void truncate(uint32_t n);
+
+  // The entry of (layer, page, head).
+  const int8_t* entry(uint32_t layer, uint32_t page, uint32_t head) const;
+  // scores[p] = the score of page p against q (headDim floats) for pages
+  // [0, pages); with `keepMax`, scores[p] = max(scores[p], score) (the query
+  // heads of a GQA group).
+  void scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages, float* scores,
+                  bool keepMax) const;
+
+  // Bytes of the entries of one layer's indexed pages (all heads).
+  uint64_t layerBytes(uint32_t layer) const;
+
+ private:
+  size_t slot(uint32_t layer, uint32_t head) const { return size_t{layer} * m_nHeadKv + head; }
+  int8_t* entry(uint32_t layer, uint32_t page, uint32_t head);
+
+  uint32_t m_nLayer, m_nHeadKv, m_dim;
+  IndexSketch m_sketch;
+  uint32_t m_pageRows, m_entryBytes;
+  std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes]
+  std::vector<uint32_t> m_rows;                // [layer * nHeadKv + head]
+};
+
+}  // namespace kvscope::kv

@@ -1,0 +1,314 @@
+// The indexer's selection rule (kv::selectRows), its options text, and the
+// sidecar (kv::KvIndex) inside a KvCache: bounds that hold, sketches within
+// their rounding, and the same bytes whether pages were appended, trimmed
+// and re-appended, or rebuilt from the cached rows; the sidecar's bytes in
+// the cache's accounting.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kv/indexer.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_index.h"
+#include "kv/kv_policy.h"
+#include "support/test_support.h"
+
+namespace kvscope::kv {
+namespace {
+
+using test::randomFloats;
+
+// The rule of kv/indexer.h written out row by row: a mask of the rows kept.
+std::vector<char> expectedMask(const IndexerOptions& o, uint32_t rows,
+                               const std::vector<float>& scores) {
+  const uint32_t P = o.pageRows, pages = (rows + P - 1) / P;
+  std::vector<char> mask(rows, 0);
+  for (uint32_t r = 0; r < rows; ++r) mask[r] = r < o.sinks || r + o.window >= rows;
+  std::vector<uint32_t> candidates;
+  for (uint32_t p = 0; p < pages; ++p) {
+    bool open = false;
+    for (uint32_t r = p * P; r < std::min(rows, (p + 1) * P); ++r) open |= !mask[r];
+    if (open) candidates.push_back(p);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+    const float sa = std::isnan(scores[a]) ? -INFINITY : scores[a];
+    const float sb = std::isnan(scores[b]) ? -INFINITY : scores[b];
+    return sa > sb;  // stable: equal scores keep the lower page first
+  });
+  const size_t wanted = (o.topK + P - 1) / P;
+  for (size_t i = 0; i < std::min(wanted, candidates.size()); ++i)
+    for (uint32_t r = candidates[i] * P; r < std::min(rows, (candidates[i] + 1) * P); ++r)
+      mask[r] = 1;
+  return mask;
+}
+
+std::vector<char> maskOf(const std::vector<RowRun>& runs, uint32_t rows) {
+  std::vector<char> mask(rows, 0);
+  for (const RowRun& r : runs) std::fill(mask.begin() + r.begin, mask.begin() + r.end, 1);
+  return mask;
+}
+
+TEST(IndexerSelection, KeepsSinksWindowAndTheBestPagesInCacheOrder) {
+  for (uint32_t pageRows : {16u, 32u, 1u}) {
+    for (uint32_t rows : {100u, 1000u, 4097u}) {
+      for (uint32_t topK : {1u, 32u, 64u, 200u}) {
+        IndexerOptions o{.topK = topK, .window = 48, .sinks = 4, .pageRows = pageRows};
+        const uint32_t pages = (rows + pageRows - 1) / pageRows;
+        std::vector<float> scores = randomFloats(pages, rows + topK + pageRows);
+        // Ties (every fifth page shares one score) and NaNs.
+        for (uint32_t p = 0; p < pages; p += 5) scores[p] = 0.5f;
+        if (pages > 7) scores[7] = NAN;
+        std::vector<RowRun> runs;
+        const bool sparse = selectRows(o, rows, scores.data(), runs);
+        const std::vector<char> want = expectedMask(o, rows, scores);
+        const bool all = std::all_of(want.begin(), want.end(), [](char c) { return c; });
+        ASSERT_EQ(sparse, !all) << rows << " rows, top " << topK << ", pages of " << pageRows;
+        if (!sparse) {
+          EXPECT_TRUE(runs.empty());
+          continue;
+        }
+        EXPECT_EQ(maskOf(runs, rows), want) << rows << " rows, top " << topK;
+        for (size_t i = 0; i < runs.size(); ++i) {
+          EXPECT_LT(runs[i].begin, runs[i].end);
+          if (i) {
+            EXPECT_GT(runs[i].begin, runs[i - 1].end) << "runs are sorted and apart";
+          }
+        }
+        EXPECT_EQ(runs.front().begin, 0u) << "the sinks";
+        EXPECT_EQ(runs.back().end, rows) << "the window";
+      }
+    }
+  }
+}
+
+TEST(IndexerSelection, ABudgetCoveringEveryRowIsDense) {
+  IndexerOptions o{.topK = 64, .window = 16, .sinks = 4};
+  const std::vector<float> scores(8, 1.0f);
+  std::vector<RowRun> runs;
+  EXPECT_FALSE(selectRows(o, 80, scores.data(), runs)) << "64 + 16 rows cover 80";
+  EXPECT_TRUE(runs.empty());
+  EXPECT_TRUE(selectRows(o, 120, scores.data(), runs));
+  o.topK = 0;
+  EXPECT_FALSE(selectRows(o, 120, scores.data(), runs)) << "off";
+}
+
+TEST(IndexerOptions, ParsesTopKWindowAndSinks) {
+  IndexerOptions o;
+  ASSERT_TRUE(IndexerOptions::parseInto("512", o).ok());
+  EXPECT_EQ(o.topK, 512u);
+  EXPECT_EQ(o.window, 64u);
+  EXPECT_EQ(o.sinks, 4u);
+  ASSERT_TRUE(IndexerOptions::parseInto("128:32", o).ok());
+  EXPECT_EQ(o.window, 32u);
+  ASSERT_TRUE(IndexerOptions::parseInto("64:16:0", o).ok());
+  EXPECT_EQ(o.selectionText(), "64:16:0");
+  ASSERT_TRUE(IndexerOptions::parseInto("off", o).ok());
+  EXPECT_FALSE(o.enabled());
+  for (const char* bad : {"", "x", "1:2:3:4", "-5", "12:", "1.5"})
+    EXPECT_FALSE(IndexerOptions::parseInto(bad, o).ok()) << bad;
+  EXPECT_TRUE(IndexerOptions::parseScorer("bounds32", o).ok());
+  EXPECT_EQ(o.pageRows, 32u);
+  EXPECT_TRUE(IndexerOptions::parseScorer("row4", o).ok());
+  EXPECT_EQ(o.pageRows, 1u);
+  EXPECT_FALSE(IndexerOptions::parseScorer("bounds8", o).ok());
+}
+
+TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
+  auto p = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256:32:4,sparse_v=0.001");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->attention.topK, 256u);
+  EXPECT_FLOAT_EQ(p->attention.sparseV, 0.001f);
+  auto again = KvPolicy::parse(p->toString());
+  ASSERT_TRUE(again.ok()) << p->toString();
+  EXPECT_EQ(again->attention, p->attention);
+  auto plain = KvPolicy::parse("k=q8_0,v=turbo4");
+  EXPECT_TRUE(plain->sameCache(*p));
+  EXPECT_FALSE(KvPolicy::parse("k=q8_0,v=turbo3")->sameCache(*p));
+  for (const char* bad : {"indexer=abc", "sparse_v=1.5", "sparse_v=-1", "indexer@2=5",
+                          "indexer_scorer=nope", "indexer=5,indexer=6"})
+    EXPECT_FALSE(KvPolicy::parse(bad).ok()) << bad;
+}
+
+constexpr uint32_t kDim = 64, kHeads = 2;
+
+std::unique_ptr<KvCache> filledCache(const std::string& key, uint32_t rows, uint32_t rowsPerPage,
+                                     const IndexerOptions& index, bool indexFirst,
+                                     uint32_t seed = 3) {
+  const LayerSchemes layers[2] = {{key, "f16"}, {key, "q8_0"}};
+  auto cache = KvCache::create({2, kHeads, kDim, rowsPerPage}, layers, 9);
+  EXPECT_TRUE(cache.ok());
+  if (indexFirst) (*cache)->enableIndex(index);
+  EXPECT_TRUE((*cache)->append(rows).ok());
+  // Keys with a few loud channels and varying scale, like real ones.
+  const auto x = randomFloats(size_t{rows} * 2 * kHeads * kDim, seed, -2.0f, 2.0f);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t l = 0; l < 2; ++l) {
+      for (uint32_t h = 0; h < kHeads; ++h) {
+        const float* at = &x[((size_t{r} * 2 + l) * kHeads + h) * kDim];
+        std::vector<float> row(at, at + kDim);
+        row[5] *= 20.0f;
+        for (float& v : row) v *= 1.0f + static_cast<float>(r % 37) / 8.0f;
+        (*cache)->write(l, KvPart::kKey, h, r, row);
+        (*cache)->write(l, KvPart::kValue, h, r, row);
+      }
+    }
+  }
+  return std::move(*cache);
+}
+
+// Every entry byte of every layer, head and page.
+std::vector<int8_t> entries(const KvCache& c) {
+  const KvIndex& index = *c.index();
+  std::vector<int8_t> out;
+  const uint32_t pages = (c.rows() + index.pageRows() - 1) / index.pageRows();
+  for (uint32_t l = 0; l < 2; ++l)
+    for (uint32_t p = 0; p < pages; ++p)
+      for (uint32_t h = 0; h < kHeads; ++h)
+        out.insert(out.end(), index.entry(l, p, h), index.entry(l, p, h) + index.entryBytes());
+  return out;
+}
+
+TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
+  constexpr uint32_t kRows = 200, kPages = (kRows + 15) / 16;
+  for (const char* key : {"f16", "q8_0", "turbo3"}) {
+    auto c = filledCache(key, kRows, 64, {.topK = 1}, true);
+    const KvIndex& index = *c->index();
+    for (uint32_t l = 0; l < 2; ++l) {
+      for (uint32_t h = 0; h < kHeads; ++h) {
+        // The stored keys, and per page the exact per-channel min and max.
+        std::vector<float> k(size_t{kRows} * kDim);
+        for (uint32_t r = 0; r < kRows; ++r)
+          c->readRotated(l, KvPart::kKey, h, r, {&k[size_t{r} * kDim], kDim});
+        std::vector<float> lo(size_t{kPages} * kDim, INFINITY), hi(lo.size(), -INFINITY);
+        std::vector<double> top(kPages, 0.0);
+        for (uint32_t r = 0; r < kRows; ++r) {
+          for (uint32_t i = 0; i < kDim; ++i) {
+            const float v = k[size_t{r} * kDim + i];
+            lo[(r / 16) * kDim + i] = std::min(lo[(r / 16) * kDim + i], v);
+            hi[(r / 16) * kDim + i] = std::max(hi[(r / 16) * kDim + i], v);
+            top[r / 16] = std::max(top[r / 16], double{std::fabs(v)});
+          }
+        }
+        for (uint32_t trial = 0; trial < 20; ++trial) {
+          const auto q = randomFloats(kDim, 100 + trial, -3.0f, 3.0f);
+          std::vector<float> score(kPages);
+          index.scorePages(l, h, q.data(), kPages, score.data(), false);
+          double qAbs = 0;
+          for (float x : q) qAbs += std::fabs(x);
+          for (uint32_t p = 0; p < kPages; ++p) {
+            double tight = 0;  // Quest's bound from the exact min and max
+            for (uint32_t i = 0; i < kDim; ++i)
+              tight += std::max(double{q[i]} * lo[p * kDim + i], double{q[i]} * hi[p * kDim + i]);
+            ASSERT_GE(score[p], tight * (1 + 1e-6) - 1e-6) << key << " page " << p;
+            // Codes step by at most 2 top / 127 (the exponent rounds up to a
+            // power of two); floor and ceil move each bound less than a step.
+            ASSERT_LE(score[p], tight + qAbs * 2 * top[p] / 127 + 1e-5) << key << " page " << p;
+            for (uint32_t r = p * 16; r < std::min(kRows, p * 16 + 16); ++r) {
+              double dotQk = 0;
+              for (uint32_t i = 0; i < kDim; ++i) dotQk += double{q[i]} * k[size_t{r} * kDim + i];
+              ASSERT_GE(score[p], dotQk * (1 + 1e-6) - 1e-6) << key << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row that needs a coarser scale than its page has rounds the page's
+// earlier bounds outward: 1.1 at 2^-6 steps is code 71; at 2^0 steps, 2.
+TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
+  KvIndex index(1, 1, 4, IndexSketch::kBounds, 16);
+  const float first[4] = {1.1f, -1.1f, 0.0f, 0.5f}, second[4] = {-0.5f, 0.0f, 100.0f, 0.25f};
+  index.add(0, 0, 0, first);
+  index.add(0, 0, 1, second);
+  const float axes[4][4] = {{1, 0, 0, 0}, {-1, 0, 0, 0}, {0, 1, 0, 0}, {0, -1, 0, 0}};
+  float score[4];
+  for (int i = 0; i < 4; ++i) index.scorePages(0, 0, axes[i], 1, &score[i], false);
+  EXPECT_GE(score[0], 1.1f) << "channel 0 reaches 1.1";
+  EXPECT_GE(score[1], 0.5f) << "and -0.5";
+  EXPECT_GE(score[2], 0.0f);
+  EXPECT_GE(score[3], 1.1f) << "channel 1 reaches -1.1";
+  EXPECT_LE(score[0], 2.0f) << "one step of 2^0 above";
+}
+
+TEST(KvIndex, RowSketchScoresWithinItsRounding) {
+  const IndexerOptions o{.topK = 1, .sketch = IndexSketch::kRow4, .pageRows = 1};
+  auto c = filledCache("q8_0", 50, 256, o, true);
+  const auto q = randomFloats(kDim, 5, -3.0f, 3.0f);
+  std::vector<float> score(50), k(kDim);
+  c->index()->scorePages(1, 1, q.data(), 50, score.data(), false);
+  for (uint32_t r = 0; r < 50; ++r) {
+    c->readRotated(1, KvPart::kKey, 1, r, k);
+    double dotQk = 0, qAbs = 0, top = 0;
+    for (uint32_t i = 0; i < kDim; ++i) {
+      dotQk += double{q[i]} * k[i];
+      qAbs += std::fabs(q[i]);
+      top = std::max(top, double{std::fabs(k[i])});
+    }
+    // Codes round to steps of at most 2 * top / 7; half a step a channel.
+    EXPECT_NEAR(score[r], dotQk, qAbs * top / 7 + 1e-5) << "row " << r;
+  }
+}
+
+TEST(KvIndex, TrimAppendAndRebuildGiveTheSameBytes) {
+  for (const IndexerOptions& o : {IndexerOptions{.topK = 1},
+                                  IndexerOptions{.topK = 1, .pageRows = 32},
+                                  IndexerOptions{.topK = 1, .sketch = IndexSketch::kRow4,
+                                                 .pageRows = 1}}) {
+    for (const char* key : {"f16", "turbo4"}) {
+      auto whole = filledCache(key, 300, 128, o, true);
+      // Rebuilt from the rows when turned on afterwards.
+      auto late = filledCache(key, 300, 128, o, false);
+      late->enableIndex(o);
+      EXPECT_EQ(entries(*late), entries(*whole)) << key << " " << o.scorerText();
+      // Trimmed mid-page and written again with other rows, then with the same.
+      auto trimmed = filledCache(key, 300, 128, o, true);
+      ASSERT_TRUE(trimmed->trim(171).ok());
+      auto other = filledCache(key, 300, 128, o, true, 77);
+      ASSERT_TRUE(trimmed->append(129).ok());
+      std::vector<float> row(kDim);
+      for (uint32_t r = 171; r < 300; ++r)
+        for (uint32_t l = 0; l < 2; ++l)
+          for (uint32_t h = 0; h < kHeads; ++h) {
+            other->read(l, KvPart::kKey, h, r, row);
+            trimmed->write(l, KvPart::kKey, h, r, row);
+          }
+      EXPECT_NE(entries(*trimmed), entries(*whole)) << "other rows, other bounds";
+      ASSERT_TRUE(trimmed->trim(171).ok());
+      ASSERT_TRUE(trimmed->append(129).ok());
+      for (uint32_t r = 171; r < 300; ++r)
+        for (uint32_t l = 0; l < 2; ++l)
+          for (uint32_t h = 0; h < kHeads; ++h) {
+            whole->read(l, KvPart::kKey, h, r, row);
+            trimmed->write(l, KvPart::kKey, h, r, row);
+          }
+      EXPECT_EQ(entries(*trimmed), entries(*whole)) << key << " " << o.scorerText();
+    }
+  }
+}
+
+TEST(KvIndex, SidecarBytesAreTheirOwnCategory) {
+  const IndexerOptions o{.topK = 1};
+  auto c = filledCache("q8_0", 100, 64, o, false);
+  const KvBytes before = c->layerBytes(0, KvPart::kKey);
+  EXPECT_EQ(before.sidecar, 0u);
+  c->enableIndex(o);
+  const KvBytes k = c->layerBytes(0, KvPart::kKey), v = c->layerBytes(0, KvPart::kValue);
+  // ceil(100 / 16) pages x 2 heads x (64 lo + 64 hi + 1 exponent, padded to 132).
+  EXPECT_EQ(k.sidecar, 7u * kHeads * 132u);
+  EXPECT_EQ(v.sidecar, 0u) << "the sidecar indexes keys";
+  EXPECT_EQ(k.codes, before.codes);
+  EXPECT_EQ(c->bytes().sidecar, 2u * 7u * kHeads * 132u);
+  EXPECT_EQ(c->bytes().total(), c->allocatedBytes());
+  c->enableIndex({});
+  EXPECT_EQ(c->bytes().sidecar, 0u);
+  EXPECT_EQ(c->bytes().total(), c->allocatedBytes());
+}
+
+}  // namespace
+}  // namespace kvscope::kv
