@@ -73,9 +73,13 @@ int main(int argc, char** argv) {
   const QCommandLineOption demoMaxTokens =
       option("demo-max-tokens", "Screenshot mode: longest reply in tokens.", "n");
   const QCommandLineOption demoTab = option(
-      "demo-tab", "Screenshot mode: inspector tab (0 KV memory, 1 Scheme, 3 Throughput).", "n");
-  for (const QCommandLineOption& o : {screenshot, demoModel, demoChat, demoSystem, demoBackend,
-                                      demoPolicy, demoContext, demoTokens, demoMaxTokens, demoTab})
+      "demo-tab", "Screenshot mode: inspector tab (0 KV memory, 1 Scheme, 2 Indexer, 3 Throughput).",
+      "n");
+  const QCommandLineOption demoDiagnostic = option(
+      "demo-indexer-diagnostic", "Screenshot mode: measure the attention mass the indexer captures.");
+  for (const QCommandLineOption& o :
+       {screenshot, demoModel, demoChat, demoSystem, demoBackend, demoPolicy, demoContext,
+        demoTokens, demoMaxTokens, demoTab, demoDiagnostic})
     parser.addOption(o);
   parser.process(app);
 
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
     if (parser.isSet(demoTokens)) plan.minTokens = parser.value(demoTokens).toInt();
     plan.maxTokens = parser.value(demoMaxTokens).toInt();
     plan.inspectorTab = parser.value(demoTab).toInt();
+    plan.indexerDiagnostic = parser.isSet(demoDiagnostic);
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");
       return 2;

@@ -8,6 +8,9 @@
 #                                          KV cache, sends two prompts and captures while
 #                                          the second reply streams, inspector on the KV
 #                                          memory tab (default chat-inspector.png)
+#   tools/screenshot.sh indexer [OUT.png]  the same conversation with sparse attention
+#                                          (indexer=64:32:4, captured mass measured), on the
+#                                          Indexer tab (default indexer.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -80,13 +83,21 @@ shoot_chat() {
   echo "saved $out"
 }
 
+shoot_indexer() {
+  local out=${1:-$shots/indexer.png}
+  KVSCOPE_DEMO_POLICY=${KVSCOPE_DEMO_POLICY-k=q8_0,v=turbo4,indexer=64:32:4} \
+    KVSCOPE_DEMO_ARGS="--demo-backend cpu --demo-tab 2 --demo-indexer-diagnostic --demo-tokens 120 ${KVSCOPE_DEMO_ARGS:-}" \
+    shoot_chat "$out"
+}
+
 case ${1:-all} in
-  all) shoot_empty && shoot_chat ;;
+  all) shoot_empty && shoot_chat && shoot_indexer ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
+  indexer) shoot_indexer "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png]]" >&2
+    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png]]" >&2
     exit 2
     ;;
 esac

@@ -60,6 +60,7 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(worker, &EngineWorker::replyText, this, &ChatController::onReplyText);
   connect(worker, &EngineWorker::stepReported, this, &ChatController::onStep);
   connect(worker, &EngineWorker::kvReported, this, &ChatController::onKv);
+  connect(worker, &EngineWorker::indexerReported, this, &ChatController::onIndexer);
   connect(worker, &EngineWorker::turnFinished, this, &ChatController::onTurnFinished);
   connect(worker, &EngineWorker::turnFailed, this, &ChatController::onTurnFailed);
   connect(worker, &EngineWorker::kvPolicyChanged, this, &ChatController::onKvPolicyChanged);
@@ -308,6 +309,14 @@ void ChatController::onStep(const StepReport& report) {
 
 void ChatController::onKv(const KvReport& report) {
   if (report.turnId == m_turnId) emit kvReported(report);
+}
+
+void ChatController::onIndexer(const IndexerReport& report) {
+  if (report.turnId == m_turnId) emit indexerReported(report);
+}
+
+void ChatController::setIndexerDiagnostic(bool on) {
+  m_worker->requestIndexerDiagnostic(on);
 }
 
 void ChatController::onTurnFinished(quint64 turnId, const QString& text, const ReplyStats& stats) {

@@ -93,6 +93,8 @@ class ChatController : public QObject {
   void setSystemPrompt(const QString& prompt);
   // Applies to the next reply and is remembered for the loaded model.
   void setSampling(const kvscope::ui::SamplingSettings& sampling);
+  // The indexer's diagnostic mode (captured attention mass); takes effect at the next step.
+  void setIndexerDiagnostic(bool on);
 
  signals:
   // To the worker (queued).
@@ -138,6 +140,7 @@ class ChatController : public QObject {
   // Telemetry, forwarded from the worker (~10 Hz and at the end of each reply).
   void stepReported(const kvscope::ui::StepReport& report);
   void kvReported(const kvscope::ui::KvReport& report);
+  void indexerReported(const kvscope::ui::IndexerReport& report);
 
   // Something the user asked for could not be done (no model, reply running, store
   // failure); show it, nothing was changed.
@@ -151,6 +154,7 @@ class ChatController : public QObject {
   void onReplyText(quint64 turnId, const QString& piece);
   void onStep(const kvscope::ui::StepReport& report);
   void onKv(const kvscope::ui::KvReport& report);
+  void onIndexer(const kvscope::ui::IndexerReport& report);
   void onTurnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   void onTurnFailed(quint64 turnId, const QString& message, const QString& partialText);
   void onKvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);

@@ -11,6 +11,7 @@
 #include <QList>
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 
 #include "kv/kv_policy.h"
 
@@ -186,7 +187,8 @@ struct KvPartBytes {
   quint64 codes = 0;
   quint64 scales = 0;
   quint64 padding = 0;  // layout padding inside rows
-  quint64 total() const { return codes + scales + padding; }
+  quint64 sidecar = 0;  // the indexer's page bounds (keys only)
+  quint64 total() const { return codes + scales + sidecar + padding; }
 };
 
 struct KvLayerReport {
@@ -214,6 +216,41 @@ struct KvReport {
   double compressionRatio() const { return bytes > 0 ? double(f16Bytes) / double(bytes) : 1.0; }
 };
 
+// Rows [begin, end) of the cache.
+struct RowRange {
+  quint32 begin = 0, end = 0;
+  bool operator==(const RowRange&) const = default;
+};
+
+struct IndexerLayerReport {
+  QList<QList<RowRange>> heads;  // [KV head]: the rows it attended; empty: every row
+  double capturedMass = -1.0;    // share of dense attention's mass; negative: not measured
+};
+
+// What the sparse-attention indexer did in the last decode step (at most ~10 Hz during a
+// reply, and once at its end), while it is on.
+struct IndexerReport {
+  quint64 turnId = 0;
+  quint32 rows = 0;  // cached rows the step attended over
+  quint32 topK = 0, window = 0, sinks = 0;
+  bool diagnostic = false;
+  // The text of tokens [tokensFrom, tokensFrom + tokenTexts.size()): only what the
+  // receiver does not have yet (tokens before tokensFrom are unchanged since the last
+  // report).
+  quint32 tokensFrom = 0;
+  QStringList tokenTexts;
+  QList<IndexerLayerReport> layers;  // empty: no indexed step yet
+  // The mean captured mass over layers; negative when not measured.
+  double capturedMass() const {
+    double sum = 0.0;
+    for (const IndexerLayerReport& l : layers) {
+      if (l.capturedMass < 0.0) return -1.0;
+      sum += l.capturedMass;
+    }
+    return layers.isEmpty() ? -1.0 : sum / double(layers.size());
+  }
+};
+
 }  // namespace kvscope::ui
 
 Q_DECLARE_METATYPE(kvscope::ui::BackendSettings)
@@ -230,3 +267,4 @@ Q_DECLARE_METATYPE(kvscope::ui::Conversation)
 Q_DECLARE_METATYPE(kvscope::ui::TurnRequest)
 Q_DECLARE_METATYPE(kvscope::ui::StepReport)
 Q_DECLARE_METATYPE(kvscope::ui::KvReport)
+Q_DECLARE_METATYPE(kvscope::ui::IndexerReport)

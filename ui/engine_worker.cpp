@@ -99,7 +99,7 @@ StepReport stepReport(quint64 turnId, const runtime::StepStats& s) {
 }
 
 KvPartBytes partBytes(const kv::KvBytes& b) {
-  return {b.codes, b.scales, b.padding};
+  return {.codes = b.codes, .scales = b.scales, .padding = b.padding, .sidecar = b.sidecar};
 }
 
 KvReport kvReport(quint64 turnId, const runtime::KvSnapshot& s) {
@@ -167,11 +167,16 @@ QString policyText(const runtime::KvSnapshot& s) {
 
 // The parts of ModelInfo that follow the KV policy.
 void setKvFacts(ModelInfo& info, const runtime::Session& session) {
+  const model::ModelConfig& c = session.config();
+  const kv::IndexerOptions indexer = session.backend().indexer();
+  const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, indexer);
   info.kvBytesPerToken = 0;
   for (const auto& l : session.backend().kvBytes())
-    info.kvBytesPerToken +=
-        uint64_t{session.config().nHeadKv} * (l.key->rowBytes() + l.value->rowBytes());
+    info.kvBytesPerToken += static_cast<quint64>(
+        c.nHeadKv * (l.key->rowBytes() + l.value->rowBytes() + sidecar) + 0.5);
   info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
+  if (indexer.enabled()) info.kvPolicy += qstr(",indexer=" + indexer.selectionText());
+  if (indexer.sparseV > 0.0f) info.kvPolicy += QStringLiteral(",sparse_v=%1").arg(indexer.sparseV);
 }
 
 ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
@@ -222,12 +227,16 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
     emit m_worker.promptProgress(m_turnId, done, total);
   }
   void onStep(const runtime::StepStats& stats) override {
+    m_worker.applyIndexerDiagnostic();
     if (Clock::now() - m_lastStep < kTelemetryInterval) return;
     m_lastStep = Clock::now();
     emit m_worker.stepReported(stepReport(m_turnId, stats));
   }
   void onKv(const runtime::KvSnapshot& snapshot) override {
     emit m_worker.kvReported(kvReport(m_turnId, snapshot));
+  }
+  void onIndexer(const runtime::IndexerSnapshot& snapshot) override {
+    emit m_worker.indexerReported(m_worker.indexerReport(m_turnId, snapshot));
   }
 
   void flushText() {
@@ -269,6 +278,7 @@ void registerEngineTypes() {
   qRegisterMetaType<TurnRequest>();
   qRegisterMetaType<StepReport>();
   qRegisterMetaType<KvReport>();
+  qRegisterMetaType<IndexerReport>();
 }
 
 EngineWorker::EngineWorker(DeviceLister lister, QObject* parent)
@@ -379,6 +389,8 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     std::lock_guard lock(m_sessionMutex);
     m_session = std::move(session);
   }
+  m_diagnostic = false;
+  m_textSent.clear();
   emit loadProgress(LoadStage::kReady, QStringLiteral("%1 is ready").arg(m_info.name));
   emit modelLoaded(m_info);
 }
@@ -463,6 +475,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     emit turnFinished(id, {}, stats);
     return;
   }
+  applyIndexerDiagnostic();
   auto result = m_session->generate(tokens, options, &observer);
   observer.flushText();
   if (!result.ok()) {
@@ -479,6 +492,51 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   emit stepReported(stepReport(id, result->stats));
   emit turnFinished(id, qstr(result->text), replyStats(*result));
+}
+
+IndexerReport EngineWorker::indexerReport(quint64 turnId, const runtime::IndexerSnapshot& s) {
+  IndexerReport r;
+  r.turnId = turnId;
+  r.rows = s.step.rows;
+  r.topK = s.options.topK;
+  r.window = s.options.window;
+  r.sinks = s.options.sinks;
+  r.diagnostic = s.options.diagnostic;
+  for (const backend::IndexerLayerStep& l : s.step.layers) {
+    IndexerLayerReport layer;
+    layer.capturedMass = l.capturedMass;
+    for (const auto& runs : l.heads) {
+      QList<RowRange> head;
+      for (const kv::RowRun& run : runs) head.append({run.begin, run.end});
+      layer.heads.append(head);
+    }
+    r.layers.append(layer);
+  }
+  // Token texts for the panel's hover: those it has not been sent since the history
+  // last changed under it.
+  const std::vector<int32_t>& history = m_session->history();
+  size_t same = 0;
+  while (same < m_textSent.size() && same < history.size() && m_textSent[same] == history[same])
+    ++same;
+  r.tokensFrom = static_cast<quint32>(same);
+  const tokenizer::Tokenizer& tok = m_session->tokenizer();
+  for (size_t i = same; i < history.size(); ++i) {
+    const tokenizer::TokenId id = history[i];
+    r.tokenTexts.append(
+        qstr(tok.decode(std::span(&id, 1), {.renderSpecial = true, .stripLeadingSpace = false})));
+  }
+  m_textSent = history;
+  return r;
+}
+
+void EngineWorker::requestIndexerDiagnostic(bool on) {
+  m_wantDiagnostic.store(on);
+}
+
+void EngineWorker::applyIndexerDiagnostic() {
+  const bool want = m_wantDiagnostic.load();
+  if (!m_session || want == m_diagnostic) return;
+  if (m_session->setIndexerDiagnostic(want).ok()) m_diagnostic = want;
 }
 
 void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {

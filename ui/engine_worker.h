@@ -30,6 +30,7 @@
 
 namespace kvscope::runtime {
 class Session;
+struct IndexerSnapshot;
 }
 
 namespace kvscope::ui {
@@ -57,6 +58,10 @@ class EngineWorker : public QObject {
   // or before it starts when it is still queued. Stopping a turn that already ended, or
   // another turn, does nothing.
   void requestStop(quint64 turnId);
+  // Thread-safe like requestStop(): the indexer's diagnostic mode (dense scores too, so
+  // each IndexerReport carries the attention mass the selection captured). Applied at the
+  // next decode step, so it can change while a reply streams; kept across policy switches.
+  void requestIndexerDiagnostic(bool on);
 
  public slots:
   // Answers with devicesReady() or deviceError(), never both.
@@ -107,6 +112,7 @@ class EngineWorker : public QObject {
   void replyText(quint64 turnId, const QString& piece);
   void stepReported(const kvscope::ui::StepReport& report);
   void kvReported(const kvscope::ui::KvReport& report);
+  void indexerReported(const kvscope::ui::IndexerReport& report);
   // `text` is the whole reply: the concatenation of every replyText() piece.
   void turnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   // The turn failed; `partialText` is what was streamed before the failure.
@@ -123,10 +129,16 @@ class EngineWorker : public QObject {
   void loadModelOrThrow(const LoadRequest& request);
   void runTurn(const TurnRequest& request, TurnObserver& observer);
   bool stopRequested(quint64 turnId) const;
+  // Brings the session's diagnostic mode to the one requested (engine thread).
+  void applyIndexerDiagnostic();
+  IndexerReport indexerReport(quint64 turnId, const runtime::IndexerSnapshot& snapshot);
 
   DeviceLister m_listDevices;
   std::unique_ptr<runtime::Session> m_session;
   ModelInfo m_info;
+  std::atomic<bool> m_wantDiagnostic{false};
+  bool m_diagnostic = false;  // what the session runs with
+  std::vector<int32_t> m_textSent;  // the tokens whose text went out in indexer reports
   // Guards the m_session pointer against requestStop() from other threads while a load
   // replaces it; the engine calls themselves need no lock (one thread).
   std::mutex m_sessionMutex;

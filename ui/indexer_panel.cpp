@@ -1,15 +1,149 @@
 #include "ui/indexer_panel.h"
 
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPainter>
+#include <QPainterPath>
+#include <QVBoxLayout>
+
+#include "ui/indexer_heatmap.h"
+#include "ui/theme.h"
+
 namespace kvscope::ui {
+
+// The captured mass of recent steps, 0..100%, newest on the right.
+class MassSparkline : public QWidget {
+ public:
+  explicit MassSparkline(const IndexerHistory& history) : m_history(history) {
+    setObjectName(QStringLiteral("capturedMassSparkline"));
+    setMinimumHeight(36);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  }
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const ThemeColors& c = themeColors();
+    const QRectF r = QRectF(rect()).adjusted(1, 2, -1, -2);
+    p.fillRect(r, c.sunken);
+    const auto& mass = m_history.mass();
+    if (mass.empty()) {
+      p.setPen(c.muted);
+      p.setFont(scaledFont(0.8));
+      p.drawText(r, Qt::AlignCenter,
+                 tr("Turn on “Measure captured mass” to follow it step by step"));
+      return;
+    }
+    const double n = std::max<double>(1, IndexerHistory::kMassPoints - 1);
+    QPainterPath path;
+    for (size_t i = 0; i < mass.size(); ++i) {
+      const double x = r.right() - (mass.size() - 1 - i) * r.width() / n;
+      const double y = r.bottom() - std::clamp(mass[i], 0.0, 1.0) * r.height();
+      if (i == 0) {
+        path.moveTo(x, y);
+      } else {
+        path.lineTo(x, y);
+      }
+    }
+    p.setPen(QPen(c.accent, 1.5));
+    p.drawPath(path);
+  }
+
+ private:
+  const IndexerHistory& m_history;
+};
 
 IndexerPanel::IndexerPanel(QWidget* parent)
     : InspectorPanel(QStringLiteral("indexerPanel"), PanelSketch::Kind::kSelectedRows,
                      tr("Sparse attention is off"),
                      tr("With sparse attention, a small indexer scores every cached row and each "
                         "layer attends only to the rows it picks, so long contexts cost less per "
-                        "token. Once a KV policy turns the indexer on, this panel shows the "
+                        "token. Turn it on in the Scheme tab; this panel then shows the "
                         "positions picked at every step and how much of the attention they "
                         "capture."),
-                     parent) {}
+                     parent),
+      m_summary(new QLabel),
+      m_mode(new QComboBox),
+      m_diagnostic(new QCheckBox(tr("Measure captured mass"))),
+      m_heatmap(new IndexerHeatmap(m_history)),
+      m_mass(new MassSparkline(m_history)),
+      m_massValue(new QLabel) {
+  auto* content = new QWidget;
+  auto* heading = new QLabel(tr("ROWS ATTENDED"));
+  heading->setProperty("role", "section");
+  m_summary->setObjectName(QStringLiteral("indexerSummary"));
+  m_summary->setWordWrap(true);
+  m_mode->setObjectName(QStringLiteral("indexerMode"));
+  m_mode->addItem(tr("Last step"));
+  m_mode->addItem(tr("Frequency, last %1 steps").arg(IndexerHistory::kSteps));
+  m_diagnostic->setObjectName(QStringLiteral("indexerDiagnostic"));
+  m_diagnostic->setToolTip(
+      tr("Also computes full attention at every step to report the share of its weight the "
+         "picked rows carry. Slower: use it to judge a setting, not while working."));
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(m_mode);
+  controls->addStretch(1);
+  controls->addWidget(m_diagnostic);
+  auto* massHeading = new QLabel(tr("CAPTURED ATTENTION MASS"));
+  massHeading->setProperty("role", "section");
+  m_massValue->setObjectName(QStringLiteral("capturedMass"));
+  auto* massRow = new QHBoxLayout;
+  massRow->addWidget(massHeading);
+  massRow->addStretch(1);
+  massRow->addWidget(m_massValue);
+
+  auto* column = new QVBoxLayout(content);
+  column->setContentsMargins(12, 12, 12, 8);
+  column->setSpacing(8);
+  column->addWidget(heading);
+  column->addWidget(m_summary);
+  column->addLayout(controls);
+  column->addWidget(m_heatmap, 1);
+  column->addLayout(massRow);
+  column->addWidget(m_mass);
+  setContent(content);
+
+  connect(m_mode, &QComboBox::currentIndexChanged, this, [this](int index) {
+    m_heatmap->setMode(index == 0 ? IndexerHeatmap::Mode::kLastStep
+                                  : IndexerHeatmap::Mode::kFrequency);
+  });
+  connect(m_diagnostic, &QCheckBox::toggled, this, &IndexerPanel::diagnosticRequested);
+}
+
+void IndexerPanel::showReport(const IndexerReport& report) {
+  m_history.add(report);
+  if (m_history.empty()) return;
+  updateSummary();
+  m_heatmap->update();
+  m_mass->update();
+  showContent(true);
+}
+
+void IndexerPanel::updateSummary() {
+  const IndexerReport& r = m_history.last();
+  const QLocale locale;
+  m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3 · "
+                        "%4% of %5 cached rows read in the last step")
+                         .arg(locale.toString(r.topK), locale.toString(r.sinks),
+                              locale.toString(r.window),
+                              locale.toString(100.0 * m_history.rowsRead(), 'f', 1),
+                              locale.toString(r.rows)));
+  const double mass = r.capturedMass();
+  m_massValue->setText(mass >= 0.0 ? locale.toString(100.0 * mass, 'f', 1) + QLatin1Char('%')
+                                   : QStringLiteral("–"));
+}
+
+void IndexerPanel::setIndexerEnabled(bool enabled) {
+  if (!enabled) clear();
+}
+
+void IndexerPanel::clear() {
+  m_history.clear();
+  showContent(false);
+}
 
 }  // namespace kvscope::ui

@@ -33,6 +33,8 @@ InspectorDock::InspectorDock(QWidget* parent)
   m_refresh.setInterval(kRefreshInterval);
   connect(&m_refresh, &QTimer::timeout, this, &InspectorDock::flush);
   connect(m_scheme, &SchemePanel::policyRequested, this, &InspectorDock::policyRequested);
+  connect(m_indexer, &IndexerPanel::diagnosticRequested, this,
+          &InspectorDock::indexerDiagnosticRequested);
 }
 
 void InspectorDock::showTab(int index) {
@@ -44,13 +46,16 @@ void InspectorDock::setModel(const ModelInfo& model, const QString& policy, quin
   m_scheme->setLayerCount(model.nLayer);
   m_scheme->setPolicy(policy);
   m_scheme->setEditable(true);
+  m_indexer->setIndexerEnabled(policy.contains(QLatin1String("indexer=")));
 }
 
 void InspectorDock::clearModel() {
   m_refresh.stop();
   m_pendingSteps.clear();
+  m_pendingIndexer.clear();
   m_kvPending = false;
   m_kv->clear();
+  m_indexer->clear();
   m_scheme->clear();
   m_throughput->clear();
 }
@@ -71,6 +76,11 @@ void InspectorDock::showStep(const StepReport& report) {
   if (!m_refresh.isActive()) m_refresh.start();
 }
 
+void InspectorDock::showIndexer(const IndexerReport& report) {
+  m_pendingIndexer.append(report);
+  if (!m_refresh.isActive()) m_refresh.start();
+}
+
 void InspectorDock::flush() {
   m_refresh.stop();
   if (m_kvPending) {
@@ -80,6 +90,8 @@ void InspectorDock::flush() {
   }
   for (const StepReport& report : m_pendingSteps) m_throughput->showStep(report);
   m_pendingSteps.clear();
+  for (const IndexerReport& report : m_pendingIndexer) m_indexer->showReport(report);
+  m_pendingIndexer.clear();
 }
 
 }  // namespace kvscope::ui

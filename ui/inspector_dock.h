@@ -41,11 +41,13 @@ class InspectorDock : public QDockWidget {
  public slots:
   void showKv(const kvscope::ui::KvReport& report);
   void showStep(const kvscope::ui::StepReport& report);
+  void showIndexer(const kvscope::ui::IndexerReport& report);
   // Applies pending reports now (end of a reply; tests).
   void flush();
 
  signals:
   void policyRequested(const QString& policy);
+  void indexerDiagnosticRequested(bool on);
 
  private:
   QTabWidget* m_tabs;
@@ -56,6 +58,7 @@ class InspectorDock : public QDockWidget {
   QTimer m_refresh;
   KvReport m_pendingKv;
   QList<StepReport> m_pendingSteps;  // every step is a chart point; only the latest repaints
+  QList<IndexerReport> m_pendingIndexer;  // every step counts in the selection frequency
   bool m_kvPending = false;
 };
 

@@ -21,7 +21,8 @@ constexpr int kErrorWidth = 88;  // "0.03% / 12.4%"
 constexpr int kStreamGap = 2;
 constexpr int kRowGap = 7;
 
-// Shades of one stream's colour: codes full strength, scales paler, other bytes faint.
+// Shades of one stream's colour: codes full strength, scales paler, other bytes faint; the
+// indexer's sidecar (K only) in the accent colour, as in the Indexer panel.
 QColor blend(const QColor& color, const QColor& over, double amount) {
   return QColor::fromRgbF(float(color.redF() * amount + over.redF() * (1 - amount)),
                           float(color.greenF() * amount + over.greenF() * (1 - amount)),
@@ -29,12 +30,13 @@ QColor blend(const QColor& color, const QColor& over, double amount) {
 }
 
 struct PartColors {
-  QColor codes, scales, other;
+  QColor codes, scales, other, sidecar;
 };
 
 PartColors partColors(const QColor& stream) {
   const QColor surface = themeColors().surface;
-  return {stream, blend(stream, surface, 0.5), blend(stream, surface, 0.22)};
+  return {stream, blend(stream, surface, 0.5), blend(stream, surface, 0.22),
+          blend(themeColors().accent, surface, 0.6)};
 }
 
 // A measured error as a percentage: two decimals below 1%, one above; "–" unmeasured.
@@ -69,6 +71,10 @@ QString streamRows(const QString& name, const QString& scheme, double bitsPerVal
                      .arg(name, scheme.toHtmlEscaped(), bits(bitsPerValue));
   rows += QStringLiteral("<tr><td></td><td>codes %1 · scales %2 · other %3</td></tr>")
               .arg(formatBytes(bytes.codes), formatBytes(bytes.scales), formatBytes(bytes.padding));
+  if (bytes.sidecar > 0) {
+    rows += QStringLiteral("<tr><td></td><td>indexer sidecar %1</td></tr>")
+                .arg(formatBytes(bytes.sidecar));
+  }
   const double ratio = bytes.total() > 0 ? double(f16) / bytes.total() : 1.0;
   rows += QStringLiteral("<tr><td></td><td>%1 stored · f16 %2 · %3×</td></tr>")
               .arg(formatBytes(bytes.total()), formatBytes(f16), QLocale().toString(ratio, 'f', 2));
@@ -111,6 +117,13 @@ class KvLegend : public QWidget {
         x += width + 12;
       }
       if (name == QObject::tr("K")) {
+        p.fillRect(QRect(x, y + line / 2 - 5, 10, 10), parts.sidecar);
+        x += 14;
+        p.setPen(c.muted);
+        const QString sidecar = QObject::tr("indexer");
+        p.drawText(QRect(x, y, p.fontMetrics().horizontalAdvance(sidecar), line), Qt::AlignVCenter,
+                   sidecar);
+        x += p.fontMetrics().horizontalAdvance(sidecar) + 12;
         p.setPen(QPen(c.text, 1));
         p.setBrush(Qt::NoBrush);
         p.drawRect(QRectF(x + 0.5, y + line / 2 - 4.5, 18, 9));
@@ -253,7 +266,7 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
       p.fillRect(QRect(x, y, f16Width, barH), c.sunken);
       for (const auto& [partBytes, color] :
            {std::pair{bytes.codes, colors.codes}, std::pair{bytes.scales, colors.scales},
-            std::pair{bytes.padding, colors.other}}) {
+            std::pair{bytes.padding, colors.other}, std::pair{bytes.sidecar, colors.sidecar}}) {
         const int w = qRound(partBytes * scale);
         p.fillRect(QRect(x, y, w, barH), color);
         x += w;

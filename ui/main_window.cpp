@@ -283,6 +283,7 @@ void MainWindow::connectController() {
   connect(c, &ChatController::conversationsChanged, this, &MainWindow::refreshConversations);
   connect(c, &ChatController::stepReported, m_inspector, &InspectorDock::showStep);
   connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);
+  connect(c, &ChatController::indexerReported, m_inspector, &InspectorDock::showIndexer);
   connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
 }
 
@@ -307,6 +308,8 @@ void MainWindow::connectWidgets() {
   connect(m_conversations, &ConversationList::renameRequested, this,
           &MainWindow::renameConversation);
   connect(m_inspector, &InspectorDock::policyRequested, this, &MainWindow::applyPolicy);
+  connect(m_inspector, &InspectorDock::indexerDiagnosticRequested, m_controller,
+          &ChatController::setIndexerDiagnostic);
   connect(m_modelButton, &QToolButton::clicked, this, &MainWindow::openModelPicker);
   connect(m_settingsButton, &QToolButton::clicked, this, &MainWindow::openSettings);
   connect(m_discovery, &ModelDiscovery::finished, this, [this](const QList<ModelEntry>& models) {

@@ -53,6 +53,8 @@ struct Choice {
   QString key = QStringLiteral("f16");
   QString value = QStringLiteral("f16");
   int boundary = 0;
+  QString indexer;  // indexer= value, "" when off
+  QString sparseV;  // sparse_v= value, "" when off
 };
 
 Choice parseChoice(const QString& policy) {
@@ -63,6 +65,8 @@ Choice parseChoice(const QString& policy) {
     if (name == QLatin1String("k") || name == QLatin1String("kv")) c.key = arg;
     if (name == QLatin1String("v") || name == QLatin1String("kv")) c.value = arg;
     if (name == QLatin1String("boundary")) c.boundary = arg.section(QLatin1Char(':'), 0, 0).toInt();
+    if (name == QLatin1String("indexer")) c.indexer = arg.section(QLatin1Char(':'), 0, 0);
+    if (name == QLatin1String("sparse_v")) c.sparseV = arg;
   }
   return c;
 }
@@ -110,6 +114,8 @@ SchemePanel::SchemePanel(QWidget* parent)
       m_keys(new QComboBox),
       m_values(new QComboBox),
       m_boundary(new QSpinBox),
+      m_indexer(new QComboBox),
+      m_sparseV(new QComboBox),
       m_apply(new QPushButton(tr("Apply"))),
       m_progress(new QProgressBar),
       m_table(new QTableWidget(0, kColumns)) {
@@ -129,6 +135,19 @@ SchemePanel::SchemePanel(QWidget* parent)
       tr("The first and last N layers keep f16: they are the most sensitive to "
          "cache error."));
   m_boundary->setRange(0, 0);
+  m_indexer->setObjectName(QStringLiteral("indexerPicker"));
+  m_indexer->addItem(tr("Off · every row"), QString());
+  for (int k : {2048, 1024, 512, 256, 128, 64})
+    m_indexer->addItem(tr("Top %1 rows").arg(k), QString::number(k));
+  m_indexer->setToolTip(
+      tr("Sparse attention: each layer attends the first 4 and last 64 rows plus the top-k "
+         "rows by the indexer's score. Contexts within the budget stay exact. Changes apply "
+         "at once; the cache is not re-encoded."));
+  m_sparseV->setObjectName(QStringLiteral("sparseVPicker"));
+  m_sparseV->addItem(tr("Off"), QString());
+  for (const char* tau : {"0.0001", "0.001", "0.01"})
+    m_sparseV->addItem(tr("below %1").arg(QLatin1String(tau)), QLatin1String(tau));
+  m_sparseV->setToolTip(tr("Skips value rows whose attention weight is below the threshold."));
   m_progress->setObjectName(QStringLiteral("reencodeProgress"));
   m_progress->setFormat(tr("Re-encoding %v of %m tokens"));
   m_progress->setTextVisible(true);
@@ -150,7 +169,11 @@ SchemePanel::SchemePanel(QWidget* parent)
   pickers->addWidget(new QLabel(tr("f16 boundary")), 2, 0);
   pickers->addWidget(m_boundary, 2, 1);
   pickers->addWidget(m_apply, 2, 3);
-  pickers->addWidget(m_progress, 3, 0, 1, 4);
+  pickers->addWidget(new QLabel(tr("Sparse attention")), 3, 0);
+  pickers->addWidget(m_indexer, 3, 1);
+  pickers->addWidget(new QLabel(tr("Sparse V")), 3, 2);
+  pickers->addWidget(m_sparseV, 3, 3);
+  pickers->addWidget(m_progress, 4, 0, 1, 4);
   pickers->setColumnStretch(1, 1);
   pickers->setColumnStretch(3, 1);
 
@@ -186,6 +209,10 @@ SchemePanel::SchemePanel(QWidget* parent)
   connect(m_values, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
   connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
   connect(m_apply, &QPushButton::clicked, this, [this] { emit policyRequested(chosenPolicy()); });
+  for (QComboBox* box : {m_indexer, m_sparseV}) {
+    connect(box, &QComboBox::activated, this,
+            [this] { emit policyRequested(m_activeChoice + attentionItems()); });
+  }
   setAvailableSchemes({QStringLiteral("f16")});
 }
 
@@ -212,6 +239,10 @@ void SchemePanel::setPolicy(const QString& policy) {
     m_keys->setCurrentText(c.key);
     m_values->setCurrentText(c.value);
     m_boundary->setValue(c.boundary);
+    if (m_indexer->findData(c.indexer) < 0) m_indexer->addItem(tr("Top %1 rows").arg(c.indexer), c.indexer);
+    m_indexer->setCurrentIndex(m_indexer->findData(c.indexer));
+    if (m_sparseV->findData(c.sparseV) < 0) m_sparseV->addItem(tr("below %1").arg(c.sparseV), c.sparseV);
+    m_sparseV->setCurrentIndex(m_sparseV->findData(c.sparseV));
   }
   updateApply();
   showContent(true);
@@ -237,7 +268,17 @@ void SchemePanel::hideProgress() {
 }
 
 QString SchemePanel::chosenPolicy() const {
-  return policyText(m_keys->currentText(), m_values->currentText(), m_boundary->value());
+  return policyText(m_keys->currentText(), m_values->currentText(), m_boundary->value()) +
+         attentionItems();
+}
+
+QString SchemePanel::attentionItems() const {
+  QString items;
+  if (const QString k = m_indexer->currentData().toString(); !k.isEmpty())
+    items += QStringLiteral(",indexer=") + k;
+  if (const QString tau = m_sparseV->currentData().toString(); !tau.isEmpty())
+    items += QStringLiteral(",sparse_v=") + tau;
+  return items;
 }
 
 void SchemePanel::presetChosen(int index) {
@@ -257,10 +298,12 @@ void SchemePanel::updateApply() {
   const int preset = m_preset->findData(
       QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
   m_preset->setCurrentIndex(qMax(0, preset));
-  m_apply->setEnabled(m_editable && chosenPolicy() != m_activeChoice);
+  m_apply->setEnabled(m_editable && chosenPolicy() != m_activeChoice + attentionItems());
   const bool pickable = m_editable && m_keys->count() > 1;
   for (QWidget* picker : std::initializer_list<QWidget*>{m_preset, m_keys, m_values, m_boundary})
     picker->setEnabled(pickable);
+  m_indexer->setEnabled(m_editable);
+  m_sparseV->setEnabled(m_editable);
 }
 
 void SchemePanel::showReport(const KvReport& report) {

@@ -5,7 +5,10 @@
 // the number of f16 boundary layers at each end); Apply emits policyRequested() with a
 // policy string ("k=q8_0,v=turbo3,boundary=2"), which the window hands to the engine to
 // re-encode the cache, and showProgress() follows that re-encode. The pickers list
-// setAvailableSchemes().
+// setAvailableSchemes(). Below them, the sparse-attention pickers (indexer top-k, sparse
+// V threshold) change how attention reads the cache, not what it holds: a change
+// requests the active codecs with the new options at once, and the engine applies it
+// without re-encoding.
 
 #include <QStringList>
 
@@ -52,6 +55,9 @@ class SchemePanel : public InspectorPanel {
 
   // What Apply would request.
   QString chosenPolicy() const;
+  // The sparse-attention items the pickers choose (",indexer=512,sparse_v=0.001"; "" for
+  // none), appended to a policy.
+  QString attentionItems() const;
 
  signals:
   void policyRequested(const QString& policy);
@@ -65,6 +71,8 @@ class SchemePanel : public InspectorPanel {
   QComboBox* m_keys;
   QComboBox* m_values;
   QSpinBox* m_boundary;
+  QComboBox* m_indexer;  // data: the indexer= value ("" for off)
+  QComboBox* m_sparseV;  // data: the sparse_v= value ("" for off)
   QPushButton* m_apply;
   QProgressBar* m_progress;
   QTableWidget* m_table;

@@ -3,8 +3,11 @@
 #include <QApplication>
 #include <QPixmap>
 
+#include <QCheckBox>
+
 #include "ui/chat_controller.h"
 #include "ui/composer.h"
+#include "ui/indexer_panel.h"
 #include "ui/inspector_dock.h"
 #include "ui/main_window.h"
 
@@ -59,6 +62,10 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
     m_sawKv = true;
     checkReady();
   });
+  connect(c, &ChatController::indexerReported, this, [this] {
+    m_sawIndexer = true;
+    checkReady();
+  });
 }
 
 void ScreenshotScript::start() {
@@ -69,6 +76,10 @@ void ScreenshotScript::start() {
     return;
   }
   m_window.inspector()->showTab(m_plan.inspectorTab);
+  if (m_plan.indexerDiagnostic) {
+    m_window.inspector()->indexerPanel()->findChild<QCheckBox*>(
+        QStringLiteral("indexerDiagnostic"))->setChecked(true);
+  }
   m_window.controller()->loadModelWith(m_plan.modelPath, m_plan.backend);
 }
 
@@ -79,12 +90,14 @@ void ScreenshotScript::sendNext() {
   }
   m_lastTurn = m_next == m_plan.prompts.size() - 1;
   m_sawKv = false;
+  m_sawIndexer = false;
   m_tokens = 0;
   m_window.controller()->send(m_plan.prompts.at(m_next++));
 }
 
 void ScreenshotScript::checkReady() {
   if (!m_lastTurn || m_capturing || !m_sawKv || m_tokens < quint32(m_plan.minTokens)) return;
+  if (m_plan.inspectorTab == 2 && !m_sawIndexer) return;
   m_capturing = true;
   m_window.inspector()->flush();
   QTimer::singleShot(kStreamingSettleMs, this, &ScreenshotScript::capture);

@@ -5,7 +5,8 @@
 // empty state). With one it loads the
 // model, sends each prompt in turn (every reply but the last runs to its end), and
 // captures the window while the last reply streams: once it has `minTokens` tokens and
-// the inspector has a KV report, so the picture shows a conversation mid-flight. Exits
+// the inspector has a KV report (on the Indexer tab, an indexer report too), so the
+// picture shows a conversation mid-flight. Exits
 // the application with 0 when the picture was saved, 1 on any failure (with a message).
 
 #include <QObject>
@@ -27,6 +28,7 @@ struct ScreenshotPlan {
   int maxTokens = 0;  // reply length limit; 0: the model's remembered setting
   int minTokens = 24;
   int inspectorTab = 0;  // KV memory, Scheme, Indexer, Throughput
+  bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
   int timeoutMs = 180000;
 };
 
@@ -48,6 +50,7 @@ class ScreenshotScript : public QObject {
   int m_next = 0;  // the next prompt to send
   bool m_lastTurn = false;
   bool m_sawKv = false;
+  bool m_sawIndexer = false;
   quint32 m_tokens = 0;
   bool m_capturing = false;
   bool m_probed = false;

@@ -4,8 +4,13 @@
 #include <cmath>
 
 #include "backend/cpu_attention.h"
+#include "backend/cpu_features.h"
 #include "backend/cpu_kv_rows.h"
 #include "backend/cpu_matmul.h"
+
+#if defined(KVSCOPE_CPU_AVX2)
+#include <immintrin.h>
+#endif
 
 namespace kvscope::cpu {
 
@@ -22,10 +27,70 @@ void storedSpaceQuery(const kv::KvScheme& keys, const float* q, uint32_t h, uint
   }
 }
 
+#if defined(KVSCOPE_CPU_AVX2)
+// Up to 8 queries per pass: each page's bounds are widened to float once per
+// 8 channels and fed to every query's accumulator.
+void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
+                         uint32_t nq, uint32_t pages, float* scores) {
+  const uint32_t d = index.dim();
+  constexpr uint32_t kMaxQ = 8;
+  alignas(32) float plus[kMaxQ * kv::kMaxKvDim], minus[kMaxQ * kv::kMaxKvDim];
+  for (uint32_t q0 = 0; q0 < nq; q0 += kMaxQ) {
+    const uint32_t n = std::min(kMaxQ, nq - q0);
+    for (uint32_t j = 0; j < n; ++j) {
+      for (uint32_t i = 0; i < d; ++i) {
+        const float x = q[size_t{q0 + j} * d + i];
+        plus[j * d + i] = std::max(x, 0.0f);
+        minus[j * d + i] = std::min(x, 0.0f);
+      }
+    }
+    for (uint32_t p = 0; p < pages; ++p) {
+      const int8_t* lo = index.entry(layer, p, head);
+      const int8_t* hi = lo + d;
+      __m256 acc[kMaxQ];
+      for (uint32_t j = 0; j < n; ++j) acc[j] = _mm256_setzero_ps();
+      for (uint32_t i = 0; i < d; i += 8) {
+        const __m256 l = _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo + i))));
+        const __m256 h = _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi + i))));
+        for (uint32_t j = 0; j < n; ++j) {
+          acc[j] = _mm256_fmadd_ps(_mm256_load_ps(&plus[j * d + i]), h, acc[j]);
+          acc[j] = _mm256_fmadd_ps(_mm256_load_ps(&minus[j * d + i]), l, acc[j]);
+        }
+      }
+      const float scale = std::ldexp(1.0f, hi[d]);
+      float best = q0 > 0 ? scores[p] : -INFINITY;
+      for (uint32_t j = 0; j < n; ++j) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        best = std::max(best, _mm_cvtss_f32(s) * scale);
+      }
+      scores[p] = best;
+    }
+  }
+}
+#endif
+
 }  // namespace
 
+void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
+                     uint32_t nq, uint32_t pages, float* scores, bool portable) {
+  const uint32_t d = index.dim();
+#if defined(KVSCOPE_CPU_AVX2)
+  if (!portable && index.sketch() == kv::IndexSketch::kBounds && d % 8 == 0)
+    return scoreGroupPagesAvx2(index, layer, head, q, nq, pages, scores);
+#else
+  (void)portable;
+#endif
+  for (uint32_t j = 0; j < nq; ++j)
+    index.scorePages(layer, head, q + size_t{j} * d, pages, scores, j > 0);
+}
+
 bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                     const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out) {
+                     const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out,
+                     bool portable) {
   const kv::KvGeometry& g = cache.geometry();
   const kv::KvIndex& index = *cache.index();
   const uint32_t rows = cache.rows(), d = g.headDim, gqa = nHead / g.nHeadKv;
@@ -33,12 +98,12 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   out.resize(g.nHeadKv);
   pool.parallelFor(g.nHeadKv, [&](size_t begin, size_t end) {
-    std::vector<float> query(d), scores(pages);
+    std::vector<float> queries(size_t{gqa} * d), scores(pages);
     for (size_t h = begin; h < end; ++h) {
-      for (uint32_t i = 0; i < gqa; ++i) {
-        storedSpaceQuery(keys, q, static_cast<uint32_t>(h) * gqa + i, d, query.data());
-        index.scorePages(layer, static_cast<uint32_t>(h), query.data(), pages, scores.data(), i > 0);
-      }
+      for (uint32_t i = 0; i < gqa; ++i)
+        storedSpaceQuery(keys, q, static_cast<uint32_t>(h) * gqa + i, d, &queries[size_t{i} * d]);
+      scoreGroupPages(index, layer, static_cast<uint32_t>(h), queries.data(), gqa, pages,
+                      scores.data(), portable);
       kv::selectRows(options, rows, scores.data(), out[h]);
     }
   });

@@ -22,7 +22,17 @@ using LayerSelection = std::vector<std::vector<kv::RowRun>>;
 // every row). The cache's sidecar must be on. Fills out ([nHeadKv]) and
 // returns whether some head attends fewer than all rows.
 bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                     const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out);
+                     const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out,
+                     bool portable = false);
+
+// scores[p] = the highest score of page p of (layer, head) over the `nq`
+// queries q ([nq][headDim], in the K scheme's stored space), pages [0, pages).
+// The AVX2 kernel (page bounds, headDim a multiple of 8) reads each entry once
+// for all queries and sums q+ . hi + q- . lo with FMAs (q+ = max(q, 0),
+// q- = min(q, 0)); the portable form is KvIndex::scorePages per query. They
+// differ by float rounding only (tests/backend/cpu_indexer_test.cpp).
+void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
+                     uint32_t nq, uint32_t pages, float* scores, bool portable = false);
 
 // The share of dense attention's softmax mass that falls on the selected
 // rows, averaged over the query heads (diagnostic mode): every key row is

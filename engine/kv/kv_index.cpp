@@ -31,6 +31,17 @@ int8_t code(float x, int e, bool up) {
 
 }  // namespace
 
+uint32_t KvIndex::entryBytesFor(uint32_t headDim, IndexSketch sketch) {
+  const uint32_t codes = sketch == IndexSketch::kRow4 ? (headDim + 1) / 2 : 2 * headDim;
+  return (codes + 1 + 3) / 4 * 4;  // + the exponent, padded to 4
+}
+
+double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
+  if (!options.enabled()) return 0.0;
+  const uint32_t rows = options.sketch == IndexSketch::kRow4 ? 1 : options.pageRows;
+  return static_cast<double>(entryBytesFor(headDim, options.sketch)) / rows;
+}
+
 KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketch sketch,
                  uint32_t pageRows)
     : m_nLayer(nLayer),
@@ -38,8 +49,7 @@ KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketc
       m_dim(headDim),
       m_sketch(sketch),
       m_pageRows(sketch == IndexSketch::kRow4 ? 1 : pageRows),
-      m_entryBytes(((sketch == IndexSketch::kRow4 ? (headDim + 1) / 2 : 2 * headDim) + 1 + 3) / 4 *
-                   4),
+      m_entryBytes(entryBytesFor(headDim, sketch)),
       m_entries(nLayer),
       m_rows(size_t{nLayer} * nHeadKv, 0) {}
 

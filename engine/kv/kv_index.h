@@ -37,8 +37,13 @@ class KvIndex {
           uint32_t pageRows);
 
   IndexSketch sketch() const { return m_sketch; }
+  uint32_t dim() const { return m_dim; }
   uint32_t pageRows() const { return m_pageRows; }
   uint32_t entryBytes() const { return m_entryBytes; }
+  // Bytes of one entry for rows of headDim values, and what the sidecar adds
+  // per cached row and KV head (entry / pageRows): the memory estimate's figure.
+  static uint32_t entryBytesFor(uint32_t headDim, IndexSketch sketch);
+  static double bytesPerRow(uint32_t headDim, const IndexerOptions& options);
   // Rows indexed for (layer, head).
   uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[slot(layer, head)]; }
 

@@ -1,8 +1,10 @@
 #include "runtime/memory_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "kv/kv_index.h"
 #include "kv/kv_policy.h"
 
 namespace kvscope::runtime {
@@ -21,6 +23,9 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     KVS_ASSIGN_OR_RETURN(auto value, kv::makeScheme(l.value, {c.headDimV, policy.seed}));
     e.kvBytesPerToken += uint64_t{c.nHeadKv} * (key->rowBytes() + value->rowBytes());
   }
+  // The indexer's sidecar, rounded up to whole bytes per token.
+  e.kvBytesPerToken += static_cast<uint64_t>(
+      std::ceil(kv::KvIndex::bytesPerRow(c.headDim, policy.attention) * c.nHeadKv * c.nLayer));
   e.contextLength = contextLength == 0 ? c.contextLength : contextLength;
   e.kvBytes = e.kvBytesPerToken * e.contextLength;
   if (memoryBytes == 0) {

@@ -13,6 +13,7 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/cpu_indexer.h"
+#include "kv/kv_index.h"
 #include "kv/rotation.h"
 #include "model/default_model.h"
 #include "support/test_support.h"
@@ -107,6 +108,34 @@ TEST(CpuIndexer, TheHeadsOfAGroupShareOneSelection) {
   ASSERT_EQ(selection.size(), 1u);
   const std::vector<kv::RowRun> want = {{80, 96}, {144, 160}, {392, 400}};
   EXPECT_EQ(selection[0], want);
+}
+
+// The AVX2 group scorer against the reference (KvIndex::scorePages per query,
+// keeping the highest): the same bounds up to float rounding of the sums.
+TEST(CpuIndexer, TheFastGroupScorerEqualsTheReference) {
+  for (uint32_t d : {64u, 128u, 80u, 8u}) {
+    for (uint32_t nq : {1u, 4u, 11u}) {
+      kv::KvIndex index(1, 2, d, kv::IndexSketch::kBounds, 16);
+      const auto keys = test::randomFloats(size_t{300} * d, d + nq, -4.0f, 4.0f);
+      for (uint32_t r = 0; r < 300; ++r) {
+        std::vector<float> k(keys.begin() + size_t{r} * d, keys.begin() + size_t{r + 1} * d);
+        for (float& v : k) v *= 1.0f + static_cast<float>(r % 7);
+        index.add(0, 1, r, k.data());
+      }
+      const auto q = test::randomFloats(size_t{nq} * d, 3 * d + nq, -2.0f, 2.0f);
+      const uint32_t pages = (300 + 15) / 16;
+      std::vector<float> fast(pages), reference(pages);
+      cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, fast.data());
+      cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, reference.data(), true);
+      for (uint32_t p = 0; p < pages; ++p) {
+        // Each sum has 2d terms of |q_i| * |code| * 2^e: float rounding of 1e-5 of that.
+        double scale = 0;
+        for (uint32_t j = 0; j < nq; ++j)
+          for (uint32_t i = 0; i < d; ++i) scale += std::fabs(q[size_t{j} * d + i]) * 8.0 * 127;
+        ASSERT_NEAR(fast[p], reference[p], 1e-6 * scale) << "d " << d << " nq " << nq << " page " << p;
+      }
+    }
+  }
 }
 
 // The captured mass against a double-precision softmax over every stored key.
