@@ -19,7 +19,7 @@ class MassSparkline : public QWidget {
  public:
   explicit MassSparkline(const IndexerHistory& history) : m_history(history) {
     setObjectName(QStringLiteral("capturedMassSparkline"));
-    setMinimumHeight(36);
+    setFixedHeight(44);
     setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
   }
 
@@ -38,7 +38,8 @@ class MassSparkline : public QWidget {
                  tr("Turn on “Measure captured mass” to follow it step by step"));
       return;
     }
-    const double n = std::max<double>(1, IndexerHistory::kMassPoints - 1);
+    // At least 20 slots, so the first few points already draw a line.
+    const double n = static_cast<double>(std::max<size_t>(20, mass.size()) - 1);
     QPainterPath path;
     for (size_t i = 0; i < mass.size(); ++i) {
       const double x = r.right() - (mass.size() - 1 - i) * r.width() / n;
@@ -51,6 +52,9 @@ class MassSparkline : public QWidget {
     }
     p.setPen(QPen(c.accent, 1.5));
     p.drawPath(path);
+    // The newest point as a dot, so a line of one or two points still reads.
+    p.setBrush(c.accent);
+    p.drawEllipse(path.currentPosition(), 2.5, 2.5);
   }
 
  private:

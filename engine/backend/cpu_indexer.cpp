@@ -79,7 +79,7 @@ void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, co
                      uint32_t nq, uint32_t pages, float* scores, bool portable) {
   const uint32_t d = index.dim();
 #if defined(KVSCOPE_CPU_AVX2)
-  if (!portable && index.sketch() == kv::IndexSketch::kBounds && d % 8 == 0)
+  if (!portable && d % 8 == 0)
     return scoreGroupPagesAvx2(index, layer, head, q, nq, pages, scores);
 #else
   (void)portable;

@@ -27,7 +27,7 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
 
 // scores[p] = the highest score of page p of (layer, head) over the `nq`
 // queries q ([nq][headDim], in the K scheme's stored space), pages [0, pages).
-// The AVX2 kernel (page bounds, headDim a multiple of 8) reads each entry once
+// The AVX2 kernel (headDim a multiple of 8) reads each entry once
 // for all queries and sums q+ . hi + q- . lo with FMAs (q+ = max(q, 0),
 // q- = min(q, 0)); the portable form is KvIndex::scorePages per query. They
 // differ by float rounding only (tests/backend/cpu_indexer_test.cpp).

@@ -49,24 +49,18 @@ std::string IndexerOptions::selectionText() const {
 }
 
 Status IndexerOptions::parseScorer(std::string_view name, IndexerOptions& out) {
-  if (name == "row4") {
-    out.sketch = IndexSketch::kRow4;
-    out.pageRows = 1;
-    return okStatus();
-  }
   for (uint32_t rows : {16u, 32u, 64u}) {
     if (name == fmt::format("bounds{}", rows)) {
-      out.sketch = IndexSketch::kBounds;
       out.pageRows = rows;
       return okStatus();
     }
   }
   return makeError(ErrorCode::kInvalidArgument,
-                   "unknown indexer scorer '{}' (bounds16, bounds32, bounds64 or row4)", name);
+                   "unknown indexer scorer '{}' (bounds16, bounds32 or bounds64)", name);
 }
 
 std::string IndexerOptions::scorerText() const {
-  return sketch == IndexSketch::kRow4 ? "row4" : fmt::format("bounds{}", pageRows);
+  return fmt::format("bounds{}", pageRows);
 }
 
 bool selectRows(const IndexerOptions& options, uint32_t rows, const float* pageScores,

@@ -4,15 +4,16 @@
 // rows gets a score from the sidecar (kv/kv_index.h); the rows attended are
 //   the first `sinks` rows  +  the last `window` rows  +  the best pages,
 // ceil(topK / pageRows) of them, among the pages not wholly inside sinks or
-// window. A page is pageRows consecutive rows (1 for a per-row sketch). selectRows() is that rule, the one both backends follow: pages are
+// window. A page is pageRows consecutive rows. selectRows() is that rule, the one both backends follow: pages are
 // ranked by score, highest first, ties broken by the lower page index (the
 // Vulkan kernel sorts by the same key, tests/gpu/indexer_test.cpp).
 //
 // Options text (the `--indexer` flag and the policy item `indexer=`):
 //   TOP_K[:WINDOW[:SINKS]]     e.g. "512", "256:64", "128:32:4"; "off" or 0: off
-// and the policy item indexer_scorer=NAME picks the sidecar (IndexSketch):
-//   bounds16, bounds32, bounds64   Quest page bounds over pages of 16/32/64 rows
-//   row4                           a 4-bit sketch of every key row
+// and the policy item indexer_scorer=NAME picks the sidecar's page size:
+//   bounds16 (default), bounds32, bounds64   Quest page bounds over 16/32/64 rows
+// (docs/RESULTS.md compares them with a per-row 4-bit sketch, which captured more
+// attention mass but 3-10x less per sidecar byte, and was dropped).
 // sparse_v=TAU (a separate policy item) drops V rows whose softmax weight is
 // below TAU for every query head sharing them, with or without the indexer.
 
@@ -25,19 +26,12 @@
 
 namespace kvscope::kv {
 
-// What the sidecar keeps per page (kv/kv_index.h states the formats).
-enum class IndexSketch : uint8_t {
-  kBounds,  // per page, per channel: int8 lower and upper bounds of the keys
-  kRow4,    // per row: the key in 4-bit codes (pages of one row)
-};
-
 struct IndexerOptions {
   uint32_t topK = 0;     // rows picked by score per step (0: the indexer is off)
   uint32_t window = 64;  // the most recent rows, always attended
   uint32_t sinks = 4;    // the first rows, always attended (attention sinks)
   float sparseV = 0.0f;  // V rows weighted below this are skipped (0: none)
-  IndexSketch sketch = IndexSketch::kBounds;
-  uint32_t pageRows = 16;  // rows per sidecar page (1 for kRow4)
+  uint32_t pageRows = 16;  // rows per sidecar page: 16, 32 or 64
   // Also compute dense attention scores, to report the share of the softmax
   // mass the selection captured (telemetry; costs a dense score pass).
   bool diagnostic = false;
@@ -48,7 +42,7 @@ struct IndexerOptions {
   static Status parseInto(std::string_view text, IndexerOptions& out);
   // "TOP_K:WINDOW:SINKS", or "off".
   std::string selectionText() const;
-  // Sets sketch and pageRows from a scorer name (above).
+  // Sets pageRows from a scorer name (above).
   static Status parseScorer(std::string_view name, IndexerOptions& out);
   std::string scorerText() const;
 };

@@ -155,10 +155,9 @@ void KvCache::enableIndex(const IndexerOptions& options) {
     m_index.reset();
     return;
   }
-  if (m_index && m_index->sketch() == options.sketch && m_index->pageRows() == options.pageRows)
-    return;
+  if (m_index && m_index->pageRows() == options.pageRows) return;
   m_index = std::make_unique<KvIndex>(m_geometry.nLayer, m_geometry.nHeadKv, m_geometry.headDim,
-                                      options.sketch, options.pageRows);
+                                      options.pageRows);
   for (uint32_t l = 0; l < m_geometry.nLayer; ++l)
     for (uint32_t h = 0; h < m_geometry.nHeadKv; ++h)
       for (uint32_t r = 0; r < m_rows; ++r) indexRow(l, h, r);

@@ -31,25 +31,21 @@ int8_t code(float x, int e, bool up) {
 
 }  // namespace
 
-uint32_t KvIndex::entryBytesFor(uint32_t headDim, IndexSketch sketch) {
-  const uint32_t codes = sketch == IndexSketch::kRow4 ? (headDim + 1) / 2 : 2 * headDim;
-  return (codes + 1 + 3) / 4 * 4;  // + the exponent, padded to 4
+uint32_t KvIndex::entryBytesFor(uint32_t headDim) {
+  return (2 * headDim + 1 + 3) / 4 * 4;  // lo, hi and the exponent, padded to 4
 }
 
 double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
   if (!options.enabled()) return 0.0;
-  const uint32_t rows = options.sketch == IndexSketch::kRow4 ? 1 : options.pageRows;
-  return static_cast<double>(entryBytesFor(headDim, options.sketch)) / rows;
+  return static_cast<double>(entryBytesFor(headDim)) / options.pageRows;
 }
 
-KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketch sketch,
-                 uint32_t pageRows)
+KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, uint32_t pageRows)
     : m_nLayer(nLayer),
       m_nHeadKv(nHeadKv),
       m_dim(headDim),
-      m_sketch(sketch),
-      m_pageRows(sketch == IndexSketch::kRow4 ? 1 : pageRows),
-      m_entryBytes(entryBytesFor(headDim, sketch)),
+      m_pageRows(pageRows),
+      m_entryBytes(entryBytesFor(headDim)),
       m_entries(nLayer),
       m_rows(size_t{nLayer} * nHeadKv, 0) {}
 
@@ -68,19 +64,6 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
   const uint32_t page = rows / m_pageRows;
   const size_t needed = (size_t{page} + 1) * m_nHeadKv * m_entryBytes;
   if (m_entries[layer].size() < needed) m_entries[layer].resize(needed, 0);
-  if (m_sketch == IndexSketch::kRow4) {
-    auto* nibbles = reinterpret_cast<uint8_t*>(entry(layer, page, head));
-    const int e = exponentFor(key, m_dim, 7.0f);
-    std::fill_n(nibbles, m_entryBytes, 0);
-    for (uint32_t i = 0; i < m_dim; ++i) {
-      const float v = std::isnan(key[i]) ? 0.0f : std::ldexp(key[i], -e);
-      const int c = static_cast<int>(std::clamp(std::nearbyint(v), -7.0f, 7.0f)) + 8;
-      nibbles[i / 2] |= static_cast<uint8_t>(c << (4 * (i % 2)));
-    }
-    nibbles[(m_dim + 1) / 2] = static_cast<uint8_t>(static_cast<int8_t>(e));
-    ++rows;
-    return;
-  }
   int8_t* lo = entry(layer, page, head);
   int8_t* hi = lo + m_dim;
   int8_t& e = hi[m_dim];
@@ -123,17 +106,6 @@ void KvIndex::truncate(uint32_t n) {
 
 void KvIndex::scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages,
                          float* scores, bool keepMax) const {
-  if (m_sketch == IndexSketch::kRow4) {
-    for (uint32_t p = 0; p < pages; ++p) {
-      const auto* nibbles = reinterpret_cast<const uint8_t*>(entry(layer, p, head));
-      float s = 0.0f;
-      for (uint32_t i = 0; i < m_dim; ++i)
-        s += q[i] * static_cast<float>(((nibbles[i / 2] >> (4 * (i % 2))) & 15) - 8);
-      s = std::ldexp(s, static_cast<int8_t>(nibbles[(m_dim + 1) / 2]));
-      scores[p] = keepMax ? std::max(scores[p], s) : s;
-    }
-    return;
-  }
   for (uint32_t p = 0; p < pages; ++p) {
     const int8_t* lo = entry(layer, p, head);
     const int8_t* hi = lo + m_dim;

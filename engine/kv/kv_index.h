@@ -1,26 +1,21 @@
 #pragma once
 // KvIndex: the indexer's sidecar (kv/indexer.h). Per layer, KV head and page
-// of pageRows consecutive cached rows, a summary of the page's keys that
-// scores it against a query q cheaply:
-//   kBounds (Quest): the per-channel lower and upper bounds of the keys; the
-//     score  sum_i max(q_i lo_i, q_i hi_i) >= q . k  for every key k of the page.
-//   kRow4 (pages of one row): the key in 4-bit codes; the score q . k~.
-// The summaries are taken from the keys as the cache stores them (decoded,
-// in the K scheme's own space: rotated for a rotated scheme, where q is
-// rotated too and q . k is unchanged). So a bound holds for the scores
-// attention computes, and rebuilding a page from the cached rows (trim, or
-// turning the indexer on mid-conversation) gives the bytes appending gave.
+// of pageRows consecutive cached rows, the per-channel lower and upper bounds
+// of the page's keys, as Quest keeps them: a page scores against a query q by
+//   sum_i max(q_i lo_i, q_i hi_i) >= q . k   for every key k of the page.
+// The bounds are taken from the keys as the cache stores them (decoded, in
+// the K scheme's own space: rotated for a rotated scheme, where q is rotated
+// too and q . k is unchanged). So the bound holds for the scores attention
+// computes, and rebuilding a page from the cached rows (trim, or turning the
+// indexer on mid-conversation) gives the bytes appending gave.
 //
-// Entry, one per (layer, page, head), entryBytes() bytes, zero-padded to a
-// multiple of 4, value = code * 2^e:
-//   kBounds  i8 lo[headDim] | i8 hi[headDim] | i8 e
-//   kRow4    u8 nibbles[ceil(headDim / 2)] (code + 8, channel 2i low) | i8 e
-// kBounds: a row that needs a larger e than its page has coarsens the page's
-// codes first (lo rounded down, hi up), so the bounds only widen; each row's
-// own codes are floor(x / 2^e) and ceil(x / 2^e), |code| <= 127.
-// kRow4: codes round(x / 2^e), |code| <= 7, e the smallest that fits the row.
-// At headDim 64, kBounds over 16 rows takes 8.25 bytes per row, kRow4 36
-// (an f16 key row is 128).
+// Entry, one per (layer, page, head), entryBytes() bytes:
+//   i8 lo[headDim] | i8 hi[headDim] | i8 e | zero padding to a multiple of 4
+// with value = code * 2^e. A row that needs a larger e than its page has
+// coarsens the page's codes first (lo rounded down, hi up), so the bounds
+// only widen; each row's own codes are floor(x / 2^e) and ceil(x / 2^e),
+// |code| <= 127. At headDim 64 a page of 16 rows takes 132 bytes, 8.25 per
+// row (an f16 key row is 128).
 //
 // Rows must be added in order per (layer, head): row i after rows 0 .. i-1.
 
@@ -33,16 +28,14 @@ namespace kvscope::kv {
 
 class KvIndex {
  public:
-  KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, IndexSketch sketch,
-          uint32_t pageRows);
+  KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, uint32_t pageRows);
 
-  IndexSketch sketch() const { return m_sketch; }
   uint32_t dim() const { return m_dim; }
   uint32_t pageRows() const { return m_pageRows; }
   uint32_t entryBytes() const { return m_entryBytes; }
   // Bytes of one entry for rows of headDim values, and what the sidecar adds
   // per cached row and KV head (entry / pageRows): the memory estimate's figure.
-  static uint32_t entryBytesFor(uint32_t headDim, IndexSketch sketch);
+  static uint32_t entryBytesFor(uint32_t headDim);
   static double bytesPerRow(uint32_t headDim, const IndexerOptions& options);
   // Rows indexed for (layer, head).
   uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[slot(layer, head)]; }
@@ -55,9 +48,9 @@ class KvIndex {
 
   // The entry of (layer, page, head).
   const int8_t* entry(uint32_t layer, uint32_t page, uint32_t head) const;
-  // scores[p] = the score of page p against q (headDim floats) for pages
-  // [0, pages); with `keepMax`, scores[p] = max(scores[p], score) (the query
-  // heads of a GQA group).
+  // scores[p] = the bound of page p against q (headDim floats) for pages
+  // [0, pages); with `keepMax`, scores[p] = max(scores[p], bound) (the query
+  // heads of a GQA group). The reference of cpu::scoreGroupPages.
   void scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages, float* scores,
                   bool keepMax) const;
 
@@ -69,7 +62,6 @@ class KvIndex {
   int8_t* entry(uint32_t layer, uint32_t page, uint32_t head);
 
   uint32_t m_nLayer, m_nHeadKv, m_dim;
-  IndexSketch m_sketch;
   uint32_t m_pageRows, m_entryBytes;
   std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes]
   std::vector<uint32_t> m_rows;                // [layer * nHeadKv + head]

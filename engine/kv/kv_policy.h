@@ -15,7 +15,7 @@
 //   seed=N            the cache seed (decimal or 0x hex) of rotated schemes
 //   indexer=K[:W[:S]] indexed decode: the top K rows by the sidecar's score,
 //                     plus the last W and the first S rows (kv/indexer.h)
-//   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64, row4
+//   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64
 //   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
 //
 // indexer and sparse_v choose how attention reads the cache, not what it

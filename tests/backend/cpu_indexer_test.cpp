@@ -115,7 +115,7 @@ TEST(CpuIndexer, TheHeadsOfAGroupShareOneSelection) {
 TEST(CpuIndexer, TheFastGroupScorerEqualsTheReference) {
   for (uint32_t d : {64u, 128u, 80u, 8u}) {
     for (uint32_t nq : {1u, 4u, 11u}) {
-      kv::KvIndex index(1, 2, d, kv::IndexSketch::kBounds, 16);
+      kv::KvIndex index(1, 2, d, 16);
       const auto keys = test::randomFloats(size_t{300} * d, d + nq, -4.0f, 4.0f);
       for (uint32_t r = 0; r < 300; ++r) {
         std::vector<float> k(keys.begin() + size_t{r} * d, keys.begin() + size_t{r + 1} * d);

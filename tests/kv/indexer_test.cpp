@@ -1,5 +1,5 @@
 // The indexer's selection rule (kv::selectRows), its options text, and the
-// sidecar (kv::KvIndex) inside a KvCache: bounds that hold, sketches within
+// sidecar (kv::KvIndex) inside a KvCache: bounds that hold and stay within
 // their rounding, and the same bytes whether pages were appended, trimmed
 // and re-appended, or rebuilt from the cached rows; the sidecar's bytes in
 // the cache's accounting.
@@ -53,7 +53,7 @@ std::vector<char> maskOf(const std::vector<RowRun>& runs, uint32_t rows) {
 }
 
 TEST(IndexerSelection, KeepsSinksWindowAndTheBestPagesInCacheOrder) {
-  for (uint32_t pageRows : {16u, 32u, 1u}) {
+  for (uint32_t pageRows : {16u, 32u, 64u}) {
     for (uint32_t rows : {100u, 1000u, 4097u}) {
       for (uint32_t topK : {1u, 32u, 64u, 200u}) {
         IndexerOptions o{.topK = topK, .window = 48, .sinks = 4, .pageRows = pageRows};
@@ -112,8 +112,7 @@ TEST(IndexerOptions, ParsesTopKWindowAndSinks) {
     EXPECT_FALSE(IndexerOptions::parseInto(bad, o).ok()) << bad;
   EXPECT_TRUE(IndexerOptions::parseScorer("bounds32", o).ok());
   EXPECT_EQ(o.pageRows, 32u);
-  EXPECT_TRUE(IndexerOptions::parseScorer("row4", o).ok());
-  EXPECT_EQ(o.pageRows, 1u);
+  EXPECT_EQ(o.scorerText(), "bounds32");
   EXPECT_FALSE(IndexerOptions::parseScorer("bounds8", o).ok());
 }
 
@@ -222,7 +221,7 @@ TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
 // A row that needs a coarser scale than its page has rounds the page's
 // earlier bounds outward: 1.1 at 2^-6 steps is code 71; at 2^0 steps, 2.
 TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
-  KvIndex index(1, 1, 4, IndexSketch::kBounds, 16);
+  KvIndex index(1, 1, 4, 16);
   const float first[4] = {1.1f, -1.1f, 0.0f, 0.5f}, second[4] = {-0.5f, 0.0f, 100.0f, 0.25f};
   index.add(0, 0, 0, first);
   index.add(0, 0, 1, second);
@@ -236,30 +235,9 @@ TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
   EXPECT_LE(score[0], 2.0f) << "one step of 2^0 above";
 }
 
-TEST(KvIndex, RowSketchScoresWithinItsRounding) {
-  const IndexerOptions o{.topK = 1, .sketch = IndexSketch::kRow4, .pageRows = 1};
-  auto c = filledCache("q8_0", 50, 256, o, true);
-  const auto q = randomFloats(kDim, 5, -3.0f, 3.0f);
-  std::vector<float> score(50), k(kDim);
-  c->index()->scorePages(1, 1, q.data(), 50, score.data(), false);
-  for (uint32_t r = 0; r < 50; ++r) {
-    c->readRotated(1, KvPart::kKey, 1, r, k);
-    double dotQk = 0, qAbs = 0, top = 0;
-    for (uint32_t i = 0; i < kDim; ++i) {
-      dotQk += double{q[i]} * k[i];
-      qAbs += std::fabs(q[i]);
-      top = std::max(top, double{std::fabs(k[i])});
-    }
-    // Codes round to steps of at most 2 * top / 7; half a step a channel.
-    EXPECT_NEAR(score[r], dotQk, qAbs * top / 7 + 1e-5) << "row " << r;
-  }
-}
-
 TEST(KvIndex, TrimAppendAndRebuildGiveTheSameBytes) {
   for (const IndexerOptions& o : {IndexerOptions{.topK = 1},
-                                  IndexerOptions{.topK = 1, .pageRows = 32},
-                                  IndexerOptions{.topK = 1, .sketch = IndexSketch::kRow4,
-                                                 .pageRows = 1}}) {
+                                  IndexerOptions{.topK = 1, .pageRows = 32}}) {
     for (const char* key : {"f16", "turbo4"}) {
       auto whole = filledCache(key, 300, 128, o, true);
       // Rebuilt from the rows when turned on afterwards.
