@@ -236,6 +236,10 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
     emit m_worker.kvReported(kvReport(m_turnId, snapshot));
   }
   void onIndexer(const runtime::IndexerSnapshot& snapshot) override {
+    // The first report of a turn carries every token's text: the GUI may have
+    // dropped reports of earlier turns (stale ids) or cleared its panel.
+    if (!m_sentIndexer) m_worker.m_textSent.clear();
+    m_sentIndexer = true;
     emit m_worker.indexerReported(m_worker.indexerReport(m_turnId, snapshot));
   }
 
@@ -258,6 +262,7 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
   std::string m_streamed;          // all text so far
   Clock::time_point m_lastText{};  // the epoch: the first piece goes out at once
   Clock::time_point m_lastStep{};
+  bool m_sentIndexer = false;
 };
 
 void registerEngineTypes() {

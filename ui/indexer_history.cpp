@@ -24,23 +24,25 @@ void IndexerHistory::clear() {
   *this = IndexerHistory();
 }
 
+void IndexerHistory::restart() {
+  const QStringList texts = m_texts;  // the texts follow tokensFrom, not the window
+  clear();
+  m_texts = texts;
+}
+
 void IndexerHistory::add(const IndexerReport& report) {
-  if (report.layers.isEmpty()) return;
-  if (report.rows < m_rows || report.layers.size() != m_layers) {
-    const QStringList texts = m_texts;
-    clear();
-    m_texts = texts;  // the texts follow tokensFrom, not the window
-  }
-  // Token texts first: a report only carries what changed.
+  // Token texts first, from every report: each carries only what changed.
   while (m_texts.size() > static_cast<qsizetype>(report.tokensFrom)) m_texts.removeLast();
   while (m_texts.size() < static_cast<qsizetype>(report.tokensFrom)) m_texts.append(QString());
   m_texts.append(report.tokenTexts);
+  if (report.layers.isEmpty() || report.rows == 0) return;
+  if (report.rows < m_rows || report.layers.size() != m_layers) restart();
 
   m_layers = static_cast<int>(report.layers.size());
   m_rows = report.rows;
-  const size_t cells = size_t(m_layers) * m_rows;
-  m_sum.resize(cells, 0.0f);
-  m_last.assign(cells, 0.0f);
+  m_sum.resize(size_t(m_layers));
+  for (std::vector<float>& row : m_sum) row.resize(m_rows, 0.0f);  // new rows start at 0
+  m_last.assign(size_t(m_layers) * m_rows, 0.0f);
   double read = 0.0, streams = 0.0;
   for (int l = 0; l < m_layers; ++l) {
     forEachRange(report.layers[l], m_rows, [&](quint32 begin, quint32 end, float w) {
@@ -68,7 +70,7 @@ void IndexerHistory::add(const IndexerReport& report) {
 
 void IndexerHistory::accumulate(const IndexerReport& report, float sign) {
   for (int l = 0; l < m_layers; ++l) {
-    float* row = &m_sum[size_t(l) * m_rows];
+    float* row = m_sum[size_t(l)].data();
     forEachRange(report.layers[l], report.rows, [&](quint32 begin, quint32 end, float w) {
       for (quint32 p = begin; p < end; ++p) row[p] += sign * w;
     });
@@ -82,7 +84,7 @@ float IndexerHistory::lastStep(int layer, quint32 position) const {
 
 float IndexerHistory::frequency(int layer, quint32 position) const {
   if (layer < 0 || layer >= m_layers || position >= m_rows || m_window.empty()) return 0.0f;
-  return std::clamp(m_sum[size_t(layer) * m_rows + position] / float(m_window.size()), 0.0f, 1.0f);
+  return std::clamp(m_sum[size_t(layer)][position] / float(m_window.size()), 0.0f, 1.0f);
 }
 
 QString IndexerHistory::tokenText(quint32 position) const {

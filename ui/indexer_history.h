@@ -22,9 +22,11 @@ class IndexerHistory {
   static constexpr int kMassPoints = 120;  // sparkline points
 
   // A report with fewer rows or another layer count than the last starts over (a new
-  // conversation, an edit, another model).
+  // conversation, an edit, another model); its token texts are kept in every case.
   void add(const IndexerReport& report);
   void clear();
+  // Forgets the steps but keeps the token texts (the indexer was turned off).
+  void restart();
 
   bool empty() const { return m_rows == 0; }
   quint32 rows() const { return m_rows; }
@@ -51,7 +53,8 @@ class IndexerHistory {
   quint32 m_rows = 0;
   int m_layers = 0;
   std::deque<IndexerReport> m_window;  // the last kSteps reports, their texts dropped
-  std::vector<float> m_last, m_sum;    // [layer][position]
+  std::vector<float> m_last;               // [layer * rows + position]
+  std::vector<std::vector<float>> m_sum;  // [layer][position], grown as rows are added
   double m_rowsRead = 0.0;
   QStringList m_texts;  // [position]
   std::deque<double> m_mass;

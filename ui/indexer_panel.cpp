@@ -142,7 +142,9 @@ void IndexerPanel::updateSummary() {
 }
 
 void IndexerPanel::setIndexerEnabled(bool enabled) {
-  if (!enabled) clear();
+  if (enabled) return;
+  m_history.restart();  // the token texts stay: the engine sends only new ones
+  showContent(false);
 }
 
 void IndexerPanel::clear() {

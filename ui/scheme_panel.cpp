@@ -66,6 +66,7 @@ Choice parseChoice(const QString& policy) {
     if (name == QLatin1String("v") || name == QLatin1String("kv")) c.value = arg;
     if (name == QLatin1String("boundary")) c.boundary = arg.section(QLatin1Char(':'), 0, 0).toInt();
     if (name == QLatin1String("indexer")) c.indexer = arg.section(QLatin1Char(':'), 0, 0);
+    if (c.indexer == QLatin1String("off") || c.indexer == QLatin1String("0")) c.indexer.clear();
     if (name == QLatin1String("sparse_v")) c.sparseV = arg;
   }
   return c;
@@ -75,6 +76,16 @@ QString policyText(const QString& key, const QString& value, int boundary) {
   QString text = QStringLiteral("k=%1,v=%2").arg(key, value);
   if (boundary > 0) text += QStringLiteral(",boundary=%1").arg(boundary);
   return text;
+}
+
+// `policy` with its item `name=…` replaced by name=value (removed when value is empty);
+// every other item (seed, overrides, two_phase, the indexer's window) is kept as written.
+QString withItem(const QString& policy, const QString& name, const QString& value) {
+  QStringList items;
+  for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts))
+    if (item.section(QLatin1Char('='), 0, 0).trimmed() != name) items << item.trimmed();
+  if (!value.isEmpty()) items << name + QLatin1Char('=') + value;
+  return items.join(QLatin1Char(','));
 }
 
 QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCenter) {
@@ -141,7 +152,7 @@ SchemePanel::SchemePanel(QWidget* parent)
     m_indexer->addItem(tr("Top %1 rows").arg(k), QString::number(k));
   m_indexer->setToolTip(
       tr("Sparse attention: each layer attends the first 4 and last 64 rows plus the top-k "
-         "rows by the indexer's score. Contexts within the budget stay exact. Changes apply "
+         "rows by the indexer's score; up to top-k rows of context it is exact. Changes apply "
          "at once; the cache is not re-encoded."));
   m_sparseV->setObjectName(QStringLiteral("sparseVPicker"));
   m_sparseV->addItem(tr("Off"), QString());
@@ -209,10 +220,15 @@ SchemePanel::SchemePanel(QWidget* parent)
   connect(m_values, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
   connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
   connect(m_apply, &QPushButton::clicked, this, [this] { emit policyRequested(chosenPolicy()); });
-  for (QComboBox* box : {m_indexer, m_sparseV}) {
-    connect(box, &QComboBox::activated, this,
-            [this] { emit policyRequested(m_activeChoice + attentionItems()); });
-  }
+  // Only the item a picker sets changes; the rest of the active policy is kept.
+  connect(m_indexer, &QComboBox::activated, this, [this] {
+    emit policyRequested(withItem(m_activePolicy, QStringLiteral("indexer"),
+                                  m_indexer->currentData().toString()));
+  });
+  connect(m_sparseV, &QComboBox::activated, this, [this] {
+    emit policyRequested(withItem(m_activePolicy, QStringLiteral("sparse_v"),
+                                  m_sparseV->currentData().toString()));
+  });
   setAvailableSchemes({QStringLiteral("f16")});
 }
 
@@ -232,6 +248,7 @@ void SchemePanel::setAvailableSchemes(const QStringList& schemes) {
 
 void SchemePanel::setPolicy(const QString& policy) {
   m_policy->setText(policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy);
+  m_activePolicy = policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy;
   const Choice c = parseChoice(policy);
   m_activeChoice = policyText(c.key, c.value, c.boundary);
   {

@@ -7,8 +7,8 @@
 // re-encode the cache, and showProgress() follows that re-encode. The pickers list
 // setAvailableSchemes(). Below them, the sparse-attention pickers (indexer top-k, sparse
 // V threshold) change how attention reads the cache, not what it holds: a change
-// requests the active codecs with the new options at once, and the engine applies it
-// without re-encoding.
+// requests the active policy with that one item replaced at once, and the engine applies
+// it without re-encoding.
 
 #include <QStringList>
 
@@ -77,6 +77,7 @@ class SchemePanel : public InspectorPanel {
   QProgressBar* m_progress;
   QTableWidget* m_table;
   QString m_activeChoice;  // the active policy as chosenPolicy() would write it
+  QString m_activePolicy;  // the active policy as given to setPolicy()
   bool m_editable = false;
 };
 

@@ -61,7 +61,7 @@ struct KvLayerError {
 // What the indexer did in one decode step, per layer (kv/indexer.h).
 struct IndexerLayerStep {
   // [nHeadKv]: the rows each KV head attended, in cache order; an empty list
-  // means every row (the context was within the indexer's budget).
+  // means every row (the selection would have covered them all).
   std::vector<std::vector<kv::RowRun>> heads;
   // Diagnostic mode: the share of dense attention's softmax mass on those
   // rows, averaged over the query heads; negative when not measured.

@@ -191,10 +191,19 @@ void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t inde
   m_errors.add(layer, part, row, m_decoded);
 }
 
+Status CpuBackend::trim(uint32_t n) {
+  KVS_TRY(m_cache->trim(n));
+  if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
+  return okStatus();
+}
+
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
   if (!(options.sparseV >= 0.0f && options.sparseV < 1.0f))
     return makeError(ErrorCode::kInvalidArgument, "sparse_v must be in [0, 1), got {}",
                      options.sparseV);
+  if (options.pageRows != 16 && options.pageRows != 32 && options.pageRows != 64)
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the indexer's pages hold 16, 32 or 64 rows, not {}", options.pageRows);
   m_indexer = options;
   m_cache->enableIndex(options);
   if (!options.enabled()) m_indexerStep = {};

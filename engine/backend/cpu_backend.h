@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
   Status forward(const Batch& batch, Logits& out) override;
   uint32_t cachedTokens() const override { return m_cache->rows(); }
   uint32_t contextLimit() const override { return m_contextLimit; }
-  Status trim(uint32_t n) override { return m_cache->trim(n); }
+  Status trim(uint32_t n) override;
   const kv::KvCache& cache() const { return *m_cache; }
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;

@@ -4,9 +4,10 @@
 // rows gets a score from the sidecar (kv/kv_index.h); the rows attended are
 //   the first `sinks` rows  +  the last `window` rows  +  the best pages,
 // ceil(topK / pageRows) of them, among the pages not wholly inside sinks or
-// window. A page is pageRows consecutive rows. selectRows() is that rule, the one both backends follow: pages are
-// ranked by score, highest first, ties broken by the lower page index (the
-// Vulkan kernel sorts by the same key, tests/gpu/indexer_test.cpp).
+// window. A page is pageRows consecutive rows. selectRows() is that rule, the
+// one every backend follows: pages are ranked by score, highest first, ties
+// broken by the lower page index. When the picked pages, sinks and window
+// cover every row (always when topK >= rows) the step is dense attention.
 //
 // Options text (the `--indexer` flag and the policy item `indexer=`):
 //   TOP_K[:WINDOW[:SINKS]]     e.g. "512", "256:64", "128:32:4"; "off" or 0: off
@@ -14,8 +15,9 @@
 //   bounds16 (default), bounds32, bounds64   Quest page bounds over 16/32/64 rows
 // (docs/RESULTS.md compares them with a per-row 4-bit sketch, which captured more
 // attention mass but 3-10x less per sidecar byte, and was dropped).
-// sparse_v=TAU (a separate policy item) drops V rows whose softmax weight is
-// below TAU for every query head sharing them, with or without the indexer.
+// sparse_v=TAU (a separate policy item) drops each softmax weight below TAU
+// (for its own query; the rest are not renormalized) and skips decoding V rows
+// no query keeps, with or without the indexer.
 
 #include <cstdint>
 #include <string>

@@ -29,8 +29,9 @@ Expected<ProbeLayout> buildProbe(const tokenizer::Tokenizer& tokenizer,
   if (!(options.depth >= 0.0 && options.depth <= 1.0))
     return makeError(ErrorCode::kInvalidArgument, "the probe depth must be in [0, 1], got {}",
                      options.depth);
-  if (options.span < 2)
-    return makeError(ErrorCode::kInvalidArgument, "the probe span must be at least 2 tokens");
+  if (options.span < 2 || options.span > 65536)
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the probe span must be 2 to 65536 tokens, not {}", options.span);
   const tokenizer::Vocab& v = tokenizer.vocab();
   std::vector<int32_t> normal;
   for (size_t id = 0; id < v.tokens.size(); ++id)

@@ -66,6 +66,10 @@ class IndexerPanelTest : public QObject {
     QCOMPARE(h.steps(), IndexerHistory::kSteps);
     QCOMPARE(h.frequency(1, 25), 0.0f);
     QCOMPARE(h.frequency(1, 65), 1.0f);
+    // No residue where nothing was ever picked, in any layer, as the rows grew.
+    for (quint32 p : {10u, 19u, 40u, 50u, 80u, 92u})
+      QCOMPARE(h.frequency(1, p), 0.0f);
+    QCOMPARE(h.frequency(0, 50), 0.5f);
     // Fewer rows than before (an edit, a new chat) starts over.
     h.add(report(50));
     QCOMPARE(h.steps(), 1);
@@ -90,6 +94,20 @@ class IndexerPanelTest : public QObject {
     h.add(edited);
     QCOMPARE(h.tokenText(30), QStringLiteral("e30"));
     QCOMPARE(h.tokenText(31), QString());  // texts past the edit are gone until sent
+  }
+
+  void textsOfAReportWithoutLayersAreKept() {
+    IndexerHistory h;
+    IndexerReport prefill;  // the report after a prefill: no step yet, every text
+    prefill.tokenTexts = {QStringLiteral("a"), QStringLiteral("b")};
+    h.add(prefill);
+    QVERIFY(h.empty());
+    QCOMPARE(h.tokenText(1), QStringLiteral("b"));
+    IndexerReport step = report(3);
+    step.tokensFrom = 2;  // both texts were sent
+    h.add(step);
+    h.restart();
+    QCOMPARE(h.tokenText(0), QStringLiteral("a"));
   }
 
   void panelShowsSummaryMassAndHover() {
@@ -168,12 +186,21 @@ class IndexerPanelTest : public QObject {
     emit indexer->activated(top512);
     QCOMPARE(spy.count(), 1);
     QCOMPARE(spy.at(0).at(0).toString(), QStringLiteral("k=q8_0,v=turbo4,indexer=512"));
+    // Every other item of the active policy is kept as written.
+    panel.setPolicy(QStringLiteral("k=q8_0,v=turbo3,seed=7,indexer=256:32:2,indexer_scorer=bounds64"));
     auto* sparseV = panel.findChild<QComboBox*>(QStringLiteral("sparseVPicker"));
     const int tau = sparseV->findData(QStringLiteral("0.001"));
     sparseV->setCurrentIndex(tau);
     emit sparseV->activated(tau);
     QCOMPARE(spy.at(1).at(0).toString(),
-             QStringLiteral("k=q8_0,v=turbo4,indexer=512,sparse_v=0.001"));
+             QStringLiteral("k=q8_0,v=turbo3,seed=7,indexer=256:32:2,indexer_scorer=bounds64,"
+                            "sparse_v=0.001"));
+    indexer->setCurrentIndex(0);
+    emit indexer->activated(0);
+    QCOMPARE(spy.at(2).at(0).toString(),
+             QStringLiteral("k=q8_0,v=turbo3,seed=7,indexer_scorer=bounds64"));
+    panel.setPolicy(QStringLiteral("k=f16,v=f16,indexer=off"));
+    QCOMPARE(indexer->currentIndex(), 0);  // "off" is the Off item
     // The active policy read back selects the pickers.
     panel.setPolicy(QStringLiteral("k=q8_0,v=turbo4,indexer=128:64:4"));
     QCOMPARE(indexer->currentData().toString(), QStringLiteral("128"));
