@@ -175,8 +175,7 @@ void setKvFacts(ModelInfo& info, const runtime::Session& session) {
     info.kvBytesPerToken += static_cast<quint64>(
         c.nHeadKv * (l.key->rowBytes() + l.value->rowBytes() + sidecar) + 0.5);
   info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
-  if (indexer.enabled()) info.kvPolicy += qstr(",indexer=" + indexer.selectionText());
-  if (indexer.sparseV > 0.0f) info.kvPolicy += QStringLiteral(",sparse_v=%1").arg(indexer.sparseV);
+  info.kvPolicy += qstr(indexer.policyItems());
 }
 
 ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,

@@ -198,12 +198,7 @@ Status CpuBackend::trim(uint32_t n) {
 }
 
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
-  if (!(options.sparseV >= 0.0f && options.sparseV < 1.0f))
-    return makeError(ErrorCode::kInvalidArgument, "sparse_v must be in [0, 1), got {}",
-                     options.sparseV);
-  if (options.pageRows != 16 && options.pageRows != 32 && options.pageRows != 64)
-    return makeError(ErrorCode::kInvalidArgument,
-                     "the indexer's pages hold 16, 32 or 64 rows, not {}", options.pageRows);
+  KVS_TRY(options.check());
   m_indexer = options;
   m_cache->enableIndex(options);
   if (!options.enabled()) m_indexerStep = {};

@@ -98,7 +98,10 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   out.resize(g.nHeadKv);
   pool.parallelFor(g.nHeadKv, [&](size_t begin, size_t end) {
-    std::vector<float> queries(size_t{gqa} * d), scores(pages);
+    // Kept per thread: this runs for every layer of every decode step.
+    thread_local std::vector<float> queries, scores;
+    queries.resize(size_t{gqa} * d);
+    scores.resize(pages);
     for (size_t h = begin; h < end; ++h) {
       for (uint32_t i = 0; i < gqa; ++i)
         storedSpaceQuery(keys, q, static_cast<uint32_t>(h) * gqa + i, d, &queries[size_t{i} * d]);

@@ -63,6 +63,24 @@ std::string IndexerOptions::scorerText() const {
   return fmt::format("bounds{}", pageRows);
 }
 
+std::string IndexerOptions::policyItems() const {
+  std::string s;
+  if (enabled()) s += ",indexer=" + selectionText();
+  if (pageRows != IndexerOptions{}.pageRows) s += ",indexer_scorer=" + scorerText();
+  if (sparseV > 0.0f) s += fmt::format(",sparse_v={}", sparseV);
+  return s;
+}
+
+Status IndexerOptions::check() const {
+  if (!(sparseV >= 0.0f && sparseV < 1.0f))
+    return makeError(ErrorCode::kInvalidArgument,
+                     "sparse_v must be a weight in [0, 1), e.g. 0.001, not {}", sparseV);
+  if (pageRows != 16 && pageRows != 32 && pageRows != 64)
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the indexer's pages hold 16, 32 or 64 rows, not {}", pageRows);
+  return okStatus();
+}
+
 bool selectRows(const IndexerOptions& options, uint32_t rows, const float* pageScores,
                 std::vector<RowRun>& out) {
   out.clear();

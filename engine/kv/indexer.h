@@ -47,6 +47,11 @@ struct IndexerOptions {
   // Sets pageRows from a scorer name (above).
   static Status parseScorer(std::string_view name, IndexerOptions& out);
   std::string scorerText() const;
+  // The policy items these options write, each with a leading comma
+  // (",indexer=512:64:4,sparse_v=0.001"; "" for the defaults, indexer off).
+  std::string policyItems() const;
+  // Ok when sparseV is in [0, 1) and pageRows is 16, 32 or 64.
+  Status check() const;
 };
 
 // Cached rows [begin, end).

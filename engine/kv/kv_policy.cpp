@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 
@@ -123,10 +124,9 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
       }
       const std::string number(value);
       char* end = nullptr;
-      const float tau = std::strtof(number.c_str(), &end);
-      if (end != number.c_str() + number.size() || !(tau >= 0.0f && tau < 1.0f))
-        return badItem(item, "sparse_v must be a weight in [0, 1), e.g. 0.001");
-      p.attention.sparseV = tau;
+      p.attention.sparseV = std::strtof(number.c_str(), &end);
+      if (end != number.c_str() + number.size()) p.attention.sparseV = NAN;
+      if (auto st = p.attention.check(); !st.ok()) return badItem(item, st.error().message);
       continue;
     }
     if (base == "seed") {
@@ -178,11 +178,7 @@ std::string KvPolicy::toString() const {
   }
   if (twoPhase) s += ",two_phase";
   if (seed != kDefaultCacheSeed) s += fmt::format(",seed={:#x}", seed);
-  if (attention.enabled()) s += ",indexer=" + attention.selectionText();
-  if (attention.scorerText() != IndexerOptions{}.scorerText())
-    s += ",indexer_scorer=" + attention.scorerText();
-  if (attention.sparseV > 0.0f) s += fmt::format(",sparse_v={}", attention.sparseV);
-  return s;
+  return s + attention.policyItems();
 }
 
 bool KvPolicy::sameCache(const KvPolicy& other) const {
