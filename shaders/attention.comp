@@ -142,7 +142,16 @@ void combineStats(Task t) {
   barrier();
 }
 
-// Pass 2: the weighted sum of V rows for every pair, into `outv`.
+// Whether some pair weights row r of the tile (sparse V skips the others).
+bool rowKept(uint r) {
+  for (uint p = 0u; p < PAIRS; ++p) {
+    if (weights[r * PAIRS + p] != 0.0) return true;
+  }
+  return false;
+}
+
+// Pass 2: the weighted sum of V rows for every pair, into `outv`; with sparse
+// V, weights below pc.sparseV count as 0 and V rows no pair keeps are not read.
 void outputPass(Task t) {
   const uint lid = gl_LocalInvocationID.x;
   vec2 acc[ITEMS * ITEM_WORDS];
@@ -160,6 +169,7 @@ void outputPass(Task t) {
 #ifndef CODEC
           w = roundToHalf(w);
 #endif
+          if (w < pc.sparseV) w = 0.0;
         }
         weights[lid * PAIRS + p] = w;
       }
@@ -167,6 +177,7 @@ void outputPass(Task t) {
     barrier();
     const uint base = valueWord(t, r0);
     for (uint r = 0u; r < rows; ++r) {
+      if (pc.sparseV > 0.0 && !rowKept(r)) continue;  // uniform: `weights` is shared
       for (uint k = 0u; k < ITEMS; ++k) {
         const uint item = min(lid + k * WG, PAIRS * ROW_ITEMS - 1u);
         vec2 v[ITEM_WORDS];

@@ -1,9 +1,11 @@
 // Push constants of the attention family (kv_write.comp, kv_encode.comp,
-// attention.comp, attention_reduce.comp, kv_rotate.comp) and the size of their KV page-array binding. The page
+// attention.comp, attention_reduce.comp, kv_rotate.comp, and the indexer's
+// kv_index.comp, index_score.comp, index_select.comp, kv_gather.comp) and the
+// size of their KV page-array binding. The page
 // layout is engine/gpu/attention_kernels.h's KvPageLayout; offsets here are
 // in 32-bit words inside one page. A shader has one push-constant block, so
 // GLSL sees only the block its file selects (KVS_KV_WRITE, KVS_ATTENTION,
-// KVS_ATTENTION_REDUCE or KVS_KV_ROTATE defined before the include); C++ sees
+// KVS_ATTENTION_REDUCE, KVS_KV_ROTATE or KVS_INDEXER defined before the include); C++ sees
 // all of them.
 #include "push_common.h"
 
@@ -40,7 +42,11 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_UINT splits;       // the cached rows are cut into `splits` ranges of splitRows
   KVS_UINT splitRows;
   KVS_UINT scoreStride;  // 0: pass 2 recomputes scores; else row stride of the score buffer
+  // 0, or the word of page 0 where [nHeadKv] row counts start: KV head h
+  // then reads only rows [0, count[h]) (the gathered rows of an indexed step).
+  KVS_UINT rowCounts;
   KVS_FLOAT scale;       // 1 / sqrt(head_dim)
+  KVS_FLOAT sparseV;     // normalized weights below this are dropped (0: none)
 KVS_PUSH_END(AttentionPush)
 #endif
 
@@ -55,4 +61,29 @@ KVS_PUSH_END(AttentionReducePush)
 KVS_PUSH_BEGIN(KvRotatePush)
   KVS_UINT count;  // vectors of head_dim values, consecutive in the input and output
 KVS_PUSH_END(KvRotatePush)
+#endif
+
+#if defined(__cplusplus) || defined(KVS_INDEXER)
+// The indexer's kernels (engine/gpu/attention_indexer.cpp); each reads the
+// fields its comment names.
+KVS_PUSH_BEGIN(IndexerPush)
+  KVS_UINT nHeadKv;
+  KVS_UINT rowsPerPage;    // KV page rows                      (kv_index, kv_gather)
+  KVS_UINT keyRowWords;    // the layer's K rows and block      (kv_index, kv_gather)
+  KVS_UINT keyOffset;
+  KVS_UINT valueRowWords;  // the layer's V rows and block      (kv_gather)
+  KVS_UINT valueOffset;
+  KVS_UINT pageRows;       // rows of a sidecar page (16, 32, 64)
+  KVS_UINT entryWords;     // words of a sidecar entry
+  KVS_UINT sidecarBase;    // word where this layer's entries start
+  KVS_UINT firstPage;      // kv_index: rebuilds sidecar pages firstPage..
+  KVS_UINT pages;          // sidecar pages: rebuilt (kv_index), scored (index_score)
+  KVS_UINT rows;           // cached rows (all but kv_gather)
+  KVS_UINT sinks;          // index_select: kv::selectRows's options
+  KVS_UINT window;
+  KVS_UINT wanted;         // pages picked: ceil(topK / pageRows)
+  KVS_UINT listBase;       // word of this layer's selection lists
+  KVS_UINT listStride;     // words per KV head's list: 1 (the count) + capacity
+  KVS_UINT gatherRows;     // kv_gather: rows per KV head in the gathered page
+KVS_PUSH_END(IndexerPush)
 #endif

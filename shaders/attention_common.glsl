@@ -1,7 +1,9 @@
 // Declarations shared by the two launch shapes of the attention kernels
 // (attention.comp for GPUs, attention_cpu.comp for CPU devices): the
 // specialization constants, the bindings, and how a workgroup's task index
-// maps to (KV head, tile of query tokens, split of the cached rows).
+// maps to (KV head, tile of query tokens, split of the cached rows). With
+// pc.rowCounts a KV head reads fewer rows than the causal mask allows: the
+// indexer's gathered rows (engine/gpu/attention_indexer.cpp).
 //
 // Variants with CODEC defined read rows of any codec (kv_codec.glsl, picked
 // per K and V by specialization constants) in groups of 8 values, and keep
@@ -58,6 +60,7 @@ Task task(uint index) {
   t.rowBegin = t.split * pc.splitRows;
   // Rows past the last token's position are visible to none of the tile.
   t.rowEnd = min(t.rowBegin + pc.splitRows, pc.pos0 + t.token0 + t.tokens);
+  if (pc.rowCounts != 0u) t.rowEnd = min(t.rowEnd, pages[0].words[pc.rowCounts + t.kvHead]);
   return t;
 }
 

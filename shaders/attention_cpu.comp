@@ -165,7 +165,8 @@ void statsPass(Task t) {
 }
 
 #ifdef PASS_OUT
-// Pass 2: the weighted sum of V rows for every pair, into `outv`.
+// Pass 2: the weighted sum of V rows for every pair, into `outv` (sparse V
+// as in attention.comp).
 void outputPass(Task t) {
   [[unroll]] for (uint i = 0u; i < PAIRS * LANE_WORDS; ++i) acc[i] = vec2(0.0);
   for (uint row = t.rowBegin; row < t.rowEnd; ++row) {
@@ -178,6 +179,13 @@ void outputPass(Task t) {
 #ifndef CODEC
       weight[p] = roundToHalf(weight[p]);
 #endif
+      if (weight[p] < pc.sparseV) weight[p] = 0.0;
+    }
+    if (pc.sparseV > 0.0) {
+      // Sparse V: a row no pair keeps is not read (the branch is uniform).
+      bool kept = false;
+      [[unroll]] for (uint p = 0u; p < PAIRS; ++p) kept = kept || weight[p] != 0.0;
+      if (!kept) continue;
     }
     loadValueRow(page, valueWord(t, row));
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {

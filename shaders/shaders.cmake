@@ -32,3 +32,9 @@ kvscope_shader(attention_cpu.comp NAME attention_stats_codec_cpu DEFINES PASS_ST
 kvscope_shader(attention_cpu.comp NAME attention_out_codec_cpu DEFINES PASS_OUT CODEC)
 kvscope_shader(kv_encode.comp)
 kvscope_shader(kv_rotate.comp)
+# The indexer (engine/gpu/attention_indexer.cpp): the sidecar, page scores,
+# the selection and the gather of the selected rows.
+kvscope_shader(kv_index.comp)
+kvscope_shader(index_score.comp)
+kvscope_shader(index_select.comp)
+kvscope_shader(kv_gather.comp)

@@ -7,6 +7,7 @@
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
+#include "kv/kv_index.h"
 
 namespace kvscope::backend {
 
@@ -54,6 +55,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<c
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
   KVS_TRY(b->createKvLayout(rowsPerPage));
   KVS_TRY(b->uploadWeights());
+  KVS_TRY(b->setIndexer(options.indexer));
   if (options.errorStride > 0) {
     b->m_errors = CodecErrorMeter(c.nLayer);
     const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDim() * sizeof(float);
@@ -189,12 +191,81 @@ Status VulkanBackend::ensurePages(uint32_t rows) {
 Status VulkanBackend::trim(uint32_t n) {
   if (n > m_rows) return makeError(ErrorCode::kInternal, "cannot trim {} cached tokens to {}", m_rows, n);
   m_rows = n;
+  // The sidecar needs nothing: the next write rebuilds its partial page.
+  if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
   const size_t keep = (size_t{n} + m_layout.rowsPerPage - 1) / m_layout.rowsPerPage;
   if (m_pages.size() > keep) {
     m_pages.resize(keep);
     KVS_TRY(ensurePages(n));
   }
   return okStatus();
+}
+
+Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
+  KVS_TRY(options.check());
+  const auto& c = config();
+  std::unique_ptr<gpu::IndexerBuffers> index;
+  if (options.enabled()) {
+    const gpu::IndexerShape shape{.pageRows = options.pageRows,
+                                  .sinks = options.sinks,
+                                  .window = options.window,
+                                  .pickedPages = kv::pickedPages(options),
+                                  .entryBytes = kv::KvIndex::entryBytesFor(c.headDim),
+                                  .diagnostic = options.diagnostic};
+    KVS_ASSIGN_OR_RETURN(auto buffers,
+                         m_attention->makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
+    index = std::make_unique<gpu::IndexerBuffers>(std::move(buffers));
+    if (m_rows > 0) {  // the sidecar of the rows cached so far
+      KVS_TRY(m_rec->begin());
+      for (uint32_t l = 0; l < c.nLayer; ++l)
+        KVS_TRY(m_attention->indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
+      KVS_TRY(m_rec->submitAndWait());
+    }
+  }
+  m_indexer = options;
+  m_index = std::move(index);
+  if (!options.enabled()) m_indexerStep = {};
+  return okStatus();
+}
+
+void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
+  const auto& c = config();
+  m_indexerStep.rows = rows;
+  m_indexerStep.layers.assign(c.nLayer, {});
+  const gpu::IndexerBuffers& ix = *m_index;
+  const auto* lists = static_cast<const uint32_t*>(ix.lists.mapped());
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    IndexerLayerStep& step = m_indexerStep.layers[l];
+    step.heads.resize(c.nHeadKv);
+    if (!selected) {
+      step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
+      continue;
+    }
+    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+      const uint32_t* list = lists + (size_t{l} * c.nHeadKv + h) * ix.listStride;
+      std::vector<kv::RowRun>& runs = step.heads[h];
+      for (uint32_t i = 0; i < std::min(list[0], ix.gatherRows); ++i) {
+        const uint32_t row = list[1 + i];
+        if (!runs.empty() && runs.back().end == row) {
+          ++runs.back().end;
+        } else {
+          runs.push_back({row, row + 1});
+        }
+      }
+    }
+    if (!m_indexer.diagnostic) continue;
+    // Per query head: the selection's share of the dense softmax sum.
+    const auto* mass = static_cast<const uint8_t*>(ix.mass.mapped());
+    const auto* dense = reinterpret_cast<const float*>(mass + ix.massStride * (size_t{l} * 2));
+    const auto* picked = reinterpret_cast<const float*>(mass + ix.massStride * (size_t{l} * 2 + 1));
+    double total = 0.0;
+    for (uint32_t h = 0; h < c.nHead; ++h) {
+      const double sum = dense[2 * h + 1];
+      if (sum > 0.0)
+        total += picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum;
+    }
+    step.capturedMass = total / c.nHead;
+  }
 }
 
 std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
@@ -207,11 +278,18 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
                        .padding = streams * m_rows * r.paddingBytes,
                        .unused = streams * (capacity - m_rows) * r.total()};
   };
+  // The sidecar's entries of the indexed pages, counted with K (as kv::KvCache does).
+  const uint64_t sidecar =
+      m_index ? streams * ((m_rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
+                    m_index->shape.entryBytes
+              : 0;
   std::vector<KvLayerBytes> layers;
   for (uint32_t l = 0; l < config().nLayer; ++l) {
     const kv::KvScheme& k = *m_kvSchemes[0][l];
     const kv::KvScheme& v = *m_kvSchemes[1][l];
-    layers.push_back({&k, &v, count(k), count(v)});
+    kv::KvBytes key = count(k);
+    key.sidecar = sidecar;
+    layers.push_back({&k, &v, key, count(v)});
   }
   return layers;
 }
@@ -311,9 +389,12 @@ Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
     rec.copy(a.k, t * row, m_probe, (size_t{l} * 2) * row, row);
     rec.copy(a.v, t * row, m_probe, (size_t{l} * 2 + 1) * row, row);
   }
-  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch));
+  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch,
+                               m_index.get()));
   rec.barrier();
-  KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead, a.scratch));
+  const gpu::SparseAttention sparse{m_indexer.sparseV, m_selectStep ? m_index.get() : nullptr};
+  KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead,
+                              a.scratch, sparse));
   rec.barrier();
   KVS_TRY(matmul(w.wo, a.att, a.x, n, {.accumulate = true}));  // the residual add
   rec.barrier();
@@ -397,6 +478,10 @@ Status VulkanBackend::forward(const Batch& batch, Logits& out) {
       return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
     }
   }
+  // A decode step with the indexer on attends the rows it selects, unless
+  // they would be every row.
+  const bool indexed = m_indexer.enabled() && n == 1;
+  m_selectStep = indexed && !kv::selectsAll(m_indexer, m_rows + 1);
   out.vocab = c.nVocab;
   out.rows = batch.allLogits ? n : 1;
   out.values.resize(size_t{out.rows} * c.nVocab);
@@ -414,6 +499,7 @@ Status VulkanBackend::forward(const Batch& batch, Logits& out) {
     }
     done += chunk;
   }
+  if (indexed) readIndexerStep(m_rows, m_selectStep);
   return okStatus();
 }
 

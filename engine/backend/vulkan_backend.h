@@ -46,6 +46,10 @@ struct VulkanBackendOptions {
   // encode + decode per layer, KV head and part: ~6 ms for 32 layers x 8 heads
   // of d = 128 under k=q8_0,v=turbo3, so ~0.4 ms per token at 16.
   uint32_t errorStride = 16;
+  // Indexed decode and sparse V (kv/indexer.h), as on the CPU backend: the
+  // sidecar, page scores, selection, gather and sparse attention all run on
+  // the device (gpu/attention_kernels.h, SparseAttention); prefill stays dense.
+  kv::IndexerOptions indexer;
 };
 
 class VulkanBackend final : public Backend {
@@ -60,6 +64,9 @@ class VulkanBackend final : public Backend {
   uint32_t cachedTokens() const override { return m_rows; }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override;
+  Status setIndexer(const kv::IndexerOptions& options) override;
+  kv::IndexerOptions indexer() const override { return m_indexer; }
+  IndexerStep indexerStep() const override { return m_indexerStep; }
 
   const gpu::Context& context() const { return *m_ctx; }
   // GPU time per kernel class of the last forward() (empty without timestamps).
@@ -94,6 +101,8 @@ class VulkanBackend final : public Backend {
   Status matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
                 const gpu::Epilogue& epilogue = {});
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
+  // m_indexerStep from the device's lists (and mass) of the step just run.
+  void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();
 
   std::shared_ptr<const model::ModelFile> m_model;
@@ -124,6 +133,11 @@ class VulkanBackend final : public Backend {
   CodecErrorMeter m_errors;
   gpu::Buffer m_probe;      // [nLayer][K, V][kvDim] floats, host-visible
   int64_t m_probeRow = -1;  // the token of this step copied to m_probe (-1: none)
+
+  kv::IndexerOptions m_indexer;
+  std::unique_ptr<gpu::IndexerBuffers> m_index;  // while m_indexer.enabled()
+  bool m_selectStep = false;  // the step being recorded attends the selected rows
+  IndexerStep m_indexerStep;
 };
 
 }  // namespace kvscope::backend

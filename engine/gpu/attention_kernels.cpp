@@ -35,10 +35,6 @@ constexpr uint32_t kMaxSplits = 64;
 // Rows of a split are a multiple of this (of every shape's tile).
 constexpr uint32_t kSplitAlign = 64;
 
-uint32_t ceilDiv(uint64_t a, uint64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
-}
-
 // Words of a row's values an attention kernel keeps per query: f16 rows are
 // read in words (value pairs), codec rows in groups of 8 values.
 uint32_t queryWords(uint32_t headDim, bool codec) {
@@ -148,6 +144,10 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       {"kv_encode", "kv_encode", 2, sizeof(push::KvWritePush), true},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
+      {"kv_index", "kv_index", 1, sizeof(push::IndexerPush), true},
+      {"index_score", "index_score", 3, sizeof(push::IndexerPush), false},
+      {"index_select", "index_select", 2, sizeof(push::IndexerPush), false},
+      {"kv_gather", "kv_gather", 2, sizeof(push::IndexerPush), true},
   };
   static constexpr KindDesc kCodecDescs[] = {
       {"attention_stats_codec", "attention_stats_codec_cpu", 3, sizeof(push::AttentionPush), true},
@@ -196,6 +196,20 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
     case Kind::kRotate:
     case Kind::kRotateBack:
       desc.specConstants = {kRotateWorkgroup, v.headDim, kind == Kind::kRotateBack ? 1u : 0u};
+      break;
+    case Kind::kIndexWrite:
+      desc.kernelClass = "indexer";
+      desc.specConstants = {kIndexerWorkgroup, v.headDim};
+      addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
+      break;
+    case Kind::kIndexScore:
+      desc.kernelClass = "indexer";
+      desc.specConstants = {kIndexerWorkgroup, v.headDim, v.gqa};
+      break;
+    case Kind::kIndexSelect:
+    case Kind::kGather:
+      desc.kernelClass = "indexer";
+      desc.specConstants = {kIndexerWorkgroup};
       break;
   }
   KVS_ASSIGN_OR_RETURN(Pipeline p, Pipeline::create(m_ctx, desc));
@@ -350,7 +364,7 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
 Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                                  std::span<const Buffer* const> pages, uint32_t layer,
                                  const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
-                                 const AttentionScratch& scratch) {
+                                 const AttentionScratch& scratch, const IndexerBuffers* index) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
   const size_t inputBytes = size_t{n} * layout.nHeadKv * layout.headDim * sizeof(float);
@@ -369,14 +383,14 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                          static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
                          static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
                          0};
-  if (!isCodec(layout.stream(layer, 0), layout.stream(layer, 1))) {
+  const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
+  if (!codec) {
     KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {}));
     rec.dispatchPaged(*p, {k, v}, pages, push, std::min(n, groupCap()));
-    return okStatus();
   }
-  // One encoder dispatch per part, each specialized for its codec; a rotated
-  // codec first rotates the rows (y = R x) into the scratch.
-  for (uint32_t part = 0; part < 2; ++part) {
+  // Otherwise one encoder dispatch per part, each specialized for its codec;
+  // a rotated codec first rotates the rows (y = R x) into the scratch.
+  for (uint32_t part = 0; codec && part < 2; ++part) {
     const KvStream& s = layout.stream(layer, part);
     const Buffer& x = part == 0 ? k : v;
     const Buffer* rotated = &x;
@@ -393,13 +407,37 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     push.part = part;
     rec.dispatchPaged(*p, {x, *rotated}, pages, push, n);  // a workgroup per token
   }
-  return okStatus();
+  if (!index) return okStatus();
+  rec.barrier();
+  return indexRows(rec, layout, pages, *index, layer, pos0, pos0 + n);
+}
+
+AttentionKernels::Variant AttentionKernels::attentionVariant(const KvPageLayout& layout,
+                                                             uint32_t layer, uint32_t nHead,
+                                                             uint32_t tokens) const {
+  const KvStream& ks = layout.stream(layer, 0);
+  const KvStream& vs = layout.stream(layer, 1);
+  Variant variant;
+  variant.headDim = layout.headDim;
+  variant.gqa = nHead / layout.nHeadKv;
+  variant.tokens = tokens;
+  if (!isCodec(ks, vs)) {
+    if (m_shape == AttentionShape::kCpu)
+      variant.chunkWords = chunkWords(layout.headDim, layout.rowBytes(layer, 0) / 4, m_workgroup);
+  } else {
+    variant.key = ks.codec;
+    variant.value = vs.codec;
+    variant.keyCodebook = ks.codebook;
+    variant.valueCodebook = vs.codebook;
+  }
+  return variant;
 }
 
 Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                 std::span<const Buffer* const> pages, uint32_t layer,
                                 const Buffer& q, const Buffer& out, uint32_t n, uint32_t pos0,
-                                uint32_t nHead, const AttentionScratch& scratch) {
+                                uint32_t nHead, const AttentionScratch& scratch,
+                                const SparseAttention& sparse) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
   if (nHead == 0 || nHead % layout.nHeadKv != 0) {
@@ -414,29 +452,6 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   }
   const KvStream& ks = layout.stream(layer, 0);
   const KvStream& vs = layout.stream(layer, 1);
-  const bool codec = isCodec(ks, vs);
-  const AttentionPlan p = plan(layout, nHead, n, pos0, layer);
-  const uint32_t keyWords = layout.rowBytes(layer, 0) / 4;
-  Variant variant;
-  variant.headDim = layout.headDim;
-  variant.gqa = nHead / layout.nHeadKv;
-  variant.tokens = p.tokens;
-  if (m_shape == AttentionShape::kCpu && !codec)
-    variant.chunkWords = chunkWords(layout.headDim, keyWords, m_workgroup);
-  if (codec) {
-    variant.key = ks.codec;
-    variant.value = vs.codec;
-    variant.keyCodebook = ks.codebook;
-    variant.valueCodebook = vs.codebook;
-  }
-  if (m_shape == AttentionShape::kGpu &&
-      sharedBytes(variant.headDim, codec, p.tokens * variant.gqa) >
-          m_ctx.limits().maxComputeSharedMemorySize) {
-    return makeError(ErrorCode::kUnsupported,
-                     "attention with head_dim {} and {} query heads per KV head needs more shared "
-                     "memory than {} has",
-                     variant.headDim, variant.gqa, m_ctx.info().name);
-  }
   // Rotated codecs: queries into K's rotated space, output from V's.
   const Buffer* query = &q;
   const Buffer* target = &out;
@@ -453,6 +468,37 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
     }
     target = &scratch.rotated[1];
   }
+  if (sparse.indexer && n == 1) {
+    KVS_TRY(attendSelected(rec, layout, pages, layer, q, *query, *target, pos0, nHead, scratch,
+                           sparse));
+  } else {
+    KVS_TRY(attendRows(rec, layout, pages, layer, q, *query, *target, n, pos0, nHead, scratch, 0,
+                       sparse.sparseV));
+  }
+  if (kvCodecRotated(vs.codec)) {
+    rec.barrier();
+    KVS_TRY(rotate(rec, vs, layout.headDim, *target, out, n * nHead, true));
+  }
+  return okStatus();
+}
+
+Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
+                                    std::span<const Buffer* const> pages, uint32_t layer,
+                                    const Buffer& q, const Buffer& query, const Buffer& target,
+                                    uint32_t n, uint32_t pos0, uint32_t nHead,
+                                    const AttentionScratch& scratch, uint32_t rowCounts,
+                                    float sparseV) {
+  const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
+  const AttentionPlan p = plan(layout, nHead, n, pos0, layer);
+  const Variant variant = attentionVariant(layout, layer, nHead, p.tokens);
+  if (m_shape == AttentionShape::kGpu &&
+      sharedBytes(variant.headDim, codec, p.tokens * variant.gqa) >
+          m_ctx.limits().maxComputeSharedMemorySize) {
+    return makeError(ErrorCode::kUnsupported,
+                     "attention with head_dim {} and {} query heads per KV head needs more shared "
+                     "memory than {} has",
+                     variant.headDim, variant.gqa, m_ctx.info().name);
+  }
   const uint32_t rows = pos0 + n;
   // attention_cpu.comp recomputes scores: cheaper there than reading them back.
   const bool storeScores = m_shape == AttentionShape::kGpu &&
@@ -461,7 +507,7 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                  pos0,
                                  nHead,
                                  layout.rowsPerPage,
-                                 keyWords,
+                                 layout.rowBytes(layer, 0) / 4,
                                  layout.rowBytes(layer, 1) / 4,
                                  static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
                                  static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
@@ -469,35 +515,33 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                  p.splits,
                                  p.splitRows,
                                  storeScores ? rows : 0u,
-                                 1.0f / std::sqrt(static_cast<float>(layout.headDim))};
+                                 rowCounts,
+                                 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
+                                 sparseV};
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
   if (p.splits == 1) {
-    rec.dispatchPaged(*outPass, {*query, q, scores, *target}, pages, push, p.groups);
-  } else {
-    const size_t pairs = size_t{p.splits} * n * nHead;
-    if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
-        scratch.partial.size() < pairs * layout.headDim * sizeof(float)) {
-      return makeError(ErrorCode::kInvalidArgument,
-                       "attention split {} ways needs scratch buffers (see scratchBytes())",
-                       p.splits);
-    }
-    KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
-    KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
-    rec.dispatchPaged(*statsPass, {*query, scratch.stats, scores}, pages, push, p.groups);
-    rec.barrier();
-    rec.dispatchPaged(*outPass, {*query, scratch.stats, scores, scratch.partial}, pages, push,
-                      p.groups);
-    rec.barrier();
-    const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
-    rec.dispatch(*reduce, {scratch.partial, *target}, push::AttentionReducePush{count, p.splits},
-                 std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
+    rec.dispatchPaged(*outPass, {query, q, scores, target}, pages, push, p.groups);
+    return okStatus();
   }
-  if (kvCodecRotated(vs.codec)) {
-    rec.barrier();
-    KVS_TRY(rotate(rec, vs, layout.headDim, *target, out, n * nHead, true));
+  const size_t pairs = size_t{p.splits} * n * nHead;
+  if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
+      scratch.partial.size() < pairs * layout.headDim * sizeof(float)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "attention split {} ways needs scratch buffers (see scratchBytes())",
+                     p.splits);
   }
+  KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
+  KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
+  rec.dispatchPaged(*statsPass, {query, scratch.stats, scores}, pages, push, p.groups);
+  rec.barrier();
+  rec.dispatchPaged(*outPass, {query, scratch.stats, scores, scratch.partial}, pages, push,
+                    p.groups);
+  rec.barrier();
+  const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
+  rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
+               std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
   return okStatus();
 }
 

@@ -104,6 +104,48 @@ struct AttentionScratch {
   Buffer rotated[2];
 };
 
+// What the indexer's kernels follow of kv::IndexerOptions (kv/indexer.h; the
+// backend fills it: gpu does not depend on kv).
+struct IndexerShape {
+  uint32_t pageRows = 16;     // rows of a sidecar page
+  uint32_t sinks = 4, window = 64;
+  uint32_t pickedPages = 0;   // kv::pickedPages
+  uint32_t entryBytes = 0;    // kv::KvIndex::entryBytesFor(headDim)
+  bool diagnostic = false;    // also measure the softmax mass the selection captured
+};
+
+// The indexer's device state for one cache (kv/kv_index.h's sidecar and an
+// indexed step's buffers), made by AttentionKernels::makeIndexer.
+struct IndexerBuffers {
+  IndexerShape shape;
+  uint32_t sidecarPages = 0;  // sidecar pages per layer: ceil(maxRows / pageRows)
+  uint32_t entryWords = 0;    // shape.entryBytes / 4
+  uint32_t gatherRows = 0;    // rows a KV head's selection can hold (a multiple of 64)
+  uint32_t listStride = 0;    // words per (layer, KV head) list: 1 + gatherRows
+  Buffer sidecar;     // [layer][sidecarPages][nHeadKv][entryWords]: kv::KvIndex's entries
+  Buffer pageScores;  // [nHeadKv][pages] float, the layer being attended
+  // Host-visible [layer][nHeadKv][listStride]: the count, then the rows the
+  // last indexed step attended, ascending (written only where it was sparse).
+  Buffer lists;
+  // The selected rows' codes (kv_gather.comp): a one-layer page of gatherRows
+  // rows per KV head, sized for the widest layer, then [nHeadKv] row counts.
+  Buffer gathered;
+  // options.diagnostic: host-visible [layer][dense, selected] blocks of
+  // massStride bytes, each [nHead] (max, sum of exp(score - max)) float pairs
+  // of the last indexed step's softmax over all rows and over the selection.
+  Buffer mass;
+  size_t massStride = 0;
+};
+
+// Sparse attention for attend(): sparse V (with or without the indexer) and,
+// for a decode step, attention over the rows the indexer selects by
+// kv::selectRows's rule. The caller passes `indexer` only for steps whose
+// selection is not every row (kv::selectsAll).
+struct SparseAttention {
+  float sparseV = 0.0f;
+  const IndexerBuffers* indexer = nullptr;  // null: every row
+};
+
 // How the kernels map a task to invocations.
 enum class AttentionShape {
   kAuto,  // kCpu on CPU devices with 64-bit integers and subgroup arithmetic, else kGpu
@@ -132,6 +174,9 @@ class AttentionKernels {
   // stage that lavapipe allows (checked against the device when a pipeline
   // is created).
   static constexpr uint32_t kMaxPages = 16;
+  // Invocations of the indexer's workgroups; kv_index.comp needs one per row
+  // of a sidecar page, so pages hold at most this many rows.
+  static constexpr uint32_t kIndexerWorkgroup = 64;
 
   explicit AttentionKernels(Context& ctx, AttentionShape shape = AttentionShape::kAuto);
 
@@ -154,9 +199,22 @@ class AttentionKernels {
   // rows pos0 .. pos0 + n - 1 of `layer`. pages must cover those rows. One
   // dispatch for an f16 layer, else one per part, a rotated part preceded by
   // its rotation (then scratch.rotated must hold n * nHeadKv * headDim floats).
+  // With `index`, the sidecar pages holding the new rows are then rebuilt
+  // from the stored keys (indexRows).
   Status writeKv(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                  uint32_t layer, const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
-                 const AttentionScratch& scratch = {});
+                 const AttentionScratch& scratch = {}, const IndexerBuffers* index = nullptr);
+
+  // Buffers for the indexer over a cache of at most maxRows rows; kOutOfMemory
+  // when they do not fit, kUnsupported for a head_dim not a multiple of 4.
+  Expected<IndexerBuffers> makeIndexer(const KvPageLayout& layout, uint32_t nHead,
+                                       uint32_t maxRows, const IndexerShape& shape) const;
+  // Rebuilds the sidecar entries of `layer` for the pages that hold rows
+  // [firstRow, rows) from the keys stored in rows [0, rows): what writeKv
+  // does for new rows, and what turning the indexer on does for all of them.
+  // One dispatch, no barriers (the keys' writes must be behind one).
+  Status indexRows(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
+                   const IndexerBuffers& index, uint32_t layer, uint32_t firstRow, uint32_t rows);
 
   // out[n][nHead * headDim] = causal attention of q[n][nHead * headDim]
   // (queries at positions pos0 .. pos0 + n - 1, RoPE applied) over rows
@@ -166,12 +224,31 @@ class AttentionKernels {
   // scratch.partial must hold scratchBytes() for n and pos0 + n
   // (kInvalidArgument otherwise). A rotated K codec adds a rotation of q
   // before, a rotated V codec one of the output after (scratch.rotated).
+  //
+  // The selection step of an indexed decode step over `rows` rows of `layer`:
+  // from index.pageScores ([nHeadKv][ceil(rows / pageRows)]) to each KV head's
+  // list in index.lists, by kv::selectRows's rule. The caller makes sure the
+  // selection is not every row (kv::selectsAll). One dispatch, no barriers.
+  Status selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv, uint32_t layer,
+                    uint32_t rows);
+
+  // `sparse` drops normalized weights below sparseV (and skips V rows no
+  // query keeps). With its indexer and n == 1 the step runs on the device
+  // without a host round trip:
+  // the pages are scored from the sidecar (index_score.comp), each KV head's
+  // rows selected (index_select.comp, into indexer->lists), their codes
+  // gathered (kv_gather.comp) and attention run over those rows only; in
+  // diagnostic mode the dense and selected softmax stats go to indexer->mass.
   Status attend(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                 uint32_t layer, const Buffer& q, const Buffer& out, uint32_t n, uint32_t pos0,
-                uint32_t nHead, const AttentionScratch& scratch = {});
+                uint32_t nHead, const AttentionScratch& scratch = {},
+                const SparseAttention& sparse = {});
 
  private:
-  enum class Kind { kKvWrite, kStats, kOut, kReduce, kEncode, kRotate, kRotateBack };
+  enum class Kind {
+    kKvWrite, kStats, kOut, kReduce, kEncode, kRotate, kRotateBack,
+    kIndexWrite, kIndexScore, kIndexSelect, kGather,
+  };
   // What selects a pipeline besides its kind (fields a kind ignores stay empty).
   struct Variant {
     uint32_t headDim = 0, gqa = 0, tokens = 0, chunkWords = 0;
@@ -180,6 +257,24 @@ class AttentionKernels {
     auto operator<=>(const Variant&) const = default;
   };
   Expected<const Pipeline*> pipeline(Kind kind, const Variant& v);
+  // attend() after the rotation of q: `query` in K's space, `target` in V's.
+  // rowCounts: see push::AttentionPush.
+  Status attendRows(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
+                    uint32_t layer, const Buffer& q, const Buffer& query, const Buffer& target,
+                    uint32_t n, uint32_t pos0, uint32_t nHead, const AttentionScratch& scratch,
+                    uint32_t rowCounts, float sparseV);
+  // The indexed decode step of attend() (attention_indexer.cpp).
+  Status attendSelected(Recorder& rec, const KvPageLayout& layout,
+                        std::span<const Buffer* const> pages, uint32_t layer, const Buffer& q,
+                        const Buffer& query, const Buffer& target, uint32_t pos0, uint32_t nHead,
+                        const AttentionScratch& scratch, const SparseAttention& sparse);
+  // One stats pass of the decode query over the rows of `layer` (one split):
+  // (max, sum) per query head into `mass` from byte `offset` (diagnostic mode).
+  Status recordStats(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
+                     uint32_t layer, const Buffer& query, uint32_t pos0, uint32_t nHead,
+                     uint32_t rowCounts, const Buffer& mass, size_t offset);
+  Variant attentionVariant(const KvPageLayout& layout, uint32_t layer, uint32_t nHead,
+                           uint32_t tokens) const;
   Status checkPages(const KvPageLayout& layout, std::span<const Buffer* const> pages,
                     uint32_t layer, uint32_t rows) const;
   // Records out = R in (back: R^T in) for `count` vectors of headDim floats.

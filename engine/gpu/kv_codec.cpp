@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "gpu/pipeline.h"
+
 namespace kvscope::gpu {
 namespace {
 
@@ -31,10 +33,6 @@ constexpr std::array<CodecInfo, KVS_CODEC_COUNT> kCodecs = {{
 
 const CodecInfo& info(KvCodec codec) {
   return kCodecs[static_cast<uint32_t>(codec)];
-}
-
-uint32_t ceilDiv(uint32_t a, uint32_t b) {
-  return (a + b - 1) / b;
 }
 
 }  // namespace

@@ -17,6 +17,11 @@
 
 namespace kvscope::gpu {
 
+// ceil(a / b): workgroups for a items at b per group, tiles of b rows, ...
+inline uint32_t ceilDiv(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
 struct PipelineDesc {
   std::string_view shader;              // variant name in shaders/shaders.cmake
   uint32_t bindings = 1;                // storage buffers

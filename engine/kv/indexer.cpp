@@ -81,22 +81,36 @@ Status IndexerOptions::check() const {
   return okStatus();
 }
 
+bool selectsAll(const IndexerOptions& options, uint32_t rows) {
+  if (!options.enabled() || rows == 0) return true;
+  const uint32_t sinkEnd = std::min(options.sinks, rows);
+  const uint32_t windowBegin = rows - std::min(options.window, rows);
+  if (sinkEnd >= windowBegin) return true;  // sinks and window hold every row
+  // The candidates (pages with a row outside sinks and window) are pages
+  // sinkEnd / R .. (windowBegin - 1) / R.
+  const uint32_t candidates =
+      (windowBegin - 1) / options.pageRows - sinkEnd / options.pageRows + 1;
+  return pickedPages(options) >= candidates;
+}
+
+uint32_t pickedPages(const IndexerOptions& options) {
+  return static_cast<uint32_t>((uint64_t{options.topK} + options.pageRows - 1) / options.pageRows);
+}
+
 bool selectRows(const IndexerOptions& options, uint32_t rows, const float* pageScores,
                 std::vector<RowRun>& out) {
   out.clear();
-  if (!options.enabled() || rows == 0) return false;
+  if (selectsAll(options, rows)) return false;
   const uint32_t pages = (rows + options.pageRows - 1) / options.pageRows;
   const uint32_t sinkEnd = std::min(options.sinks, rows);
   const uint32_t windowBegin = rows - std::min(options.window, rows);
-  if (sinkEnd >= windowBegin) return false;  // sinks and window hold every row
   // Pages with a row outside sinks and window compete for the budget.
   const auto pageBegin = [&](uint32_t p) { return p * options.pageRows; };
   const auto pageEnd = [&](uint32_t p) { return std::min(rows, (p + 1) * options.pageRows); };
   std::vector<uint32_t> candidates;
   for (uint32_t p = 0; p < pages; ++p)
     if (pageEnd(p) > sinkEnd && pageBegin(p) < windowBegin) candidates.push_back(p);
-  const size_t wanted = (size_t{options.topK} + options.pageRows - 1) / options.pageRows;
-  if (wanted >= candidates.size()) return false;
+  const size_t wanted = pickedPages(options);
   // Highest score first, then the lower page; a NaN score ranks lowest.
   const auto key = [&](uint32_t p) {
     const float s = pageScores[p];

@@ -60,6 +60,13 @@ struct RowRun {
   bool operator==(const RowRun&) const = default;
 };
 
+// Whether the selection of a step over `rows` rows is every row (the indexer
+// off, or sinks, window and the picked pages cover them all): then the step
+// is dense attention. The same for every KV head and layer of the step.
+bool selectsAll(const IndexerOptions& options, uint32_t rows);
+// Pages a step picks by score: ceil(topK / pageRows).
+uint32_t pickedPages(const IndexerOptions& options);
+
 // Pages [0, ceil(rows / pageRows)) of one KV head's `rows` visible rows
 // scored by `pageScores`; appends to `out` the selected rows in cache order as
 // disjoint, non-adjacent runs. Returns false, leaving `out` empty, when the

@@ -65,15 +65,13 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   if (policy.twoPhase)
     return makeError(ErrorCode::kUnsupported,
                      "the KV cache option two_phase runs on the cpu backend only");
-  if (attention.enabled() || attention.sparseV > 0.0f)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache options indexer and sparse_v run on the cpu backend only");
   KVS_ASSIGN_OR_RETURN(auto b,
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
                                                               .device = choice.device,
                                                               .timing = choice.timing,
                                                               .kvSchemes = std::move(schemes),
-                                                              .kvSeed = policy.seed}));
+                                                              .kvSeed = policy.seed,
+                                                              .indexer = attention}));
   return std::unique_ptr<backend::Backend>(std::move(b));
 }
 

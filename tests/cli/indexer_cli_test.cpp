@@ -68,13 +68,24 @@ TEST_F(CliIndexer, BenchTimesEachSetting) {
   EXPECT_GT(j[1]["decode_tps"].get<double>(), 0.0);
 }
 
+TEST_F(CliIndexer, BenchRunsTheIndexerOnVulkan) {
+  auto r = runCli("bench -m " + kModel +
+                  " --backend vulkan -d 300 -p 0 -n 4 --indexer off,32 --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["indexer"], "32");
+  EXPECT_GT(j[1]["decode_tps"].get<double>(), 0.0);
+}
+
 TEST_F(CliIndexer, MistakesAreOneLineErrors) {
   for (const std::string& args :
        {"eval -m " + kModel + " -f " + kStory + " --indexer abc",
         "probe -m " + kModel + " --kv-policy indexer=64 --indexer 32",
         "probe -m " + kModel + " --ctx 40",
         "generate -m " + kModel + " -p hi --kv-policy sparse_v=2",
-        "generate -m " + kModel + " -p hi --backend vulkan --indexer 64"}) {
+        "generate -m " + kModel + " -p hi --backend vulkan --indexer 64 --kv-policy "
+        "indexer_scorer=bounds128"}) {
     auto r = runCli(args);
     EXPECT_EQ(r.exitCode, 1) << args << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find("error: "), std::string::npos) << args << "\n" << r.err;

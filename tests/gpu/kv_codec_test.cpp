@@ -29,12 +29,15 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/float_convert.h"
 #include "gpu/attention_kernels.h"
 #include "gpu/kv_codec.h"
 #include "gpu_fixture.h"
 #include "kv/code_packing.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_index.h"
 #include "kv/rotation.h"
 #include "support/test_support.h"
 
@@ -115,8 +118,9 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
   // Appends n rows of K and V ([n][nHeadKv][headDim]): writeKv on the device;
   // on the host the CPU encoding goes to `cpuRows` (when given) and the
   // device's bytes into the host cache, so both caches hold the same codes.
+  // With `index`, writeKv also keeps that sidecar.
   static void append(Twin& c, const std::vector<float>& k, const std::vector<float>& v, uint32_t n,
-                     kv::KvCache* cpuRows = nullptr) {
+                     kv::KvCache* cpuRows = nullptr, const gpu::IndexerBuffers* index = nullptr) {
     const uint32_t pos0 = c.host->rows(), d = c.layout.headDim, heads = c.layout.nHeadKv;
     ASSERT_TRUE(c.host->append(n).ok());
     if (cpuRows) {
@@ -137,8 +141,8 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
     auto scratch = attention().makeScratch(c.layout, heads, n, pos0 + n);
     ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
     ASSERT_TRUE(rec().begin().ok());
-    auto s =
-        attention().writeKv(rec(), c.layout, c.pagePointers, kLayer, kb, vb, n, pos0, *scratch);
+    auto s = attention().writeKv(rec(), c.layout, c.pagePointers, kLayer, kb, vb, n, pos0,
+                                 *scratch, index);
     ASSERT_TRUE(s.ok()) << s.error().describe();
     ASSERT_TRUE(rec().submitAndWait().ok());
     std::vector<uint8_t> page(c.layout.pageBytes());
@@ -182,12 +186,12 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
   }
 
   static void fill(Twin& c, uint32_t count, uint32_t chunk, uint32_t seed,
-                   kv::KvCache* cpuRows = nullptr) {
+                   kv::KvCache* cpuRows = nullptr, const gpu::IndexerBuffers* index = nullptr) {
     const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
     for (uint32_t done = 0; done < count;) {
       const uint32_t n = std::min(chunk, count - done);
       append(c, mixedRows(n, width, c.layout.headDim, seed + done),
-             mixedRows(n, width, c.layout.headDim, seed + done + 7777), n, cpuRows);
+             mixedRows(n, width, c.layout.headDim, seed + done + 7777), n, cpuRows, index);
       if (::testing::Test::HasFatalFailure()) return;
       done += n;
     }
@@ -195,8 +199,12 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
 
   // The reference of the header comment for the last n rows' queries: out in
   // double, and per output vector the allowed distance.
+  // With `selected` ([nHeadKv] row lists, n == 1) only those rows are
+  // attended; weights below sparseV are dropped.
   static void reference(const Twin& c, const std::vector<float>& q, uint32_t n, uint32_t nHead,
-                        std::vector<double>& out, std::vector<double>& tol) {
+                        std::vector<double>& out, std::vector<double>& tol,
+                        const std::vector<std::vector<uint32_t>>& selected = {},
+                        double sparseV = 0.0) {
     const uint32_t d = c.layout.headDim, gqa = nHead / c.layout.nHeadKv, rows = c.host->rows();
     const uint32_t pos0 = rows - n;
     const kv::KvScheme& ks = c.host->scheme(kLayer, KvPart::kKey);
@@ -219,7 +227,13 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
         }
       }
       for (uint32_t t = 0; t < n; ++t) {
-        const uint32_t visible = pos0 + t + 1;
+        std::vector<uint32_t> attended;
+        if (selected.empty()) {
+          for (uint32_t j = 0; j < pos0 + t + 1; ++j) attended.push_back(j);
+        } else {
+          attended = selected[kvHead];
+        }
+        const auto visible = static_cast<uint32_t>(attended.size());
         const size_t at = (size_t{t} * nHead + h) * d;
         std::copy_n(&q[at], d, qh.begin());
         if (ks.rotated()) {
@@ -228,7 +242,7 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
           qr = qh;
         }
         double maxScore = -INFINITY, maxTerms = 0.0;
-        for (uint32_t j = 0; j < visible; ++j) {
+        for (uint32_t j : attended) {
           double s = 0.0, terms = 0.0;
           for (uint32_t i = 0; i < d; ++i) {
             s += double{qr[i]} * keys[size_t{j} * d + i];
@@ -239,11 +253,12 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
           maxTerms = std::max(maxTerms, terms * scale);
         }
         double sum = 0.0;
-        for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
+        for (uint32_t j : attended) sum += (scores[j] = std::exp(scores[j] - maxScore));
         std::fill(accd.begin(), accd.end(), 0.0);
         double weightedNorm = 0.0;
-        for (uint32_t j = 0; j < visible; ++j) {
+        for (uint32_t j : attended) {
           const double w = scores[j] / sum;
+          if (w < sparseV) continue;
           for (uint32_t i = 0; i < d; ++i) accd[i] += w * values[size_t{j} * d + i];
           weightedNorm += w * vnorm[j];
         }
@@ -264,10 +279,14 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
     }
   }
 
-  // Appends n rows, attends with n random queries and compares with the reference.
-  static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, uint32_t seed) {
+  // Appends n rows, attends with n random queries and compares with the
+  // reference. With an indexer in `sparse` (n == 1), over the rows the device
+  // selected, which must be fewer than all and hold sinks and window.
+  static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, uint32_t seed,
+                               const gpu::SparseAttention& sparse = {}) {
     const uint32_t width = c.layout.nHeadKv * c.layout.headDim, d = c.layout.headDim;
-    append(c, mixedRows(n, width, d, seed), mixedRows(n, width, d, seed + 1), n);
+    append(c, mixedRows(n, width, d, seed), mixedRows(n, width, d, seed + 1), n, nullptr,
+           sparse.indexer);
     if (::testing::Test::HasFatalFailure()) return;
     const uint32_t total = c.host->rows(), pos0 = total - n;
     auto q = randomFloats(size_t{n} * nHead * d, seed + 2, -3.0f, 3.0f);
@@ -276,13 +295,26 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
     ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
     ASSERT_TRUE(rec().begin().ok());
     auto s = attention().attend(rec(), c.layout, c.pagePointers, kLayer, qb, out, n, pos0, nHead,
-                                *scratch);
+                                *scratch, sparse);
     ASSERT_TRUE(s.ok()) << s.error().describe();
     ASSERT_TRUE(rec().submitAndWait().ok());
     const auto got = download<float>(out, q.size());
 
+    std::vector<std::vector<uint32_t>> selected;
+    if (const gpu::IndexerBuffers* ix = sparse.indexer) {
+      const auto* lists = static_cast<const uint32_t*>(ix->lists.mapped());
+      for (uint32_t h = 0; h < c.layout.nHeadKv; ++h) {
+        const uint32_t* list = lists + (size_t{kLayer} * c.layout.nHeadKv + h) * ix->listStride;
+        selected.emplace_back(list + 1, list + 1 + list[0]);
+        const auto& rows = selected.back();
+        ASSERT_LT(rows.size(), total);
+        ASSERT_GE(rows.size(), ix->shape.sinks + ix->shape.window);
+        EXPECT_EQ(rows.front(), 0u);
+        EXPECT_EQ(rows.back(), total - 1);
+      }
+    }
     std::vector<double> want, tol;
-    reference(c, q, n, nHead, want, tol);
+    reference(c, q, n, nHead, want, tol, selected, sparse.sparseV);
     const auto plan = attention().plan(c.layout, nHead, n, pos0, kLayer);
     const std::string what = std::string(gpu::attentionShapeName(GetParam())) + " k " +
                              std::string(c.host->scheme(kLayer, KvPart::kKey).name()) + " v " +
@@ -441,6 +473,80 @@ TEST_P(KvCodecTest, AttentionMatchesReferenceForEveryCodec) {
       attendAndCompare(*c, 1, 4, 11);
       attendAndCompare(*c, 6, 4, 12);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// An indexed decode step (scores, selection, gather, attention over the
+// gathered rows, sparse V) in both launch shapes, against the double
+// reference over the rows the device selected.
+TEST_P(KvCodecTest, IndexedAttentionMatchesReferenceOverTheSelectedRows) {
+  const std::pair<const char*, const char*> kPairs[] = {
+      {"q8_0", "turbo4"}, {"turbo3", "q4_0"}, {"f16", "fp8"}};
+  for (const auto& [key, value] : kPairs) {
+    for (float sparseV : {0.0f, 0.02f}) {
+      auto c = makeTwin(key, value, 2, 64, 64);
+      ASSERT_TRUE(c);
+      kv::IndexerOptions options{.topK = 32, .window = 16};
+      const gpu::IndexerShape shape{.pageRows = 16,
+                                    .sinks = options.sinks,
+                                    .window = options.window,
+                                    .pickedPages = kv::pickedPages(options),
+                                    .entryBytes = kv::KvIndex::entryBytesFor(64)};
+      auto index = attention().makeIndexer(c->layout, 4, 512, shape);
+      ASSERT_TRUE(index.ok()) << index.error().describe();
+      fill(*c, 250, 50, 3, nullptr, &*index);
+      attendAndCompare(*c, 1, 4, 21, {sparseV, &*index});
+      attendAndCompare(*c, 1, 4, 22, {sparseV, &*index});
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// The sidecar the device keeps (kv_index.comp rebuilds each page an append
+// touches from the stored keys) must hold the bytes kv::KvIndex builds row by
+// row from the same codes: the host cache holds the device's bytes, and
+// turning its index on folds them in one at a time. Appends of 5 rows cross
+// sidecar pages; a trim leaves a partial page the next append rebuilds.
+TEST_P(KvCodecTest, SidecarMatchesTheHostIndex) {
+  if (GetParam() == gpu::AttentionShape::kGpu) GTEST_SKIP() << "the sidecar has one launch shape";
+  const uint32_t heads = 2;
+  for (const char* codec : {"f16", "q8_0", "turbo3", "affine4"}) {
+    for (uint32_t headDim : {64u, 80u}) {
+      for (uint32_t pageRows : {16u, 64u}) {
+        SCOPED_TRACE(fmt::format("{} d {} page {}", codec, headDim, pageRows));
+        auto c = makeTwin(codec, "q8_0", heads, headDim, 64);
+        ASSERT_TRUE(c);
+        kv::IndexerOptions options;
+        options.topK = 32;
+        options.pageRows = pageRows;
+        const gpu::IndexerShape shape{.pageRows = pageRows,
+                                      .entryBytes = kv::KvIndex::entryBytesFor(headDim)};
+        auto index = attention().makeIndexer(c->layout, heads, 256, shape);
+        ASSERT_TRUE(index.ok()) << index.error().describe();
+        const auto expectSame = [&] {
+          c->host->enableIndex({});
+          c->host->enableIndex(options);
+          const kv::KvIndex& host = *c->host->index();
+          const uint32_t bytes = shape.entryBytes;
+          const auto device =
+              download<uint8_t>(index->sidecar, size_t{kLayers} * index->sidecarPages * heads * bytes);
+          const uint32_t pages = (c->host->rows() + pageRows - 1) / pageRows;
+          for (uint32_t p = 0; p < pages; ++p) {
+            for (uint32_t h = 0; h < heads; ++h) {
+              const size_t at = ((size_t{kLayer} * index->sidecarPages + p) * heads + h) * bytes;
+              const auto* want = reinterpret_cast<const uint8_t*>(host.entry(kLayer, p, h));
+              ASSERT_TRUE(std::equal(want, want + bytes, device.begin() + at))
+                  << "page " << p << " head " << h << " of " << c->host->rows() << " rows";
+            }
+          }
+        };
+        fill(*c, 150, 5, 11, nullptr, &*index);
+        ASSERT_NO_FATAL_FAILURE(expectSame());
+        ASSERT_TRUE(c->host->trim(93).ok());
+        fill(*c, 40, 7, 23, nullptr, &*index);
+        ASSERT_NO_FATAL_FAILURE(expectSame());
+      }
     }
   }
 }

@@ -1,0 +1,210 @@
+// The indexer's part of AttentionKernels (gpu/attention_kernels.h): the
+// sidecar kept on the device, and an indexed decode step as score, select,
+// gather, attend. The selection rule is kv::selectRows's (kv/indexer.h),
+// followed by shaders/index_select.comp.
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/attention_kernels.h"
+#include "shaders/attention.h"
+
+namespace kvscope::gpu {
+namespace {
+
+constexpr uint32_t kGatherAlign = 64;       // gathered rows per KV head: a multiple of this
+
+// The gathered page as a one-layer cache of `layer`'s codecs.
+KvPageLayout gatheredLayout(const KvPageLayout& layout, uint32_t layer, uint32_t gatherRows) {
+  return {1, layout.nHeadKv, layout.headDim, gatherRows,
+          {layout.stream(layer, 0), layout.stream(layer, 1)}};
+}
+
+// The fields of index_select.comp (and the page count of index_score.comp).
+push::IndexerPush selectionPush(const IndexerBuffers& ix, uint32_t nHeadKv, uint32_t layer,
+                                uint32_t rows) {
+  push::IndexerPush push{};
+  push.nHeadKv = nHeadKv;
+  push.pageRows = ix.shape.pageRows;
+  push.pages = ceilDiv(rows, ix.shape.pageRows);
+  push.rows = rows;
+  push.sinks = ix.shape.sinks;
+  push.window = ix.shape.window;
+  push.wanted = ix.shape.pickedPages;
+  push.listBase = layer * nHeadKv * ix.listStride;
+  push.listStride = ix.listStride;
+  return push;
+}
+
+}  // namespace
+
+Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layout, uint32_t nHead,
+                                                       uint32_t maxRows,
+                                                       const IndexerShape& shape) const {
+  if (layout.headDim % 4 != 0) {
+    return makeError(ErrorCode::kUnsupported,
+                     "the indexer on Vulkan needs head_dim a multiple of 4 (the model has {})",
+                     layout.headDim);
+  }
+  if (shape.pageRows == 0 || shape.pageRows > kIndexerWorkgroup ||
+      layout.rowsPerPage % shape.pageRows != 0 || shape.entryBytes % 4 != 0 ||
+      shape.entryBytes < 2 * layout.headDim + 1) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "indexer pages of {} rows with {}-byte entries do not fit KV pages of {} rows",
+                     shape.pageRows, shape.entryBytes, layout.rowsPerPage);
+  }
+  IndexerBuffers b;
+  b.shape = shape;
+  b.sidecarPages = ceilDiv(maxRows, shape.pageRows);
+  b.entryWords = shape.entryBytes / 4;
+  // A list holds at most the sinks, the window and the picked pages.
+  const uint64_t most = uint64_t{shape.sinks} + shape.window + uint64_t{shape.pickedPages} * shape.pageRows;
+  b.gatherRows = ceilDiv(std::min<uint64_t>(most, maxRows), kGatherAlign) * kGatherAlign;
+  b.listStride = 1 + b.gatherRows;
+  uint32_t widest = 0;
+  for (uint32_t l = 0; l < layout.nLayer; ++l)
+    widest = std::max(widest, layout.rowBytes(l, 0) + layout.rowBytes(l, 1));
+  const size_t sidecar = size_t{layout.nLayer} * b.sidecarPages * layout.nHeadKv * shape.entryBytes;
+  const size_t lists = size_t{layout.nLayer} * layout.nHeadKv * b.listStride * sizeof(uint32_t);
+  const size_t gathered = size_t{layout.nHeadKv} * b.gatherRows * widest +
+                          size_t{layout.nHeadKv} * sizeof(uint32_t);
+  KVS_ASSIGN_OR_RETURN(b.sidecar, Buffer::create(m_ctx, sidecar));
+  KVS_ASSIGN_OR_RETURN(b.pageScores,
+                       Buffer::create(m_ctx, size_t{layout.nHeadKv} * b.sidecarPages * sizeof(float)));
+  KVS_ASSIGN_OR_RETURN(b.lists, Buffer::create(m_ctx, lists, MemoryUse::kHost));
+  KVS_ASSIGN_OR_RETURN(b.gathered, Buffer::create(m_ctx, gathered));
+  if (shape.diagnostic) {
+    const size_t align = std::max<size_t>(m_ctx.limits().minStorageBufferOffsetAlignment, 4);
+    b.massStride = (size_t{nHead} * 2 * sizeof(float) + align - 1) / align * align;
+    KVS_ASSIGN_OR_RETURN(b.mass, Buffer::create(m_ctx, b.massStride * 2 * layout.nLayer,
+                                                MemoryUse::kHost));
+  }
+  return b;
+}
+
+Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
+                                   std::span<const Buffer* const> pages,
+                                   const IndexerBuffers& index, uint32_t layer, uint32_t firstRow,
+                                   uint32_t rows) {
+  if (firstRow >= rows) return okStatus();
+  KVS_TRY(checkPages(layout, pages, layer, rows));
+  const uint32_t pageRows = index.shape.pageRows;
+  if (ceilDiv(rows, pageRows) > index.sidecarPages) {
+    return makeError(ErrorCode::kInvalidArgument, "{} rows overflow an indexer sidecar of {} pages",
+                     rows, index.sidecarPages);
+  }
+  const KvStream& ks = layout.stream(layer, 0);
+  Variant variant;
+  variant.headDim = layout.headDim;
+  variant.key = ks.codec;
+  variant.keyCodebook = ks.codebook;
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kIndexWrite, variant));
+  push::IndexerPush push{};
+  push.nHeadKv = layout.nHeadKv;
+  push.rowsPerPage = layout.rowsPerPage;
+  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
+  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
+  push.pageRows = pageRows;
+  push.entryWords = index.entryWords;
+  push.sidecarBase = layer * index.sidecarPages * layout.nHeadKv * index.entryWords;
+  push.firstPage = firstRow / pageRows;
+  push.pages = ceilDiv(rows, pageRows) - push.firstPage;
+  push.rows = rows;
+  // One workgroup per (page, KV head) entry.
+  rec.dispatchPaged(*p, {index.sidecar}, pages, push, push.pages * layout.nHeadKv);
+  return okStatus();
+}
+
+Status AttentionKernels::selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv,
+                                    uint32_t layer, uint32_t rows) {
+  if (rows == 0 || ceilDiv(rows, index.shape.pageRows) > index.sidecarPages ||
+      index.pageScores.size() < size_t{nHeadKv} * ceilDiv(rows, index.shape.pageRows) * 4 ||
+      index.lists.size() < (size_t{layer} + 1) * nHeadKv * index.listStride * 4) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "an indexer selection over {} rows of layer {} does not fit its buffers", rows,
+                     layer);
+  }
+  KVS_ASSIGN_OR_RETURN(const Pipeline* select, pipeline(Kind::kIndexSelect, {}));
+  rec.dispatch(*select, {index.pageScores, index.lists}, selectionPush(index, nHeadKv, layer, rows),
+               nHeadKv);
+  return okStatus();
+}
+
+Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layout,
+                                        std::span<const Buffer* const> pages, uint32_t layer,
+                                        const Buffer& q, const Buffer& query, const Buffer& target,
+                                        uint32_t pos0, uint32_t nHead,
+                                        const AttentionScratch& scratch,
+                                        const SparseAttention& sparse) {
+  const IndexerBuffers& ix = *sparse.indexer;
+  const uint32_t rows = pos0 + 1;
+  if (ceilDiv(rows, ix.shape.pageRows) > ix.sidecarPages) {
+    return makeError(ErrorCode::kInvalidArgument, "{} rows overflow an indexer sidecar of {} pages",
+                     rows, ix.sidecarPages);
+  }
+  push::IndexerPush push = selectionPush(ix, layout.nHeadKv, layer, rows);
+  push.rowsPerPage = layout.rowsPerPage;
+  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
+  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
+  push.valueRowWords = layout.rowBytes(layer, 1) / 4;
+  push.valueOffset = static_cast<uint32_t>(layout.partOffset(layer, 1) / 4);
+  push.entryWords = ix.entryWords;
+  push.sidecarBase = layer * ix.sidecarPages * layout.nHeadKv * ix.entryWords;
+  push.gatherRows = ix.gatherRows;
+  Variant scoring;
+  scoring.headDim = layout.headDim;
+  scoring.gqa = nHead / layout.nHeadKv;
+  KVS_ASSIGN_OR_RETURN(const Pipeline* score, pipeline(Kind::kIndexScore, scoring));
+  KVS_ASSIGN_OR_RETURN(const Pipeline* gather, pipeline(Kind::kGather, {}));
+  rec.dispatch(*score, {ix.sidecar, query, ix.pageScores}, push,
+               ceilDiv(size_t{layout.nHeadKv} * push.pages, kIndexerWorkgroup));
+  rec.barrier();
+  KVS_TRY(selectRows(rec, ix, layout.nHeadKv, layer, rows));
+  rec.barrier();
+  rec.dispatchPaged(*gather, {ix.lists, ix.gathered}, pages, push,
+                    std::min(layout.nHeadKv * ix.gatherRows, groupCap()));
+  rec.barrier();
+  const KvPageLayout gathered = gatheredLayout(layout, layer, ix.gatherRows);
+  const Buffer* gatheredPage[] = {&ix.gathered};
+  const auto counts = static_cast<uint32_t>(gathered.pageBytes() / 4);
+  KVS_TRY(attendRows(rec, gathered, gatheredPage, 0, q, query, target, 1, ix.gatherRows - 1, nHead,
+                     scratch, counts, sparse.sparseV));
+  if (!ix.shape.diagnostic) return okStatus();
+  // Diagnostic: the softmax stats over every row and over the selection.
+  rec.barrier();
+  KVS_TRY(recordStats(rec, layout, pages, layer, query, pos0, nHead, 0, ix.mass,
+                      ix.massStride * (size_t{layer} * 2)));
+  KVS_TRY(recordStats(rec, gathered, gatheredPage, 0, query, ix.gatherRows - 1, nHead, counts,
+                      ix.mass, ix.massStride * (size_t{layer} * 2 + 1)));
+  return okStatus();
+}
+
+Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
+                                     std::span<const Buffer* const> pages, uint32_t layer,
+                                     const Buffer& query, uint32_t pos0, uint32_t nHead,
+                                     uint32_t rowCounts, const Buffer& mass, size_t offset) {
+  const Variant variant = attentionVariant(layout, layer, nHead, 1);
+  KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
+  const uint32_t rows = pos0 + 1;
+  const push::AttentionPush push{1,
+                                 pos0,
+                                 nHead,
+                                 layout.rowsPerPage,
+                                 layout.rowBytes(layer, 0) / 4,
+                                 layout.rowBytes(layer, 1) / 4,
+                                 static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
+                                 static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
+                                 1,
+                                 1,
+                                 rows,
+                                 0,
+                                 rowCounts,
+                                 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
+                                 0.0f};
+  // One split: the pass writes (max, sum) of query head h at pair h of its output.
+  const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
+  rec.dispatchPaged(*stats, {query, out, query}, pages, push,
+                    std::min(layout.nHeadKv, groupCap()));
+  return okStatus();
+}
+
+}  // namespace kvscope::gpu

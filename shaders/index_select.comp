@@ -1,0 +1,89 @@
+#version 450
+// The indexer's selection on the device, kv::selectRows's rule
+// (engine/kv/indexer.h) for one layer: workgroup h writes KV head h's list
+//   lists[listBase + h * listStride] = count, then `count` cached rows
+// in ascending order: the first `sinks` rows, the `wanted` best pages among
+// the pages not wholly inside sinks or window (highest score first, ties to
+// the lower page, NaN lowest), and the last `window` rows. The host runs it
+// only when those do not cover every row (kv::selectsAll), so `wanted` is
+// below the number of candidate pages.
+//
+// The wanted-th best score is found bit by bit on order-preserving integer
+// keys (32 counting rounds over the pages, no sort), then one invocation
+// walks the pages in order, taking those above it and as many tied with it,
+// lowest first, as the budget leaves.
+#define KVS_INDEXER
+#include "attention.h"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+
+layout(std430, binding = 0) readonly buffer Scores { float scores[]; };  // [nHeadKv][pages]
+layout(std430, binding = 1) buffer Lists { uint lists[]; };
+
+shared uint counted;
+
+uint sinkEnd() { return min(pc.sinks, pc.rows); }
+uint windowBegin() { return pc.rows - min(pc.window, pc.rows); }
+uint pageBegin(uint p) { return p * pc.pageRows; }
+uint pageEnd(uint p) { return min(pc.rows, (p + 1u) * pc.pageRows); }
+bool candidate(uint p) { return pageEnd(p) > sinkEnd() && pageBegin(p) < windowBegin(); }
+
+// An unsigned key in the order of the scores: NaN as -inf, -0 as +0.
+uint keyOf(float s) {
+  if (isnan(s)) s = uintBitsToFloat(0xff800000u);
+  if (s == 0.0) s = 0.0;
+  const uint b = floatBitsToUint(s);
+  return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
+}
+
+// Candidate pages of KV head `head` whose key is at least `t`.
+uint countAtLeast(uint head, uint t) {
+  barrier();  // every invocation has read the previous count
+  if (gl_LocalInvocationID.x == 0u) counted = 0u;
+  barrier();
+  uint mine = 0u;
+  for (uint p = gl_LocalInvocationID.x; p < pc.pages; p += WG) {
+    if (candidate(p) && keyOf(scores[head * pc.pages + p]) >= t) ++mine;
+  }
+  if (mine != 0u) atomicAdd(counted, mine);
+  barrier();
+  return counted;
+}
+
+uint listBase, listCount, listNext;
+
+// Appends rows [begin, end) not already listed (runs come in ascending order).
+void emit(uint begin, uint end) {
+  for (uint r = max(begin, listNext); r < end; ++r) lists[listBase + 1u + listCount++] = r;
+  listNext = max(listNext, end);
+}
+
+void main() {
+  const uint head = gl_WorkGroupID.x;
+  // The largest key t with at least `wanted` candidates at or above it.
+  uint t = 0u;
+  for (int bit = 31; bit >= 0; --bit) {
+    const uint trial = t | (1u << uint(bit));
+    if (countAtLeast(head, trial) >= pc.wanted) t = trial;
+  }
+  const uint above = t == 0xffffffffu ? 0u : countAtLeast(head, t + 1u);
+  if (gl_LocalInvocationID.x != 0u) return;
+  uint ties = pc.wanted - above;  // candidates keyed t to take, lowest pages first
+  listBase = pc.listBase + head * pc.listStride;
+  listCount = 0u;
+  listNext = 0u;
+  emit(0u, sinkEnd());
+  for (uint p = 0u; p < pc.pages; ++p) {
+    if (!candidate(p)) continue;
+    const uint key = keyOf(scores[head * pc.pages + p]);
+    bool take = key > t;
+    if (key == t && ties > 0u) {
+      take = true;
+      --ties;
+    }
+    if (take) emit(pageBegin(p), pageEnd(p));
+  }
+  emit(windowBegin(), pc.rows);
+  lists[listBase] = listCount;
+}

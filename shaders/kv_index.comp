@@ -1,0 +1,110 @@
+#version 450
+// The indexer's sidecar on the device: rebuilds the entries of sidecar pages
+// firstPage .. firstPage + pages - 1 of one layer from the K rows the cache
+// holds, the bytes kv::KvIndex keeps (engine/kv/kv_index.h):
+//   i8 lo[HEAD_DIM] | i8 hi[HEAD_DIM] | i8 e | zero padding to a word
+// with e the largest of the page's row exponents (the smallest e with
+// max|x| <= 127 * 2^e, in [-100, 100]) and lo / hi the per-channel minimum of
+// floor(x / 2^e) and maximum of ceil(x / 2^e). KvIndex reaches the same bytes
+// row by row (floor and ceil by powers of two nest exactly), so rebuilding a
+// page from its rows after an append or a trim equals appending. Keys are
+// read as attention reads them (kv_codec.glsl: the rotated space of a rotated
+// codec), so the bounds hold for the scores attention computes.
+// Workgroup = one (page, KV head) entry; a sidecar page lies inside one KV
+// page (KV pages hold a multiple of 64 rows), so the page index is uniform.
+#define KVS_INDEXER
+#include "attention.h"
+
+layout(constant_id = 0) const uint WG = 64;  // >= the rows of a sidecar page
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(local_size_x_id = 0) in;
+
+layout(std430, binding = 0) buffer Sidecar { uint sidecar[]; };  // [layer][page][head][entryWords]
+layout(std430, binding = 1) readonly buffer Page { uint words[]; } pages[KVS_ATTENTION_MAX_PAGES];
+
+#include "kv_codec.glsl"
+
+const int kMinExponent = -100, kMaxExponent = 100;
+
+shared int rowExponent[WG];
+shared int lo[HEAD_DIM], hi[HEAD_DIM];
+
+// The smallest e in the limits with m <= 127 * 2^e (kv_index.cpp's exponentFor).
+int exponentFor(float m) {
+  if (m == 0.0) return kMinExponent;
+  int e = clamp(int(ceil(log2(m / 127.0))), kMinExponent, kMaxExponent);
+  while (e < kMaxExponent && ldexp(127.0, e) < m) ++e;
+  while (e > kMinExponent && ldexp(127.0, e - 1) >= m) --e;
+  return e;
+}
+
+// x / 2^e rounded down (or up), clamped to [-127, 127]; NaN counts as 0.
+int code(float x, int e, bool up) {
+  if (isnan(x)) return 0;
+  const float v = ldexp(x, -e);
+  return int(clamp(up ? ceil(v) : floor(v), -127.0, 127.0));
+}
+
+void main() {
+  initCodebooks();
+  const uint lid = gl_LocalInvocationID.x;
+  const uint page = pc.firstPage + gl_WorkGroupID.x / pc.nHeadKv;
+  const uint head = gl_WorkGroupID.x % pc.nHeadKv;
+  const uint row0 = page * pc.pageRows;
+  const uint count = min(pc.pageRows, pc.rows - row0);
+  const uint kvPage = row0 / pc.rowsPerPage;
+  const uint headBase = pc.keyOffset + head * pc.rowsPerPage * pc.keyRowWords;
+  // Each row's exponent, then the page's: the largest.
+  if (lid < count) {
+    const uint base = headBase + (row0 + lid) % pc.rowsPerPage * pc.keyRowWords;
+    float m = 0.0;
+    for (uint g = 0u; g < KV_GROUPS; ++g) {
+      vec2 v[4];
+      decodeKey(kvPage, base, pc.keyRowWords, g, v);
+      for (uint j = 0u; j < 8u; ++j) {
+        const float x = v[j / 2u][j % 2u];
+        if (!isnan(x) && !isinf(x)) m = max(m, abs(x));
+      }
+    }
+    rowExponent[lid] = exponentFor(m);
+  }
+  barrier();
+  int e = kMinExponent;
+  for (uint r = 0u; r < count; ++r) e = max(e, rowExponent[r]);
+  // Per channel, the bounds over the page's rows.
+  for (uint g = lid; g < KV_GROUPS; g += WG) {
+    int l[8], h[8];
+    for (uint r = 0u; r < count; ++r) {
+      vec2 v[4];
+      decodeKey(kvPage, headBase + (row0 + r) % pc.rowsPerPage * pc.keyRowWords, pc.keyRowWords,
+                g, v);
+      for (uint j = 0u; j < 8u; ++j) {
+        const float x = v[j / 2u][j % 2u];
+        l[j] = r == 0u ? code(x, e, false) : min(l[j], code(x, e, false));
+        h[j] = r == 0u ? code(x, e, true) : max(h[j], code(x, e, true));
+      }
+    }
+    for (uint j = 0u; j < 8u && 8u * g + j < HEAD_DIM; ++j) {
+      lo[8u * g + j] = l[j];
+      hi[8u * g + j] = h[j];
+    }
+  }
+  barrier();
+  const uint entry = pc.sidecarBase + (page * pc.nHeadKv + head) * pc.entryWords;
+  for (uint w = lid; w < pc.entryWords; w += WG) {
+    uint packed = 0u;
+    for (uint k = 0u; k < 4u; ++k) {
+      const uint b = 4u * w + k;
+      int value = 0;
+      if (b < HEAD_DIM) {
+        value = lo[b];
+      } else if (b < 2u * HEAD_DIM) {
+        value = hi[b - HEAD_DIM];
+      } else if (b == 2u * HEAD_DIM) {
+        value = e;
+      }
+      packed |= (uint(value) & 255u) << (8u * k);
+    }
+    sidecar[entry + w] = packed;
+  }
+}
