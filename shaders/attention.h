@@ -78,7 +78,7 @@ KVS_PUSH_BEGIN(IndexerPush)
   KVS_UINT sidecarBase;    // word where this layer's entries start
   KVS_UINT firstPage;      // kv_index: rebuilds sidecar pages firstPage..
   KVS_UINT pages;          // sidecar pages: rebuilt (kv_index), scored (index_score)
-  KVS_UINT rows;           // cached rows (all but kv_gather)
+  KVS_UINT rows;           // cached rows
   KVS_UINT sinks;          // index_select: kv::selectRows's options
   KVS_UINT window;
   KVS_UINT wanted;         // pages picked: ceil(topK / pageRows)

@@ -160,8 +160,9 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   rec.barrier();
   KVS_TRY(selectRows(rec, ix, layout.nHeadKv, layer, rows));
   rec.barrier();
+  // kv_gather.comp: tasks of kIndexerWorkgroup list slots.
   rec.dispatchPaged(*gather, {ix.lists, ix.gathered}, pages, push,
-                    std::min(layout.nHeadKv * ix.gatherRows, groupCap()));
+                    std::min(layout.nHeadKv * ceilDiv(ix.gatherRows, kIndexerWorkgroup), groupCap()));
   rec.barrier();
   const KvPageLayout gathered = gatheredLayout(layout, layer, ix.gatherRows);
   const Buffer* gatheredPage[] = {&ix.gathered};

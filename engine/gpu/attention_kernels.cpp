@@ -198,17 +198,17 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       desc.specConstants = {kRotateWorkgroup, v.headDim, kind == Kind::kRotateBack ? 1u : 0u};
       break;
     case Kind::kIndexWrite:
-      desc.kernelClass = "indexer";
+      desc.kernelClass = "index_write";
       desc.specConstants = {kIndexerWorkgroup, v.headDim};
       addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
     case Kind::kIndexScore:
-      desc.kernelClass = "indexer";
+      desc.kernelClass = "index_score";
       desc.specConstants = {kIndexerWorkgroup, v.headDim, v.gqa};
       break;
     case Kind::kIndexSelect:
     case Kind::kGather:
-      desc.kernelClass = "indexer";
+      desc.kernelClass = kind == Kind::kGather ? "index_gather" : "index_select";
       desc.specConstants = {kIndexerWorkgroup};
       break;
   }
