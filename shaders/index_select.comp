@@ -8,10 +8,10 @@
 // only when those do not cover every row (kv::selectsAll), so `wanted` is
 // below the number of candidate pages.
 //
-// The wanted-th best score is found bit by bit on order-preserving integer
-// keys (32 counting rounds over the pages, no sort), then one invocation
-// walks the pages in order, taking those above it and as many tied with it,
-// lowest first, as the budget leaves.
+// The wanted-th best score is found a byte at a time on order-preserving
+// integer keys (4 histogram passes over the pages, no sort), then one
+// invocation walks the pages in order, taking those above it and as many tied
+// with it, lowest first, as the budget leaves.
 #define KVS_INDEXER
 #include "attention.h"
 
@@ -21,7 +21,8 @@ layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) readonly buffer Scores { float scores[]; };  // [nHeadKv][pages]
 layout(std430, binding = 1) buffer Lists { uint lists[]; };
 
-shared uint counted;
+shared uint histogram[256];
+shared uint digit, needed;
 
 uint sinkEnd() { return min(pc.sinks, pc.rows); }
 uint windowBegin() { return pc.rows - min(pc.window, pc.rows); }
@@ -37,20 +38,6 @@ uint keyOf(float s) {
   return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
 }
 
-// Candidate pages of KV head `head` whose key is at least `t`.
-uint countAtLeast(uint head, uint t) {
-  barrier();  // every invocation has read the previous count
-  if (gl_LocalInvocationID.x == 0u) counted = 0u;
-  barrier();
-  uint mine = 0u;
-  for (uint p = gl_LocalInvocationID.x; p < pc.pages; p += WG) {
-    if (candidate(p) && keyOf(scores[head * pc.pages + p]) >= t) ++mine;
-  }
-  if (mine != 0u) atomicAdd(counted, mine);
-  barrier();
-  return counted;
-}
-
 uint listBase, listCount, listNext;
 
 // Appends rows [begin, end) not already listed (runs come in ascending order).
@@ -60,16 +47,34 @@ void emit(uint begin, uint end) {
 }
 
 void main() {
-  const uint head = gl_WorkGroupID.x;
-  // The largest key t with at least `wanted` candidates at or above it.
+  const uint head = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
+  // The wanted-th largest key t, a byte at a time from the top (radix
+  // select): per pass, a histogram of the next byte of the keys that share
+  // t's bytes so far; the byte where the count from the top reaches what is
+  // still needed is t's. `needed` ends as the number of keys equal to t to
+  // take (those above t are all taken).
+  if (lid == 0u) needed = pc.wanted;
   uint t = 0u;
-  for (int bit = 31; bit >= 0; --bit) {
-    const uint trial = t | (1u << uint(bit));
-    if (countAtLeast(head, trial) >= pc.wanted) t = trial;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (uint b = lid; b < 256u; b += WG) histogram[b] = 0u;
+    barrier();
+    for (uint p = lid; p < pc.pages; p += WG) {
+      if (!candidate(p)) continue;
+      const uint key = keyOf(scores[head * pc.pages + p]);
+      if (shift == 24 || (key >> uint(shift + 8)) == (t >> uint(shift + 8)))
+        atomicAdd(histogram[(key >> uint(shift)) & 255u], 1u);
+    }
+    barrier();
+    if (lid == 0u) {
+      uint b = 255u;
+      while (b > 0u && histogram[b] < needed) needed -= histogram[b--];
+      digit = b;
+    }
+    barrier();
+    t |= digit << uint(shift);
   }
-  const uint above = t == 0xffffffffu ? 0u : countAtLeast(head, t + 1u);
-  if (gl_LocalInvocationID.x != 0u) return;
-  uint ties = pc.wanted - above;  // candidates keyed t to take, lowest pages first
+  if (lid != 0u) return;
+  uint ties = needed;  // candidates keyed t to take, lowest pages first
   listBase = pc.listBase + head * pc.listStride;
   listCount = 0u;
   listNext = 0u;

@@ -215,7 +215,11 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
     KVS_ASSIGN_OR_RETURN(auto buffers,
                          m_attention->makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
     index = std::make_unique<gpu::IndexerBuffers>(std::move(buffers));
-    if (m_rows > 0) {  // the sidecar of the rows cached so far
+    if (m_index && m_index->shape.pageRows == options.pageRows) {
+      // Same pages: the sidecar kept so far stays valid (a new budget, window
+      // or the diagnostic switch need no rebuild).
+      index->sidecar = std::move(m_index->sidecar);
+    } else if (m_rows > 0) {  // the sidecar of the rows cached so far
       KVS_TRY(m_rec->begin());
       for (uint32_t l = 0; l < c.nLayer; ++l)
         KVS_TRY(m_attention->indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));

@@ -12,6 +12,7 @@
 //   - Diagnostic mode reports the CPU's captured mass per layer within 1e-3.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,13 +39,15 @@ struct DecodeRun {
   std::vector<backend::IndexerStep> steps;  // per decode step
 };
 
-DecodeRun decodeRun(backend::Backend& b) {
+// `afterPrefill` runs between the prefill and the first decode step.
+DecodeRun decodeRun(backend::Backend& b, const std::function<void()>& afterPrefill = {}) {
   std::vector<int32_t> tokens(300);
   for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 37) % 500);
   DecodeRun run;
   backend::Logits logits;
   auto s = b.forward({std::span(tokens).first(200)}, logits);
   EXPECT_TRUE(s.ok()) << s.error().describe();
+  if (afterPrefill) afterPrefill();
   for (uint32_t i = 200; i < tokens.size() && s.ok(); ++i) {
     s = b.forward({std::span(tokens).subspan(i, 1)}, logits);
     EXPECT_TRUE(s.ok()) << s.error().describe();
@@ -121,6 +124,33 @@ TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
       EXPECT_LE(c.meanRel, 1e-4);
       EXPECT_EQ(c.argmaxAgree, c.steps);
       EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
+    }
+  }
+}
+
+// Turning the indexer on after the prefill builds the sidecar of the cached
+// rows; changing only the budget keeps it; changing the page size rebuilds it.
+// Either way the run equals one with the indexer on from the start, bit for bit.
+TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
+  const auto model = demoModel();
+  const std::vector<kv::LayerSchemes> schemes(model->config().nLayer, {"q8_0", "turbo4"});
+  const kv::IndexerOptions options{.topK = 32, .window = 16};
+  auto early = backend::VulkanBackend::create(model, {.kvSchemes = schemes, .indexer = options});
+  ASSERT_TRUE(early.ok());
+  const DecodeRun want = decodeRun(**early);
+  for (uint32_t detourPageRows : {16u, 32u}) {
+    auto late = backend::VulkanBackend::create(model, {.kvSchemes = schemes});
+    ASSERT_TRUE(late.ok());
+    const DecodeRun got = decodeRun(**late, [&] {
+      ASSERT_TRUE((*late)->setIndexer({.topK = 64, .pageRows = detourPageRows}).ok());
+      ASSERT_TRUE((*late)->setIndexer(options).ok());
+    });
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(differentSelections(want, got), 0u) << "detour page " << detourPageRows;
+    for (size_t s = 0; s < want.logits.size(); ++s) {
+      ASSERT_EQ(0, std::memcmp(want.logits[s].data(), got.logits[s].data(),
+                               want.logits[s].size() * sizeof(float)))
+          << "detour page " << detourPageRows << " step " << s;
     }
   }
 }
