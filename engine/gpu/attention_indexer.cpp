@@ -3,7 +3,6 @@
 // gather, attend. The selection rule is kv::selectRows's (kv/indexer.h),
 // followed by shaders/index_select.comp.
 #include <algorithm>
-#include <cmath>
 
 #include "gpu/attention_kernels.h"
 #include "shaders/attention.h"
@@ -162,7 +161,8 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   rec.barrier();
   // kv_gather.comp: tasks of kIndexerWorkgroup list slots.
   rec.dispatchPaged(*gather, {ix.lists, ix.gathered}, pages, push,
-                    std::min(layout.nHeadKv * ceilDiv(ix.gatherRows, kIndexerWorkgroup), groupCap()));
+                    std::min(layout.nHeadKv * ceilDiv(ix.gatherRows, kIndexerWorkgroup),
+                             groupCap()));
   rec.barrier();
   const KvPageLayout gathered = gatheredLayout(layout, layer, ix.gatherRows);
   const Buffer* gatheredPage[] = {&ix.gathered};
@@ -176,35 +176,6 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
                       ix.massStride * (size_t{layer} * 2)));
   KVS_TRY(recordStats(rec, gathered, gatheredPage, 0, query, ix.gatherRows - 1, nHead, counts,
                       ix.mass, ix.massStride * (size_t{layer} * 2 + 1)));
-  return okStatus();
-}
-
-Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
-                                     std::span<const Buffer* const> pages, uint32_t layer,
-                                     const Buffer& query, uint32_t pos0, uint32_t nHead,
-                                     uint32_t rowCounts, const Buffer& mass, size_t offset) {
-  const Variant variant = attentionVariant(layout, layer, nHead, 1);
-  KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
-  const uint32_t rows = pos0 + 1;
-  const push::AttentionPush push{1,
-                                 pos0,
-                                 nHead,
-                                 layout.rowsPerPage,
-                                 layout.rowBytes(layer, 0) / 4,
-                                 layout.rowBytes(layer, 1) / 4,
-                                 static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
-                                 static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
-                                 1,
-                                 1,
-                                 rows,
-                                 0,
-                                 rowCounts,
-                                 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
-                                 0.0f};
-  // One split: the pass writes (max, sum) of query head h at pair h of its output.
-  const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
-  rec.dispatchPaged(*stats, {query, out, query}, pages, push,
-                    std::min(layout.nHeadKv, groupCap()));
   return okStatus();
 }
 

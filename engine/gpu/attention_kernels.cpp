@@ -93,6 +93,27 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
   }
 }
 
+// The push constants of an attention pass over `layer` of `layout`.
+push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, uint32_t n,
+                                  uint32_t pos0, uint32_t nHead, const AttentionPlan& p,
+                                  uint32_t scoreStride, uint32_t rowCounts, float sparseV) {
+  return {n,
+          pos0,
+          nHead,
+          layout.rowsPerPage,
+          layout.rowBytes(layer, 0) / 4,
+          layout.rowBytes(layer, 1) / 4,
+          static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
+          static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
+          p.tokenTiles,
+          p.splits,
+          p.splitRows,
+          scoreStride,
+          rowCounts,
+          1.0f / std::sqrt(static_cast<float>(layout.headDim)),
+          sparseV};
+}
+
 }  // namespace
 
 const char* attentionShapeName(AttentionShape shape) {
@@ -189,18 +210,15 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
         addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
     case Kind::kEncode:
-      desc.kernelClass = "kv_write";
-      desc.specConstants = {kEncodeWorkgroup, v.headDim};
+    case Kind::kIndexWrite:  // both read or write rows of the codec in `key`
+      desc.kernelClass = kind == Kind::kEncode ? "kv_write" : "index_write";
+      desc.specConstants = {kind == Kind::kEncode ? kEncodeWorkgroup : kIndexerWorkgroup,
+                            v.headDim};
       addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
     case Kind::kRotate:
     case Kind::kRotateBack:
       desc.specConstants = {kRotateWorkgroup, v.headDim, kind == Kind::kRotateBack ? 1u : 0u};
-      break;
-    case Kind::kIndexWrite:
-      desc.kernelClass = "index_write";
-      desc.specConstants = {kIndexerWorkgroup, v.headDim};
-      addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
     case Kind::kIndexScore:
       desc.kernelClass = "index_score";
@@ -503,21 +521,8 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   // attention_cpu.comp recomputes scores: cheaper there than reading them back.
   const bool storeScores = m_shape == AttentionShape::kGpu &&
                            scratch.scores.size() >= size_t{n} * nHead * rows * sizeof(float);
-  const push::AttentionPush push{n,
-                                 pos0,
-                                 nHead,
-                                 layout.rowsPerPage,
-                                 layout.rowBytes(layer, 0) / 4,
-                                 layout.rowBytes(layer, 1) / 4,
-                                 static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
-                                 static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
-                                 p.tokenTiles,
-                                 p.splits,
-                                 p.splitRows,
-                                 storeScores ? rows : 0u,
-                                 rowCounts,
-                                 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
-                                 sparseV};
+  const push::AttentionPush push = attentionPush(layout, layer, n, pos0, nHead, p,
+                                                 storeScores ? rows : 0u, rowCounts, sparseV);
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
@@ -542,6 +547,23 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
   rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
                std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
+  return okStatus();
+}
+
+Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
+                                     std::span<const Buffer* const> pages, uint32_t layer,
+                                     const Buffer& query, uint32_t pos0, uint32_t nHead,
+                                     uint32_t rowCounts, const Buffer& mass, size_t offset) {
+  const Variant variant = attentionVariant(layout, layer, nHead, 1);
+  KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
+  // One task per KV head over all rows: one split, one token.
+  const AttentionPlan whole{.splitRows = pos0 + 1};
+  const push::AttentionPush push =
+      attentionPush(layout, layer, 1, pos0, nHead, whole, 0, rowCounts, 0.0f);
+  // One split: the pass writes (max, sum) of query head h at pair h of its output.
+  const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
+  rec.dispatchPaged(*stats, {query, out, query}, pages, push,
+                    std::min(layout.nHeadKv, groupCap()));
   return okStatus();
 }
 

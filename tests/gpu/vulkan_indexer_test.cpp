@@ -9,7 +9,9 @@
 //     float rounding), and the logits agree within the bounds of
 //     VulkanKvParity for f16 layers (max 2e-3, mean 1e-4 of the logit
 //     spread), with the same argmax every step. Likewise with sparse V.
+//     The sidecar's bytes are counted as the CPU counts them.
 //   - Diagnostic mode reports the CPU's captured mass per layer within 1e-3.
+//   - Turning the indexer on late equals having it on from the start.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -113,6 +115,13 @@ TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
       const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
       ASSERT_EQ(got.steps.size(), 100u);
       EXPECT_EQ(differentSelections(want, got), 0u);
+      // The sidecar is counted with K, as on the CPU backend.
+      const auto cpuBytes = p.cpu->kvBytes(), gpuBytes = p.gpu->kvBytes();
+      for (size_t l = 0; l < cpuBytes.size(); ++l) {
+        EXPECT_GT(gpuBytes[l].keyBytes.sidecar, 0u);
+        EXPECT_EQ(gpuBytes[l].keyBytes.sidecar, cpuBytes[l].keyBytes.sidecar) << "layer " << l;
+        EXPECT_EQ(gpuBytes[l].valueBytes.sidecar, 0u);
+      }
       const auto& last = got.steps.back().layers;
       ASSERT_EQ(last.size(), model->config().nLayer);
       EXPECT_FALSE(last[0].heads.at(0).empty()) << "a sparse step";
