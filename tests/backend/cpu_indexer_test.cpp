@@ -15,21 +15,14 @@
 #include "backend/cpu_indexer.h"
 #include "kv/kv_index.h"
 #include "kv/rotation.h"
-#include "model/default_model.h"
+#include "support/demo_model.h"
 #include "support/test_support.h"
 
 namespace kvscope {
 namespace {
 
 using kv::KvPart;
-
-std::shared_ptr<const model::ModelFile> demoModel() {
-  auto path = model::findDefaultModel();
-  EXPECT_TRUE(path.ok());
-  auto m = model::ModelFile::open(*path);
-  EXPECT_TRUE(m.ok());
-  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
-}
+using test::openDemoModel;
 
 // Logits of 300 tokens (a prefill of 200, then one by one), every step.
 std::vector<std::vector<float>> decodeRun(backend::CpuBackend& b) {
@@ -46,7 +39,8 @@ std::vector<std::vector<float>> decodeRun(backend::CpuBackend& b) {
 }
 
 TEST(CpuIndexer, ABudgetOfEveryRowIsDenseAttentionBitForBit) {
-  const auto model = demoModel();
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
   for (const char* key : {"f16", "q8_0"}) {
     const std::vector<kv::LayerSchemes> schemes(model->config().nLayer, {key, "turbo4"});
     auto dense = backend::CpuBackend::create(model, {.threads = 2, .kvSchemes = schemes});

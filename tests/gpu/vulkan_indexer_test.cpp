@@ -23,18 +23,10 @@
 #include "backend/cpu_backend.h"
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
-#include "model/default_model.h"
+#include "support/demo_model.h"
 
 namespace kvscope::test {
 namespace {
-
-std::shared_ptr<const model::ModelFile> demoModel() {
-  auto path = model::findDefaultModel();
-  EXPECT_TRUE(path.ok());
-  auto m = model::ModelFile::open(*path);
-  EXPECT_TRUE(m.ok());
-  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
-}
 
 struct DecodeRun {
   std::vector<std::vector<float>> logits;   // per decode step
@@ -77,7 +69,8 @@ Pair makePair(const std::shared_ptr<const model::ModelFile>& model, const char* 
 }
 
 TEST(VulkanIndexer, ABudgetOfEveryRowIsTheDevicesDenseAttention) {
-  const auto model = demoModel();
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
   const std::vector<kv::LayerSchemes> schemes(model->config().nLayer, {"q8_0", "turbo4"});
   auto dense = backend::VulkanBackend::create(model, {.validation = true, .kvSchemes = schemes});
   auto covered = backend::VulkanBackend::create(
@@ -106,7 +99,8 @@ uint32_t differentSelections(const DecodeRun& a, const DecodeRun& b) {
 }
 
 TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
-  const auto model = demoModel();
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
   for (const char* key : {"f16", "q8_0"}) {
     for (float sparseV : {0.0f, 0.01f}) {
       SCOPED_TRACE(std::string(key) + " sparse_v " + std::to_string(sparseV));
@@ -141,7 +135,8 @@ TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
 // rows; changing only the budget keeps it; changing the page size rebuilds it.
 // Either way the run equals one with the indexer on from the start, bit for bit.
 TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
-  const auto model = demoModel();
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
   const std::vector<kv::LayerSchemes> schemes(model->config().nLayer, {"q8_0", "turbo4"});
   const kv::IndexerOptions options{.topK = 32, .window = 16};
   auto early = backend::VulkanBackend::create(model, {.kvSchemes = schemes, .indexer = options});
@@ -165,7 +160,8 @@ TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
 }
 
 TEST(VulkanIndexer, DiagnosticModeReportsTheCpuBackendsCapturedMass) {
-  const auto model = demoModel();
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
   Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
   const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);

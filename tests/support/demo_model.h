@@ -1,0 +1,25 @@
+#pragma once
+// The demo model kvscope ships (model::findDefaultModel), opened for a test;
+// null, with a test failure recorded, when it cannot be found or opened.
+// Header-only: only the test binaries that link kvscope_model include it.
+
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "model/default_model.h"
+#include "model/model_file.h"
+
+namespace kvscope::test {
+
+inline std::shared_ptr<const model::ModelFile> openDemoModel() {
+  auto path = model::findDefaultModel();
+  EXPECT_TRUE(path.ok()) << path.error().describe();
+  if (!path.ok()) return nullptr;
+  auto m = model::ModelFile::open(*path);
+  EXPECT_TRUE(m.ok()) << m.error().describe();
+  if (!m.ok()) return nullptr;
+  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
+}
+
+}  // namespace kvscope::test
