@@ -30,11 +30,12 @@ uint pageBegin(uint p) { return p * pc.pageRows; }
 uint pageEnd(uint p) { return min(pc.rows, (p + 1u) * pc.pageRows); }
 bool candidate(uint p) { return pageEnd(p) > sinkEnd() && pageBegin(p) < windowBegin(); }
 
-// An unsigned key in the order of the scores: NaN as -inf, -0 as +0.
+// An unsigned key in the order of the scores: NaN as -inf, -0 as +0. Tested
+// on the bits: a driver need not preserve NaN or signed zero in float math.
 uint keyOf(float s) {
-  if (isnan(s)) s = uintBitsToFloat(0xff800000u);
-  if (s == 0.0) s = 0.0;
-  const uint b = floatBitsToUint(s);
+  uint b = floatBitsToUint(s);
+  if ((b & 0x7fffffffu) > 0x7f800000u) b = 0xff800000u;  // NaN
+  if ((b & 0x7fffffffu) == 0u) b = 0u;                   // -0
   return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
 }
 

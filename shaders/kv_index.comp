@@ -7,10 +7,13 @@
 // max|x| <= 127 * 2^e, in [-100, 100]) and lo / hi the per-channel minimum of
 // floor(x / 2^e) and maximum of ceil(x / 2^e). KvIndex reaches the same bytes
 // row by row (floor and ceil by powers of two nest exactly), so rebuilding a
-// page from its rows after an append or a trim equals appending. Keys are
+// page from its rows after an append or a trim equals appending. One
+// exception: an infinite key (an f16 overflow) saturates at +-127 here, while
+// KvIndex coarsens its saturated code when a later row raises e.
+// A workgroup loops over (page, KV head) tasks. Keys are
 // read as attention reads them (kv_codec.glsl: the rotated space of a rotated
 // codec), so the bounds hold for the scores attention computes.
-// Workgroup = one (page, KV head) entry; a sidecar page lies inside one KV
+// A task is one (page, KV head) entry; a sidecar page lies inside one KV
 // page (KV pages hold a multiple of 64 rows), so the page index is uniform.
 #define KVS_INDEXER
 #include "attention.h"
@@ -38,18 +41,22 @@ int exponentFor(float m) {
   return e;
 }
 
+// Whether x is NaN, or finite, from its bits (a driver need not preserve
+// NaN and infinity in float math).
+bool isNaN(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+bool isFinite(float x) { return (floatBitsToUint(x) & 0x7fffffffu) < 0x7f800000u; }
+
 // x / 2^e rounded down (or up), clamped to [-127, 127]; NaN counts as 0.
 int code(float x, int e, bool up) {
-  if (isnan(x)) return 0;
+  if (isNaN(x)) return 0;
   const float v = ldexp(x, -e);
   return int(clamp(up ? ceil(v) : floor(v), -127.0, 127.0));
 }
 
-void main() {
-  initCodebooks();
+void buildEntry(uint task) {
   const uint lid = gl_LocalInvocationID.x;
-  const uint page = pc.firstPage + gl_WorkGroupID.x / pc.nHeadKv;
-  const uint head = gl_WorkGroupID.x % pc.nHeadKv;
+  const uint page = pc.firstPage + task / pc.nHeadKv;
+  const uint head = task % pc.nHeadKv;
   const uint row0 = page * pc.pageRows;
   const uint count = min(pc.pageRows, pc.rows - row0);
   const uint kvPage = row0 / pc.rowsPerPage;
@@ -63,7 +70,7 @@ void main() {
       decodeKey(kvPage, base, pc.keyRowWords, g, v);
       for (uint j = 0u; j < 8u; ++j) {
         const float x = v[j / 2u][j % 2u];
-        if (!isnan(x) && !isinf(x)) m = max(m, abs(x));
+        if (isFinite(x)) m = max(m, abs(x));
       }
     }
     rowExponent[lid] = exponentFor(m);
@@ -106,5 +113,13 @@ void main() {
       packed |= (uint(value) & 255u) << (8u * k);
     }
     sidecar[entry + w] = packed;
+  }
+}
+
+void main() {
+  initCodebooks();
+  for (uint task = gl_WorkGroupID.x; task < pc.pages * pc.nHeadKv; task += gl_NumWorkGroups.x) {
+    buildEntry(task);
+    barrier();  // the next task rewrites rowExponent, lo and hi
   }
 }

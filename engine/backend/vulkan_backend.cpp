@@ -265,8 +265,9 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     double total = 0.0;
     for (uint32_t h = 0; h < c.nHead; ++h) {
       const double sum = dense[2 * h + 1];
-      if (sum > 0.0)
-        total += picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum;
+      // A head without a positive dense sum counts as whole, as on the CPU.
+      total += sum > 0.0 ? picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum
+                         : 1.0;
     }
     step.capturedMass = total / c.nHead;
   }

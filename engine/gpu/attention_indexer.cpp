@@ -66,6 +66,13 @@ Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layou
   const size_t lists = size_t{layout.nLayer} * layout.nHeadKv * b.listStride * sizeof(uint32_t);
   const size_t gathered = size_t{layout.nHeadKv} * b.gatherRows * widest +
                           size_t{layout.nHeadKv} * sizeof(uint32_t);
+  const uint64_t range = m_ctx.limits().maxStorageBufferRange;
+  if (std::max({sidecar, lists, gathered}) > range) {
+    return makeError(ErrorCode::kUnsupported,
+                     "the indexer's buffers for {} rows need {} bytes in one binding; {} binds at "
+                     "most {} (use a shorter context or bounds32/bounds64)",
+                     maxRows, std::max({sidecar, lists, gathered}), m_ctx.info().name, range);
+  }
   KVS_ASSIGN_OR_RETURN(b.sidecar, Buffer::create(m_ctx, sidecar));
   KVS_ASSIGN_OR_RETURN(b.pageScores,
                        Buffer::create(m_ctx, size_t{layout.nHeadKv} * b.sidecarPages * sizeof(float)));
@@ -108,8 +115,9 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
   push.firstPage = firstRow / pageRows;
   push.pages = ceilDiv(rows, pageRows) - push.firstPage;
   push.rows = rows;
-  // One workgroup per (page, KV head) entry.
-  rec.dispatchPaged(*p, {index.sidecar}, pages, push, push.pages * layout.nHeadKv);
+  // A workgroup per (page, KV head) entry, up to groupCap() looping over them.
+  rec.dispatchPaged(*p, {index.sidecar}, pages, push,
+                    std::min(push.pages * layout.nHeadKv, groupCap()));
   return okStatus();
 }
 

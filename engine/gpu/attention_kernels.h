@@ -216,6 +216,13 @@ class AttentionKernels {
   Status indexRows(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                    const IndexerBuffers& index, uint32_t layer, uint32_t firstRow, uint32_t rows);
 
+  // The selection step of an indexed decode step over `rows` rows of `layer`:
+  // from index.pageScores ([nHeadKv][ceil(rows / pageRows)]) to each KV head's
+  // list in index.lists, by kv::selectRows's rule. The caller makes sure the
+  // selection is not every row (kv::selectsAll). One dispatch, no barriers.
+  Status selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv, uint32_t layer,
+                    uint32_t rows);
+
   // out[n][nHead * headDim] = causal attention of q[n][nHead * headDim]
   // (queries at positions pos0 .. pos0 + n - 1, RoPE applied) over rows
   // [0, pos0 + t] of `layer` for token t. Query head h reads KV head
@@ -225,20 +232,15 @@ class AttentionKernels {
   // (kInvalidArgument otherwise). A rotated K codec adds a rotation of q
   // before, a rotated V codec one of the output after (scratch.rotated).
   //
-  // The selection step of an indexed decode step over `rows` rows of `layer`:
-  // from index.pageScores ([nHeadKv][ceil(rows / pageRows)]) to each KV head's
-  // list in index.lists, by kv::selectRows's rule. The caller makes sure the
-  // selection is not every row (kv::selectsAll). One dispatch, no barriers.
-  Status selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv, uint32_t layer,
-                    uint32_t rows);
-
   // `sparse` drops normalized weights below sparseV (and skips V rows no
   // query keeps). With its indexer and n == 1 the step runs on the device
-  // without a host round trip:
-  // the pages are scored from the sidecar (index_score.comp), each KV head's
-  // rows selected (index_select.comp, into indexer->lists), their codes
-  // gathered (kv_gather.comp) and attention run over those rows only; in
-  // diagnostic mode the dense and selected softmax stats go to indexer->mass.
+  // without a host round trip: the pages are scored from the sidecar
+  // (index_score.comp), each KV head's rows selected (index_select.comp,
+  // into indexer->lists), their codes gathered (kv_gather.comp) and the
+  // attention dispatches run over those indexer->gatherRows rows only (their
+  // splits fit the scratch of scratchBytes(): gatherRows is a multiple of the
+  // split alignment and at most maxRows rounded up to it); in diagnostic mode
+  // two stats passes (every row, the selection) write indexer->mass.
   Status attend(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                 uint32_t layer, const Buffer& q, const Buffer& out, uint32_t n, uint32_t pos0,
                 uint32_t nHead, const AttentionScratch& scratch = {},
