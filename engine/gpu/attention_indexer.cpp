@@ -34,6 +34,21 @@ push::IndexerPush selectionPush(const IndexerBuffers& ix, uint32_t nHeadKv, uint
   return push;
 }
 
+// Every field the indexer's kernels read for `layer` over `rows` cached rows.
+push::IndexerPush indexerPush(const IndexerBuffers& ix, const KvPageLayout& layout, uint32_t layer,
+                              uint32_t rows) {
+  push::IndexerPush push = selectionPush(ix, layout.nHeadKv, layer, rows);
+  push.rowsPerPage = layout.rowsPerPage;
+  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
+  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
+  push.valueRowWords = layout.rowBytes(layer, 1) / 4;
+  push.valueOffset = static_cast<uint32_t>(layout.partOffset(layer, 1) / 4);
+  push.entryWords = ix.entryWords;
+  push.sidecarBase = layer * ix.sidecarPages * layout.nHeadKv * ix.entryWords;
+  push.gatherRows = ix.gatherRows;
+  return push;
+}
+
 }  // namespace
 
 Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layout, uint32_t nHead,
@@ -104,17 +119,9 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
   variant.key = ks.codec;
   variant.keyCodebook = ks.codebook;
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kIndexWrite, variant));
-  push::IndexerPush push{};
-  push.nHeadKv = layout.nHeadKv;
-  push.rowsPerPage = layout.rowsPerPage;
-  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
-  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
-  push.pageRows = pageRows;
-  push.entryWords = index.entryWords;
-  push.sidecarBase = layer * index.sidecarPages * layout.nHeadKv * index.entryWords;
+  push::IndexerPush push = indexerPush(index, layout, layer, rows);
   push.firstPage = firstRow / pageRows;
   push.pages = ceilDiv(rows, pageRows) - push.firstPage;
-  push.rows = rows;
   // A workgroup per (page, KV head) entry, up to groupCap() looping over them.
   rec.dispatchPaged(*p, {index.sidecar}, pages, push,
                     std::min(push.pages * layout.nHeadKv, groupCap()));
@@ -148,15 +155,7 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
     return makeError(ErrorCode::kInvalidArgument, "{} rows overflow an indexer sidecar of {} pages",
                      rows, ix.sidecarPages);
   }
-  push::IndexerPush push = selectionPush(ix, layout.nHeadKv, layer, rows);
-  push.rowsPerPage = layout.rowsPerPage;
-  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
-  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
-  push.valueRowWords = layout.rowBytes(layer, 1) / 4;
-  push.valueOffset = static_cast<uint32_t>(layout.partOffset(layer, 1) / 4);
-  push.entryWords = ix.entryWords;
-  push.sidecarBase = layer * ix.sidecarPages * layout.nHeadKv * ix.entryWords;
-  push.gatherRows = ix.gatherRows;
+  const push::IndexerPush push = indexerPush(ix, layout, layer, rows);
   Variant scoring;
   scoring.headDim = layout.headDim;
   scoring.gqa = nHead / layout.nHeadKv;
