@@ -16,7 +16,8 @@
 
 layout(constant_id = 5) const uint K_CODEC = KVS_CODEC_F16;
 layout(constant_id = 6) const uint V_CODEC = KVS_CODEC_F16;
-// The codebooks of rotated codecs (ascending, unit-vector scale), unused
+// The codebooks of rotated codecs (ascending; unit-vector scale, N(0, 1) for
+// turbo*b), unused
 // entries 0: ids 7..22 for K, 23..38 for V.
 layout(constant_id = 7) const float KC0 = 0.0;
 layout(constant_id = 8) const float KC1 = 0.0;
@@ -70,19 +71,27 @@ const uint KV_GROUPS = (HEAD_DIM + 7u) / 8u;         // groups of 8 values (deco
 uint codecBits(uint c) {
   if (c == KVS_CODEC_F16) return 16u;
   if (c == KVS_CODEC_Q8_0 || c == KVS_CODEC_FP8) return 8u;
-  if (c == KVS_CODEC_TURBO3 || c == KVS_CODEC_TURBO3G || c == KVS_CODEC_TURBO3W10) return 3u;
-  if (c == KVS_CODEC_TURBO2 || c == KVS_CODEC_TURBO2G) return 2u;
+  if (c == KVS_CODEC_TURBO3 || c == KVS_CODEC_TURBO3G || c == KVS_CODEC_TURBO3W10 ||
+      c == KVS_CODEC_TURBO3B) {
+    return 3u;
+  }
+  if (c == KVS_CODEC_TURBO2 || c == KVS_CODEC_TURBO2G || c == KVS_CODEC_TURBO2B) return 2u;
   return 4u;
 }
 bool codecRotated(uint c) { return c >= KVS_CODEC_TURBO4; }
 bool codecGrouped(uint c) { return c >= KVS_CODEC_TURBO4G && c <= KVS_CODEC_TURBO2G; }
+bool codecBlockScaled(uint c) { return c >= KVS_CODEC_TURBO4B && c <= KVS_CODEC_TURBO2B; }
+// Rotated codecs: values per scale (gamma).
+uint codecScaleWidth(uint c) {
+  return codecGrouped(c) ? 16u : codecBlockScaled(c) ? 32u : HEAD_DIM;
+}
 // Bytes before the codes: the scales (or gammas) of a row.
 uint codecScaleBytes(uint c) {
   if (c == KVS_CODEC_F16) return 0u;
   if (c == KVS_CODEC_Q8_0 || c == KVS_CODEC_Q4_0) return 2u * KV_BLOCKS;
   if (c == KVS_CODEC_FP8) return KV_BLOCKS;
   if (c == KVS_CODEC_AFFINE4) return 4u * KV_BLOCKS;
-  return codecGrouped(c) ? 2u * KV_GROUPS16 : 2u;
+  return 2u * ((HEAD_DIM + codecScaleWidth(c) - 1u) / codecScaleWidth(c));
 }
 
 // 32 bits of the row from byte `at` (little endian; bytes past the row read
@@ -154,7 +163,7 @@ void decodeGroup(uint c, bool key, uint page, uint base, uint rowWords, uint g, 
     }
   } else {
     const uint bits = codecBits(c), codes = codecScaleBytes(c);
-    const float gamma = rowHalf(page, base, codecGrouped(c) ? 2u * (g / 2u) : 0u);
+    const float gamma = rowHalf(page, base, 2u * (8u * g / codecScaleWidth(c)));
     uint code[8];
     if (c == KVS_CODEC_TURBO3W10) {
       // Values 8g .. 8g + 7 lie in at most two words of 10 codes.

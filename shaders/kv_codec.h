@@ -20,7 +20,11 @@
 // 10i + k) instead of its 2+1 bit planes: a layout experiment that
 // `kvscope-cli bench-attention --kv turbo3w10` times; no kv scheme stores it.
 #define KVS_CODEC_TURBO3W10 11
-#define KVS_CODEC_COUNT 12
+// Block-scaled turbo (one least-error scale per 32 rotated values).
+#define KVS_CODEC_TURBO4B 12
+#define KVS_CODEC_TURBO3B 13
+#define KVS_CODEC_TURBO2B 14
+#define KVS_CODEC_COUNT 15
 
 // Centroids a codebook codec passes in specialization constants (2^4).
 #define KVS_CODEBOOK_SIZE 16

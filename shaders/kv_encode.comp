@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Encodes the K or V rows (pc.part) of n new tokens of one layer into the
 // paged KV cache with the part's codec (kv_codec.glsl ids; the codec and its
 // codebook are K's specialization constants whichever part is encoded), producing the bytes of the kv scheme of the same name
@@ -13,7 +14,10 @@
 // x itself for the norm; the CPU takes the norms in double (and R x of a
 // non-power-of-two row), so a code can differ by one step where u sits on a
 // decision boundary to within float rounding, and gamma by one fp16 step
-// (tests/gpu/kv_codec_test.cpp).
+// (tests/gpu/kv_codec_test.cpp). The block-scaled turbo*b repeat the CPU's
+// float32 steps, but a compiler may fuse a multiply-add of the error sums, so
+// where two scale candidates' errors tie to within rounding the device may
+// keep the other one, of the same error.
 // The other codecs reproduce the CPU bytes exactly where the device divides
 // with correct rounding (lavapipe does).
 #define KVS_KV_WRITE
@@ -170,31 +174,97 @@ void encodeF16() {
   }
 }
 
-// Turbo: code of rotated coordinate i = midpoints strictly below u_i.
-float turboNorm;
-uint turboCode(uint levels, uint i) {
-  const float u = turboNorm > 0.0 ? rotatedValue(i) / turboNorm : 0.0;
+// Loop iterations: llvmpipe (lavapipe) ends a shader's loops after 65535
+// iterations in all, silently, so the inner loops of the turbo*b search (16
+// candidates x 32 values x 15 midpoints per block) are unrolled and only the
+// block and candidate loops run as loops.
+
+// Turbo: the code of u, the number of midpoints strictly below it.
+uint midpointCode(uint levels, float u) {
   uint code = 0u;
-  for (uint j = 0u; j + 1u < levels; ++j) code += 0.5 * (kCodebook[j] + kCodebook[j + 1u]) < u ? 1u : 0u;
+  [[unroll]] for (uint j = 0u; j + 1u < KVS_CODEBOOK_SIZE; ++j) {
+    code += j + 1u < levels && 0.5 * (kCodebook[j] + kCodebook[j + 1u]) < u ? 1u : 0u;
+  }
   return code;
+}
+uint scaledCode(uint levels, float y, float s) { return midpointCode(levels, s > 0.0 ? y / s : 0.0); }
+
+// turbo*b's scale candidates (kv::kTurboBlockSteps).
+const float kBlockSteps[16] = float[](0.70, 0.74, 0.78, 0.82, 0.86, 0.90, 0.94, 0.98, 1.02, 1.06,
+                                      1.10, 1.14, 1.18, 1.22, 1.26, 1.30);
+
+// turbo*b: the squared error of block b coded under scale s.
+float blockError(uint levels, uint b, float s) {
+  float e = 0.0;
+  [[unroll]] for (uint k = 0u; k < 32u; ++k) {
+    const uint i = 32u * b + k;
+    if (i < blockEnd(b)) {
+      const float y = rotatedValue(i), r = y - s * kCodebook[scaledCode(levels, y, s)];
+      e += r * r;
+    }
+  }
+  return e;
+}
+
+// turbo*b: block b's scale, by kv::TurboScheme's rule (least error over the
+// candidates, then one least-squares step), in the same float32 order.
+float blockScale(uint levels, uint b) {
+  float sumSq = 0.0;
+  for (uint i = 32u * b; i < blockEnd(b); ++i) sumSq += rotatedValue(i) * rotatedValue(i);
+  const float rms = sqrt(sumSq / float(blockEnd(b) - 32u * b));
+  float best = 0.0, bestError = 0.0;
+  [[dont_unroll]] for (uint t = 0u; t < 16u; ++t) {
+    const float s = roundToHalf(rms * kBlockSteps[t]), e = blockError(levels, b, s);
+    if (t == 0u || e < bestError) {
+      best = s;
+      bestError = e;
+    }
+  }
+  float num = 0.0, den = 0.0;
+  for (uint i = 32u * b; i < blockEnd(b); ++i) {
+    const float y = rotatedValue(i), cv = kCodebook[scaledCode(levels, y, best)];
+    num += y * cv;
+    den += cv * cv;
+  }
+  if (den > 0.0) {
+    const float s = roundToHalf(num / den);
+    if (blockError(levels, b, s) < bestError) best = s;
+  }
+  return best;
+}
+
+// The divisor of rotated coordinate i: ||x|| for turbo and turbo*g, the
+// block's scale for turbo*b.
+float turboNorm;
+bool turboBlocks;
+// The fp16 scale of block b, as putHalf stored it at the start of rowOut.
+float storedScale(uint b) {
+  return unpackHalf2x16(rowOut[b / 2u] >> (16u * (b % 2u))).x;
+}
+uint turboCode(uint levels, uint i) {
+  return scaledCode(levels, rotatedValue(i), turboBlocks ? storedScale(i / 32u) : turboNorm);
 }
 
 void encodeTurbo(uint c) {
   const uint bits = codecBits(c), levels = 1u << bits;
-  float sumSq = 0.0;
-  for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);
-  turboNorm = sqrt(sumSq);
-  const uint width = codecGrouped(c) ? 16u : HEAD_DIM;
-  const uint groups = codecGrouped(c) ? KV_GROUPS16 : 1u;
-  for (uint g = 0u; g < groups; ++g) {
-    float ySq = 0.0, cSq = 0.0;
-    for (uint i = g * width; i < min(HEAD_DIM, g * width + width); ++i) {
-      const float y = rotatedValue(i), cv = kCodebook[turboCode(levels, i)];
-      ySq += y * y;
-      cSq += cv * cv;
+  turboBlocks = codecBlockScaled(c);
+  if (turboBlocks) {
+    [[dont_unroll]] for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(blockScale(levels, b));
+  } else {
+    float sumSq = 0.0;
+    for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);
+    turboNorm = sqrt(sumSq);
+    const uint width = codecScaleWidth(c);
+    for (uint g = 0u; g < (HEAD_DIM + width - 1u) / width; ++g) {
+      float ySq = 0.0, cSq = 0.0;
+      for (uint i = g * width; i < min(HEAD_DIM, g * width + width); ++i) {
+        const float y = rotatedValue(i), cv = kCodebook[turboCode(levels, i)];
+        ySq += y * y;
+        cSq += cv * cv;
+      }
+      const float target = codecGrouped(c) ? sqrt(ySq) : turboNorm;
+      putHalf(cSq > 0.0 && target > 0.0 ? target / sqrt(cSq) : 0.0);
     }
-    const float target = codecGrouped(c) ? sqrt(ySq) : turboNorm;
-    putHalf(cSq > 0.0 && target > 0.0 ? target / sqrt(cSq) : 0.0);
   }
   if (bits == 4u) {
     for (uint i = 0u; i < HEAD_DIM; i += 2u) {

@@ -161,8 +161,8 @@ struct RowKernels {
                 }
               });
   }
-  // Grouped: one gamma per kTurboGroup values; else one per row.
-  template <uint32_t Bits, bool Grouped>
+  // One scale per row, per kTurboGroup or per kKvBlock values (Scale).
+  template <uint32_t Bits, kv::TurboScale Scale>
   static void turbo(const KvRowDecoder& s, const uint8_t* rows, uint32_t count, float* out,
                     size_t stride) {
     const __m256 t0 = _mm256_load_ps(s.m_table), t1 = _mm256_load_ps(s.m_table + 8);
@@ -170,21 +170,34 @@ struct RowKernels {
       const uint8_t* c = row + s.m_codesAt;
       __m256 gamma = halfVector(row);
       for (uint32_t k = 0; k < s.m_dim; k += 8) {
-        if constexpr (Grouped) gamma = halfVector(row + 2 * (k / kv::kTurboGroup));
+        if constexpr (Scale == kv::TurboScale::kGroup)
+          gamma = halfVector(row + 2 * (k / kv::kTurboGroup));
+        if constexpr (Scale == kv::TurboScale::kBlock)
+          gamma = halfVector(row + 2 * (k / kv::kKvBlock));
         _mm256_storeu_ps(o + k,
                          _mm256_mul_ps(gamma, lookup<Bits>(t0, t1, codes<Bits>(c, s.m_dim, k))));
       }
     });
   }
-  template <bool Grouped>
+  template <kv::TurboScale Scale>
   static KvRowDecoder::Kernel turboOf(uint32_t bits) {
     switch (bits) {
       case 2:
-        return turbo<2, Grouped>;
+        return turbo<2, Scale>;
       case 3:
-        return turbo<3, Grouped>;
+        return turbo<3, Scale>;
       default:
-        return turbo<4, Grouped>;
+        return turbo<4, Scale>;
+    }
+  }
+  static KvRowDecoder::Kernel turboOf(kv::TurboScale scale, uint32_t bits) {
+    switch (scale) {
+      case kv::TurboScale::kGroup:
+        return turboOf<kv::TurboScale::kGroup>(bits);
+      case kv::TurboScale::kBlock:
+        return turboOf<kv::TurboScale::kBlock>(bits);
+      default:
+        return turboOf<kv::TurboScale::kRow>(bits);
     }
   }
 };
@@ -212,8 +225,7 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
     const std::span<const float> codebook = t->codebook();
     if (t->bits() < 2 || t->bits() > 4 || codebook.size() > std::size(m_table)) return;
     std::copy(codebook.begin(), codebook.end(), m_table);
-    m_kernel =
-        t->grouped() ? RowKernels::turboOf<true>(t->bits()) : RowKernels::turboOf<false>(t->bits());
+    m_kernel = RowKernels::turboOf(t->scale(), t->bits());
   }
 #else
   (void)portable;

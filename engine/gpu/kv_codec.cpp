@@ -29,6 +29,9 @@ constexpr std::array<CodecInfo, KVS_CODEC_COUNT> kCodecs = {{
     {KvCodec::kTurbo3g, "turbo3g", 3},
     {KvCodec::kTurbo2g, "turbo2g", 2},
     {KvCodec::kTurbo3w10, "turbo3w10", 3},
+    {KvCodec::kTurbo4b, "turbo4b", 4},
+    {KvCodec::kTurbo3b, "turbo3b", 3},
+    {KvCodec::kTurbo2b, "turbo2b", 2},
 }};
 
 const CodecInfo& info(KvCodec codec) {
@@ -54,6 +57,21 @@ bool kvCodecRotated(KvCodec codec) {
 
 uint32_t kvCodecBits(KvCodec codec) {
   return info(codec).bits;
+}
+
+uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim) {
+  switch (codec) {
+    case KvCodec::kTurbo4g:
+    case KvCodec::kTurbo3g:
+    case KvCodec::kTurbo2g:
+      return kTurboGroup;
+    case KvCodec::kTurbo4b:
+    case KvCodec::kTurbo3b:
+    case KvCodec::kTurbo2b:
+      return kBlock;
+    default:
+      return dim;
+  }
 }
 
 uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
@@ -83,9 +101,11 @@ uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
     case KvCodec::kTurbo2:
     case KvCodec::kTurbo4g:
     case KvCodec::kTurbo3g:
-    case KvCodec::kTurbo2g: {
-      const bool grouped = static_cast<uint32_t>(codec) >= KVS_CODEC_TURBO4G;
-      const uint32_t scales = grouped ? ceilDiv(dim, kTurboGroup) : 1;
+    case KvCodec::kTurbo2g:
+    case KvCodec::kTurbo4b:
+    case KvCodec::kTurbo3b:
+    case KvCodec::kTurbo2b: {
+      const uint32_t scales = ceilDiv(dim, kvCodecScaleWidth(codec, dim));
       const uint32_t bits = kvCodecBits(codec);
       const uint32_t codes = bits == 3 ? ceilDiv(dim, 4) + ceilDiv(dim, 8) : ceilDiv(dim * bits, 8);
       bytes = 2 * scales + codes;

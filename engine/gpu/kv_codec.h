@@ -32,6 +32,9 @@ enum class KvCodec : uint32_t {
   kTurbo3g = KVS_CODEC_TURBO3G,
   kTurbo2g = KVS_CODEC_TURBO2G,
   kTurbo3w10 = KVS_CODEC_TURBO3W10,  // layout experiment (shaders/kv_codec.h), bench only
+  kTurbo4b = KVS_CODEC_TURBO4B,
+  kTurbo3b = KVS_CODEC_TURBO3B,
+  kTurbo2b = KVS_CODEC_TURBO2B,
 };
 
 // The codec of kv scheme `name`; kUnsupported for a scheme without GPU kernels.
@@ -42,6 +45,8 @@ uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim);
 // The turbo codecs: codes of the rotated row, `bits` per value, codebook of 2^bits.
 bool kvCodecRotated(KvCodec codec);
 uint32_t kvCodecBits(KvCodec codec);
+// Rotated codecs: values per scale (dim, 16 for turbo*g, 32 for turbo*b).
+uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim);
 
 // How one (layer, K|V) stream stores its rows.
 struct KvStream {

@@ -27,9 +27,9 @@ Made makePlain(const SchemeParams& p) {
   return std::make_shared<T>(p);
 }
 
-template <uint32_t kBits, bool kGrouped>
+template <uint32_t kBits, TurboScale kScale>
 Made makeTurbo(const SchemeParams& p) {
-  return std::make_shared<TurboScheme>(p, kBits, kGrouped);
+  return std::make_shared<TurboScheme>(p, kBits, kScale);
 }
 
 // The scheme registry: one row per scheme.
@@ -39,12 +39,15 @@ const Entry kSchemes[] = {
     {"q4_0", 1, makePlain<Q4_0Scheme>},
     {"fp8", 1, makePlain<Fp8Scheme>},
     {"affine4", 1, makePlain<Affine4Scheme>},
-    {"turbo4", kMinTurboDim, makeTurbo<4, false>},
-    {"turbo3", kMinTurboDim, makeTurbo<3, false>},
-    {"turbo2", kMinTurboDim, makeTurbo<2, false>},
-    {"turbo4g", kMinTurboDim, makeTurbo<4, true>},
-    {"turbo3g", kMinTurboDim, makeTurbo<3, true>},
-    {"turbo2g", kMinTurboDim, makeTurbo<2, true>},
+    {"turbo4", kMinTurboDim, makeTurbo<4, TurboScale::kRow>},
+    {"turbo3", kMinTurboDim, makeTurbo<3, TurboScale::kRow>},
+    {"turbo2", kMinTurboDim, makeTurbo<2, TurboScale::kRow>},
+    {"turbo4g", kMinTurboDim, makeTurbo<4, TurboScale::kGroup>},
+    {"turbo3g", kMinTurboDim, makeTurbo<3, TurboScale::kGroup>},
+    {"turbo2g", kMinTurboDim, makeTurbo<2, TurboScale::kGroup>},
+    {"turbo4b", kMinTurboDim, makeTurbo<4, TurboScale::kBlock>},
+    {"turbo3b", kMinTurboDim, makeTurbo<3, TurboScale::kBlock>},
+    {"turbo2b", kMinTurboDim, makeTurbo<2, TurboScale::kBlock>},
 };
 
 const Entry* findEntry(std::string_view name) {

@@ -118,19 +118,32 @@ LloydMaxCodebook unitVectorCodebook(uint32_t bits, uint32_t dim) {
   return lloyd(law, bits);
 }
 
-std::span<const float> cachedUnitVectorCodebook(uint32_t bits, uint32_t dim) {
+namespace {
+// Codebooks as floats, one per (bits, dim), dim 0 for the Gaussian law; built
+// once and kept for the life of the process.
+std::span<const float> cachedCodebook(uint32_t bits, uint32_t dim) {
   static std::mutex mutex;
   static std::map<std::pair<uint32_t, uint32_t>, std::vector<float>> cache;
   const std::lock_guard lock(mutex);
   auto it = cache.find({bits, dim});
   if (it == cache.end()) {
-    const LloydMaxCodebook book = unitVectorCodebook(bits, dim);
+    const LloydMaxCodebook book = dim == 0 ? gaussianCodebook(bits) : unitVectorCodebook(bits, dim);
     it = cache
              .emplace(std::pair{bits, dim},
                       std::vector<float>(book.centroids.begin(), book.centroids.end()))
              .first;
   }
   return it->second;
+}
+}  // namespace
+
+std::span<const float> cachedUnitVectorCodebook(uint32_t bits, uint32_t dim) {
+  assert(dim >= 4);
+  return cachedCodebook(bits, dim);
+}
+
+std::span<const float> cachedGaussianCodebook(uint32_t bits) {
+  return cachedCodebook(bits, 0);
 }
 
 }  // namespace kvscope::kv

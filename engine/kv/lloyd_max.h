@@ -32,5 +32,7 @@ LloydMaxCodebook gaussianCodebook(uint32_t bits);
 // unitVectorCodebook(bits, dim) as floats, computed once per (bits, dim) and
 // kept for the life of the process (thread-safe).
 std::span<const float> cachedUnitVectorCodebook(uint32_t bits, uint32_t dim);
+// gaussianCodebook(bits) as floats, cached the same way.
+std::span<const float> cachedGaussianCodebook(uint32_t bits);
 
 }  // namespace kvscope::kv
