@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "kv/kv_policy.h"
 #include "runtime/backend_factory.h"
+#include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
 namespace {
@@ -113,10 +115,11 @@ long peakRssMiB() {
 }
 
 // "f16" is shorthand for the plain f16 cache and a bare scheme name X for
-// k=X,v=X; anything else is a full --kv-policy text.
+// k=X,v=X; anything else (auto[:BITS] included) is a full --kv-policy text.
 std::string policyText(const std::string& kv) {
   if (kv == "f16") return "";
-  if (kv.find('=') == std::string::npos) return fmt::format("k={},v={}", kv, kv);
+  if (kv.find('=') == std::string::npos && !kv.starts_with("auto"))
+    return fmt::format("k={},v={}", kv, kv);
   return kv;
 }
 
@@ -150,6 +153,23 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
     return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
   }
   backend::Logits logits;
+  // An auto policy measures a calibration prefill of bench tokens in f16 and
+  // is timed under the schemes it chose.
+  std::string label = kv;
+  if (auto policy = kv::KvPolicy::parse(policyText(kv)); policy.ok() && policy->autoBits) {
+    const uint32_t n = std::min(kv::kAutoCalibrationTokens, ctx);
+    KVS_TRY((*b)->forward({benchTokens(n, m->config().nVocab, 5)}, logits));
+    KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(**b, *policy));
+    label = kv + " (" + chosen.policy.toString() + ")";
+    b = runtime::makeBackend(m, {.kind = kind,
+                                 .contextLimit = ctx,
+                                 .device = global.device,
+                                 .threads = a.threads,
+                                 .timing = a.kernels,
+                                 .kvPolicy = chosen.policy.toString(),
+                                 .vetDevice = false});
+    if (!b.ok()) return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
+  }
   const int32_t first = 1;
   KVS_TRY((*b)->forward({std::span(&first, 1)}, logits));
   const double coldStart = secondsSince(t0);
@@ -162,37 +182,38 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   for (uint32_t d : a.depths) {
     KVS_ASSIGN_OR_RETURN(const std::vector<Row> rows, benchDepth(**b, a, d));
     for (const Row& row : rows) {
-    const std::string label = row.indexer.empty() ? kv : kv + " idx " + row.indexer;
-    out.results.push_back({{"backend", kind},
-                           {"kv", kv},
-                           {"indexer", row.indexer.empty() ? (*b)->indexer().selectionText()
-                                                           : row.indexer},
-                           {"model", m->config().name},
-                           {"depth", d},
-                           {"prefill_tokens", a.prefill},
-                           {"prefill_tps", row.prefillTps},
-                           {"decode_tokens", a.decode},
-                           {"decode_tps", row.decodeTps},
-                           {"cold_start_s", coldStart},
-                           {"peak_rss_mib", peakRssMiB()}});
-    out.lines.push_back(
-        fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |", kind,
-                    label, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
-    if (a.kernels && !row.kernels.empty()) {
-      double device = 0;
-      for (const auto& k : row.kernels) device += k.ms;
-      std::string detail = fmt::format(
-          "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind,
-          label, d, row.lastDecodeMs, device);
-      for (const auto& k : row.kernels)
-        detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
-      detail.pop_back();
-      out.breakdown.push_back(std::move(detail));
-      out.results.back()["kernels"] = nlohmann::json::array();
-      for (const auto& k : row.kernels)
-        out.results.back()["kernels"].push_back(
-            {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
-    }
+      const std::string rowLabel = row.indexer.empty() ? label : label + " idx " + row.indexer;
+      out.results.push_back(
+          {{"backend", kind},
+           {"kv", kv},
+           {"kv_label", label},
+           {"indexer", row.indexer.empty() ? (*b)->indexer().selectionText() : row.indexer},
+           {"model", m->config().name},
+           {"depth", d},
+           {"prefill_tokens", a.prefill},
+           {"prefill_tps", row.prefillTps},
+           {"decode_tokens", a.decode},
+           {"decode_tps", row.decodeTps},
+           {"cold_start_s", coldStart},
+           {"peak_rss_mib", peakRssMiB()}});
+      out.lines.push_back(
+          fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |",
+                      kind, rowLabel, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
+      if (a.kernels && !row.kernels.empty()) {
+        double device = 0;
+        for (const auto& k : row.kernels) device += k.ms;
+        std::string detail = fmt::format(
+            "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind,
+            rowLabel, d, row.lastDecodeMs, device);
+        for (const auto& k : row.kernels)
+          detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
+        detail.pop_back();
+        out.breakdown.push_back(std::move(detail));
+        out.results.back()["kernels"] = nlohmann::json::array();
+        for (const auto& k : row.kernels)
+          out.results.back()["kernels"].push_back(
+              {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
+      }
     }
   }
   return okStatus();

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/model_options.h"
+#include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
 namespace {
@@ -50,20 +51,25 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
   if (a.model.seedSet) go.sampler.seed = a.model.seed;
   std::signal(SIGINT, onInterrupt);
   bool warned = false;
-  fmt::print(stderr, "kvscope chat: {} ({} layers). /exit quits, /reset starts over, Ctrl-C stops a reply.\n",
-             s.config().name.empty() ? s.config().architecture : s.config().name, s.config().nLayer);
+  bool autoShown = false;  // an auto policy's choice, printed once it is made
+  fmt::print(
+      stderr,
+      "kvscope chat: {} ({} layers). /exit quits, /reset starts over, Ctrl-C stops a reply.\n",
+      s.config().name.empty() ? s.config().architecture : s.config().name, s.config().nLayer);
   std::string line;
   while (true) {
     fmt::print("\n> ");
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
-      messages.erase(std::remove_if(messages.begin(), messages.end(), [](auto& m) { return m.role != "system"; }),
+      messages.erase(std::remove_if(messages.begin(), messages.end(),
+                                    [](auto& m) { return m.role != "system"; }),
                      messages.end());
       continue;
     }
     if (line.rfind("/system ", 0) == 0) {
-      messages.erase(std::remove_if(messages.begin(), messages.end(), [](auto& m) { return m.role == "system"; }),
+      messages.erase(std::remove_if(messages.begin(), messages.end(),
+                                    [](auto& m) { return m.role == "system"; }),
                      messages.end());
       messages.insert(messages.begin(), {"system", line.substr(8)});
       continue;
@@ -85,8 +91,15 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
       continue;
     }
     messages.push_back({"assistant", r->text});
-    fmt::print(stderr, "\n[{} tokens, {:.1f} tok/s{}]\n", r->tokens.size(), r->stats.decodeTokensPerSecond(),
-               r->stop == runtime::StopReason::kContextFull ? "; the context is full, /reset to continue" : "");
+    if (const kv::AutoPlan* plan = s.autoPlan(); plan && !autoShown) {
+      fmt::print(stderr, "\n{}", runtime::describeAutoPlan(*plan));
+      autoShown = true;
+    }
+    fmt::print(stderr, "\n[{} tokens, {:.1f} tok/s{}]\n", r->tokens.size(),
+               r->stats.decodeTokensPerSecond(),
+               r->stop == runtime::StopReason::kContextFull
+                   ? "; the context is full, /reset to continue"
+                   : "");
   }
   return 0;
 }
@@ -95,10 +108,12 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
 
 void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static ChatArgs args;
-  auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal, using its chat template");
+  auto* cmd =
+      app.add_subcommand("chat", "Chat with a model in the terminal, using its chat template");
   addModelOptions(cmd, args.model);
   cmd->add_option("--system", args.system, "System prompt");
-  cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")->default_val(args.maxTokens);
+  cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")
+      ->default_val(args.maxTokens);
   cmd->callback([&global, &exitCode] { exitCode = runChat(args, global); });
 }
 

@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/auto_plan_json.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "model/model_tokenizer.h"
 #include "runtime/eval.h"
+#include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
 namespace {
@@ -94,27 +96,29 @@ void printJson(const EvalArgs& a, const std::string& policy, const Evaluation& e
                       {"k_run_rel_rms_error", runError(x.keyRunError)},
                       {"v_run_rel_rms_error", runError(x.valueRunError)}});
   }
-  const nlohmann::json out = {{"model", e.modelName},
-                              {"backend", a.backend},
-                              {"kv_policy", policy},
-                              {"tokens", r.tokens},
-                              {"prefill", r.prefill},
-                              {"steps", r.steps.size()},
-                              {"kld_mean", r.kldMean},
-                              {"kld_median", r.kldMedian},
-                              {"kld_p99", r.kldP99},
-                              {"top1", r.top1},
-                              {"ppl", r.ppl},
-                              {"ppl_f16", r.pplF16},
-                              {"bits_per_value_k", r.bitsPerValueK},
-                              {"bits_per_value_v", r.bitsPerValueV},
-                              {"rows_read", r.rowsRead < 0 ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(r.rowsRead)},
-                              {"captured_mass", r.capturedMass < 0
-                                                    ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(r.capturedMass)},
-                              {"per_layer", layers}};
-  fmt::print("{}\n", out.dump(2));
+  const nlohmann::json out = {
+      {"model", e.modelName},
+      {"backend", a.backend},
+      {"kv_policy", policy},
+      {"tokens", r.tokens},
+      {"prefill", r.prefill},
+      {"steps", r.steps.size()},
+      {"kld_mean", r.kldMean},
+      {"kld_median", r.kldMedian},
+      {"kld_p99", r.kldP99},
+      {"top1", r.top1},
+      {"ppl", r.ppl},
+      {"ppl_f16", r.pplF16},
+      {"bits_per_value_k", r.bitsPerValueK},
+      {"bits_per_value_v", r.bitsPerValueV},
+      {"rows_read", r.rowsRead < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rowsRead)},
+      {"captured_mass",
+       r.capturedMass < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.capturedMass)},
+      {"per_layer", layers}};
+  nlohmann::json full = out;
+  full["kv_policy_used"] = r.policy;
+  if (r.autoPlan) full["auto"] = autoPlanJson(*r.autoPlan);
+  fmt::print("{}\n", full.dump(2));
 }
 
 void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& e) {
@@ -130,6 +134,7 @@ void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& 
     fmt::print("  indexer      {:.1f}% of the rows read, {:.2f}% of the attention mass captured\n",
                100.0 * r.rowsRead, 100.0 * r.capturedMass);
   }
+  if (r.autoPlan) fmt::print("\n{}chose {}\n", runtime::describeAutoPlan(*r.autoPlan), r.policy);
   fmt::print("\n");
   // rel err: round trip of the f16 run's rows; run err: the test run's own
   // rows, where the backend measures them ("-" elsewhere).

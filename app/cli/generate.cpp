@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/auto_plan_json.h"
 #include "cli/model_options.h"
+#include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
 namespace {
@@ -52,7 +54,9 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                           {"stop", runtime::stopReasonName(r->stop)},
                           {"seed", r->seed},
                           {"prefill_tps", st.prefillTokensPerSecond()},
-                          {"decode_tps", st.decodeTokensPerSecond()}};
+                          {"decode_tps", st.decodeTokensPerSecond()},
+                          {"kv_policy", s.kvPolicy()}};
+    if (const kv::AutoPlan* plan = s.autoPlan()) out["auto"] = autoPlanJson(*plan);
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print(stderr,
@@ -60,6 +64,8 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                "stop: {}; seed {}]\n",
                prompt.size(), st.prefillTokensPerSecond(), r->tokens.size(),
                st.decodeTokensPerSecond(), runtime::stopReasonName(r->stop), r->seed);
+    if (const kv::AutoPlan* plan = s.autoPlan())
+      fmt::print(stderr, "{}", runtime::describeAutoPlan(*plan));
   }
   return 0;
 }

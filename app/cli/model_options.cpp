@@ -68,15 +68,20 @@ Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
   std::string notice;
-  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model,
-                                                          {.kind = o.backend,
-                                                           .contextLimit = o.context,
-                                                           .device = global.device,
-                                                           .threads = o.threads,
-                                                           .kvPolicy = kvPolicyText(o)},
-                                                          &notice));
+  runtime::BackendChoice choice{.kind = o.backend,
+                                .contextLimit = o.context,
+                                .device = global.device,
+                                .threads = o.threads,
+                                .kvPolicy = kvPolicyText(o)};
+  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model, choice, &notice));
   if (!notice.empty()) fmt::print(stderr, "warning: {}\n", notice);
-  return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer));
+  // The factory rebuilds the backend the session got (an auto policy
+  // re-encodes once it has measured).
+  const std::string kind(backend->name());
+  choice.kind = kind;
+  auto factory = runtime::makeBackendFactory(model, choice);
+  return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer),
+                                            std::move(factory), choice.kvPolicy);
 }
 
 }  // namespace kvscope::cli

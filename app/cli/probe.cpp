@@ -11,6 +11,7 @@
 #include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
+#include "runtime/kv_auto.h"
 #include "runtime/probe.h"
 
 namespace kvscope::cli {
@@ -45,11 +46,10 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(runs.policy));
   runs.indexer = policy.attention.selectionText();
   runs.context = a.context ? a.context : model->config().contextLength;
-  KVS_ASSIGN_OR_RETURN(const runtime::ProbeLayout layout,
-                       runtime::buildProbe(tokenizer, {.context = runs.context,
-                                                       .depth = a.depth,
-                                                       .span = a.span,
-                                                       .seed = a.seed}));
+  KVS_ASSIGN_OR_RETURN(
+      const runtime::ProbeLayout layout,
+      runtime::buildProbe(
+          tokenizer, {.context = runs.context, .depth = a.depth, .span = a.span, .seed = a.seed}));
   runtime::BackendChoice choice{.kind = a.backend,
                                 .contextLimit = runs.context,
                                 .device = global.device,
@@ -60,6 +60,11 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
   {
     KVS_ASSIGN_OR_RETURN(auto dense, runtime::makeBackend(model, choice));
     KVS_ASSIGN_OR_RETURN(runs.dense, runtime::runProbe(*dense, layout));
+    // An auto policy chooses from the dense run's f16 rows, as eval does.
+    if (policy.autoBits) {
+      KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(*dense, policy));
+      runs.policy = chosen.policy.toString();
+    }
   }
   choice.kvPolicy = runs.policy;
   KVS_ASSIGN_OR_RETURN(auto test, runtime::makeBackend(model, choice));
@@ -67,7 +72,9 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
   return runs;
 }
 
-nlohmann::json orNull(double x) { return x < 0.0 ? nlohmann::json(nullptr) : nlohmann::json(x); }
+nlohmann::json orNull(double x) {
+  return x < 0.0 ? nlohmann::json(nullptr) : nlohmann::json(x);
+}
 
 int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
   auto r = probe(a, global);
@@ -90,9 +97,9 @@ int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("probe ctx {} depth {:.2f} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)", r->context,
-             a.depth, a.span, policy, r->test.correct, r->test.scored, 100.0 * r->test.accuracy,
-             100.0 * r->dense.accuracy);
+  fmt::print("probe ctx {} depth {:.2f} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
+             r->context, a.depth, a.span, policy, r->test.correct, r->test.scored,
+             100.0 * r->test.accuracy, 100.0 * r->dense.accuracy);
   if (r->test.capturedMass >= 0.0)
     fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
                100.0 * r->test.rowsRead, 100.0 * r->test.capturedMass);

@@ -4,10 +4,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "kv/auto_policy.h"
 
 namespace kvscope::kv {
 namespace {
@@ -51,6 +54,24 @@ Status checkScheme(std::string_view item, std::string_view name) {
   if (isSchemeName(name)) return okStatus();
   return badItem(item, fmt::format("unknown scheme '{}' (available: {})", name,
                                    fmt::join(schemeNames(), ", ")));
+}
+
+// auto or auto:BITS.
+Status parseAuto(std::string_view item, KvPolicy& p) {
+  if (p.autoBits) return badItem(item, "given twice");
+  if (item == "auto") {
+    p.autoBits = 0.0;
+    return okStatus();
+  }
+  const std::string number(item.substr(item.find(':') + 1));
+  char* end = nullptr;
+  const double bits = std::strtod(number.c_str(), &end);
+  if (!item.starts_with("auto:") || number.empty() || end != number.c_str() + number.size() ||
+      !(bits > 0.0 && bits <= 16.0)) {
+    return badItem(item, "auto takes an average bits-per-value budget, e.g. auto or auto:4.5");
+  }
+  p.autoBits = bits;
+  return okStatus();
 }
 
 }  // namespace
@@ -99,11 +120,15 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     const std::string_view value = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
     const size_t at = key.find('@');
     const std::string_view base = key.substr(0, at);
+    if (key.starts_with("auto") && eq == std::string_view::npos) {
+      KVS_TRY(parseAuto(item, p));
+      continue;
+    }
     if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
         base != "seed" && base != "indexer" && base != "indexer_scorer" && base != "sparse_v") {
       return badItem(item,
-                     "unknown key (known: k, v, kv, k@L, v@L, kv@L, boundary, two_phase, seed, "
-                     "indexer, indexer_scorer, sparse_v)");
+                     "unknown key (known: auto[:BITS], k, v, kv, k@L, v@L, kv@L, boundary, "
+                     "two_phase, seed, indexer, indexer_scorer, sparse_v)");
     }
     if (at == std::string_view::npos && !seen.emplace(key).second)
       return badItem(item, "given twice");
@@ -163,11 +188,23 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     }
     p.overrides.push_back(std::move(o));
   }
+  if (p.autoBits) {
+    const bool schemesGiven = seen.contains("k") || seen.contains("v") || seen.contains("kv") ||
+                              !p.overrides.empty() || p.boundary != 0 || p.twoPhase;
+    if (schemesGiven) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "KV cache policy '{}': auto chooses every layer's schemes itself, so it "
+                       "takes no k, v, kv, per-layer, boundary or two_phase items",
+                       text);
+    }
+  }
   return p;
 }
 
 std::string KvPolicy::toString() const {
-  std::string s = fmt::format("k={},v={}", key, value);
+  std::string s = !autoBits         ? fmt::format("k={},v={}", key, value)
+                  : *autoBits > 0.0 ? fmt::format("auto:{}", *autoBits)
+                                    : std::string("auto");
   if (boundary) s += fmt::format(",boundary={}:{}", boundary, boundaryScheme);
   for (const auto& o : overrides) {
     const char* part = o.key && o.value ? "kv" : o.key ? "k" : "v";
@@ -190,10 +227,14 @@ bool KvPolicy::sameCache(const KvPolicy& other) const {
          (boundary == 0 || boundaryScheme == other.boundaryScheme) &&
          std::equal(overrides.begin(), overrides.end(), other.overrides.begin(),
                     other.overrides.end(), overridesEqual) &&
-         twoPhase == other.twoPhase && seed == other.seed;
+         twoPhase == other.twoPhase && autoBits == other.autoBits && seed == other.seed;
 }
 
 Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) const {
+  if (autoBits) {
+    if (target.headDim != 0) KVS_TRY(autoBudget(*autoBits, target.headDim));
+    return std::vector<LayerSchemes>(target.nLayer, LayerSchemes{"f16", "f16"});
+  }
   std::vector<LayerSchemes> layers(target.nLayer, LayerSchemes{key, value});
   for (uint32_t l = 0; l < target.nLayer; ++l) {
     if (l < boundary || l + boundary >= target.nLayer) layers[l] = {boundaryScheme, boundaryScheme};
@@ -214,6 +255,38 @@ Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) co
     KVS_TRY(checkSchemeForArchitecture(target.architecture, l.value));
   }
   return layers;
+}
+
+KvPolicy KvPolicy::withLayers(std::span<const LayerSchemes> layers) const {
+  KvPolicy p;
+  p.seed = seed;
+  p.attention = attention;
+  auto mostCommon = [&](bool isKey) {
+    std::map<std::string, size_t> count;
+    for (const auto& l : layers) ++count[isKey ? l.key : l.value];
+    std::string best = "f16";
+    size_t most = 0;
+    for (const auto& [name, n] : count) {
+      if (n > most) {
+        most = n;
+        best = name;
+      }
+    }
+    return best;
+  };
+  p.key = mostCommon(true);
+  p.value = mostCommon(false);
+  for (uint32_t l = 0; l < layers.size(); ++l) {
+    const bool k = layers[l].key != p.key, v = layers[l].value != p.value;
+    if (k && v && layers[l].key == layers[l].value) {
+      p.overrides.push_back(
+          {.first = l, .last = l, .key = true, .value = true, .scheme = layers[l].key});
+      continue;
+    }
+    if (k) p.overrides.push_back({.first = l, .last = l, .key = true, .scheme = layers[l].key});
+    if (v) p.overrides.push_back({.first = l, .last = l, .value = true, .scheme = layers[l].value});
+  }
+  return p;
 }
 
 KvPolicy defaultKvPolicy() {

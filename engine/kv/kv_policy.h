@@ -17,6 +17,11 @@
 //                     plus the last W and the first S rows (kv/indexer.h)
 //   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64
 //   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
+//   auto[:BITS]       choose each layer's K and V schemes by measuring the
+//                     first prompt's rows, within BITS bits per value on
+//                     average (kv/auto_policy.h; without BITS the default
+//                     budget, kv::autoBudget); excludes k, v, kv, per-layer
+//                     overrides, boundary and two_phase
 //
 // indexer and sparse_v choose how attention reads the cache, not what it
 // holds: a backend changes them without re-encoding (Backend::setIndexer).
@@ -29,6 +34,8 @@
 // hold (cacheLayoutOf: MLA latents and recurrent state are not K/V rows).
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +63,7 @@ Status checkSchemeForArchitecture(std::string_view architecture, std::string_vie
 struct KvTarget {
   std::string_view architecture;
   uint32_t nLayer = 0;
+  uint32_t headDim = 0;  // when known, an auto budget is checked against it
 };
 
 struct KvPolicy {
@@ -71,6 +79,7 @@ struct KvPolicy {
   std::string boundaryScheme = "f16";
   std::vector<Override> overrides;
   bool twoPhase = false;
+  std::optional<double> autoBits;  // auto[:BITS]: schemes chosen by measurement; 0: no BITS
   uint64_t seed = kDefaultCacheSeed;
   IndexerOptions attention;  // indexer and sparse_v (diagnostic is not part of the text)
 
@@ -78,8 +87,14 @@ struct KvPolicy {
   static Expected<KvPolicy> parse(std::string_view text);
   // A canonical text that parses back to an equal policy.
   std::string toString() const;
-  // (K, V) scheme names per layer.
+  // (K, V) scheme names per layer. An auto policy resolves to f16 in every
+  // layer: the cache it measures before it chooses (its budget is checked
+  // against target.headDim, kv::autoBudget).
   Expected<std::vector<LayerSchemes>> resolve(const KvTarget& target) const;
+  // The explicit policy that stores `layers` (one entry per layer): the most
+  // common K and V schemes plus per-layer overrides, with this policy's seed
+  // and attention options; auto cleared.
+  KvPolicy withLayers(std::span<const LayerSchemes> layers) const;
   // Whether `other` stores the same rows (schemes, seed, two_phase): then only
   // the attention options differ and no re-encode is needed.
   bool sameCache(const KvPolicy& other) const;

@@ -31,7 +31,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(requested.kvPolicy));
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
-                       policy.resolve({c.architecture, c.nLayer}));
+                       policy.resolve({c.architecture, c.nLayer, c.headDim}));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()

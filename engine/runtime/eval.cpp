@@ -5,6 +5,7 @@
 
 #include "kv/kv_policy.h"
 #include "runtime/indexer_snapshot.h"
+#include "runtime/kv_auto.h"
 
 namespace kvscope::runtime {
 namespace {
@@ -86,9 +87,7 @@ double roundTripError(const kv::KvScheme& scheme, std::span<const float> rows) {
 }
 
 double bitsPerValue(const kv::KvBytes& bytes, uint64_t values) {
-  return values ? 8.0 * static_cast<double>(bytes.used()) /
-                      static_cast<double>(values)
-                : 0.0;
+  return values ? 8.0 * static_cast<double>(bytes.used()) / static_cast<double>(values) : 0.0;
 }
 
 void summarize(EvalResult& r) {
@@ -150,18 +149,26 @@ Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> mo
   }
   // A bad policy fails here rather than after the f16 run.
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(test.kvPolicy));
-  KVS_TRY(policy.resolve({c.architecture, c.nLayer}));
+  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
   EvalResult r;
   r.tokens = static_cast<uint32_t>(tokens.size());
   r.prefill = options.prefill;
 
   ForcedRun f16;
   std::vector<std::vector<float>> f16Rows[2];  // [part][layer]
+  BackendChoice tested = test;
+  r.policy = policy.toString();
   {
     BackendChoice reference = test;
     reference.kvPolicy.clear();
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, reference));
     KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill));
+    if (policy.autoBits) {
+      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, policy));
+      r.policy = chosen.policy.toString();
+      tested.kvPolicy = r.policy;
+      r.autoPlan = std::move(chosen.plan);
+    }
     for (uint32_t l = 0; l < c.nLayer; ++l) {
       for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         KVS_ASSIGN_OR_RETURN(auto rows, b->readKv(l, part));
@@ -170,7 +177,7 @@ Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> mo
     }
   }
 
-  KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, test));
+  KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, tested));
   KVS_ASSIGN_OR_RETURN(const ForcedRun run, forcedRun(*b, tokens, options.prefill));
   for (size_t s = 0; s < tokens.size() - options.prefill; ++s) {
     const auto p = f16.step(s), q = run.step(s);

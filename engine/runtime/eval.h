@@ -11,7 +11,9 @@
 //
 // Two runs, one after the other: the f16 run (the backend's default cache)
 // first, keeping its logits and its cached K/V rows, then the test run under
-// the asked policy. Only one copy of the weights is resident at a time.
+// the asked policy. Only one copy of the weights is resident at a time. An
+// auto policy chooses its schemes from the f16 run's rows (runtime/kv_auto.h)
+// and the test run uses what it chose.
 //
 // Per step: KL(P_f16 || P_test) in nats (log-softmax in double), the argmax of
 // both runs and the log-probability both give the true next token.
@@ -29,11 +31,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kv/auto_policy.h"
 #include "model/model_file.h"
 #include "runtime/backend_factory.h"
 
@@ -73,6 +77,10 @@ struct EvalResult {
   // without the indexer.
   double rowsRead = -1.0;
   double capturedMass = -1.0;
+  // An auto policy: what it measured on the f16 run's rows and chose; the
+  // test run used the explicit `policy`.
+  std::optional<kv::AutoPlan> autoPlan;
+  std::string policy;  // the policy the test run used, as text
 };
 
 // Runs the f16 and the `test` policy on `tokens` (at least prefill + 2 ids,

@@ -26,12 +26,18 @@ struct KvLayerSnapshot {
   // Measured codec error (relative RMS, Backend::kvErrors); negative: not measured.
   double keyError = -1.0;
   double valueError = -1.0;
+  // Under an auto policy: why this layer's K or V got a safer scheme than
+  // most layers (kv::PartDecision::reason); empty when it did not.
+  std::string keyPromotion, valuePromotion;
 };
 
 struct KvSnapshot {
   uint32_t rows = 0;  // cached tokens
   uint32_t contextLimit = 0;
   std::vector<KvLayerSnapshot> layers;  // [nLayer]
+  // Under an auto policy, what it did: "measuring …" until the first prompt
+  // has run, then the budget and the policy it chose; empty otherwise.
+  std::string autoStatus;
 
   // Bytes the cached rows take (codes + scales + padding), all layers.
   uint64_t usedBytes() const;

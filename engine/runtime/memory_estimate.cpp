@@ -14,7 +14,7 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   const model::ModelConfig& c = model.config();
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(kvPolicy));
   KVS_ASSIGN_OR_RETURN(const std::vector<kv::LayerSchemes> layers,
-                       policy.resolve({c.architecture, c.nLayer}));
+                       policy.resolve({c.architecture, c.nLayer, c.headDim}));
 
   MemoryEstimate e;
   e.weightBytes = model.weightBytes();

@@ -1,8 +1,12 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "kv/kv_policy.h"
+#include "runtime/kv_auto.h"
 #include "tokenizer/detokenizer.h"
 
 namespace kvscope::runtime {
@@ -35,9 +39,10 @@ Session::Session(std::shared_ptr<const model::ModelFile> model,
     : m_model(std::move(model)),
       m_backend(std::move(backend)),
       m_factory(std::move(factory)),
-      m_kvPolicy(std::move(kvPolicy)),
       m_tokenizer(std::move(tokenizer)),
-      m_chatTemplate(m_tokenizer.vocab().chatTemplate) {}
+      m_chatTemplate(m_tokenizer.vocab().chatTemplate) {
+  setPolicyText(std::move(kvPolicy));
+}
 
 std::vector<int32_t> Session::tokenizeCompletion(std::string_view text) const {
   return m_tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
@@ -71,23 +76,64 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
   }
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const model::ModelConfig& c = m_backend->config();
-  KVS_TRY(parsed.resolve({c.architecture, c.nLayer}));
+  KVS_TRY(parsed.resolve({c.architecture, c.nLayer, c.headDim}));
   kv::IndexerOptions attention = parsed.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
   if (auto current = kv::KvPolicy::parse(m_kvPolicy); current.ok() && current->sameCache(parsed)) {
     // Only how attention reads the cache changes: no re-encode.
     KVS_TRY(m_backend->setIndexer(attention));
-    m_kvPolicy = std::string(policy);
+    setPolicyText(std::string(policy));
     report(observer);
     return okStatus();
   }
+  if (parsed.autoBits) {
+    // Measure on f16 rows of (at most) the calibration window, then settle.
+    const size_t measured = std::min<size_t>(m_history.size(), kv::kAutoCalibrationTokens);
+    backend::Logits logits;
+    KVS_ASSIGN_OR_RETURN(
+        auto f16, rebuild(policy, std::span(m_history).first(measured), observer, chunk, logits));
+    std::optional<kv::AutoPlan> previousPlan = std::move(m_autoPlan);
+    std::unique_ptr<backend::Backend> previous = std::exchange(m_backend, std::move(f16));
+    std::string previousPolicy = m_kvPolicy;
+    setPolicyText(std::string(policy));
+    m_autoPlan.reset();
+    if (m_history.size() < kv::kAutoMinTokens) {
+      // Too little to measure yet: the rest of the history, and the choice
+      // comes once the conversation is long enough (generate).
+      report(observer);
+      return okStatus();
+    }
+    if (auto st = settleAuto(observer, chunk, logits); !st.ok()) {
+      m_backend = std::move(previous);
+      setPolicyText(std::move(previousPolicy));
+      m_autoPlan = std::move(previousPlan);
+      return st;
+    }
+    report(observer);
+    return okStatus();
+  }
+  backend::Logits logits;
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next,
+                       rebuild(policy, m_history, observer, chunk, logits));
+  m_backend = std::move(next);
+  setPolicyText(std::string(policy));
+  m_autoPlan.reset();
+  report(observer);
+  return okStatus();
+}
+
+Expected<std::unique_ptr<backend::Backend>> Session::rebuild(std::string_view policy,
+                                                             std::span<const int32_t> tokens,
+                                                             Observer* observer, uint32_t chunk,
+                                                             backend::Logits& logits) {
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
+  kv::IndexerOptions attention = parsed.attention;
+  attention.diagnostic = m_backend->indexer().diagnostic;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
   KVS_TRY(next->setIndexer(attention));
   // The history is the conversation as the model saw it; the new cache is
   // built the way a fresh session would build it, so both hold the same rows.
-  const std::span<const int32_t> tokens(m_history);
   const size_t step = std::max<uint32_t>(chunk, 1);
-  backend::Logits logits;
   for (size_t done = 0; done < tokens.size();) {
     if (m_stop.load())
       return makeError(ErrorCode::kCancelled, "stopped while re-encoding the cache");
@@ -97,9 +143,26 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
     if (observer)
       observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(tokens.size()));
   }
+  return next;
+}
+
+bool Session::autoPending() const {
+  return m_autoPolicy && !m_autoPlan;
+}
+
+void Session::setPolicyText(std::string policy) {
+  auto parsed = kv::KvPolicy::parse(policy);
+  m_autoPolicy = parsed.ok() && parsed->autoBits.has_value();
+  m_kvPolicy = std::move(policy);
+}
+
+Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits) {
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(m_kvPolicy));
+  KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, parsed));
+  KVS_ASSIGN_OR_RETURN(auto next,
+                       rebuild(choice.policy.toString(), m_history, observer, chunk, logits));
   m_backend = std::move(next);
-  m_kvPolicy = std::string(policy);
-  report(observer);
+  m_autoPlan = std::move(choice.plan);
   return okStatus();
 }
 
@@ -111,7 +174,21 @@ Status Session::setIndexerDiagnostic(bool on) {
 
 void Session::report(Observer* observer) const {
   if (!observer) return;
-  observer->onKv(snapshotKv(*m_backend));
+  KvSnapshot kv = snapshotKv(*m_backend);
+  if (m_autoPlan) {
+    kv.autoStatus = fmt::format("auto:{} chose {:.2f} bits per value on average",
+                                m_autoPlan->budget, m_autoPlan->bitsPerValue);
+    for (size_t l = 0; l < kv.layers.size() && l < m_autoPlan->layers.size(); ++l) {
+      kv.layers[l].keyPromotion = m_autoPlan->layers[l].key.reason;
+      kv.layers[l].valuePromotion = m_autoPlan->layers[l].value.reason;
+    }
+  } else if (autoPending()) {
+    kv.autoStatus = fmt::format(
+        "{}: f16 until the first prompt has run; then each layer's schemes are chosen from its "
+        "rows",
+        m_kvPolicy);
+  }
+  observer->onKv(kv);
   if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));
 }
 
@@ -131,11 +208,20 @@ Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& 
   const size_t chunk = std::max<uint32_t>(options.prefillChunk, 1);
   for (size_t done = 0; done < total;) {
     if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped during prompt processing");
-    const size_t n = std::min(chunk, total - done);
+    size_t n = std::min(chunk, total - done);
+    // An auto policy measures its calibration window, no more, in f16.
+    const bool measuring = autoPending();
+    if (measuring && m_history.size() < kv::kAutoCalibrationTokens)
+      n = std::min(n, kv::kAutoCalibrationTokens - m_history.size());
     KVS_TRY(m_backend->forward({prompt.subspan(common + done, n)}, logits));
     m_history.insert(m_history.end(), prompt.begin() + common + done,
                      prompt.begin() + common + done + n);
     done += n;
+    if (measuring && m_history.size() >= kv::kAutoMinTokens &&
+        (m_history.size() >= kv::kAutoCalibrationTokens || done == total)) {
+      // The re-encode runs the history again and leaves its last logits.
+      KVS_TRY(settleAuto(observer, static_cast<uint32_t>(chunk), logits));
+    }
     if (observer) observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(total));
   }
   stats.prefillMs = msSince(t0);
@@ -191,6 +277,10 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     const auto t0 = Clock::now();
     KVS_TRY(m_backend->forward({std::span(&token, 1)}, logits));
     m_history.push_back(token);
+    // An auto policy whose first prompt was short chooses once the
+    // conversation is long enough to measure.
+    if (m_history.size() >= kv::kAutoMinTokens && autoPending())
+      KVS_TRY(settleAuto(observer, options.prefillChunk, logits));
     stats.lastStepMs = msSince(t0);
     stats.decodeMs += stats.lastStepMs;
     ++stats.decodeSteps;

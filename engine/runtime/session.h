@@ -11,16 +11,24 @@
 //   - setKvPolicy(policy): re-encodes the cache under another KV policy by
 //     running the token history again through a backend built for it (the
 //     BackendFactory), with progress; the conversation and its history stay.
+//   - an auto policy (kv/auto_policy.h) caches f16 until the first prompt
+//     has run (its first kv::kAutoCalibrationTokens tokens; if it is shorter
+//     than kv::kAutoMinTokens, until the conversation reaches that), measures
+//     those rows, chooses each layer's schemes, and re-encodes the history
+//     under that choice (runtime/kv_auto.h) before the rest runs: one extra
+//     prefill of the history at that point.
 //   - requestStop() may be called from any thread; it is checked every step.
 // Not thread-safe otherwise: the engine worker owns the session.
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "kv/auto_policy.h"
 #include "model/model_file.h"
 #include "runtime/backend_factory.h"
 #include "runtime/observer.h"
@@ -73,8 +81,11 @@ class Session {
   // Drops cached tokens past n (edit / regenerate).
   Status trim(uint32_t n);
 
-  // The KV policy text the cache is encoded with ("" is f16 everywhere).
+  // The KV policy text the cache is encoded with ("" is f16 everywhere); for
+  // an auto policy the text as given ("auto:5.5").
   const std::string& kvPolicy() const { return m_kvPolicy; }
+  // An auto policy's choice, once it has measured; null otherwise.
+  const kv::AutoPlan* autoPlan() const { return m_autoPlan ? &*m_autoPlan : nullptr; }
   // Re-encodes the cache under `policy`: a backend built for it runs the
   // whole token history again (prefill in chunks of `chunk` tokens,
   // Observer::onProgress), then replaces the current one. The history is
@@ -95,11 +106,25 @@ class Session {
                  Observer* observer, backend::Logits& logits, StepStats& stats);
   // onKv, and onIndexer while the indexer is on.
   void report(Observer* observer) const;
+  // A backend built under `policy` with `tokens` run through it (chunks of
+  // `chunk`, Observer::onProgress); `logits` are the last chunk's.
+  Expected<std::unique_ptr<backend::Backend>> rebuild(std::string_view policy,
+                                                      std::span<const int32_t> tokens,
+                                                      Observer* observer, uint32_t chunk,
+                                                      backend::Logits& logits);
+  // Whether the policy is auto and has not measured yet.
+  bool autoPending() const;
+  // Sets m_kvPolicy and whether it is an auto policy.
+  void setPolicyText(std::string policy);
+  // Measures the f16 rows cached so far, chooses, and re-encodes the history.
+  Status settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits);
 
   std::shared_ptr<const model::ModelFile> m_model;
   std::unique_ptr<backend::Backend> m_backend;
   BackendFactory m_factory;
   std::string m_kvPolicy;
+  bool m_autoPolicy = false;  // m_kvPolicy is auto[:BITS]
+  std::optional<kv::AutoPlan> m_autoPlan;
   tokenizer::Tokenizer m_tokenizer;
   tokenizer::ChatTemplate m_chatTemplate;
   std::vector<int32_t> m_history;

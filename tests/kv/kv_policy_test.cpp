@@ -2,6 +2,7 @@
 // per-architecture check.
 #include <gtest/gtest.h>
 
+#include "kv/auto_policy.h"
 #include "kv/kv_policy.h"
 
 namespace kvscope::kv {
@@ -97,6 +98,62 @@ TEST(KvPolicy, ResolveChecksLayersAndArchitecture) {
   EXPECT_TRUE(KvPolicy::parse("")->resolve({"deepseek2", 4}).ok());
   EXPECT_FALSE(turbo->resolve({"rwkv7", 2}).ok());
   EXPECT_TRUE(turbo->resolve({"qwen2", 2}).ok());
+}
+
+TEST(KvPolicy, AutoParsesAndMeasuresInF16) {
+  auto plain = KvPolicy::parse("auto");
+  ASSERT_TRUE(plain.ok()) << plain.error().describe();
+  EXPECT_EQ(plain->autoBits, 0.0);  // the default budget (kv::autoBudget)
+  EXPECT_EQ(plain->toString(), "auto");
+  auto budget = KvPolicy::parse("indexer=128, auto:4.5 ,seed=7");
+  ASSERT_TRUE(budget.ok()) << budget.error().describe();
+  EXPECT_EQ(budget->autoBits, 4.5);
+  EXPECT_EQ(budget->seed, 7u);
+  // Until it has measured, an auto policy caches f16.
+  EXPECT_EQ(resolve("auto:6", 3), std::vector<LayerSchemes>(3));
+  // A budget below the cheapest candidate at the model's head_dim fails
+  // early; auto alone takes the default raised to that candidate.
+  EXPECT_FALSE(KvPolicy::parse("auto:4")->resolve({"llama", 2, 8}).ok());
+  EXPECT_TRUE(KvPolicy::parse("auto:4")->resolve({"llama", 2, 64}).ok());
+  EXPECT_TRUE(plain->resolve({"llama", 2, 8}).ok());
+  EXPECT_EQ(*autoBudget(0.0, 64), kDefaultAutoBits);
+  EXPECT_EQ(*autoBudget(0.0, 8), 8.0);
+  EXPECT_EQ(*autoBudget(4.0, 64), 4.0);
+  auto back = KvPolicy::parse(budget->toString());
+  ASSERT_TRUE(back.ok()) << budget->toString();
+  EXPECT_EQ(back->autoBits, 4.5);
+  EXPECT_TRUE(back->sameCache(*budget));
+  EXPECT_FALSE(KvPolicy::parse("auto:5")->sameCache(*budget));
+  EXPECT_FALSE(KvPolicy::parse("k=f16,v=f16")->sameCache(*plain));
+  for (const char* bad :
+       {"auto:", "auto:x", "auto:0", "auto:17", "auto5", "auto,auto:4", "auto,k=q8_0",
+        "v=turbo4,auto", "auto,boundary=1", "auto,two_phase", "auto,kv@1=f16"}) {
+    auto p = KvPolicy::parse(bad);
+    EXPECT_FALSE(p.ok()) << bad;
+    if (!p.ok()) {
+      EXPECT_NE(p.error().message.find("auto"), std::string::npos) << p.error().message;
+    }
+  }
+}
+
+// withLayers writes a policy that resolves to exactly the layers it was
+// given, keeping the seed and the attention options.
+TEST(KvPolicy, WithLayersResolvesToThoseLayers) {
+  using L = LayerSchemes;
+  const std::vector<std::vector<L>> cases = {
+      {{"turbo4b", "turbo4b"}, {"q8_0", "turbo4b"}, {"turbo4b", "turbo4b"}},
+      {{"f16", "f16"}},
+      {{"q8_0", "turbo3b"}, {"turbo3b", "q8_0"}, {"turbo3b", "turbo3b"}, {"q8_0", "q8_0"}},
+  };
+  auto base = KvPolicy::parse("auto:5,seed=9,indexer=64,sparse_v=0.01");
+  ASSERT_TRUE(base.ok());
+  for (const auto& layers : cases) {
+    const KvPolicy p = base->withLayers(layers);
+    EXPECT_FALSE(p.autoBits);
+    EXPECT_EQ(p.seed, 9u);
+    EXPECT_EQ(p.attention.policyItems(), base->attention.policyItems());
+    EXPECT_EQ(resolve(p.toString(), static_cast<uint32_t>(layers.size())), layers) << p.toString();
+  }
 }
 
 }  // namespace

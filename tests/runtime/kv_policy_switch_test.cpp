@@ -2,8 +2,15 @@
 // history under another policy yields the cache (and so the next logits) a
 // fresh session prefilled under that policy has, switching back to f16 gives
 // the original logits bit for bit, and bad policies or a stop change nothing.
+// The auto policy: measured on the first prompt (or once the conversation is
+// long enough), then the same cache a fresh session under its choice has.
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
+#include "kv/auto_policy.h"
+#include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
@@ -219,6 +226,90 @@ TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
   EXPECT_EQ(s.backend().cachedTokens(), history.size());
   EXPECT_EQ(s.kvPolicy(), "");
   EXPECT_EQ(s.backend().kvBytes()[0].value->name(), "f16");
+}
+
+std::string storyText() {
+  std::ifstream in(sharedFile("fixtures/story-a.txt"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Checks that `s` settled: its cache holds the plan's schemes, the snapshot
+// says so, and the next logits equal those of a fresh session that prefilled
+// the same history under the explicit policy the plan stands for.
+void expectSettled(Probe& p, const CountingObserver& observer, int32_t next) {
+  runtime::Session& s = *p.session;
+  const kv::AutoPlan* plan = s.autoPlan();
+  ASSERT_NE(plan, nullptr);
+  EXPECT_LE(plan->bitsPerValue, plan->budget + 1e-9);
+  const auto schemes = plan->schemes();
+  ASSERT_EQ(observer.snapshot.layers.size(), schemes.size());
+  bool compressed = false;
+  for (size_t l = 0; l < schemes.size(); ++l) {
+    EXPECT_EQ(observer.snapshot.layers[l].keyScheme, schemes[l].key) << l;
+    EXPECT_EQ(observer.snapshot.layers[l].valueScheme, schemes[l].value) << l;
+    EXPECT_EQ(observer.snapshot.layers[l].keyPromotion, plan->layers[l].key.reason) << l;
+    compressed |= schemes[l].key != "f16" || schemes[l].value != "f16";
+  }
+  EXPECT_TRUE(compressed);
+  EXPECT_NE(observer.snapshot.autoStatus.find("chose"), std::string::npos)
+      << observer.snapshot.autoStatus;
+  const std::vector<float> logits = nextLogits(p, next);
+  auto explicitPolicy = kv::KvPolicy::parse(s.kvPolicy())->withLayers(schemes);
+  auto fresh = openProbe(explicitPolicy.toString());
+  ASSERT_TRUE(fresh);
+  ASSERT_TRUE(fresh->session->generate(s.history(), greedy(1)).ok());
+  EXPECT_EQ(nextLogits(*fresh, next), logits);
+}
+
+TEST_F(KvPolicySwitchTest, AutoChoosesOnTheFirstPromptAndEqualsAFreshSessionUnderItsChoice) {
+  auto p = openProbe("auto:10");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  CountingObserver observer;
+  const auto prompt = s.tokenizeCompletion(storyText());
+  ASSERT_GT(prompt.size(), kv::kAutoCalibrationTokens);  // measured on the first 512
+  auto reply = s.generate(prompt, greedy(3), &observer);
+  ASSERT_TRUE(reply.ok()) << reply.error().describe();
+  EXPECT_EQ(s.kvPolicy(), "auto:10");
+  EXPECT_EQ(p->factoryCalls, 1) << "one re-encode under the choice";
+  expectSettled(*p, observer, reply->tokens.back());
+}
+
+TEST_F(KvPolicySwitchTest, AutoWaitsInF16UntilTheConversationIsLongEnough) {
+  auto p = openProbe("auto:10");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  CountingObserver observer;
+  auto first = s.generate(s.tokenizeCompletion("Once upon a time"), greedy(8), &observer);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  ASSERT_LT(s.history().size(), kv::kAutoMinTokens);
+  EXPECT_EQ(s.autoPlan(), nullptr);
+  EXPECT_EQ(observer.snapshot.layers[0].keyScheme, "f16");
+  EXPECT_NE(observer.snapshot.autoStatus.find("f16 until"), std::string::npos);
+  std::vector<int32_t> prompt = s.history();
+  prompt.push_back(first->tokens.back());
+  auto second = s.generate(prompt, greedy(80), &observer);
+  ASSERT_TRUE(second.ok()) << second.error().describe();
+  ASSERT_GE(s.history().size(), kv::kAutoMinTokens);
+  expectSettled(*p, observer, second->tokens.back());
+}
+
+TEST_F(KvPolicySwitchTest, SwitchingToAutoMeasuresTheHistory) {
+  auto p = openProbe("k=q8_0,v=q8_0");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  auto reply = s.generate(s.tokenizeCompletion(storyText().substr(0, 600)), greedy(2));
+  ASSERT_TRUE(reply.ok()) << reply.error().describe();
+  CountingObserver observer;
+  ASSERT_TRUE(s.setKvPolicy("auto:9", &observer, kChunk).ok());
+  EXPECT_EQ(p->factoryCalls, 2) << "f16 to measure, then the choice";
+  expectSettled(*p, observer, reply->tokens.back());
+  // Another policy drops the plan.
+  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=q8_0", &observer, kChunk).ok());
+  EXPECT_EQ(s.autoPlan(), nullptr);
+  EXPECT_TRUE(observer.snapshot.autoStatus.empty());
 }
 
 TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {

@@ -1,0 +1,216 @@
+#include "kv/auto_policy.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kv/kv_scheme.h"
+
+namespace kvscope::kv {
+namespace {
+
+constexpr std::array<std::string_view, 4> kCandidates = {"turbo3b", "turbo4b", "q8_0", "f16"};
+constexpr uint32_t kProbes = 16;  // probe positions per head
+// The weight of a V output error against a K score KL in the plan's error
+// sum (auto_policy.h).
+constexpr double kValueWeight = 1.0 / 3.0;
+
+// Every row of one part round-tripped through `scheme`.
+std::vector<float> roundTrip(std::span<const float> rows, const KvScheme& scheme) {
+  const uint32_t d = scheme.dim();
+  std::vector<float> out(rows.size());
+  std::vector<uint8_t> code(scheme.rowBytes());
+  for (size_t at = 0; at < rows.size(); at += d) {
+    scheme.encode(rows.subspan(at, d), code);
+    scheme.decode(code, std::span(out).subspan(at, d));
+  }
+  return out;
+}
+
+double dot(const float* a, const float* b, uint32_t d) {
+  double s = 0.0;
+  for (uint32_t i = 0; i < d; ++i) s += double{a[i]} * b[i];
+  return s;
+}
+
+// softmax(scale * q . k_j) over every row j but `skip`, into p.
+void probeWeights(const float* q, std::span<const float> keys, const AutoShape& shape,
+                  uint32_t head, uint32_t skip, std::vector<double>& p) {
+  const uint32_t d = shape.headDim, stride = shape.nHeadKv * d;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  p.assign(shape.rows, 0.0);
+  double top = -INFINITY;
+  for (uint32_t j = 0; j < shape.rows; ++j) {
+    if (j == skip) continue;
+    p[j] = scale * dot(q, &keys[size_t{j} * stride + size_t{head} * d], d);
+    top = std::max(top, p[j]);
+  }
+  double sum = 0.0;
+  for (uint32_t j = 0; j < shape.rows; ++j) {
+    p[j] = j == skip ? 0.0 : std::exp(p[j] - top);
+    sum += p[j];
+  }
+  for (double& w : p) w /= sum;
+}
+
+struct Measures {
+  double keyKl = 0.0;       // mean KL(exact || decoded keys) over probes
+  double valueError = 0.0;  // relative squared error of the probe outputs
+};
+
+// The K and V measures of one layer with `decodedKey` / `decodedValue`
+// (either may be the exact rows, to measure the other part alone).
+Measures measure(const LayerRows& exact, std::span<const float> decodedKey,
+                 std::span<const float> decodedValue, const AutoShape& shape) {
+  const uint32_t d = shape.headDim, stride = shape.nHeadKv * d;
+  const uint32_t probes = std::min(kProbes, shape.rows);
+  std::vector<double> p, pHat;
+  std::vector<double> o(d), oHat(d);
+  double kl = 0.0, err = 0.0, norm = 0.0;
+  for (uint32_t h = 0; h < shape.nHeadKv; ++h) {
+    for (uint32_t k = 0; k < probes; ++k) {
+      const uint32_t i = static_cast<uint32_t>(uint64_t{k} * shape.rows / probes);
+      const float* q = &exact.key[size_t{i} * stride + size_t{h} * d];
+      probeWeights(q, exact.key, shape, h, i, p);
+      probeWeights(q, decodedKey, shape, h, i, pHat);
+      std::fill(o.begin(), o.end(), 0.0);
+      std::fill(oHat.begin(), oHat.end(), 0.0);
+      for (uint32_t j = 0; j < shape.rows; ++j) {
+        if (p[j] > 0.0) kl += p[j] * (std::log(p[j]) - std::log(std::max(pHat[j], 1e-300)));
+        const size_t at = size_t{j} * stride + size_t{h} * d;
+        for (uint32_t c = 0; c < d; ++c) {
+          o[c] += p[j] * exact.value[at + c];
+          oHat[c] += p[j] * decodedValue[at + c];
+        }
+      }
+      for (uint32_t c = 0; c < d; ++c) {
+        err += (oHat[c] - o[c]) * (oHat[c] - o[c]);
+        norm += o[c] * o[c];
+      }
+    }
+  }
+  const double count = static_cast<double>(probes) * shape.nHeadKv;
+  return {kl / count, norm > 0.0 ? err / norm : 0.0};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+std::span<const std::string_view> autoCandidates() {
+  return kCandidates;
+}
+
+std::vector<LayerSchemes> AutoPlan::schemes() const {
+  std::vector<LayerSchemes> out;
+  for (const auto& l : layers) out.push_back({l.key.scheme, l.value.scheme});
+  return out;
+}
+
+Expected<double> autoBudget(double bits, uint32_t headDim) {
+  KVS_ASSIGN_OR_RETURN(auto cheapest, makeScheme(kCandidates.front(), {headDim, 0}));
+  const double floor = cheapest->bitsPerValue();
+  if (bits <= 0.0) return std::max(kDefaultAutoBits, floor);
+  if (bits < floor) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "auto:{} is below the cheapest candidate ({}, {:.2f} bits per value at "
+                     "head_dim {}); give a budget of at least {:.2f}, or auto alone",
+                     bits, kCandidates.front(), floor, headDim, floor);
+  }
+  return bits;
+}
+
+Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
+                                  double bits) {
+  const size_t rowValues = size_t{shape.rows} * shape.nHeadKv * shape.headDim;
+  if (layers.empty() || shape.rows < 2 || rowValues == 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the auto KV policy needs at least 2 cached tokens to measure");
+  }
+  KVS_ASSIGN_OR_RETURN(const double budget, autoBudget(bits, shape.headDim));
+  std::vector<double> candidateBits;
+  for (auto name : kCandidates) {
+    KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.headDim, shape.seed}));
+    candidateBits.push_back(scheme->bitsPerValue());
+  }
+
+  // errors[2 l + part][candidate]
+  const auto nParts = 2 * layers.size();
+  std::vector<std::vector<double>> errors(nParts);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerRows& rows = layers[l];
+    if (rows.key.size() != rowValues || rows.value.size() != rowValues) {
+      return makeError(ErrorCode::kInvalidArgument, "layer {}: {} cached values, expected {}", l,
+                       rows.key.size(), rowValues);
+    }
+    for (uint32_t part = 0; part < 2; ++part) {
+      for (auto name : kCandidates) {
+        const auto seed = streamSeed(shape.seed, static_cast<uint32_t>(l), part);
+        KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.headDim, seed}));
+        const auto decoded = roundTrip(part == 0 ? rows.key : rows.value, *scheme);
+        const Measures m = part == 0 ? measure(rows, decoded, rows.value, shape)
+                                     : measure(rows, rows.key, decoded, shape);
+        errors[2 * l + part].push_back(part == 0 ? m.keyKl : m.valueError);
+      }
+    }
+  }
+
+  // Greedy: the upgrade with the largest error drop per added bit that keeps
+  // the average within budget, until none helps.
+  std::vector<size_t> level(nParts, 0);
+  double total = candidateBits.front() * static_cast<double>(nParts);
+  const double limit = budget * static_cast<double>(nParts) + 1e-9;
+  for (;;) {
+    double bestGain = 0.0;
+    size_t bestPart = nParts, bestLevel = 0;
+    for (size_t i = 0; i < nParts; ++i) {
+      const double weight = i % 2 == 0 ? 1.0 : kValueWeight;
+      for (size_t m = level[i] + 1; m < kCandidates.size(); ++m) {
+        const double added = candidateBits[m] - candidateBits[level[i]];
+        if (total + added > limit) continue;
+        const double gain = weight * (errors[i][level[i]] - errors[i][m]) / std::max(added, 1e-9);
+        if (gain > bestGain) {
+          bestGain = gain;
+          bestPart = i;
+          bestLevel = m;
+        }
+      }
+    }
+    if (bestPart == nParts) break;
+    total += candidateBits[bestLevel] - candidateBits[level[bestPart]];
+    level[bestPart] = bestLevel;
+  }
+
+  AutoPlan plan{.budget = budget, .bitsPerValue = total / static_cast<double>(nParts)};
+  plan.layers.resize(layers.size());
+  for (uint32_t part = 0; part < 2; ++part) {
+    // The scheme most layers got for this part (ties: the cheaper).
+    std::array<size_t, kCandidates.size()> count{};
+    for (size_t l = 0; l < layers.size(); ++l) ++count[level[2 * l + part]];
+    const size_t common = std::max_element(count.begin(), count.end()) - count.begin();
+    std::vector<double> atCommon;
+    for (size_t l = 0; l < layers.size(); ++l) atCommon.push_back(errors[2 * l + part][common]);
+    const double mid = median(atCommon);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const size_t i = 2 * l + part;
+      PartDecision& d = part == 0 ? plan.layers[l].key : plan.layers[l].value;
+      d.scheme = std::string(kCandidates[level[i]]);
+      d.bits = candidateBits[level[i]];
+      d.errors = errors[i];
+      d.promoted = level[i] > common;
+      if (d.promoted) {
+        d.reason = fmt::format("{} error at {} is {:.1f}x the median layer's",
+                               part == 0 ? "K score" : "V output", kCandidates[common],
+                               mid > 0.0 ? errors[i][common] / mid : INFINITY);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace kvscope::kv

@@ -1,0 +1,92 @@
+#pragma once
+// The adaptive KV policy `auto[:BITS]`: measure how much each layer's K and
+// V suffer under each candidate scheme, on rows this model really cached,
+// then give the layers that suffer most a safer scheme and the others a
+// cheaper one, within an average of BITS bits per cached value.
+//
+// Measures, per layer and candidate scheme (rows round-tripped through the
+// scheme built with the cache's stream seed):
+//   K: the attention-score error the codec causes. Probe queries are cached
+//      keys of the same head (an even sample of positions); for each probe q
+//      the softmax over every cached key of q . k / sqrt(d), exact and with
+//      the decoded keys; the measure is the mean KL(exact || decoded) in
+//      nats. Keys stand in for queries, which the cache does not keep: they
+//      share the heads' RoPE structure, and an outlier key channel makes
+//      large scores whose errors the softmax amplifies, which is the failure
+//      this guards against.
+//   V: the relative squared error of the attention output sum_j p_j v_j under
+//      the exact probe weights p, with the decoded values.
+// Plan: every part starts at the cheapest candidate; then, greedily, the
+// upgrade (layer, part, next scheme) with the largest drop in measured error
+// per added bit is taken while the average stays within BITS. K and V errors
+// are added as they are (KL nats + relative output error): on the demo model
+// the eval KLD a K or V codec causes is within 2x of these numbers for both
+// (docs/RESULTS.md), so neither part dominates by construction.
+// A part is "promoted" when its scheme has more bits than the scheme most
+// layers got for that part; its reason names its error at that common
+// scheme against the median layer's.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+
+namespace kvscope::kv {
+
+// The budget `auto` means without BITS (docs/RESULTS.md, "auto"), raised to
+// the cheapest candidate where a small head_dim makes that dearer.
+inline constexpr double kDefaultAutoBits = 5.5;
+// Auto measures the first kAutoCalibrationTokens tokens of a conversation
+// (fewer when the first prompt is shorter, but at least kAutoMinTokens: until
+// then the cache stays f16, which at such a length costs little).
+inline constexpr uint32_t kAutoCalibrationTokens = 512;
+inline constexpr uint32_t kAutoMinTokens = 64;
+
+// The candidate schemes, cheapest first.
+std::span<const std::string_view> autoCandidates();
+
+// One layer's cached rows as floats, [rows][nHeadKv][headDim] per part.
+struct LayerRows {
+  std::span<const float> key, value;
+};
+
+struct PartDecision {
+  std::string scheme;
+  double bits = 0.0;           // bits per value of the scheme at this head_dim
+  std::vector<double> errors;  // measured error per candidate, autoCandidates() order
+  bool promoted = false;
+  std::string reason;  // why promoted; empty otherwise
+};
+
+struct LayerDecision {
+  PartDecision key, value;
+};
+
+struct AutoPlan {
+  double budget = 0.0;        // the BITS asked for
+  double bitsPerValue = 0.0;  // the plan's average over K and V of every layer
+  std::vector<LayerDecision> layers;
+
+  std::vector<LayerSchemes> schemes() const;
+};
+
+struct AutoShape {
+  uint32_t nHeadKv = 0, headDim = 0, rows = 0;
+  uint64_t seed = kDefaultCacheSeed;  // the cache seed (streamSeed per layer and part)
+};
+
+// The budget an auto policy plans within at `headDim`: `bits`, or for 0 (auto
+// without BITS) kDefaultAutoBits raised to the cheapest candidate; an error
+// when `bits` is below the cheapest candidate at this head_dim.
+Expected<double> autoBudget(double bits, uint32_t headDim);
+
+// Measures every layer and plans within autoBudget(bits, shape.headDim) bits
+// per value. Errors: no rows, rows of the wrong size, or a budget below the
+// cheapest candidate.
+Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
+                                  double bits);
+
+}  // namespace kvscope::kv

@@ -1,0 +1,58 @@
+#include "runtime/kv_auto.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kvscope::runtime {
+
+Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv::KvPolicy& policy) {
+  if (!policy.autoBits)
+    return makeError(ErrorCode::kInternal, "chooseAutoPolicy needs an auto policy");
+  const auto& c = backend.config();
+  const kv::AutoShape shape{.nHeadKv = c.nHeadKv,
+                            .headDim = c.headDim,
+                            .rows = std::min(backend.cachedTokens(), kv::kAutoCalibrationTokens),
+                            .seed = policy.seed};
+  const size_t values = size_t{shape.rows} * c.nHeadKv * c.headDim;
+  std::vector<std::vector<float>> rows;  // [layer][K, V]
+  rows.reserve(2 * size_t{c.nLayer});
+  std::vector<kv::LayerRows> layers;
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
+      KVS_ASSIGN_OR_RETURN(auto all, backend.readKv(l, part));
+      all.resize(std::min(all.size(), values));
+      rows.push_back(std::move(all));
+    }
+  }
+  for (uint32_t l = 0; l < c.nLayer; ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
+  KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));
+  const auto schemes = plan.schemes();
+  kv::KvPolicy chosen = policy.withLayers(schemes);
+  KVS_TRY(chosen.resolve({c.architecture, c.nLayer, c.headDim}));
+  return AutoChoice{std::move(plan), std::move(chosen)};
+}
+
+std::string describeAutoPlan(const kv::AutoPlan& plan) {
+  std::string s = fmt::format("auto, budget {} bits per value: chose {:.2f} on average\n",
+                              plan.budget, plan.bitsPerValue);
+  const auto candidates = kv::autoCandidates();
+  auto errors = [&](const kv::PartDecision& d) {
+    std::string e;
+    for (size_t i = 0; i < candidates.size() && i < d.errors.size(); ++i)
+      e += fmt::format("{}{} {:.2e}", i ? ", " : "", candidates[i], d.errors[i]);
+    return e;
+  };
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const kv::LayerDecision& d = plan.layers[l];
+    s += fmt::format("  layer {:>2}: K {:<7} V {:<7}  K score KL [{}]  V output error [{}]\n", l,
+                     d.key.scheme, d.value.scheme, errors(d.key), errors(d.value));
+    for (const kv::PartDecision* p : {&d.key, &d.value}) {
+      if (p->promoted) s += fmt::format("            promoted to {}: {}\n", p->scheme, p->reason);
+    }
+  }
+  return s;
+}
+
+}  // namespace kvscope::runtime

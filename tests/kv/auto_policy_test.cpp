@@ -1,0 +1,140 @@
+// The auto policy's planner (kv/auto_policy.h) on synthetic caches: layers
+// with planted outlier channels are promoted and no other layer is; the plan
+// keeps its budget; what it measures moves the way codec error does.
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kv/auto_policy.h"
+#include "kv/kv_scheme.h"
+
+namespace kvscope::kv {
+namespace {
+
+constexpr uint32_t kHeads = 2, kDim = 64, kRows = 192;
+
+// [rows][heads][dim] Gaussian rows. Keys with `outlier`: channels 5 and 37
+// of every row carry a large value of one sign (the shape of real models'
+// outlier key channels: fixed channels, large across tokens). Values with
+// `outlier`: each row has a spike in a channel of its own (heavy tails),
+// which the rotation spreads: they are not worth a promotion over keys.
+std::vector<float> rows(uint32_t seed, float outlier, bool key) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(size_t{kRows} * kHeads * kDim);
+  for (float& v : x) v = normal(rng);
+  if (outlier > 0.0f) {
+    for (size_t r = 0; r < size_t{kRows} * kHeads; ++r) {
+      if (key) {
+        x[r * kDim + 5] = outlier * (1.0f + 0.2f * normal(rng));
+        x[r * kDim + 37] = -outlier * (1.0f + 0.2f * normal(rng));
+      } else {
+        x[r * kDim + (r * 7) % kDim] = outlier * (r % 2 ? 1.0f : -1.0f);
+      }
+    }
+  }
+  return x;
+}
+
+struct Cache {
+  std::vector<std::vector<float>> keys, values;
+  std::vector<LayerRows> layers() const {
+    std::vector<LayerRows> out;
+    for (size_t l = 0; l < keys.size(); ++l) out.push_back({keys[l], values[l]});
+    return out;
+  }
+};
+
+// Six layers; keys of `keyOutliers` and values of `valueOutliers` get outliers.
+Cache plant(std::vector<uint32_t> keyOutliers, std::vector<uint32_t> valueOutliers) {
+  Cache c;
+  for (uint32_t l = 0; l < 6; ++l) {
+    const bool k = std::count(keyOutliers.begin(), keyOutliers.end(), l) > 0;
+    const bool v = std::count(valueOutliers.begin(), valueOutliers.end(), l) > 0;
+    c.keys.push_back(rows(100 + l, k ? 12.0f : 0.0f, true));
+    c.values.push_back(rows(200 + l, v ? 30.0f : 0.0f, false));
+  }
+  return c;
+}
+
+const AutoShape kShape{.nHeadKv = kHeads, .headDim = kDim, .rows = kRows};
+
+// The budget buys turbo4b everywhere and q8_0 for two parts (10 x 4.5 + 2 x
+// 8.5 bits over 12 parts).
+constexpr double kTwoPromotions = (10 * 4.5 + 2 * 8.5) / 12;
+
+TEST(AutoPolicy, PromotesTheLayersWithPlantedOutlierKeys) {
+  const Cache c = plant({1, 4}, {});
+  auto plan = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  for (uint32_t l = 0; l < 6; ++l) {
+    const LayerDecision& d = plan->layers[l];
+    std::printf("layer %u: K %s%s V %s%s\n", l, d.key.scheme.c_str(),
+                d.key.promoted ? " (promoted)" : "", d.value.scheme.c_str(),
+                d.value.promoted ? " (promoted)" : "");
+    const bool planted = l == 1 || l == 4;
+    EXPECT_EQ(d.key.promoted, planted) << "layer " << l;
+    EXPECT_FALSE(d.value.promoted) << "layer " << l;
+    if (planted) {
+      EXPECT_NE(d.key.reason.find("K score error"), std::string::npos) << d.key.reason;
+      EXPECT_GT(d.key.bits, plan->layers[0].key.bits);
+    } else {
+      EXPECT_TRUE(d.key.reason.empty());
+    }
+  }
+  EXPECT_LE(plan->bitsPerValue, kTwoPromotions + 1e-9);
+}
+
+// Without outliers the layers are alike: nothing is promoted, and every
+// measure falls as the candidates get more bits (f16 measures 0).
+TEST(AutoPolicy, MeasuresFallWithBitsAndAlikeLayersStayAlike) {
+  const Cache c = plant({}, {});
+  auto plan = planAutoPolicy(c.layers(), kShape, 4.5);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  for (const LayerDecision& d : plan->layers) {
+    EXPECT_EQ(d.key.scheme, "turbo4b");
+    EXPECT_EQ(d.value.scheme, "turbo4b");
+    EXPECT_FALSE(d.key.promoted || d.value.promoted);
+    for (const PartDecision* p : {&d.key, &d.value}) {
+      ASSERT_EQ(p->errors.size(), autoCandidates().size());
+      for (size_t i = 1; i < p->errors.size(); ++i) EXPECT_LT(p->errors[i], p->errors[i - 1]);
+      EXPECT_LT(p->errors.back(), 1e-6);  // f16 rounding only
+    }
+  }
+  EXPECT_DOUBLE_EQ(plan->bitsPerValue, 4.5);
+}
+
+TEST(AutoPolicy, ValueSpikesDoNotOutrankKeys) {
+  const Cache c = plant({}, {2});
+  auto plan = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  for (const LayerDecision& d : plan->layers) EXPECT_FALSE(d.value.promoted);
+}
+
+TEST(AutoPolicy, BudgetBoundsThePlan) {
+  const Cache c = plant({0}, {3});
+  double previous = 0.0;
+  for (double budget : {3.5, 4.0, 5.0, 6.5, 9.0, 16.0}) {
+    auto plan = planAutoPolicy(c.layers(), kShape, budget);
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    EXPECT_LE(plan->bitsPerValue, budget + 1e-9);
+    EXPECT_GE(plan->bitsPerValue, previous);  // more budget is never spent on less
+    previous = plan->bitsPerValue;
+    double sum = 0;
+    for (const auto& d : plan->layers) sum += d.key.bits + d.value.bits;
+    EXPECT_DOUBLE_EQ(plan->bitsPerValue, sum / 12);
+  }
+  auto everything = planAutoPolicy(c.layers(), kShape, 16.0);
+  for (const auto& d : everything->layers) EXPECT_EQ(d.key.scheme, "f16");
+  auto tooSmall = planAutoPolicy(c.layers(), kShape, 3.0);
+  ASSERT_FALSE(tooSmall.ok());
+  EXPECT_NE(tooSmall.error().message.find("turbo3b"), std::string::npos);
+  auto wrongSize = c.layers();
+  wrongSize[2].key = wrongSize[2].key.first(10);
+  EXPECT_FALSE(planAutoPolicy(wrongSize, kShape, 5.0).ok());
+}
+
+}  // namespace
+}  // namespace kvscope::kv
