@@ -202,6 +202,9 @@ struct KvLayerReport {
   // Measured codec error of the layer's rows (relative RMS); negative: not measured.
   double keyError = -1.0;
   double valueError = -1.0;
+  // Under the auto policy: why this layer's K or V got a safer codec than most
+  // layers; empty when it did not.
+  QString keyPromotion, valuePromotion;
 };
 
 // The KV cache at one moment (at most ~10 Hz during a reply, and at the end of each).
@@ -213,6 +216,7 @@ struct KvReport {
   quint64 f16Bytes = 0;        // the same rows at f16
   quint64 allocatedBytes = 0;  // pages reserved, including rows not yet filled
   QList<KvLayerReport> layers;
+  QString autoStatus;  // what the auto policy did ("" when it is not in use)
   double compressionRatio() const { return bytes > 0 ? double(f16Bytes) / double(bytes) : 1.0; }
 };
 

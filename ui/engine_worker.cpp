@@ -4,6 +4,7 @@
 #include <QThread>
 #include <new>
 
+#include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/memory_estimate.h"
@@ -121,8 +122,11 @@ KvReport kvReport(quint64 turnId, const runtime::KvSnapshot& s) {
     layer.f16Bytes = l.f16Bytes;
     layer.keyError = l.keyError;
     layer.valueError = l.valueError;
+    layer.keyPromotion = QString::fromStdString(l.keyPromotion);
+    layer.valuePromotion = QString::fromStdString(l.valuePromotion);
     r.layers.append(layer);
   }
+  r.autoStatus = QString::fromStdString(s.autoStatus);
   return r;
 }
 
@@ -172,9 +176,19 @@ void setKvFacts(ModelInfo& info, const runtime::Session& session) {
   const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, indexer);
   info.kvBytesPerToken = 0;
   for (const auto& l : session.backend().kvBytes())
-    info.kvBytesPerToken += static_cast<quint64>(
-        c.nHeadKv * (l.key->rowBytes() + l.value->rowBytes() + sidecar) + 0.5);
-  info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
+    info.kvBytesPerToken +=
+        static_cast<quint64>(c.nHeadKv * (l.key->rowBytes() + l.value->rowBytes() + sidecar) + 0.5);
+  // An auto policy is shown as chosen ("auto"); what it picked per layer
+  // arrives with the KV reports.
+  auto policy = kv::KvPolicy::parse(session.kvPolicy());
+  if (policy.ok() && policy->autoBits) {
+    kv::KvPolicy chosen;  // auto and its seed; the attention items follow
+    chosen.autoBits = policy->autoBits;
+    chosen.seed = policy->seed;
+    info.kvPolicy = qstr(chosen.toString());
+  } else {
+    info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
+  }
   info.kvPolicy += qstr(indexer.policyItems());
 }
 

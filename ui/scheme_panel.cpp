@@ -1,5 +1,8 @@
 #include "ui/scheme_panel.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include <QComboBox>
 #include <QFontDatabase>
 #include <QGridLayout>
@@ -20,14 +23,30 @@ namespace {
 
 enum Column { kLayer, kKey, kKeyBits, kValue, kValueBits, kError, kColumns };
 
+const QString kAuto = QStringLiteral("auto");
+
+bool isAuto(const QString& policy) {
+  for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    const QString name = item.trimmed();
+    if (name == kAuto || name.startsWith(kAuto + QLatin1Char(':'))) return true;
+  }
+  return false;
+}
+
 // A tint per codec family, so layers sharing a codec read as one block in the grid and
 // the fewer bits, the warmer the colour.
 QColor codecTint(const QString& scheme) {
   static const QHash<QString, QColor> kTints{
-      {QStringLiteral("q8_0"), QColor("#dbe7fb")},   {QStringLiteral("fp8"), QColor("#d5f0ec")},
-      {QStringLiteral("q4_0"), QColor("#dcf3d9")},   {QStringLiteral("affine4"), QColor("#e9e0fa")},
-      {QStringLiteral("turbo4"), QColor("#fbeccd")}, {QStringLiteral("turbo3"), QColor("#fbdcc4")},
+      {QStringLiteral("q8_0"), QColor("#dbe7fb")},
+      {QStringLiteral("fp8"), QColor("#d5f0ec")},
+      {QStringLiteral("q4_0"), QColor("#dcf3d9")},
+      {QStringLiteral("affine4"), QColor("#e9e0fa")},
+      {QStringLiteral("turbo4"), QColor("#fbeccd")},
+      {QStringLiteral("turbo3"), QColor("#fbdcc4")},
       {QStringLiteral("turbo2"), QColor("#f9d0cf")},
+      {QStringLiteral("turbo4b"), QColor("#f6e6b4")},
+      {QStringLiteral("turbo3b"), QColor("#f6d3ae")},
+      {QStringLiteral("turbo2b"), QColor("#f3c4c2")},
   };
   if (scheme == QStringLiteral("f16")) return themeColors().sunken;
   const QColor tint = kTints.value(scheme, QColor::fromHsv(int(qHash(scheme) % 360), 50, 245));
@@ -100,13 +119,25 @@ QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCente
 QList<PolicyPreset> policyPresets(const QStringList& available) {
   const QList<PolicyPreset> all{
       {QObject::tr("f16 (reference)"), QStringLiteral("k=f16,v=f16")},
+      {QObject::tr("Auto · measured per layer, 5.5 bits"), kAuto},
       {QObject::tr("Near-lossless · 8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
+      {QObject::tr("Balanced · 8-bit K, turbo4b V"), QStringLiteral("k=q8_0,v=turbo4b")},
       {QObject::tr("Balanced · 8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
       {QObject::tr("Compact · 8-bit K, turbo3 V"), QStringLiteral("k=q8_0,v=turbo3")},
+      {QObject::tr("4.5 bits · turbo4b K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
       {QObject::tr("Smallest · turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
   };
+  // Auto chooses among turbo3b, turbo4b, q8_0 and f16 (kv::autoCandidates).
+  const QStringList autoNeeds{QStringLiteral("turbo3b"), QStringLiteral("turbo4b"),
+                              QStringLiteral("q8_0")};
   QList<PolicyPreset> presets;
   for (const PolicyPreset& preset : all) {
+    if (preset.policy == kAuto) {
+      if (std::all_of(autoNeeds.begin(), autoNeeds.end(),
+                      [&](const QString& s) { return available.contains(s); }))
+        presets.append(preset);
+      continue;
+    }
     const Choice c = parseChoice(preset.policy);
     if (available.contains(c.key) && available.contains(c.value)) presets.append(preset);
   }
@@ -121,6 +152,8 @@ SchemePanel::SchemePanel(QWidget* parent)
                         "value and the measured reconstruction error."),
                      parent),
       m_policy(new QLabel),
+      m_autoStatus(new QLabel),
+      m_promotions(new QLabel),
       m_preset(new QComboBox),
       m_keys(new QComboBox),
       m_values(new QComboBox),
@@ -137,6 +170,14 @@ SchemePanel::SchemePanel(QWidget* parent)
   m_policy->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_policy->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_policy->setWordWrap(true);
+  m_autoStatus->setObjectName(QStringLiteral("autoStatus"));
+  m_autoStatus->setWordWrap(true);
+  m_autoStatus->setProperty("role", "muted");
+  m_autoStatus->hide();
+  m_promotions->setObjectName(QStringLiteral("autoPromotions"));
+  m_promotions->setWordWrap(true);
+  m_promotions->setTextFormat(Qt::PlainText);
+  m_promotions->hide();
 
   m_preset->setObjectName(QStringLiteral("policyPreset"));
   m_keys->setObjectName(QStringLiteral("keySchemePicker"));
@@ -209,25 +250,34 @@ SchemePanel::SchemePanel(QWidget* parent)
   column->setSpacing(8);
   column->addWidget(policyHeading);
   column->addWidget(m_policy);
+  column->addWidget(m_autoStatus);
   column->addLayout(pickers);
   column->addSpacing(4);
   column->addWidget(tableHeading);
   column->addWidget(m_table, 1);
+  column->addWidget(m_promotions);
   setContent(content);
 
   connect(m_preset, &QComboBox::activated, this, &SchemePanel::presetChosen);
-  connect(m_keys, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
-  connect(m_values, &QComboBox::currentTextChanged, this, &SchemePanel::updateApply);
+  // Picking a codec by hand leaves Auto.
+  connect(m_keys, &QComboBox::currentTextChanged, this, [this] {
+    m_auto = false;
+    updateApply();
+  });
+  connect(m_values, &QComboBox::currentTextChanged, this, [this] {
+    m_auto = false;
+    updateApply();
+  });
   connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
   connect(m_apply, &QPushButton::clicked, this, [this] { emit policyRequested(chosenPolicy()); });
   // Only the item a picker sets changes; the rest of the active policy is kept.
   connect(m_indexer, &QComboBox::activated, this, [this] {
-    emit policyRequested(withItem(m_activePolicy, QStringLiteral("indexer"),
-                                  m_indexer->currentData().toString()));
+    emit policyRequested(
+        withItem(m_activePolicy, QStringLiteral("indexer"), m_indexer->currentData().toString()));
   });
   connect(m_sparseV, &QComboBox::activated, this, [this] {
-    emit policyRequested(withItem(m_activePolicy, QStringLiteral("sparse_v"),
-                                  m_sparseV->currentData().toString()));
+    emit policyRequested(
+        withItem(m_activePolicy, QStringLiteral("sparse_v"), m_sparseV->currentData().toString()));
   });
   setAvailableSchemes({QStringLiteral("f16")});
 }
@@ -250,15 +300,19 @@ void SchemePanel::setPolicy(const QString& policy) {
   m_policy->setText(policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy);
   m_activePolicy = policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy;
   const Choice c = parseChoice(policy);
-  m_activeChoice = policyText(c.key, c.value, c.boundary);
+  m_auto = isAuto(policy);
+  m_activeChoice = m_auto ? kAuto : policyText(c.key, c.value, c.boundary);
+  if (!m_auto) m_autoStatus->hide();
   {
     const QSignalBlocker keys(m_keys), values(m_values), boundary(m_boundary);
     m_keys->setCurrentText(c.key);
     m_values->setCurrentText(c.value);
     m_boundary->setValue(c.boundary);
-    if (m_indexer->findData(c.indexer) < 0) m_indexer->addItem(tr("Top %1 rows").arg(c.indexer), c.indexer);
+    if (m_indexer->findData(c.indexer) < 0)
+      m_indexer->addItem(tr("Top %1 rows").arg(c.indexer), c.indexer);
     m_indexer->setCurrentIndex(m_indexer->findData(c.indexer));
-    if (m_sparseV->findData(c.sparseV) < 0) m_sparseV->addItem(tr("below %1").arg(c.sparseV), c.sparseV);
+    if (m_sparseV->findData(c.sparseV) < 0)
+      m_sparseV->addItem(tr("below %1").arg(c.sparseV), c.sparseV);
     m_sparseV->setCurrentIndex(m_sparseV->findData(c.sparseV));
   }
   updateApply();
@@ -285,6 +339,7 @@ void SchemePanel::hideProgress() {
 }
 
 QString SchemePanel::chosenPolicy() const {
+  if (m_auto) return kAuto + attentionItems();
   return policyText(m_keys->currentText(), m_values->currentText(), m_boundary->value()) +
          attentionItems();
 }
@@ -301,6 +356,12 @@ QString SchemePanel::attentionItems() const {
 void SchemePanel::presetChosen(int index) {
   const QString policy = m_preset->itemData(index).toString();
   if (policy.isEmpty()) return;
+  if (policy == kAuto) {
+    m_auto = true;
+    updateApply();
+    return;
+  }
+  m_auto = false;
   const Choice c = parseChoice(policy);
   {
     const QSignalBlocker keys(m_keys), values(m_values);
@@ -311,14 +372,18 @@ void SchemePanel::presetChosen(int index) {
 }
 
 void SchemePanel::updateApply() {
-  // The preset shown is the one whose K and V are picked, else Custom.
-  const int preset = m_preset->findData(
-      QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
+  // The preset shown is Auto, or the one whose K and V are picked, else Custom.
+  const int preset =
+      m_auto ? m_preset->findData(kAuto)
+             : m_preset->findData(
+                   QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
   m_preset->setCurrentIndex(qMax(0, preset));
   m_apply->setEnabled(m_editable && chosenPolicy() != m_activeChoice + attentionItems());
   const bool pickable = m_editable && m_keys->count() > 1;
-  for (QWidget* picker : std::initializer_list<QWidget*>{m_preset, m_keys, m_values, m_boundary})
-    picker->setEnabled(pickable);
+  m_preset->setEnabled(pickable);
+  // Auto chooses K, V and every layer itself.
+  for (QWidget* picker : std::initializer_list<QWidget*>{m_keys, m_values, m_boundary})
+    picker->setEnabled(pickable && !m_auto);
   m_indexer->setEnabled(m_editable);
   m_sparseV->setEnabled(m_editable);
 }
@@ -326,6 +391,7 @@ void SchemePanel::updateApply() {
 void SchemePanel::showReport(const KvReport& report) {
   const ThemeColors& c = themeColors();
   m_table->setRowCount(static_cast<int>(report.layers.size()));
+  QStringList why;  // one line per promoted part
   for (int i = 0; i < report.layers.size(); ++i) {
     const KvLayerReport& layer = report.layers.at(i);
     m_table->setItem(i, kLayer, cell(QString::number(i), Qt::AlignRight));
@@ -345,7 +411,20 @@ void SchemePanel::showReport(const KvReport& report) {
         tr("Relative RMS error of the cached rows after decoding; – where the "
            "engine has not measured it."));
     m_table->setItem(i, kError, error);
+    // Under auto: a promoted part is marked in its cell, and why listed below.
+    for (const auto& [item, reason, part] :
+         {std::tuple{key, layer.keyPromotion, QStringLiteral("K")},
+          std::tuple{value, layer.valuePromotion, QStringLiteral("V")}}) {
+      if (reason.isEmpty()) continue;
+      item->setText(item->text() + QStringLiteral(" ▲"));
+      item->setToolTip(tr("Promoted by auto: %1").arg(reason));
+      why << tr("▲ layer %1 %2 → %3: %4").arg(i).arg(part, item->text().chopped(2), reason);
+    }
   }
+  m_autoStatus->setText(report.autoStatus);
+  m_autoStatus->setVisible(!report.autoStatus.isEmpty());
+  m_promotions->setText(why.join(QLatin1Char('\n')));
+  m_promotions->setVisible(!why.isEmpty());
   showContent(!report.layers.isEmpty());
 }
 

@@ -5,8 +5,10 @@
 // the number of f16 boundary layers at each end); Apply emits policyRequested() with a
 // policy string ("k=q8_0,v=turbo3,boundary=2"), which the window hands to the engine to
 // re-encode the cache, and showProgress() follows that re-encode. The pickers list
-// setAvailableSchemes(). Below them, the sparse-attention pickers (indexer top-k, sparse
-// V threshold) change how attention reads the cache, not what it holds: a change
+// setAvailableSchemes(); the Auto preset requests "auto", which measures the first prompt
+// and chooses each layer's codecs (engine kv/auto_policy.h): the panel then shows what
+// it chose, and for each promoted layer why. Below them, the sparse-attention pickers (indexer
+// top-k, sparse V threshold) change how attention reads the cache, not what it holds: a change
 // requests the active policy with that one item replaced at once, and the engine applies
 // it without re-encoding.
 
@@ -67,6 +69,8 @@ class SchemePanel : public InspectorPanel {
   void updateApply();
 
   QLabel* m_policy;
+  QLabel* m_autoStatus;  // what the auto policy did; hidden when it is not in use
+  QLabel* m_promotions;  // under auto: why each promoted layer got its codec
   QComboBox* m_preset;
   QComboBox* m_keys;
   QComboBox* m_values;
@@ -79,6 +83,7 @@ class SchemePanel : public InspectorPanel {
   QString m_activeChoice;  // the active policy as chosenPolicy() would write it
   QString m_activePolicy;  // the active policy as given to setPolicy()
   bool m_editable = false;
+  bool m_auto = false;  // the Auto preset is picked: K and V are chosen by measurement
 };
 
 }  // namespace kvscope::ui

@@ -193,9 +193,12 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
     std::array<size_t, kCandidates.size()> count{};
     for (size_t l = 0; l < layers.size(); ++l) ++count[level[2 * l + part]];
     const size_t common = std::max_element(count.begin(), count.end()) - count.begin();
-    std::vector<double> atCommon;
-    for (size_t l = 0; l < layers.size(); ++l) atCommon.push_back(errors[2 * l + part][common]);
-    const double mid = median(atCommon);
+    // The reference: the median error, at the common scheme, of the layers
+    // that kept it.
+    std::vector<double> kept;
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (level[2 * l + part] == common) kept.push_back(errors[2 * l + part][common]);
+    const double mid = median(kept);
     for (size_t l = 0; l < layers.size(); ++l) {
       const size_t i = 2 * l + part;
       PartDecision& d = part == 0 ? plan.layers[l].key : plan.layers[l].value;
@@ -204,7 +207,7 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
       d.errors = errors[i];
       d.promoted = level[i] > common;
       if (d.promoted) {
-        d.reason = fmt::format("{} error at {} is {:.1f}x the median layer's",
+        d.reason = fmt::format("{} error at {} is {:.1f}x that of the layers kept there",
                                part == 0 ? "K score" : "V output", kCandidates[common],
                                mid > 0.0 ? errors[i][common] / mid : INFINITY);
       }

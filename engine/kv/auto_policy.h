@@ -24,7 +24,7 @@
 // (docs/RESULTS.md), so neither part dominates by construction.
 // A part is "promoted" when its scheme has more bits than the scheme most
 // layers got for that part; its reason names its error at that common
-// scheme against the median layer's.
+// scheme against the median of the layers that kept it.
 
 #include <cstdint>
 #include <span>

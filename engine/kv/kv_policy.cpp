@@ -291,8 +291,7 @@ KvPolicy KvPolicy::withLayers(std::span<const LayerSchemes> layers) const {
 
 KvPolicy defaultKvPolicy() {
   KvPolicy p;
-  p.key = "q8_0";
-  p.value = "turbo4";
+  p.autoBits = 0.0;
   return p;
 }
 

@@ -60,7 +60,7 @@ TEST(KvPolicy, ToStringParsesBack) {
     EXPECT_EQ(again->toString(), p->toString());
     EXPECT_EQ(*again->resolve({"llama", 6}), *p->resolve({"llama", 6})) << text;
   }
-  EXPECT_EQ(defaultKvPolicy().toString(), "k=q8_0,v=turbo4");
+  EXPECT_EQ(defaultKvPolicy().toString(), "auto");
 }
 
 TEST(KvPolicy, BadTextsAreClearErrors) {

@@ -225,6 +225,65 @@ class InspectorPanelsTest : public QObject {
                        QStringLiteral("turbo3"), QStringLiteral("turbo2")}));
     QCOMPARE(all, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4", "k=q8_0,v=turbo3",
                                "k=turbo4,v=turbo2"}));
+    // Auto and the turbo*b presets once their candidates exist.
+    const QStringList withBlocks = names(
+        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
+                       QStringLiteral("turbo3"), QStringLiteral("turbo2"),
+                       QStringLiteral("turbo4b"), QStringLiteral("turbo3b")}));
+    QCOMPARE(withBlocks, (QStringList{"k=f16,v=f16", "auto", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4b",
+                                      "k=q8_0,v=turbo4", "k=q8_0,v=turbo3", "k=turbo4b,v=turbo4b",
+                                      "k=turbo4,v=turbo2"}));
+  }
+
+  void schemePanelShowsWhatAutoChose() {
+    SchemePanel panel;
+    panel.setAvailableSchemes({QStringLiteral("f16"), QStringLiteral("q8_0"),
+                               QStringLiteral("turbo4b"), QStringLiteral("turbo3b")});
+    panel.setLayerCount(2);
+    panel.setPolicy(QStringLiteral("auto"));
+    panel.setEditable(true);
+    auto* preset = panel.findChild<QComboBox*>(QStringLiteral("policyPreset"));
+    auto* keys = panel.findChild<QComboBox*>(QStringLiteral("keySchemePicker"));
+    auto* apply = panel.findChild<QPushButton*>(QStringLiteral("applyPolicyButton"));
+    auto* status = panel.findChild<QLabel*>(QStringLiteral("autoStatus"));
+    auto* table = panel.findChild<QTableWidget*>(QStringLiteral("schemeTable"));
+    QCOMPARE(preset->currentData().toString(), QStringLiteral("auto"));
+    QVERIFY(!keys->isEnabled());  // auto picks every layer's codecs
+    QVERIFY(!apply->isEnabled());
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));
+
+    KvReport report = twoLayerReport();
+    report.autoStatus = QStringLiteral("auto:5.5 chose 6.50 bits per value on average");
+    report.layers[1].keyScheme = QStringLiteral("q8_0");
+    report.layers[1].keyPromotion = QStringLiteral("K score error at turbo4b is 3.1x the median");
+    panel.showReport(report);
+    auto* why = panel.findChild<QLabel*>(QStringLiteral("autoPromotions"));
+    QVERIFY(!status->isHidden());
+    QCOMPARE(status->text(), report.autoStatus);
+    QVERIFY(!why->isHidden());
+    QCOMPARE(why->text(), QStringLiteral("▲ layer 1 K → q8_0: ") + report.layers[1].keyPromotion);
+    QCOMPARE(table->item(1, 1)->text(), QStringLiteral("q8_0 ▲"));
+    QVERIFY(table->item(1, 1)->toolTip().contains(report.layers[1].keyPromotion));
+    QCOMPARE(table->item(0, 1)->text(), QStringLiteral("q4_0"));
+
+    // Picking a codec by hand leaves auto; the Auto preset returns to it.
+    keys->setCurrentText(QStringLiteral("q8_0"));
+    QVERIFY(panel.chosenPolicy().startsWith(QStringLiteral("k=q8_0")));
+    QVERIFY(apply->isEnabled());
+    const int autoIndex = preset->findData(QStringLiteral("auto"));
+    preset->setCurrentIndex(autoIndex);
+    emit preset->activated(autoIndex);
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));
+    QVERIFY(!apply->isEnabled());  // the active policy again
+
+    // Another policy hides what auto did.
+    panel.setPolicy(QStringLiteral("k=q8_0,v=q8_0"));
+    report.autoStatus.clear();
+    report.layers[1].keyPromotion.clear();
+    panel.showReport(report);
+    QVERIFY(status->isHidden());
+    QVERIFY(why->isHidden());
+    QVERIFY(keys->isEnabled());
   }
 
   void schemePanelPresetsBoundaryAndProgress() {
