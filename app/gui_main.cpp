@@ -73,13 +73,18 @@ int main(int argc, char** argv) {
   const QCommandLineOption demoMaxTokens =
       option("demo-max-tokens", "Screenshot mode: longest reply in tokens.", "n");
   const QCommandLineOption demoTab = option(
-      "demo-tab", "Screenshot mode: inspector tab (0 KV memory, 1 Scheme, 2 Indexer, 3 Throughput).",
-      "n");
-  const QCommandLineOption demoDiagnostic = option(
-      "demo-indexer-diagnostic", "Screenshot mode: measure the attention mass the indexer captures.");
+      "demo-tab",
+      "Screenshot mode: inspector tab (0 KV memory, 1 Scheme, 2 Indexer, 3 Throughput).", "n");
+  const QCommandLineOption demoDiagnostic =
+      option("demo-indexer-diagnostic",
+             "Screenshot mode: measure the attention mass the indexer captures.");
+  const QCommandLineOption demoCompare = option(
+      "demo-compare",
+      "Screenshot mode: after the last reply, compare schemes on the conversation and capture "
+      "that window.");
   for (const QCommandLineOption& o :
        {screenshot, demoModel, demoChat, demoSystem, demoBackend, demoPolicy, demoContext,
-        demoTokens, demoMaxTokens, demoTab, demoDiagnostic})
+        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare})
     parser.addOption(o);
   parser.process(app);
 
@@ -105,6 +110,7 @@ int main(int argc, char** argv) {
     plan.maxTokens = parser.value(demoMaxTokens).toInt();
     plan.inspectorTab = parser.value(demoTab).toInt();
     plan.indexerDiagnostic = parser.isSet(demoDiagnostic);
+    plan.compare = parser.isSet(demoCompare);
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");
       return 2;

@@ -11,6 +11,9 @@
 #   tools/screenshot.sh indexer [OUT.png]  the same conversation with sparse attention
 #                                          (indexer=64:32:4, captured mass measured), on the
 #                                          Indexer tab (default indexer.png)
+#   tools/screenshot.sh lab [OUT.png]      the same conversation (auto policy), then
+#                                          "Compare schemes on this conversation" with its
+#                                          default policies (default fidelity-lab.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -90,14 +93,22 @@ shoot_indexer() {
     shoot_chat "$out"
 }
 
+shoot_lab() {
+  local out=${1:-$shots/fidelity-lab.png}
+  KVSCOPE_DEMO_POLICY=${KVSCOPE_DEMO_POLICY-auto} \
+    KVSCOPE_DEMO_ARGS="--demo-backend cpu --demo-compare ${KVSCOPE_DEMO_ARGS:-}" \
+    shoot_chat "$out"
+}
+
 case ${1:-all} in
-  all) shoot_empty && shoot_chat && shoot_indexer ;;
+  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
   indexer) shoot_indexer "${2:-}" ;;
+  lab) shoot_lab "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png]]" >&2
+    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png]]" >&2
     exit 2
     ;;
 esac

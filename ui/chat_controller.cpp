@@ -49,6 +49,13 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(this, &ChatController::generateRequested, worker, &EngineWorker::generate);
   connect(this, &ChatController::estimateMemoryRequested, worker, &EngineWorker::estimateMemory);
   connect(this, &ChatController::setKvPolicyRequested, worker, &EngineWorker::setKvPolicy);
+  connect(this, &ChatController::comparisonInputRequested, worker, &EngineWorker::comparisonInput);
+  connect(worker, &EngineWorker::comparisonInputReady, this,
+          [this](quint64, const QString& path, const QList<qint32>& tokens) {
+            emit comparisonInputReady(path, tokens);
+          });
+  connect(worker, &EngineWorker::comparisonInputFailed, this,
+          [this](quint64, const QString& message) { emit comparisonInputFailed(message); });
 
   connect(worker, &EngineWorker::loadProgress, this, &ChatController::loadProgress);
   connect(worker, &EngineWorker::modelLoaded, this, &ChatController::onModelLoaded);
@@ -129,6 +136,10 @@ void ChatController::send(const QString& text) {
 
 void ChatController::stop() {
   if (isGenerating() || isChangingPolicy()) m_worker->requestStop(m_turnId);
+}
+
+void ChatController::requestComparisonInput() {
+  emit comparisonInputRequested(++m_comparisonId);
 }
 
 void ChatController::setKvPolicy(const QString& policy) {

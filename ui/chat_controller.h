@@ -75,6 +75,10 @@ class ChatController : public QObject {
   // reply runs, while loading, without a model, or while another switch runs.
   void setKvPolicy(const QString& policy);
 
+  // Asks the worker for the loaded model's path and the tokens its cache holds:
+  // comparisonInputReady() or comparisonInputFailed() (no model). For SchemeComparison.
+  void requestComparisonInput();
+
   // Appends a user message and starts the reply. Refused (errorOccurred) while a reply
   // runs, without a model, or for blank text.
   void send(const QString& text);
@@ -103,6 +107,9 @@ class ChatController : public QObject {
   void estimateMemoryRequested(const QString& path, const kvscope::ui::BackendSettings& backend,
                                quint64 deviceBytes);
   void setKvPolicyRequested(quint64 turnId, const QString& policy);
+  void comparisonInputRequested(quint64 requestId);
+  void comparisonInputReady(const QString& modelPath, const QList<qint32>& tokens);
+  void comparisonInputFailed(const QString& message);
 
   // Model state.
   void modelLoading(const QString& path);
@@ -176,6 +183,7 @@ class ChatController : public QObject {
   BackendSettings m_backend;
   SamplingSettings m_sampling;
   quint64 m_turnId = 0;  // the turn whose answers are applied
+  quint64 m_comparisonId = 0;
   int m_replyIndex = -1;
   bool m_policyChanging = false;
   QString m_requestedPolicy;  // of the switch in progress

@@ -557,6 +557,16 @@ void EngineWorker::applyIndexerDiagnostic() {
   if (m_session->setIndexerDiagnostic(want).ok()) m_diagnostic = want;
 }
 
+void EngineWorker::comparisonInput(quint64 requestId) {
+  if (!m_session) {
+    emit comparisonInputFailed(requestId,
+                               QStringLiteral("No model is loaded. Open a model first."));
+    return;
+  }
+  const std::vector<int32_t>& history = m_session->history();
+  emit comparisonInputReady(requestId, m_info.path, QList<qint32>(history.begin(), history.end()));
+}
+
 void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {
   if (!m_session) {
     emit kvPolicyFailed(turnId, QStringLiteral("No model is loaded. Open a model first."));

@@ -31,7 +31,7 @@
 namespace kvscope::runtime {
 class Session;
 struct IndexerSnapshot;
-}
+}  // namespace kvscope::runtime
 
 namespace kvscope::ui {
 
@@ -92,6 +92,11 @@ class EngineWorker : public QObject {
   // cache) or kvPolicyFailed(); on failure the old policy and cache stay.
   void setKvPolicy(quint64 turnId, const QString& policy);
 
+  // The loaded model's file and every token its cache holds, for comparing KV policies
+  // on this conversation away from this thread (SchemeComparison): answers
+  // comparisonInputReady() or comparisonInputFailed(). Queued behind any running turn.
+  void comparisonInput(quint64 requestId);
+
  signals:
   // `chosen` indexes `devices` (not the engine's enumeration index).
   void devicesReady(const QList<kvscope::ui::DeviceSummary>& devices, int chosen);
@@ -122,6 +127,10 @@ class EngineWorker : public QObject {
   void kvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);
   void kvPolicyFailed(quint64 turnId, const QString& message);
 
+  void comparisonInputReady(quint64 requestId, const QString& modelPath,
+                            const QList<qint32>& tokens);
+  void comparisonInputFailed(quint64 requestId, const QString& message);
+
  private:
   class TurnObserver;
   friend class TurnObserver;
@@ -137,7 +146,7 @@ class EngineWorker : public QObject {
   std::unique_ptr<runtime::Session> m_session;
   ModelInfo m_info;
   std::atomic<bool> m_wantDiagnostic{false};
-  bool m_diagnostic = false;  // what the session runs with
+  bool m_diagnostic = false;        // what the session runs with
   std::vector<int32_t> m_textSent;  // the tokens whose text went out in indexer reports
   // Guards the m_session pointer against requestStop() from other threads while a load
   // replaces it; the engine calls themselves need no lock (one thread).

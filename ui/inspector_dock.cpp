@@ -33,6 +33,7 @@ InspectorDock::InspectorDock(QWidget* parent)
   m_refresh.setInterval(kRefreshInterval);
   connect(&m_refresh, &QTimer::timeout, this, &InspectorDock::flush);
   connect(m_scheme, &SchemePanel::policyRequested, this, &InspectorDock::policyRequested);
+  connect(m_scheme, &SchemePanel::compareRequested, this, &InspectorDock::compareRequested);
   connect(m_indexer, &IndexerPanel::diagnosticRequested, this,
           &InspectorDock::indexerDiagnosticRequested);
 }

@@ -47,6 +47,7 @@ class InspectorDock : public QDockWidget {
 
  signals:
   void policyRequested(const QString& policy);
+  void compareRequested();
   void indexerDiagnosticRequested(bool on);
 
  private:
@@ -57,7 +58,7 @@ class InspectorDock : public QDockWidget {
   ThroughputPanel* m_throughput;
   QTimer m_refresh;
   KvReport m_pendingKv;
-  QList<StepReport> m_pendingSteps;  // every step is a chart point; only the latest repaints
+  QList<StepReport> m_pendingSteps;       // every step is a chart point; only the latest repaints
   QList<IndexerReport> m_pendingIndexer;  // every step counts in the selection frequency
   bool m_kvPending = false;
 };

@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include <utility>
+
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -21,6 +23,7 @@
 #include "ui/conversation_store.h"
 #include "ui/device_indicator.h"
 #include "ui/engine_worker.h"
+#include "ui/fidelity_lab.h"
 #include "ui/inspector_dock.h"
 #include "ui/model_discovery.h"
 #include "ui/model_picker.h"
@@ -172,6 +175,7 @@ void MainWindow::buildMenus() {
   chat->addAction(tr("&Regenerate Reply"), QKeySequence(tr("Ctrl+R")), m_controller,
                   &ChatController::regenerate);
   chat->addSeparator();
+  chat->addAction(tr("&Compare Schemes on This Conversation…"), this, [this] { openComparison(); });
   chat->addAction(tr("System Prompt && &Sampling…"), QKeySequence(tr("Ctrl+,")), this,
                   &MainWindow::openSettings);
 
@@ -308,6 +312,18 @@ void MainWindow::connectWidgets() {
   connect(m_conversations, &ConversationList::renameRequested, this,
           &MainWindow::renameConversation);
   connect(m_inspector, &InspectorDock::policyRequested, this, &MainWindow::applyPolicy);
+  connect(m_inspector, &InspectorDock::compareRequested, this, [this] { openComparison(); });
+  connect(m_controller, &ChatController::comparisonInputReady, this,
+          [this](const QString& path, const QList<qint32>& tokens) {
+            if (m_lab) m_lab->setConversation(path, tokens, std::exchange(m_runComparison, false));
+          });
+  connect(m_controller, &ChatController::comparisonInputFailed, this,
+          [this](const QString& message) {
+            if (m_lab) m_lab->setUnavailable(message);
+          });
+  connect(m_controller, &ChatController::policyChanged, this, [this](const QString& policy) {
+    if (m_lab) m_lab->setCurrentPolicy(policy);
+  });
   connect(m_inspector, &InspectorDock::indexerDiagnosticRequested, m_controller,
           &ChatController::setIndexerDiagnostic);
   connect(m_modelButton, &QToolButton::clicked, this, &MainWindow::openModelPicker);
@@ -361,6 +377,32 @@ void MainWindow::renameConversation(const QString& id, const QString& title) {
   Conversation renamed = *stored;
   renamed.title = title;
   if (m_store->save(renamed) && open) m_controller->openConversation(id);
+}
+
+FidelityLab* MainWindow::openComparison(bool runNow) {
+  if (!m_lab) {
+    m_lab = new FidelityLab(this);
+    m_lab->setAttribute(Qt::WA_DeleteOnClose);
+    // The schemes users compare: every preset, plus the symmetric 4.5-bit formats.
+    QList<PolicyPreset> presets = policyPresets(ChatController::kvSchemeNames());
+    presets.append({tr("q4_0 K and V (llama.cpp's 4-bit)"), QStringLiteral("k=q4_0,v=q4_0")});
+    presets.append({tr("turbo4 K and V"), QStringLiteral("k=turbo4,v=turbo4")});
+    m_lab->setPolicies(presets,
+                       {QStringLiteral("auto"), QStringLiteral("k=q8_0,v=q8_0"),
+                        QStringLiteral("k=q8_0,v=turbo4b"), QStringLiteral("k=q8_0,v=turbo4"),
+                        QStringLiteral("k=q8_0,v=turbo3"), QStringLiteral("k=turbo4b,v=turbo4b"),
+                        QStringLiteral("k=q4_0,v=q4_0"), QStringLiteral("k=turbo4,v=turbo4")});
+    connect(m_lab, &FidelityLab::applyRequested, this, [this](const QString& policy) {
+      applyPolicy(policy + m_inspector->schemePanel()->attentionItems());
+    });
+  }
+  m_lab->setCurrentPolicy(m_controller->backendSettings().kvPolicy);
+  m_runComparison = runNow;
+  m_lab->setUnavailable(tr("Reading the conversation…"));
+  m_controller->requestComparisonInput();
+  m_lab->show();
+  m_lab->raise();
+  return m_lab;
 }
 
 void MainWindow::applyPolicy(const QString& policy) {

@@ -30,6 +30,7 @@ class ConversationList;
 class ConversationStore;
 class DeviceIndicator;
 class EngineWorker;
+class FidelityLab;
 class InspectorDock;
 class ModelDiscovery;
 class ModelPicker;
@@ -53,6 +54,10 @@ class MainWindow : public QMainWindow {
  public slots:
   void openModelPicker();
   void openSettings();
+  // "Compare schemes on this conversation": opens the FidelityLab (one per window) and
+  // fetches the conversation's tokens; with `runNow` the comparison starts once they
+  // arrive, with the lab's default policies.
+  FidelityLab* openComparison(bool runNow = false);
 
  signals:
   void probeDevicesRequested();
@@ -95,6 +100,8 @@ class MainWindow : public QMainWindow {
   QLabel* m_modelStatus = nullptr;
   DeviceIndicator* m_device = nullptr;
   QPointer<ModelPicker> m_picker;
+  QPointer<FidelityLab> m_lab;
+  bool m_runComparison = false;
   QList<ModelEntry> m_discovered;
   QList<DeviceSummary> m_devices;
   int m_chosenDevice = -1;

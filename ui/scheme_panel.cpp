@@ -161,6 +161,7 @@ SchemePanel::SchemePanel(QWidget* parent)
       m_indexer(new QComboBox),
       m_sparseV(new QComboBox),
       m_apply(new QPushButton(tr("Apply"))),
+      m_compare(new QPushButton(tr("Compare on this conversation…"))),
       m_progress(new QProgressBar),
       m_table(new QTableWidget(0, kColumns)) {
   auto* content = new QWidget;
@@ -226,6 +227,11 @@ SchemePanel::SchemePanel(QWidget* parent)
   pickers->addWidget(new QLabel(tr("Sparse V")), 3, 2);
   pickers->addWidget(m_sparseV, 3, 3);
   pickers->addWidget(m_progress, 4, 0, 1, 4);
+  m_compare->setObjectName(QStringLiteral("compareSchemesButton"));
+  m_compare->setToolTip(
+      tr("Measures chosen policies on the tokens of the open conversation (KLD and top-1 "
+         "against the f16 cache, bits per value) and plots them; the chat stays usable."));
+  pickers->addWidget(m_compare, 5, 0, 1, 4);
   pickers->setColumnStretch(1, 1);
   pickers->setColumnStretch(3, 1);
 
@@ -270,6 +276,7 @@ SchemePanel::SchemePanel(QWidget* parent)
   });
   connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
   connect(m_apply, &QPushButton::clicked, this, [this] { emit policyRequested(chosenPolicy()); });
+  connect(m_compare, &QPushButton::clicked, this, &SchemePanel::compareRequested);
   // Only the item a picker sets changes; the rest of the active policy is kept.
   connect(m_indexer, &QComboBox::activated, this, [this] {
     emit policyRequested(
@@ -386,6 +393,7 @@ void SchemePanel::updateApply() {
     picker->setEnabled(pickable && !m_auto);
   m_indexer->setEnabled(m_editable);
   m_sparseV->setEnabled(m_editable);
+  m_compare->setEnabled(m_editable);
 }
 
 void SchemePanel::showReport(const KvReport& report) {

@@ -63,6 +63,8 @@ class SchemePanel : public InspectorPanel {
 
  signals:
   void policyRequested(const QString& policy);
+  // "Compare on this conversation…": open the FidelityLab.
+  void compareRequested();
 
  private:
   void presetChosen(int index);
@@ -78,6 +80,7 @@ class SchemePanel : public InspectorPanel {
   QComboBox* m_indexer;  // data: the indexer= value ("" for off)
   QComboBox* m_sparseV;  // data: the sparse_v= value ("" for off)
   QPushButton* m_apply;
+  QPushButton* m_compare;
   QProgressBar* m_progress;
   QTableWidget* m_table;
   QString m_activeChoice;  // the active policy as chosenPolicy() would write it

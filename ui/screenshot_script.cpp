@@ -7,6 +7,7 @@
 
 #include "ui/chat_controller.h"
 #include "ui/composer.h"
+#include "ui/fidelity_lab.h"
 #include "ui/indexer_panel.h"
 #include "ui/inspector_dock.h"
 #include "ui/main_window.h"
@@ -52,7 +53,10 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
   connect(c, &ChatController::replyFailed, this,
           [this](int, const QString& message) { fail(message); });
   connect(c, &ChatController::replyFinished, this, [this] {
-    if (!m_lastTurn) sendNext();
+    if (!m_lastTurn)
+      sendNext();
+    else if (m_plan.compare)
+      compare();
   });
   connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
     m_tokens = report.generatedTokens;
@@ -77,8 +81,10 @@ void ScreenshotScript::start() {
   }
   m_window.inspector()->showTab(m_plan.inspectorTab);
   if (m_plan.indexerDiagnostic) {
-    m_window.inspector()->indexerPanel()->findChild<QCheckBox*>(
-        QStringLiteral("indexerDiagnostic"))->setChecked(true);
+    m_window.inspector()
+        ->indexerPanel()
+        ->findChild<QCheckBox*>(QStringLiteral("indexerDiagnostic"))
+        ->setChecked(true);
   }
   m_window.controller()->loadModelWith(m_plan.modelPath, m_plan.backend);
 }
@@ -96,11 +102,26 @@ void ScreenshotScript::sendNext() {
 }
 
 void ScreenshotScript::checkReady() {
+  if (m_plan.compare) return;  // the comparison window is captured instead
   if (!m_lastTurn || m_capturing || !m_sawKv || m_tokens < quint32(m_plan.minTokens)) return;
   if (m_plan.inspectorTab == 2 && !m_sawIndexer) return;
   m_capturing = true;
   m_window.inspector()->flush();
   QTimer::singleShot(kStreamingSettleMs, this, &ScreenshotScript::capture);
+}
+
+void ScreenshotScript::compare() {
+  FidelityLab* lab = m_window.openComparison(true);
+  connect(lab, &FidelityLab::comparisonFinished, this, [this, lab] {
+    QTimer::singleShot(kSettleMs, this, [this, lab] {
+      m_timeout.stop();
+      if (!lab->grab().save(m_plan.output, "PNG")) {
+        fail(QStringLiteral("could not write %1").arg(m_plan.output));
+        return;
+      }
+      QApplication::exit(0);
+    });
+  });
 }
 
 void ScreenshotScript::capture() {

@@ -6,7 +6,8 @@
 // model, sends each prompt in turn (every reply but the last runs to its end), and
 // captures the window while the last reply streams: once it has `minTokens` tokens and
 // the inspector has a KV report (on the Indexer tab, an indexer report too), so the
-// picture shows a conversation mid-flight. Exits
+// picture shows a conversation mid-flight. With `compare`, every reply runs to its end,
+// then the scheme comparison runs on the conversation and its window is captured. Exits
 // the application with 0 when the picture was saved, 1 on any failure (with a message).
 
 #include <QObject>
@@ -27,8 +28,9 @@ struct ScreenshotPlan {
   QString systemPrompt;
   int maxTokens = 0;  // reply length limit; 0: the model's remembered setting
   int minTokens = 24;
-  int inspectorTab = 0;  // KV memory, Scheme, Indexer, Throughput
+  int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
+  bool compare = false;            // capture "Compare schemes on this conversation"
   int timeoutMs = 180000;
 };
 
@@ -43,6 +45,7 @@ class ScreenshotScript : public QObject {
   void sendNext();
   void checkReady();
   void capture();
+  void compare();
   void fail(const QString& message);
 
   MainWindow& m_window;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "kv/kv_policy.h"
 #include "runtime/indexer_snapshot.h"
@@ -44,8 +45,9 @@ struct ForcedRun {
   std::span<const float> step(size_t s) const { return {logits.data() + s * vocab, vocab}; }
 };
 
+// `onStep` runs after every step; an error from it (a cancel) ends the run.
 Expected<ForcedRun> forcedRun(backend::Backend& b, std::span<const int32_t> tokens,
-                              uint32_t prefill) {
+                              uint32_t prefill, const std::function<Status()>& onStep) {
   if (tokens.size() - 1 > b.contextLimit()) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the text has {} tokens and eval feeds all but the last, more than the "
@@ -60,6 +62,7 @@ Expected<ForcedRun> forcedRun(backend::Backend& b, std::span<const int32_t> toke
   KVS_TRY(b.forward({tokens.first(prefill)}, logits));
   for (size_t s = 0; s < steps; ++s) {
     std::copy(logits.last().begin(), logits.last().end(), run.logits.begin() + s * run.vocab);
+    KVS_TRY(onStep());
     if (s + 1 == steps) break;
     KVS_TRY(b.forward({tokens.subspan(prefill + s, 1)}, logits));
     if (b.indexer().enabled()) run.indexer.add(b.indexerStep());
@@ -132,6 +135,17 @@ double quantile(std::vector<double> values, double q) {
 Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> model,
                                       std::span<const int32_t> tokens, const BackendChoice& test,
                                       const EvalOptions& options) {
+  const std::string policy = test.kvPolicy;
+  KVS_ASSIGN_OR_RETURN(auto results,
+                       evaluateKvPolicies(std::move(model), tokens, test, {&policy, 1}, options));
+  return std::move(results.front());
+}
+
+Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model::ModelFile> model,
+                                                     std::span<const int32_t> tokens,
+                                                     const BackendChoice& test,
+                                                     std::span<const std::string> policies,
+                                                     const EvalOptions& options) {
   if (options.prefill < 1)
     return makeError(ErrorCode::kInvalidArgument, "the prefill must be at least 1 token");
   if (tokens.size() < size_t{options.prefill} + 2) {
@@ -148,72 +162,93 @@ Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> mo
     }
   }
   // A bad policy fails here rather than after the f16 run.
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(test.kvPolicy));
-  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
-  EvalResult r;
-  r.tokens = static_cast<uint32_t>(tokens.size());
-  r.prefill = options.prefill;
+  std::vector<kv::KvPolicy> parsed;
+  for (const std::string& text : policies) {
+    KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kv::KvPolicy::parse(text));
+    KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+    parsed.push_back(std::move(policy));
+  }
+  // Progress over every forced step of every run, the f16 run first.
+  const uint64_t steps = tokens.size() - options.prefill;
+  const uint64_t total = steps * (1 + parsed.size());
+  uint64_t done = 0;
+  const std::function<Status()> onStep = [&]() -> Status {
+    if (options.cancel && options.cancel->load())
+      return makeError(ErrorCode::kCancelled, "the comparison was stopped");
+    ++done;
+    if (options.progress) options.progress(done, total);
+    return okStatus();
+  };
 
   ForcedRun f16;
   std::vector<std::vector<float>> f16Rows[2];  // [part][layer]
-  BackendChoice tested = test;
-  r.policy = policy.toString();
+  std::vector<EvalResult> results(parsed.size());
+  std::vector<BackendChoice> tested(parsed.size(), test);
   {
     BackendChoice reference = test;
     reference.kvPolicy.clear();
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, reference));
-    KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill));
-    if (policy.autoBits) {
-      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, policy));
-      r.policy = chosen.policy.toString();
-      tested.kvPolicy = r.policy;
-      r.autoPlan = std::move(chosen.plan);
-    }
+    KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill, onStep));
     for (uint32_t l = 0; l < c.nLayer; ++l) {
       for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         KVS_ASSIGN_OR_RETURN(auto rows, b->readKv(l, part));
         f16Rows[static_cast<int>(part)].push_back(std::move(rows));
       }
     }
-  }
-
-  KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, tested));
-  KVS_ASSIGN_OR_RETURN(const ForcedRun run, forcedRun(*b, tokens, options.prefill));
-  for (size_t s = 0; s < tokens.size() - options.prefill; ++s) {
-    const auto p = f16.step(s), q = run.step(s);
-    const auto lp = logSoftmax(p), lq = logSoftmax(q);
-    const auto next = static_cast<size_t>(tokens[options.prefill + s]);
-    r.steps.push_back({.kld = klFromLogProbs(lp, lq),
-                       .top1F16 = argmax(p),
-                       .top1Test = argmax(q),
-                       .logProbF16 = lp[next],
-                       .logProbTest = lq[next]});
-  }
-
-  const auto layers = b->kvBytes();
-  if (layers.size() != c.nLayer) {
-    return makeError(ErrorCode::kInternal, "the {} backend accounts {} KV layers of {}", b->name(),
-                     layers.size(), c.nLayer);
-  }
-  const auto runErrors = b->kvErrors();
-  const uint64_t values = uint64_t{b->cachedTokens()} * c.nHeadKv * c.headDim;
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
-    const backend::KvLayerBytes& kvl = layers[l];
-    r.layers.push_back({.keyScheme = std::string(kvl.key->name()),
-                        .valueScheme = std::string(kvl.value->name()),
-                        .keyBitsPerValue = bitsPerValue(kvl.keyBytes, values),
-                        .valueBitsPerValue = bitsPerValue(kvl.valueBytes, values),
-                        .keyError = roundTripError(*kvl.key, f16Rows[0][l]),
-                        .valueError = roundTripError(*kvl.value, f16Rows[1][l])});
-    if (runErrors.size() == c.nLayer) {
-      r.layers.back().keyRunError = runErrors[l].key;
-      r.layers.back().valueRunError = runErrors[l].value;
+    // An auto policy chooses from the f16 run's rows.
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      results[i].policy = parsed[i].toString();
+      tested[i].kvPolicy = policies[i];
+      if (!parsed[i].autoBits) continue;
+      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, parsed[i]));
+      results[i].policy = chosen.policy.toString();
+      tested[i].kvPolicy = results[i].policy;
+      results[i].autoPlan = std::move(chosen.plan);
     }
   }
-  r.rowsRead = run.indexer.rowsRead();
-  r.capturedMass = run.indexer.capturedMass();
-  summarize(r);
-  return r;
+
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    EvalResult& r = results[i];
+    r.tokens = static_cast<uint32_t>(tokens.size());
+    r.prefill = options.prefill;
+    KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, tested[i]));
+    KVS_ASSIGN_OR_RETURN(const ForcedRun run, forcedRun(*b, tokens, options.prefill, onStep));
+    for (size_t s = 0; s < tokens.size() - options.prefill; ++s) {
+      const auto p = f16.step(s), q = run.step(s);
+      const auto lp = logSoftmax(p), lq = logSoftmax(q);
+      const auto next = static_cast<size_t>(tokens[options.prefill + s]);
+      r.steps.push_back({.kld = klFromLogProbs(lp, lq),
+                         .top1F16 = argmax(p),
+                         .top1Test = argmax(q),
+                         .logProbF16 = lp[next],
+                         .logProbTest = lq[next]});
+    }
+
+    const auto layers = b->kvBytes();
+    if (layers.size() != c.nLayer) {
+      return makeError(ErrorCode::kInternal, "the {} backend accounts {} KV layers of {}",
+                       b->name(), layers.size(), c.nLayer);
+    }
+    const auto runErrors = b->kvErrors();
+    const uint64_t values = uint64_t{b->cachedTokens()} * c.nHeadKv * c.headDim;
+    for (uint32_t l = 0; l < c.nLayer; ++l) {
+      const backend::KvLayerBytes& kvl = layers[l];
+      r.layers.push_back({.keyScheme = std::string(kvl.key->name()),
+                          .valueScheme = std::string(kvl.value->name()),
+                          .keyBitsPerValue = bitsPerValue(kvl.keyBytes, values),
+                          .valueBitsPerValue = bitsPerValue(kvl.valueBytes, values),
+                          .keyError = roundTripError(*kvl.key, f16Rows[0][l]),
+                          .valueError = roundTripError(*kvl.value, f16Rows[1][l])});
+      if (runErrors.size() == c.nLayer) {
+        r.layers.back().keyRunError = runErrors[l].key;
+        r.layers.back().valueRunError = runErrors[l].value;
+      }
+    }
+    r.rowsRead = run.indexer.rowsRead();
+    r.capturedMass = run.indexer.capturedMass();
+    summarize(r);
+  }
+  return results;
 }
 
 }  // namespace kvscope::runtime

@@ -29,7 +29,9 @@
 // Where the test backend measures its own rows as it writes them
 // (Backend::kvErrors: the CPU backend), that error is reported beside it.
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -45,6 +47,11 @@ namespace kvscope::runtime {
 
 struct EvalOptions {
   uint32_t prefill = 16;  // tokens run as one batch before forced decoding, >= 1
+  // After every forced step of every run (the f16 run, then each policy's):
+  // steps done and the total; may be empty.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  // When set and true, the runs stop at the next step with kCancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct EvalStep {
@@ -88,6 +95,15 @@ struct EvalResult {
 Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> model,
                                       std::span<const int32_t> tokens, const BackendChoice& test,
                                       const EvalOptions& options = {});
+
+// The same for several policies against one f16 run: one result per policy,
+// in order (test.kvPolicy is not used). "Compare schemes on this
+// conversation" in the app runs this over the conversation's tokens.
+Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model::ModelFile> model,
+                                                     std::span<const int32_t> tokens,
+                                                     const BackendChoice& test,
+                                                     std::span<const std::string> policies,
+                                                     const EvalOptions& options = {});
 
 // KL(P || Q) in nats of the softmax distributions of two logit vectors of the
 // same length, computed in double from log-softmax.

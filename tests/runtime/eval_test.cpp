@@ -145,6 +145,48 @@ TEST_F(EvalTest, Q8CacheIsCloseButNotExact) {
   }
 }
 
+// One f16 run for several policies gives each the result a run of its own
+// gives; progress counts every forced step of every run; a cancel stops it.
+TEST_F(EvalTest, SeveralPoliciesEqualSeparateRunsAndCanBeCancelled) {
+  const std::vector<std::string> policies = {"k=q8_0,v=turbo4b", "auto:10", "k=turbo3b,v=turbo3b"};
+  uint64_t done = 0, total = 0;
+  runtime::EvalOptions options{.progress = [&](uint64_t d, uint64_t t) {
+    EXPECT_EQ(d, done + 1);
+    done = d;
+    total = t;
+  }};
+  auto all = runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, policies, options);
+  ASSERT_TRUE(all.ok()) << all.error().describe();
+  ASSERT_EQ(all->size(), policies.size());
+  EXPECT_EQ(total, (m_tokens.size() - 16) * (1 + policies.size()));
+  EXPECT_EQ(done, total);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    auto alone = eval(policies[i]);
+    ASSERT_TRUE(alone.ok()) << alone.error().describe();
+    const runtime::EvalResult& r = (*all)[i];
+    EXPECT_EQ(r.policy, alone->policy) << policies[i];
+    EXPECT_EQ(r.kldMean, alone->kldMean) << policies[i];
+    EXPECT_EQ(r.top1, alone->top1) << policies[i];
+    EXPECT_EQ(r.bitsPerValueK, alone->bitsPerValueK) << policies[i];
+    EXPECT_EQ(r.autoPlan.has_value(), policies[i].starts_with("auto")) << policies[i];
+  }
+  EXPECT_LT((*all)[0].kldMean, (*all)[2].kldMean);  // 8.5-bit keys beat 3.5-bit ones
+
+  std::atomic<bool> cancel{false};
+  uint64_t seen = 0;
+  runtime::EvalOptions stopping{.progress =
+                                    [&](uint64_t d, uint64_t) {
+                                      seen = d;
+                                      if (d == 40) cancel = true;
+                                    },
+                                .cancel = &cancel};
+  auto stopped =
+      runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, policies, stopping);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().code, ErrorCode::kCancelled);
+  EXPECT_EQ(seen, 40u);
+}
+
 TEST_F(EvalTest, ShortTextAndBadPrefillAreErrors) {
   auto tooShort = runtime::evaluateKvPolicy(m_model, std::span(m_tokens).first(17), {.kind = "cpu"},
                                             {.prefill = 16});
