@@ -554,7 +554,7 @@ TEST_P(KvCodecTest, IndexedAttentionMatchesReferenceOverTheSelectedRows) {
 TEST_P(KvCodecTest, SidecarMatchesTheHostIndex) {
   if (GetParam() == gpu::AttentionShape::kGpu) GTEST_SKIP() << "the sidecar has one launch shape";
   const uint32_t heads = 2;
-  for (const char* codec : {"f16", "q8_0", "turbo3", "affine4"}) {
+  for (const char* codec : {"f16", "q8_0", "turbo3", "affine4", "turbo4b"}) {
     for (uint32_t headDim : {64u, 80u}) {
       for (uint32_t pageRows : {16u, 64u}) {
         SCOPED_TRACE(fmt::format("{} d {} page {}", codec, headDim, pageRows));

@@ -82,8 +82,14 @@ struct Policy {
   double maxRel, meanRel;
 };
 
+// turbo*b: where the rotation is dense (head_dim 80) the device rotates in
+// float32 and the CPU in double, so a block whose two best scale candidates
+// tie to within that rounding may keep the other one: a row coded differently
+// with the same error (kv_encode.comp), which moves the logits as much as the
+// codec's own error does for that row (measured 8.7e-3 max, 4.6e-4 mean).
 const Policy kPolicies[] = {{"k=q8_0,v=turbo3", 1e-4, 1e-5},
                             {"k=turbo4,v=turbo4", 1e-4, 1e-5},
+                            {"k=turbo4b,v=turbo3b", 2e-2, 1e-3},
                             {"k=q4_0,v=affine4,boundary=1", 4e-3, 2e-4}};
 
 void expectClose(const LogitComparison& c, const Policy& policy, const std::string& what) {
