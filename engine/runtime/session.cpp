@@ -279,8 +279,15 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     m_history.push_back(token);
     // An auto policy whose first prompt was short chooses once the
     // conversation is long enough to measure.
-    if (m_history.size() >= kv::kAutoMinTokens && autoPending())
-      KVS_TRY(settleAuto(observer, options.prefillChunk, logits));
+    if (m_history.size() >= kv::kAutoMinTokens && autoPending()) {
+      // A stop during that re-encode ends the reply as a stop; the f16 cache
+      // stays and auto chooses at the next turn.
+      if (auto st = settleAuto(observer, options.prefillChunk, logits); !st.ok()) {
+        if (st.error().code != ErrorCode::kCancelled) return st.error();
+        result.stop = StopReason::kStopRequested;
+        break;
+      }
+    }
     stats.lastStepMs = msSince(t0);
     stats.decodeMs += stats.lastStepMs;
     ++stats.decodeSteps;
