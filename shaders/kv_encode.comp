@@ -15,9 +15,11 @@
 // non-power-of-two row), so a code can differ by one step where u sits on a
 // decision boundary to within float rounding, and gamma by one fp16 step
 // (tests/gpu/kv_codec_test.cpp). The block-scaled turbo*b repeat the CPU's
-// float32 steps, but a compiler may fuse a multiply-add of the error sums, so
-// where two scale candidates' errors tie to within rounding the device may
-// keep the other one, of the same error.
+// float32 steps, but the device's y can differ in its last bits (a dense
+// rotation is float32 here, double on the CPU), a compiler may fuse a
+// multiply-add of the error sums, and GLSL's sqrt and division need not be
+// correctly rounded: where two scale candidates' errors are that close the
+// device may keep the other one, of an error equal to within rounding.
 // The other codecs reproduce the CPU bytes exactly where the device divides
 // with correct rounding (lavapipe does).
 #define KVS_KV_WRITE
@@ -175,9 +177,9 @@ void encodeF16() {
 }
 
 // Loop iterations: llvmpipe (lavapipe) ends a shader's loops after 65535
-// iterations in all, silently, so the inner loops of the turbo*b search (16
-// candidates x 32 values x 15 midpoints per block) are unrolled and only the
-// block and candidate loops run as loops.
+// iterations in all, silently, so the innermost loops of the turbo*b search
+// (16 candidates x 32 values x 15 midpoints per block) are unrolled; what
+// still loops (blocks, candidates, a block's sums) stays far below that.
 
 // Turbo: the code of u, the number of midpoints strictly below it.
 uint midpointCode(uint levels, float u) {
@@ -237,19 +239,21 @@ float blockScale(uint levels, uint b) {
 // block's scale for turbo*b.
 float turboNorm;
 bool turboBlocks;
-// The fp16 scale of block b, as putHalf stored it at the start of rowOut.
-float storedScale(uint b) {
-  return unpackHalf2x16(rowOut[b / 2u] >> (16u * (b % 2u))).x;
-}
+// turbo*b: the scales chosen, as floats (already fp16 values; not read back
+// from the stored halves, which a device may flush when subnormal).
+float blockScales[16];  // kv::kMaxKvDim / 32 blocks at most
 uint turboCode(uint levels, uint i) {
-  return scaledCode(levels, rotatedValue(i), turboBlocks ? storedScale(i / 32u) : turboNorm);
+  return scaledCode(levels, rotatedValue(i), turboBlocks ? blockScales[i / 32u] : turboNorm);
 }
 
 void encodeTurbo(uint c) {
   const uint bits = codecBits(c), levels = 1u << bits;
   turboBlocks = codecBlockScaled(c);
   if (turboBlocks) {
-    [[dont_unroll]] for (uint b = 0u; b < KV_BLOCKS; ++b) putHalf(blockScale(levels, b));
+    [[dont_unroll]] for (uint b = 0u; b < KV_BLOCKS; ++b) {
+      blockScales[b] = blockScale(levels, b);
+      putHalf(blockScales[b]);
+    }
   } else {
     float sumSq = 0.0;
     for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);

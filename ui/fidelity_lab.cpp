@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 
+#include "runtime/eval.h"
 #include "ui/scheme_panel.h"
 #include "ui/theme.h"
 
@@ -196,8 +197,10 @@ void FidelityLab::setConversation(const QString& modelPath, const QList<qint32>&
          "each token fed in turn and compared with f16 (CPU backend, half the cores; the "
          "chat stays usable).",
          nullptr, static_cast<int>(tokens.size())));
-  m_run->setEnabled(tokens.size() >= 18 && !m_comparison.running());
-  if (tokens.size() < 18) m_summary->setText(tr("The conversation is too short to compare on."));
+  // eval needs its prefill and two forced steps.
+  const bool enough = tokens.size() >= qsizetype{runtime::EvalOptions{}.prefill} + 2;
+  m_run->setEnabled(enough && !m_comparison.running());
+  if (!enough) m_summary->setText(tr("The conversation is too short to compare on."));
   if (runNow && m_run->isEnabled()) run();
 }
 
@@ -299,7 +302,7 @@ void FidelityLab::showPoints() {
       tr("KLD to f16 over %n forced steps of this conversation; lower and to "
          "the left is better. Click a point, or Apply, to re-encode the cache "
          "with that policy.",
-         nullptr, static_cast<int>(m_tokens.size()) - 16));
+         nullptr, static_cast<int>(m_tokens.size() - runtime::EvalOptions{}.prefill)));
 }
 
 }  // namespace kvscope::ui

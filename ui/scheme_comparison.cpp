@@ -1,6 +1,8 @@
 #include "ui/scheme_comparison.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -60,7 +62,16 @@ bool SchemeComparison::start(const QString& modelPath, const QList<qint32>& toke
     options.progress = [&](uint64_t done, uint64_t total) {
       post([this, done, total] { emit progress(done, total); });
     };
-    auto results = runtime::evaluateKvPolicies(model, ids, choice, texts, options);
+    Expected<std::vector<runtime::EvalResult>> results = makeError(ErrorCode::kInternal, "");
+    try {
+      results = runtime::evaluateKvPolicies(model, ids, choice, texts, options);
+    } catch (const std::bad_alloc&) {
+      results = makeError(ErrorCode::kOutOfMemory,
+                          "out of memory: the comparison needs a second copy of the model and "
+                          "the logits of every step of the conversation");
+    } catch (const std::exception& e) {
+      results = makeError(ErrorCode::kInternal, "the comparison failed: {}", e.what());
+    }
     if (!results.ok()) return fail(results.error().message);
     QList<ComparisonPoint> points;
     for (size_t i = 0; i < results->size(); ++i) {

@@ -16,6 +16,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "kv/auto_policy.h"
 #include "ui/theme.h"
 
 namespace kvscope::ui {
@@ -119,7 +120,7 @@ QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCente
 QList<PolicyPreset> policyPresets(const QStringList& available) {
   const QList<PolicyPreset> all{
       {QObject::tr("f16 (reference)"), QStringLiteral("k=f16,v=f16")},
-      {QObject::tr("Auto · measured per layer, 5.5 bits"), kAuto},
+      {QObject::tr("Auto · measured per layer, %1 bits").arg(kv::kDefaultAutoBits), kAuto},
       {QObject::tr("Near-lossless · 8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
       {QObject::tr("Balanced · 8-bit K, turbo4b V"), QStringLiteral("k=q8_0,v=turbo4b")},
       {QObject::tr("Balanced · 8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
@@ -127,9 +128,9 @@ QList<PolicyPreset> policyPresets(const QStringList& available) {
       {QObject::tr("4.5 bits · turbo4b K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
       {QObject::tr("Smallest · turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
   };
-  // Auto chooses among turbo3b, turbo4b, q8_0 and f16 (kv::autoCandidates).
-  const QStringList autoNeeds{QStringLiteral("turbo3b"), QStringLiteral("turbo4b"),
-                              QStringLiteral("q8_0")};
+  QStringList autoNeeds;  // auto chooses among these
+  for (std::string_view name : kv::autoCandidates())
+    autoNeeds << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   QList<PolicyPreset> presets;
   for (const PolicyPreset& preset : all) {
     if (preset.policy == kAuto) {

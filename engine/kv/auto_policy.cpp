@@ -14,7 +14,7 @@ namespace {
 constexpr std::array<std::string_view, 4> kCandidates = {"turbo3b", "turbo4b", "q8_0", "f16"};
 constexpr uint32_t kProbes = 16;  // probe positions per head
 // The weight of a V output error against a K score KL in the plan's error
-// sum (auto_policy.h).
+// sum (auto_policy.h explains the figure).
 constexpr double kValueWeight = 1.0 / 3.0;
 
 // Every row of one part round-tripped through `scheme`.

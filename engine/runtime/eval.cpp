@@ -195,11 +195,12 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
         f16Rows[static_cast<int>(part)].push_back(std::move(rows));
       }
     }
-    // An auto policy chooses from the f16 run's rows.
+    // An auto policy chooses from the f16 run's rows, as a session does: not
+    // below kv::kAutoMinTokens, where it stays f16.
     for (size_t i = 0; i < parsed.size(); ++i) {
       results[i].policy = parsed[i].toString();
       tested[i].kvPolicy = policies[i];
-      if (!parsed[i].autoBits) continue;
+      if (!parsed[i].autoBits || b->cachedTokens() < kv::kAutoMinTokens) continue;
       KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, parsed[i]));
       results[i].policy = chosen.policy.toString();
       tested[i].kvPolicy = results[i].policy;

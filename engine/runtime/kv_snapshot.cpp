@@ -32,8 +32,9 @@ KvSnapshot snapshotKv(const backend::Backend& backend) {
     // From the bytes held, so the indexer's sidecar counts with K; the
     // schemes' own figure before any row is cached.
     const auto bits = [&](const kv::KvBytes& b, const kv::KvScheme& scheme) {
-      return streams ? 8.0 * static_cast<double>(b.used()) / static_cast<double>(streams * scheme.dim())
-                     : scheme.bitsPerValue();
+      return streams
+                 ? 8.0 * static_cast<double>(b.used()) / static_cast<double>(streams * scheme.dim())
+                 : scheme.bitsPerValue();
     };
     layer.keyBitsPerValue = bits(l.keyBytes, *l.key);
     layer.valueBitsPerValue = bits(l.valueBytes, *l.value);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kv/auto_policy.h"
 #include "kv/kv_index.h"
 #include "kv/kv_policy.h"
 
@@ -18,10 +19,18 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
 
   MemoryEstimate e;
   e.weightBytes = model.weightBytes();
-  for (const kv::LayerSchemes& l : layers) {
-    KVS_ASSIGN_OR_RETURN(auto key, kv::makeScheme(l.key, {c.headDim, policy.seed}));
-    KVS_ASSIGN_OR_RETURN(auto value, kv::makeScheme(l.value, {c.headDimV, policy.seed}));
-    e.kvBytesPerToken += uint64_t{c.nHeadKv} * (key->rowBytes() + value->rowBytes());
+  if (policy.autoBits) {
+    // What auto settles at: its budget's bits for every cached value (it
+    // caches f16 only until it has measured the first prompt).
+    KVS_ASSIGN_OR_RETURN(const double bits, kv::autoBudget(*policy.autoBits, c.headDim));
+    e.kvBytesPerToken += static_cast<uint64_t>(
+        std::ceil(bits / 8.0 * c.nHeadKv * (c.headDim + c.headDimV) * c.nLayer));
+  } else {
+    for (const kv::LayerSchemes& l : layers) {
+      KVS_ASSIGN_OR_RETURN(auto key, kv::makeScheme(l.key, {c.headDim, policy.seed}));
+      KVS_ASSIGN_OR_RETURN(auto value, kv::makeScheme(l.value, {c.headDimV, policy.seed}));
+      e.kvBytesPerToken += uint64_t{c.nHeadKv} * (key->rowBytes() + value->rowBytes());
+    }
   }
   // The indexer's sidecar, rounded up to whole bytes per token.
   e.kvBytesPerToken += static_cast<uint64_t>(

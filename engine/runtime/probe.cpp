@@ -35,9 +35,11 @@ Expected<ProbeLayout> buildProbe(const tokenizer::Tokenizer& tokenizer,
   const tokenizer::Vocab& v = tokenizer.vocab();
   std::vector<int32_t> normal;
   for (size_t id = 0; id < v.tokens.size(); ++id)
-    if (v.tokens[id].type == tokenizer::TokenType::kNormal) normal.push_back(static_cast<int32_t>(id));
+    if (v.tokens[id].type == tokenizer::TokenType::kNormal)
+      normal.push_back(static_cast<int32_t>(id));
   if (normal.empty())
-    return makeError(ErrorCode::kInvalidArgument, "the vocabulary has no normal tokens to probe with");
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the vocabulary has no normal tokens to probe with");
   const std::vector<int32_t> filler =
       tokenizer.encode(kFiller, {.addSpecial = false, .parseSpecial = false});
   const uint32_t bos = v.bos != tokenizer::kNoToken ? 1 : 0;

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 
 #include <fmt/format.h>
@@ -147,23 +148,41 @@ Expected<std::unique_ptr<backend::Backend>> Session::rebuild(std::string_view po
 }
 
 bool Session::autoPending() const {
-  return m_autoPolicy && !m_autoPlan;
+  return m_autoPolicy && !m_autoPlan && m_autoFailure.empty();
 }
 
 void Session::setPolicyText(std::string policy) {
   auto parsed = kv::KvPolicy::parse(policy);
   m_autoPolicy = parsed.ok() && parsed->autoBits.has_value();
+  m_autoFailure.clear();
   m_kvPolicy = std::move(policy);
 }
 
 Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits) {
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(m_kvPolicy));
-  KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, parsed));
-  KVS_ASSIGN_OR_RETURN(auto next,
-                       rebuild(choice.policy.toString(), m_history, observer, chunk, logits));
-  m_backend = std::move(next);
-  m_autoPlan = std::move(choice.plan);
-  return okStatus();
+  // Any failure but a stop ends the attempt for good: the cache stays f16
+  // and autoFailure says why (rather than failing again at every turn).
+  auto attempt = [&]() -> Status {
+    if (!m_factory) {
+      return makeError(ErrorCode::kUnsupported,
+                       "this session was opened without a backend factory, so auto cannot "
+                       "re-encode its cache");
+    }
+    KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(m_kvPolicy));
+    KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, parsed));
+    KVS_ASSIGN_OR_RETURN(auto next,
+                         rebuild(choice.policy.toString(), m_history, observer, chunk, logits));
+    m_backend = std::move(next);
+    m_autoPlan = std::move(choice.plan);
+    return okStatus();
+  };
+  Status st = okStatus();
+  try {
+    st = attempt();
+  } catch (const std::bad_alloc&) {
+    st = makeError(ErrorCode::kOutOfMemory, "out of memory");
+  }
+  if (!st.ok() && st.error().code != ErrorCode::kCancelled) m_autoFailure = st.error().message;
+  return st;
 }
 
 Status Session::setIndexerDiagnostic(bool on) {
@@ -182,6 +201,9 @@ void Session::report(Observer* observer) const {
       kv.layers[l].keyPromotion = m_autoPlan->layers[l].key.reason;
       kv.layers[l].valuePromotion = m_autoPlan->layers[l].value.reason;
     }
+  } else if (m_autoPolicy && !m_autoFailure.empty()) {
+    kv.autoStatus = fmt::format("{} could not re-encode the cache ({}); it stays f16", m_kvPolicy,
+                                m_autoFailure);
   } else if (autoPending()) {
     kv.autoStatus = fmt::format(
         "{}: f16 until the first prompt has run; then each layer's schemes are chosen from its "
@@ -219,8 +241,11 @@ Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& 
     done += n;
     if (measuring && m_history.size() >= kv::kAutoMinTokens &&
         (m_history.size() >= kv::kAutoCalibrationTokens || done == total)) {
-      // The re-encode runs the history again and leaves its last logits.
-      KVS_TRY(settleAuto(observer, static_cast<uint32_t>(chunk), logits));
+      // The re-encode runs the history again and leaves its last logits. If
+      // it fails (out of memory), the prompt goes on in the f16 cache.
+      if (auto st = settleAuto(observer, static_cast<uint32_t>(chunk), logits); !st.ok()) {
+        if (st.error().code == ErrorCode::kCancelled) return st;
+      }
     }
     if (observer) observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(total));
   }
@@ -282,8 +307,8 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     if (m_history.size() >= kv::kAutoMinTokens && autoPending()) {
       // A stop during that re-encode ends the reply as a stop; the f16 cache
       // stays and auto chooses at the next turn.
-      if (auto st = settleAuto(observer, options.prefillChunk, logits); !st.ok()) {
-        if (st.error().code != ErrorCode::kCancelled) return st.error();
+      if (auto st = settleAuto(observer, options.prefillChunk, logits);
+          !st.ok() && st.error().code == ErrorCode::kCancelled) {
         result.stop = StopReason::kStopRequested;
         break;
       }

@@ -117,6 +117,8 @@ class Session {
   // Sets m_kvPolicy and whether it is an auto policy.
   void setPolicyText(std::string policy);
   // Measures the f16 rows cached so far, chooses, and re-encodes the history.
+  // A failure other than a stop is final for this policy (m_autoFailure; the
+  // cache stays f16 and the KV snapshot says why).
   Status settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits);
 
   std::shared_ptr<const model::ModelFile> m_model;
@@ -124,6 +126,7 @@ class Session {
   BackendFactory m_factory;
   std::string m_kvPolicy;
   bool m_autoPolicy = false;  // m_kvPolicy is auto[:BITS]
+  std::string m_autoFailure;  // why auto could not re-encode (then it stays f16)
   std::optional<kv::AutoPlan> m_autoPlan;
   tokenizer::Tokenizer m_tokenizer;
   tokenizer::ChatTemplate m_chatTemplate;

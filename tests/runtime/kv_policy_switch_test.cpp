@@ -312,6 +312,30 @@ TEST_F(KvPolicySwitchTest, SwitchingToAutoMeasuresTheHistory) {
   EXPECT_TRUE(observer.snapshot.autoStatus.empty());
 }
 
+// When auto cannot re-encode (here: no factory; on a device, out of memory)
+// the reply goes on in the f16 cache, the snapshot says why, and it does not
+// try again at every turn.
+TEST_F(KvPolicySwitchTest, AutoThatCannotReEncodeStaysF16AndSaysWhy) {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto tok = model::loadTokenizer(*m);
+  ASSERT_TRUE(tok.ok());
+  auto backend = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = "auto:10"});
+  ASSERT_TRUE(backend.ok());
+  runtime::Session s(m, std::move(backend).value(), std::move(tok).value(), {}, "auto:10");
+  CountingObserver observer;
+  auto reply = s.generate(s.tokenizeCompletion(storyText()), greedy(3), &observer);
+  ASSERT_TRUE(reply.ok()) << reply.error().describe();
+  EXPECT_EQ(s.autoPlan(), nullptr);
+  EXPECT_EQ(observer.snapshot.layers[0].keyScheme, "f16");
+  EXPECT_NE(observer.snapshot.autoStatus.find("could not re-encode"), std::string::npos)
+      << observer.snapshot.autoStatus;
+  std::vector<int32_t> prompt = s.history();
+  prompt.push_back(reply->tokens.back());
+  ASSERT_TRUE(s.generate(prompt, greedy(2), &observer).ok());
+}
+
 TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {
   auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
   ASSERT_TRUE(file.ok());

@@ -53,6 +53,19 @@ TEST_F(MemoryEstimateTest, CompressedPolicyPerLayer) {
   EXPECT_EQ(e->kvBytes, e->kvBytesPerToken * 100);
 }
 
+// auto counts what it settles at, its budget per value: auto:10 over 5 layers x 4 KV
+// heads x 16 values is 10 / 8 x 320 = 400 bytes; auto alone on head_dim 8 is raised to
+// turbo3b's 8 bits (320 bytes); a budget below that is an error.
+TEST_F(MemoryEstimateTest, AutoCountsItsBudget) {
+  auto e = runtime::estimateMemory(*m_model, 100, "auto:10");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->kvBytesPerToken, 400u);
+  e = runtime::estimateMemory(*m_model, 100, "auto");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(e->kvBytesPerToken, 320u);
+  EXPECT_FALSE(runtime::estimateMemory(*m_model, 100, "auto:5").ok());
+}
+
 TEST_F(MemoryEstimateTest, LongestContextThatFits) {
   const uint64_t weights = m_model->weightBytes();
   auto e = runtime::estimateMemory(*m_model, 0, "", weights + 100 * 640 + 639);

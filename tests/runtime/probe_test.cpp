@@ -40,7 +40,8 @@ TEST(Probe, PlantsTheSpanAtItsDepthAndRepeatsItLast) {
     for (uint32_t i = 0; i < 20; ++i)
       EXPECT_EQ(tok.vocab().tokens[p->tokens[p->repeatAt + i]].type, tokenizer::TokenType::kNormal);
   }
-  auto a = buildProbe(tok, {.context = 400, .seed = 1}), b = buildProbe(tok, {.context = 400, .seed = 2});
+  auto a = buildProbe(tok, {.context = 400, .seed = 1}),
+       b = buildProbe(tok, {.context = 400, .seed = 2});
   EXPECT_NE(a->tokens, b->tokens) << "the seed picks the span";
   EXPECT_EQ(a->tokens, buildProbe(tok, {.context = 400, .seed = 1})->tokens);
   EXPECT_FALSE(buildProbe(tok, {.context = 60, .span = 32}).ok()) << "no room";
@@ -113,8 +114,8 @@ TEST(Probe, ACopierScoresOneAndAConstantScoresItsShare) {
   EXPECT_DOUBLE_EQ(r->accuracy, 1.0);
   EXPECT_LT(r->capturedMass, 0.0) << "no indexer";
   const int32_t common = layout->tokens[layout->repeatAt + 3];
-  const auto share = std::count(layout->tokens.begin() + layout->repeatAt + 1,
-                                layout->tokens.end(), common);
+  const auto share =
+      std::count(layout->tokens.begin() + layout->repeatAt + 1, layout->tokens.end(), common);
   ScriptedBackend constant(*layout, common);
   r = runProbe(constant, *layout);
   ASSERT_TRUE(r.ok());
