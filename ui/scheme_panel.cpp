@@ -430,6 +430,21 @@ void SchemePanel::showReport(const KvReport& report) {
       why << tr("▲ layer %1 %2 → %3: %4").arg(i).arg(part, item->text().chopped(2), reason);
     }
   }
+  // Under auto the (disabled) pickers show the codecs most layers got.
+  if (m_auto && !report.layers.isEmpty()) {
+    const auto mostCommon = [&](bool key) {
+      QHash<QString, int> count;
+      QString best;
+      for (const KvLayerReport& l : report.layers) {
+        const QString& scheme = key ? l.keyScheme : l.valueScheme;
+        if (++count[scheme] > count.value(best)) best = scheme;
+      }
+      return best;
+    };
+    const QSignalBlocker keys(m_keys), values(m_values);
+    m_keys->setCurrentText(mostCommon(true));
+    m_values->setCurrentText(mostCommon(false));
+  }
   m_autoStatus->setText(report.autoStatus);
   m_autoStatus->setVisible(!report.autoStatus.isEmpty());
   m_promotions->setText(why.join(QLatin1Char('\n')));

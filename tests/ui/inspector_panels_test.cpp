@@ -265,6 +265,10 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(table->item(1, 1)->text(), QStringLiteral("q8_0 ▲"));
     QVERIFY(table->item(1, 1)->toolTip().contains(report.layers[1].keyPromotion));
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("q4_0"));
+    // The disabled pickers show what most layers got (V: q8_0 in both layers).
+    auto* values = panel.findChild<QComboBox*>(QStringLiteral("valueSchemePicker"));
+    QCOMPARE(values->currentText(), QStringLiteral("q8_0"));
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));  // still auto
 
     // Picking a codec by hand leaves auto; the Auto preset returns to it.
     keys->setCurrentText(QStringLiteral("q8_0"));
