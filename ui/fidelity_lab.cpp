@@ -227,10 +227,6 @@ void FidelityLab::run() {
   m_progress->show();
 }
 
-void FidelityLab::pointClicked(const QString& policy) {
-  emit applyRequested(policy);
-}
-
 void FidelityLab::showPoints() {
   const ThemeColors& c = themeColors();
   m_chart->removeAllSeries();
@@ -273,7 +269,7 @@ void FidelityLab::showPoints() {
       series->attachAxis(m_axisBits);
       series->attachAxis(m_axisKld);
       connect(series, &QScatterSeries::clicked, this,
-              [this, policy = p.policy] { pointClicked(policy); });
+              [this, policy = p.policy] { emit applyRequested(policy); });
     }
     auto* policyItem = new QTableWidgetItem(current ? tr("%1 · current").arg(name) : name);
     policyItem->setToolTip(p.used);
@@ -287,7 +283,7 @@ void FidelityLab::showPoints() {
     auto* apply = new QPushButton(tr("Apply"));
     apply->setEnabled(!current);
     connect(apply, &QPushButton::clicked, this,
-            [this, policy = p.policy] { pointClicked(policy); });
+            [this, policy = p.policy] { emit applyRequested(policy); });
     m_table->setCellWidget(i, kApply, apply);
   }
   if (std::isfinite(minBits)) {

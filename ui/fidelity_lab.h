@@ -56,7 +56,6 @@ class FidelityLab : public QDialog {
 
  private:
   void showPoints();
-  void pointClicked(const QString& policy);
 
   SchemeComparison m_comparison;
   QString m_modelPath;

@@ -142,13 +142,14 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   // cost about a fifth of decode speed on lavapipe. No device vetting: bench
   // measures the backend it is told to, and its cold start must not include
   // the vetting run.
-  auto b = runtime::makeBackend(m, {.kind = kind,
-                                    .contextLimit = ctx,
-                                    .device = global.device,
-                                    .threads = a.threads,
-                                    .timing = a.kernels,
-                                    .kvPolicy = policyText(kv),
-                                    .vetDevice = false});
+  runtime::BackendChoice choice{.kind = kind,
+                                .contextLimit = ctx,
+                                .device = global.device,
+                                .threads = a.threads,
+                                .timing = a.kernels,
+                                .kvPolicy = policyText(kv),
+                                .vetDevice = false};
+  auto b = runtime::makeBackend(m, choice);
   if (!b.ok()) {
     return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
   }
@@ -161,13 +162,8 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
     KVS_TRY((*b)->forward({benchTokens(n, m->config().nVocab, 5)}, logits));
     KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(**b, *policy));
     label = kv + " (" + chosen.policy.toString() + ")";
-    b = runtime::makeBackend(m, {.kind = kind,
-                                 .contextLimit = ctx,
-                                 .device = global.device,
-                                 .threads = a.threads,
-                                 .timing = a.kernels,
-                                 .kvPolicy = chosen.policy.toString(),
-                                 .vetDevice = false});
+    choice.kvPolicy = chosen.policy.toString();
+    b = runtime::makeBackend(m, choice);
     if (!b.ok()) return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
   }
   const int32_t first = 1;
