@@ -96,7 +96,9 @@ TEST(Tokenizer, RecognisesEndOfGenerationTokensByName) {
 }
 
 std::vector<std::string> split(std::string_view pre, std::string_view text) {
-  auto tokenizer = PreTokenizer::named(pre);
+  auto regexes = preTokenizerRegexes(pre);
+  EXPECT_TRUE(regexes.ok());
+  auto tokenizer = PreTokenizer::create(*regexes);
   EXPECT_TRUE(tokenizer.ok());
   return tokenizer->split(text);
 }
