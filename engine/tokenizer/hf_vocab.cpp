@@ -1,9 +1,12 @@
 #include "tokenizer/hf_vocab.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "tokenizer/hf_pipeline.h"
 
 namespace kvscope::tokenizer {
 namespace {
@@ -32,20 +35,6 @@ std::string stringOr(const Json& object, const char* key, std::string fallback =
 bool boolOr(const Json& object, const char* key, bool fallback) {
   const auto it = object.find(key);
   return it != object.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
-
-// True when `node` (a normalizer, pre-tokenizer or decoder, possibly a
-// Sequence of them) contains a component satisfying `match`.
-template <typename Match>
-bool containsComponent(const Json& node, const char* listKey, const Match& match) {
-  if (!node.is_object()) return false;
-  if (match(node)) return true;
-  const auto list = node.find(listKey);
-  if (list == node.end() || !list->is_array()) return false;
-  for (const Json& child : *list) {
-    if (containsComponent(child, listKey, match)) return true;
-  }
-  return false;
 }
 
 Status readModel(const Json& model, Vocab& vocab) {
@@ -90,37 +79,42 @@ void readAddedTokens(const Json& root, Vocab& vocab) {
   }
 }
 
-// Chooses between byte-level and SentencePiece-style BPE from the pipeline.
+// The normalizer and pre-tokenizer, and from them the scheme: byte-level BPE
+// with a ByteLevel step, else SentencePiece-style BPE, whose spaces the
+// pipeline must turn into "▁" (the form its decoding undoes).
 Status readPipeline(const Json& root, Vocab& vocab) {
-  const Json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : Json();
-  const Json& normalizer = root.contains("normalizer") ? root["normalizer"] : Json();
-  const auto isType = [](const char* type) {
-    return [type](const Json& n) { return n.value("type", "") == type; };
+  KVS_ASSIGN_OR_RETURN(TextPipeline pipeline, pipelineFromHfJson(root));
+  const auto hasStep = [&](PreTokenizeStep::Kind kind) {
+    return std::any_of(pipeline.preTokenizer.begin(), pipeline.preTokenizer.end(),
+                       [&](const PreTokenizeStep& s) { return s.kind == kind; });
   };
-  if (containsComponent(pre, "pretokenizers", isType("ByteLevel"))) {
-    if (containsComponent(pre, "pretokenizers", isType("Split"))) {
+  const auto hasNormalizer = [&](NormalizeStep::Kind kind, std::string_view pattern,
+                                 std::string_view content) {
+    return std::any_of(
+        pipeline.normalizer.begin(), pipeline.normalizer.end(), [&](const NormalizeStep& s) {
+          return s.kind == kind && s.literal && s.pattern == pattern && s.content == content;
+        });
+  };
+  vocab.byteLevel = hasStep(PreTokenizeStep::Kind::kByteLevel);
+  if (!vocab.byteLevel) {
+    const bool metaspace = hasStep(PreTokenizeStep::Kind::kMetaspace);
+    if (!metaspace && !hasNormalizer(NormalizeStep::Kind::kReplace, " ", kSpaceEscape)) {
       return makeError(ErrorCode::kUnsupported,
-                       "this tokenizer.json uses a custom split pattern; convert the model to "
-                       "GGUF, which names its pre-tokenizer");
+                       "this tokenizer.json neither maps bytes (ByteLevel) nor spaces to \"{}\" "
+                       "(Metaspace, or a Replace normalizer); its decoding is not supported",
+                       kSpaceEscape);
     }
-    vocab.byteLevel = true;
-    vocab.preTokenizer = "gpt-2";
-    return okStatus();
+    const auto prepends = [](const PreTokenizeStep& s) {
+      return s.kind == PreTokenizeStep::Kind::kMetaspace &&
+             s.prepend != PreTokenizeStep::Prepend::kNever;
+    };
+    vocab.addSpacePrefix =
+        hasNormalizer(NormalizeStep::Kind::kPrepend, "", kSpaceEscape) ||
+        std::any_of(pipeline.preTokenizer.begin(), pipeline.preTokenizer.end(), prepends);
   }
-  const bool escapesSpaces = containsComponent(normalizer, "normalizers", [](const Json& n) {
-    return n.value("type", "") == "Replace" && n.contains("pattern") &&
-           stringOr(n["pattern"], "String") == " " && stringOr(n, "content") == kSpaceEscape;
-  });
-  if (!pre.is_null() || !escapesSpaces) {
-    return makeError(ErrorCode::kUnsupported,
-                     "this tokenizer.json's pre-tokenization is not supported; convert the model "
-                     "to GGUF");
-  }
-  vocab.byteLevel = false;
-  vocab.preTokenizer = "none";
-  vocab.addSpacePrefix = containsComponent(normalizer, "normalizers", [](const Json& n) {
-    return n.value("type", "") == "Prepend" && stringOr(n, "prepend") == kSpaceEscape;
-  });
+  const std::string name = llamaCppPreTokenizerName(pipeline);
+  vocab.preTokenizer = name.empty() ? std::string(kCustomPreTokenizer) : name;
+  vocab.pipeline = std::move(pipeline);
   return okStatus();
 }
 

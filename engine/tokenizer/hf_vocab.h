@@ -3,15 +3,16 @@
 // tokenizer_config.json beside it when present (BOS/EOS, add_bos/add_eos and
 // the chat template).
 //
-// Supported: model type "BPE" either
-//   - byte-level (a ByteLevel pre-tokenizer, GPT-2 style), split like
-//     llama.cpp's "gpt-2" pre-tokenizer, or
-//   - SentencePiece-style: a normalizer that replaces " " with "▁" (optionally
-//     prepending "▁") and no pre-tokenizer, with byte fallback — the layout of
-//     Llama-2-style and TinyStories tokenizers.
+// Supported: model type "BPE", with the file's normalizer and pre-tokenizer
+// run as written (hf_pipeline.h lists the components; e.g. Llama 3's and
+// Qwen's Split regex before ByteLevel). The scheme follows from them:
+//   - byte-level BPE when the pre-tokenizer has a ByteLevel step, or
+//   - SentencePiece-style BPE (byte fallback, "▁" for spaces) when spaces
+//     become "▁" by a Replace normalizer or a Metaspace pre-tokenizer — the
+//     layout of Llama-2-style and TinyStories tokenizers.
 // Added tokens become control tokens (special) or user-defined tokens, keeping
-// their lstrip/rstrip. Anything else is kUnsupported with a message that says
-// to convert the model to GGUF; unreadable JSON is kBadFile.
+// their lstrip/rstrip. Any other model type or pipeline component is
+// kUnsupported naming it; unreadable JSON is kBadFile.
 
 #include <filesystem>
 

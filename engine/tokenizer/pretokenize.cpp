@@ -1,12 +1,10 @@
 #include "tokenizer/pretokenize.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
+#include <optional>
 #include <utility>
 
-#include "core/log.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/utf8.h"
 
 namespace kvscope::tokenizer {
@@ -163,9 +161,124 @@ Expected<std::vector<std::string>> preTokenizerRegexes(std::string_view name) {
                    name);
 }
 
-struct PreTokenizer::Compiled {
-  pcre2_code* code = nullptr;
-  ~Compiled() { pcre2_code_free(code); }
+namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁"
+
+// One primitive operation of a compiled pre-tokenizer.
+struct Op {
+  enum class Kind { kSplit, kPrefixSpace, kMetaspace };
+  Kind kind = Kind::kSplit;
+  std::optional<Regex> regex;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
+  PreTokenizeStep::Prepend prepend = PreTokenizeStep::Prepend::kAlways;
+};
+
+struct Segment {
+  size_t offset = 0;
+  size_t length = 0;
+  bool delimiter = false;
+};
+
+// Groups the segments of one piece per `behavior`, as Hugging Face's
+// NormalizedString::split does.
+std::vector<Segment> group(const std::vector<Segment>& segments, SplitBehavior behavior) {
+  std::vector<Segment> out;
+  bool previousDelimiter = false;
+  const auto mergeInto = [&](const Segment& s, bool forward) {
+    // A delimiter joins its neighbour unless that neighbour is a delimiter.
+    if (s.delimiter && !previousDelimiter && !out.empty()) {
+      Segment& last = out.back();
+      if (forward) {
+        last.length += s.length;
+      } else {
+        last.offset = s.offset;
+        last.length += s.length;
+      }
+    } else {
+      out.push_back({s.offset, s.length, false});
+    }
+    previousDelimiter = s.delimiter;
+  };
+  switch (behavior) {
+    case SplitBehavior::kRemoved:
+      for (const Segment& s : segments)
+        if (!s.delimiter) out.push_back(s);
+      break;
+    case SplitBehavior::kIsolated:
+      out = segments;
+      break;
+    case SplitBehavior::kContiguous:
+      for (const Segment& s : segments) {
+        if (s.delimiter && previousDelimiter) {
+          out.back().length += s.length;
+        } else {
+          out.push_back(s);
+        }
+        previousDelimiter = s.delimiter;
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Segment& s : segments) mergeInto(s, true);
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = segments.rbegin(); it != segments.rend(); ++it) mergeInto(*it, false);
+      std::reverse(out.begin(), out.end());
+      break;
+  }
+  return out;
+}
+
+// Cuts one piece: the matches (found on the whitespace shadow when asked) and
+// the gaps between them, grouped per the op's behaviour.
+void splitPiece(const Op& op, bool llamaCppWhitespace, const std::string& piece,
+                std::vector<std::string>& out) {
+  Shadow shadow;
+  if (llamaCppWhitespace) shadow = whitespaceShadow(piece);
+  const std::string_view subject = llamaCppWhitespace ? shadow.text : piece;
+  const auto real = [&](size_t at) { return shadow.offsets.empty() ? at : shadow.offsets[at]; };
+  std::vector<Segment> segments;
+  size_t gap = 0;
+  for (const auto& [begin, length] : op.regex->findAll(subject)) {
+    if (begin > gap) segments.push_back({real(gap), real(begin) - real(gap), op.invert});
+    segments.push_back({real(begin), real(begin + length) - real(begin), !op.invert});
+    gap = begin + length;
+  }
+  if (gap < subject.size()) {
+    segments.push_back({real(gap), piece.size() - real(gap), op.invert});
+  }
+  for (const Segment& s : group(segments, op.behavior)) {
+    if (s.length > 0) out.push_back(piece.substr(s.offset, s.length));
+  }
+}
+
+std::string replaceSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (c == ' ') {
+      out += kSpaceMark;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Expected<Op> splitOp(std::string_view pattern, bool literal, SplitBehavior behavior, bool invert) {
+  KVS_ASSIGN_OR_RETURN(Regex regex, Regex::compile(pattern, literal));
+  Op op;
+  op.regex = std::move(regex);
+  op.behavior = behavior;
+  op.invert = invert;
+  return op;
+}
+
+}  // namespace
+
+struct PreTokenizer::Ops {
+  std::vector<Op> ops;
 };
 
 PreTokenizer::PreTokenizer() = default;
@@ -173,95 +286,79 @@ PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
-Expected<PreTokenizer> PreTokenizer::create(const std::vector<std::string>& regexes) {
+Expected<PreTokenizer> PreTokenizer::create(const std::vector<PreTokenizeStep>& steps) {
+  using Kind = PreTokenizeStep::Kind;
   PreTokenizer pre;
-  for (const auto& regex : regexes) {
-    int errorCode = 0;
-    PCRE2_SIZE errorOffset = 0;
-    auto compiled = std::make_unique<Compiled>();
-    compiled->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &errorCode,
-                                   &errorOffset, nullptr);
-    if (!compiled->code) {
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(errorCode, message, sizeof(message));
-      return makeError(ErrorCode::kInternal, "pre-tokenizer regex does not compile at {}: {}",
-                       errorOffset, reinterpret_cast<const char*>(message));
+  pre.m_ops = std::make_unique<Ops>();
+  auto& ops = pre.m_ops->ops;
+  for (const PreTokenizeStep& step : steps) {
+    switch (step.kind) {
+      case Kind::kSplit: {
+        KVS_ASSIGN_OR_RETURN(Op op,
+                             splitOp(step.pattern, step.literal, step.behavior, step.invert));
+        ops.push_back(std::move(op));
+        break;
+      }
+      case Kind::kByteLevel:
+        if (step.addPrefixSpace) ops.push_back({.kind = Op::Kind::kPrefixSpace});
+        if (step.useRegex) {
+          const std::string gpt2 = concat({kGpt2, R"(|\s+)"});
+          KVS_ASSIGN_OR_RETURN(Op op, splitOp(gpt2, false, SplitBehavior::kIsolated, false));
+          ops.push_back(std::move(op));
+        }
+        break;
+      case Kind::kMetaspace:
+        ops.push_back({.kind = Op::Kind::kMetaspace, .prepend = step.prepend});
+        if (step.split) {
+          KVS_ASSIGN_OR_RETURN(Op op,
+                               splitOp(kSpaceMark, true, SplitBehavior::kMergedWithNext, false));
+          ops.push_back(std::move(op));
+        }
+        break;
     }
-    // JIT is an optimisation only: the interpreter gives the same matches.
-    pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
-    pre.m_regexes.push_back(std::move(compiled));
   }
   return pre;
 }
 
-namespace {
-
-using Span = std::pair<size_t, size_t>;  // byte offset, byte length
-
-// Cuts one piece by one regex: matches and the gaps between them.
-void splitPiece(pcre2_code* code, std::string_view shadow, Span piece, pcre2_match_data* match,
-                pcre2_match_context* context, std::vector<Span>& out) {
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(shadow.data() + piece.first);
-  const size_t length = piece.second;
-  size_t start = 0;
-  size_t gap = 0;
-  while (start < length) {
-    const int rc = pcre2_match(code, subject, length, start, PCRE2_NO_UTF_CHECK, match, context);
-    if (rc < 0) {
-      if (rc != PCRE2_ERROR_NOMATCH) log::warn("pre-tokenizer regex failed with code {}", rc);
-      break;
-    }
-    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
-    const size_t begin = ovector[0];
-    const size_t end = ovector[1];
-    if (end == begin) {  // an empty match cuts nothing; step over one character
-      start = begin + utf8::sequenceLength(static_cast<uint8_t>(shadow[piece.first + begin]));
-      continue;
-    }
-    if (begin > gap) out.emplace_back(piece.first + gap, begin - gap);
-    out.emplace_back(piece.first + begin, end - begin);
-    gap = start = end;
-  }
-  if (gap < length) out.emplace_back(piece.first + gap, length - gap);
+Expected<PreTokenizer> PreTokenizer::named(std::string_view name) {
+  KVS_ASSIGN_OR_RETURN(const auto regexes, preTokenizerRegexes(name));
+  std::vector<PreTokenizeStep> steps;
+  for (const std::string& regex : regexes) steps.push_back({.pattern = regex});
+  KVS_ASSIGN_OR_RETURN(PreTokenizer pre, create(steps));
+  pre.m_llamaCppWhitespace = true;
+  return pre;
 }
 
-}  // namespace
-
-std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+std::vector<std::string> PreTokenizer::split(std::string_view text, bool atTextStart) const {
   if (text.empty()) return {};
-  const Shadow shadow = whitespaceShadow(text);
-  std::vector<Span> pieces{{0, shadow.text.size()}};
-  if (!m_regexes.empty()) {
-    pcre2_match_data* match = pcre2_match_data_create(1, nullptr);
-    pcre2_match_context* context = pcre2_match_context_create(nullptr);
-    // Long runs of whitespace make `\s+(?!\S)` backtrack deeply; the default
-    // 32 KiB JIT stack is too small for that.
-    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
-    if (stack) pcre2_jit_stack_assign(context, nullptr, stack);
-    for (const auto& regex : m_regexes) {
-      std::vector<Span> next;
-      next.reserve(pieces.size() * 2);
-      for (const Span& piece : pieces) {
-        splitPiece(regex->code, shadow.text, piece, match, context, next);
+  std::vector<std::string> pieces{std::string(text)};
+  for (const Op& op : m_ops->ops) {
+    std::vector<std::string> next;
+    next.reserve(pieces.size() * 2);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string& piece = pieces[i];
+      switch (op.kind) {
+        case Op::Kind::kSplit:
+          splitPiece(op, m_llamaCppWhitespace, piece, next);
+          break;
+        case Op::Kind::kPrefixSpace:
+          if (!piece.starts_with(' ')) piece.insert(0, " ");
+          next.push_back(std::move(piece));
+          break;
+        case Op::Kind::kMetaspace: {
+          std::string replaced = replaceSpaces(piece);
+          const bool first = atTextStart && i == 0;
+          const bool prepend = op.prepend == PreTokenizeStep::Prepend::kAlways ||
+                               (op.prepend == PreTokenizeStep::Prepend::kFirst && first);
+          if (prepend && !replaced.starts_with(kSpaceMark)) replaced.insert(0, kSpaceMark);
+          next.push_back(std::move(replaced));
+          break;
+        }
       }
-      pieces = std::move(next);
     }
-    pcre2_jit_stack_free(stack);
-    pcre2_match_context_free(context);
-    pcre2_match_data_free(match);
+    pieces = std::move(next);
   }
-  std::vector<std::string> out;
-  out.reserve(pieces.size());
-  for (const auto& [offset, length] : pieces) {
-    if (shadow.offsets.empty()) {
-      out.emplace_back(text.substr(offset, length));
-    } else {
-      const size_t begin = shadow.offsets[offset];
-      out.emplace_back(text.substr(begin, shadow.offsets[offset + length] - begin));
-    }
-  }
-  return out;
+  return pieces;
 }
 
 }  // namespace kvscope::tokenizer

@@ -1,17 +1,24 @@
 #pragma once
-// Regex pre-tokenization for byte-level BPE, as llama.cpp does it.
+// Pre-tokenization for BPE: cuts text into the pieces BPE merges within.
 //
-// A pre-tokenizer is an ordered list of regexes. Each one refines the pieces
-// left by the previous: inside every piece, the matches and the gaps between
-// them all become pieces, and a regex never sees past its piece (so `$` and
-// lookaheads stop at the piece's end). The regexes are llama.cpp's (their
-// "adapted" forms, which is what llama.cpp runs), compiled with PCRE2 in UTF +
-// UCP mode, JIT-compiled where available. To reproduce llama.cpp's treatment of
-// non-ASCII whitespace (always plain `\s`, never part of an explicit range) the
-// matcher runs on a copy of the text in which every such character is "\v";
-// pieces are mapped back and cut from the real text.
+// A PreTokenizer runs a list of PreTokenizeStep (pipeline.h) in order, each on
+// every piece the previous steps left, with Hugging Face tokenizers'
+// semantics: a Split finds the leftmost non-overlapping matches inside one
+// piece (a regex never sees past its piece, so `$` and lookaheads stop at the
+// piece's end), marks the matches — or with `invert` the text between them —
+// as delimiters and groups the delimiters and the rest per its behaviour.
+// Regexes are PCRE2 in UTF + UCP mode (regex.h); Hugging Face uses Oniguruma,
+// whose `\s` differs only in U+180E MONGOLIAN VOWEL SEPARATOR (whitespace to
+// PCRE2 only).
 //
-// Input must be valid UTF-8 (see utf8::sanitize). Thread-safe after create().
+// named() builds llama.cpp's pre-tokenizer for a GGUF `tokenizer.ggml.pre`
+// name: its regex list (the "adapted" forms llama.cpp runs), each an Isolated
+// split. To reproduce llama.cpp's treatment of non-ASCII whitespace (always
+// plain `\s`, never part of an explicit range) those regexes run on a copy of
+// each piece in which every such character is "\v"; pieces are mapped back
+// and cut from the real text.
+//
+// Input must be valid UTF-8 (see utf8::sanitize). Thread-safe after creation.
 
 #include <memory>
 #include <string>
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tokenizer/pipeline.h"
 
 namespace kvscope::tokenizer {
 
@@ -27,18 +35,26 @@ Expected<std::vector<std::string>> preTokenizerRegexes(std::string_view name);
 
 class PreTokenizer {
  public:
-  static Expected<PreTokenizer> create(const std::vector<std::string>& regexes);
+  // kUnsupported when a step's regex does not compile.
+  static Expected<PreTokenizer> create(const std::vector<PreTokenizeStep>& steps);
+  // llama.cpp's pre-tokenizer for a `tokenizer.ggml.pre` name, or kUnsupported.
+  static Expected<PreTokenizer> named(std::string_view name);
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;
   ~PreTokenizer();
 
-  // Splits valid UTF-8 text into pieces that concatenate back to `text`.
-  std::vector<std::string> split(std::string_view text) const;
+  // Splits valid UTF-8 text into pieces, none empty. Split steps alone keep
+  // every byte (the pieces concatenate back to `text`) unless a behaviour
+  // removes delimiters; ByteLevel and Metaspace steps may add a prefix.
+  // `atTextStart`: the text begins the input rather than following a special
+  // token (Metaspace's "first" prepend scheme).
+  std::vector<std::string> split(std::string_view text, bool atTextStart = true) const;
 
  private:
-  struct Compiled;
+  struct Ops;
   PreTokenizer();
-  std::vector<std::unique_ptr<Compiled>> m_regexes;
+  std::unique_ptr<Ops> m_ops;
+  bool m_llamaCppWhitespace = false;
 };
 
 }  // namespace kvscope::tokenizer

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/log.h"
+#include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab_index.h"
@@ -125,16 +126,18 @@ struct Fragment {
 struct Tokenizer::Impl {
   Vocab vocab;
   VocabIndex index;
-  std::optional<PreTokenizer> pre;  // kBpe only
-  std::vector<TokenId> specials;    // matched in text, longest text first
-  std::vector<std::string> pieces;  // rendered with renderSpecial
+  std::optional<Normalizer> normalizer;  // kBpe with a pipeline
+  std::optional<PreTokenizer> pre;       // kBpe only
+  std::vector<TokenId> specials;         // matched in text, longest text first
+  std::vector<std::string> pieces;       // rendered with renderSpecial
   std::vector<TokenId> endOfGeneration;
 
   Status build();
   Status indexTokens();
   void markEndOfGeneration();
   std::vector<Fragment> partition(std::string_view text, bool parseSpecial) const;
-  void encodeText(std::string_view text, bool prefixSpace, std::vector<TokenId>& out) const;
+  Status buildPipeline();
+  void encodeText(std::string_view text, bool atTextStart, std::vector<TokenId>& out) const;
 };
 
 Status Tokenizer::Impl::indexTokens() {
@@ -205,10 +208,7 @@ Status Tokenizer::Impl::build() {
   }
   KVS_TRY(indexTokens());
   markEndOfGeneration();
-  if (vocab.kind == VocabKind::kBpe) {
-    KVS_ASSIGN_OR_RETURN(const auto regexes, preTokenizerRegexes(vocab.preTokenizer));
-    KVS_ASSIGN_OR_RETURN(pre, PreTokenizer::create(regexes));
-  }
+  if (vocab.kind == VocabKind::kBpe) KVS_TRY(buildPipeline());
   pieces.reserve(vocab.tokens.size());
   for (TokenId id = 0; id < n; ++id) {
     const TokenType type = vocab.tokens[id].type;
@@ -218,6 +218,20 @@ Status Tokenizer::Impl::build() {
   std::stable_sort(specials.begin(), specials.end(), [&](TokenId a, TokenId b) {
     return vocab.tokens[a].text.size() > vocab.tokens[b].text.size();
   });
+  return okStatus();
+}
+
+Status Tokenizer::Impl::buildPipeline() {
+  if (!vocab.pipeline) {
+    if (!vocab.byteLevel) {
+      return makeError(ErrorCode::kUnsupported,
+                       "a SentencePiece-style BPE vocabulary needs its tokenizer.json pipeline");
+    }
+    KVS_ASSIGN_OR_RETURN(pre, PreTokenizer::named(vocab.preTokenizer));
+    return okStatus();
+  }
+  KVS_ASSIGN_OR_RETURN(normalizer, Normalizer::create(vocab.pipeline->normalizer));
+  KVS_ASSIGN_OR_RETURN(pre, PreTokenizer::create(vocab.pipeline->preTokenizer));
   return okStatus();
 }
 
@@ -254,22 +268,20 @@ std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool par
   return fragments;
 }
 
-void Tokenizer::Impl::encodeText(std::string_view text, bool prefixSpace,
+// SentencePiece adds the space prefix where a fragment begins; BPE runs the
+// normalizer and pre-tokenizer on each fragment, as Hugging Face does.
+void Tokenizer::Impl::encodeText(std::string_view text, bool atTextStart,
                                  std::vector<TokenId>& out) const {
   if (vocab.kind == VocabKind::kSpm) {
-    spmEncode(index, escapeSpaces(prefixSpace ? fmt::format(" {}", text) : std::string(text)), out);
+    const std::string prefixed =
+        vocab.addSpacePrefix ? fmt::format(" {}", text) : std::string(text);
+    spmEncode(index, escapeSpaces(prefixed), out);
     return;
   }
-  if (vocab.byteLevel) {
-    for (const std::string& word : pre->split(utf8::sanitize(text))) {
-      bpeEncodeWord(index, utf8::byteLevelEncode(word), out);
-    }
-    return;
-  }
-  const std::string escaped =
-      escapeSpaces(prefixSpace ? fmt::format(" {}", text) : std::string(text));
-  for (const std::string& word : pre->split(utf8::sanitize(escaped))) {
-    bpeEncodeWord(index, word, out);
+  std::string clean = utf8::sanitize(text);
+  if (normalizer) clean = normalizer->apply(clean);
+  for (const std::string& word : pre->split(clean, atTextStart)) {
+    bpeEncodeWord(index, vocab.byteLevel ? utf8::byteLevelEncode(word) : word, out);
   }
 }
 
@@ -289,20 +301,14 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOption
   const Vocab& vocab = m_impl->vocab;
   std::vector<TokenId> out;
   if (options.addSpecial && vocab.addBos) out.push_back(vocab.bos);
-  // Byte-level BPE never adds a space prefix, whatever the vocabulary says.
-  const bool usesPrefix =
-      vocab.addSpacePrefix && (vocab.kind == VocabKind::kSpm || !vocab.byteLevel);
-  bool afterSpecial = true;
   if (!text.empty()) {
     for (const Fragment& fragment : m_impl->partition(text, options.parseSpecial)) {
       if (fragment.id != kNoToken) {
         out.push_back(fragment.id);
-        afterSpecial = true;
-        continue;
+      } else {
+        m_impl->encodeText(text.substr(fragment.offset, fragment.length), fragment.offset == 0,
+                           out);
       }
-      m_impl->encodeText(text.substr(fragment.offset, fragment.length), usesPrefix && afterSpecial,
-                         out);
-      afterSpecial = false;
     }
   }
   if (options.addSpecial && vocab.addEos) out.push_back(vocab.eos);

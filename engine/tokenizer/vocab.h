@@ -9,19 +9,32 @@
 // Three tokenization schemes are covered:
 //   kSpm                   SentencePiece: merges adjacent pieces by score;
 //                          spaces become "▁"; unknown bytes fall back to <0xXX>.
-//   kBpe, byteLevel=true   GPT-2 byte-level BPE: regex pre-tokenizer, every byte
+//   kBpe, byteLevel=true   GPT-2 byte-level BPE: pre-tokenized, every byte
 //                          mapped to a printable character, merges by rank.
-//   kBpe, byteLevel=false  SentencePiece-style BPE: merges by rank over raw
-//                          UTF-8 with "▁" for spaces and <0xXX> byte fallback.
+//   kBpe, byteLevel=false  SentencePiece-style BPE: merges by rank over the
+//                          UTF-8 its tokenizer.json pipeline leaves (spaces as
+//                          "▁"), with <0xXX> byte fallback.
+//
+// A kBpe vocabulary cuts text before merging either as its tokenizer.json
+// says (`pipeline`: normalizer and pre-tokenizer steps, pipeline.h) or, for a
+// GGUF without kvscope's pipeline key, as llama.cpp does for the
+// `preTokenizer` name.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "tokenizer/pipeline.h"
 
 namespace kvscope::tokenizer {
 
 using TokenId = int32_t;
 inline constexpr TokenId kNoToken = -1;
+
+// Vocab::preTokenizer of a tokenizer.json pipeline llama.cpp has no name for.
+inline constexpr std::string_view kCustomPreTokenizer = "tokenizer.json";
 
 // Numbered as GGUF's tokenizer.ggml.token_type.
 enum class TokenType : uint8_t {
@@ -49,9 +62,12 @@ struct Vocab {
   std::vector<TokenData> tokens;    // [n_vocab], indexed by TokenId
   std::vector<std::string> merges;  // kBpe: "left right"; a merge's rank is its index
   bool byteLevel = true;            // kBpe: GPT-2 byte mapping (see above)
-  // kBpe: tokenizer.ggml.pre name selecting the regex list (pretokenize.h);
-  // "none" keeps the whole text as one piece.
+  // kBpe: llama.cpp's tokenizer.ggml.pre name for the pre-tokenizer
+  // (pretokenize.h; "none" keeps the whole text as one piece). With a
+  // `pipeline` it only names it: the llama.cpp name the pipeline equals, else
+  // kCustomPreTokenizer.
   std::string preTokenizer = "default";
+  std::optional<TextPipeline> pipeline;  // kBpe from tokenizer.json: run instead
   bool ignoreMerges = false;  // kBpe: a piece that is already a token is taken whole (llama3)
   bool fuseUnknown = false;   // consecutive unknown-token fallbacks collapse into one
 
@@ -62,8 +78,9 @@ struct Vocab {
   TokenId pad = kNoToken;
   bool addBos = false;
   bool addEos = false;
-  // Prefix " " to text at the start and after each special token (kSpm and
-  // SentencePiece-style kBpe); decoding strips it again.
+  // kSpm: prefix " " to text at the start and after each special token.
+  // Decoding strips one leading space again (also for SentencePiece-style
+  // kBpe, whose pipeline adds the "▁").
   bool addSpacePrefix = false;
 
   std::string chatTemplate;  // Jinja source from the model, possibly empty

@@ -96,9 +96,7 @@ TEST(Tokenizer, RecognisesEndOfGenerationTokensByName) {
 }
 
 std::vector<std::string> split(std::string_view pre, std::string_view text) {
-  auto regexes = preTokenizerRegexes(pre);
-  EXPECT_TRUE(regexes.ok());
-  auto tokenizer = PreTokenizer::create(*regexes);
+  auto tokenizer = PreTokenizer::named(pre);
   EXPECT_TRUE(tokenizer.ok());
   return tokenizer->split(text);
 }

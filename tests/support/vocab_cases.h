@@ -1,0 +1,56 @@
+#pragma once
+// llama.cpp's tokenizer test vectors (tests/test-tokenizer-0 format): for
+// `<stem>`, `<stem>.inp` holds the strings, cut at each
+// "\n__ggml_vocab_test__\n" (so a string keeps its own inner newlines), and
+// `<stem>.out` the expected ids of each string on one line, space separated.
+// They are tokenized with add_special = false and parse_special = false.
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kvscope::test {
+
+struct VocabCase {
+  std::string text;
+  std::vector<int32_t> expected;
+};
+
+inline std::string readWholeFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+inline std::vector<VocabCase> readVocabCases(const std::filesystem::path& stem) {
+  const std::string inp = readWholeFile(stem.string() + ".inp");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t next = inp.find(sep, pos);
+    if (next == std::string::npos) {
+      texts.push_back(inp.substr(pos));
+      break;
+    }
+    texts.push_back(inp.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::istringstream out(readWholeFile(stem.string() + ".out"));
+  std::vector<VocabCase> cases;
+  std::string line;
+  for (size_t i = 0; i < texts.size() && std::getline(out, line); ++i) {
+    VocabCase c{texts[i], {}};
+    std::istringstream ids(line);
+    for (int32_t id = 0; ids >> id;) c.expected.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  EXPECT_EQ(cases.size(), texts.size()) << ".inp and .out disagree on the number of strings";
+  return cases;
+}
+
+}  // namespace kvscope::test
