@@ -4,6 +4,8 @@
 
 #include "gguf/dequant.h"
 #include "gguf/quantize.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/hf_pipeline.h"
 
 namespace kvscope::model {
 namespace {
@@ -105,6 +107,11 @@ Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
   w.set("tokenizer.ggml.scores", gguf::float32ArrayValue(scores));
   w.set("tokenizer.ggml.token_type", gguf::int32ArrayValue(types));
   if (!spm) w.set("tokenizer.ggml.merges", gguf::stringArrayValue(vocab.merges));
+  if (!spm && vocab.pipeline) {
+    w.set(std::string(tokenizer::kPipelineKey),
+          gguf::stringValue(tokenizer::pipelineToHfJson(*vocab.pipeline).dump()));
+    w.set(std::string(tokenizer::kIgnoreMergesKey), gguf::boolValue(vocab.ignoreMerges));
+  }
   const std::pair<const char*, TokenId> ids[] = {
       {"tokenizer.ggml.bos_token_id", vocab.bos},
       {"tokenizer.ggml.eos_token_id", vocab.eos},

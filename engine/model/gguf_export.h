@@ -32,7 +32,8 @@ struct GgufExportOptions {
 void setConfigMetadata(gguf::GgufWriter& writer, const ModelConfig& config,
                        const std::string& name);
 
-// Sets tokenizer.* keys describing `vocab` (the inverse of vocabFromGguf).
+// Sets tokenizer.* keys describing `vocab` (the inverse of vocabFromGguf),
+// plus kvscope's keys for a tokenizer.json pipeline (gguf_vocab.h).
 // SentencePiece-style BPE (kBpe without byte-level) has no GGUF form: kUnsupported.
 Status setVocabMetadata(gguf::GgufWriter& writer, const tokenizer::Vocab& vocab);
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include <nlohmann/json.hpp>
+
 #include "core/log.h"
+#include "tokenizer/hf_pipeline.h"
 
 namespace kvscope::tokenizer {
 namespace {
@@ -98,6 +101,22 @@ void readSpecialIds(const gguf::GgufFile& file, Vocab& vocab) {
   }
 }
 
+// kvscope's copy of a tokenizer.json pipeline, when the file has one.
+Status readPipeline(const gguf::GgufFile& file, Vocab& vocab) {
+  const auto text = file.getString(kPipelineKey);
+  if (!text) return okStatus();
+  const auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded())
+    return makeError(ErrorCode::kBadFile, "{} is not valid JSON", kPipelineKey);
+  KVS_ASSIGN_OR_RETURN(vocab.pipeline, pipelineFromHfJson(json));
+  const auto& steps = vocab.pipeline->preTokenizer;
+  if (steps.empty() || steps.back().kind != PreTokenizeStep::Kind::kByteLevel) {
+    return makeError(ErrorCode::kBadFile, "{} lacks the ByteLevel step a gpt2 tokenizer needs",
+                     kPipelineKey);
+  }
+  return okStatus();
+}
+
 Status readBpeSettings(const gguf::GgufFile& file, Vocab& vocab) {
   auto merges = file.getStringArray("tokenizer.ggml.merges");
   if (!merges) {
@@ -107,11 +126,13 @@ Status readBpeSettings(const gguf::GgufFile& file, Vocab& vocab) {
   vocab.merges = std::move(*merges);
   vocab.byteLevel = true;
   const auto pre = file.getString("tokenizer.ggml.pre");
-  if (!pre)
+  vocab.preTokenizer = pre ? std::string(*pre) : "default";
+  KVS_TRY(readPipeline(file, vocab));
+  if (!pre && !vocab.pipeline) {
     log::warn(
         "the model file names no pre-tokenizer; using 'default', which may degrade "
         "generation quality");
-  vocab.preTokenizer = pre ? std::string(*pre) : "default";
+  }
   const std::string_view name = vocab.preTokenizer;
   if (isOneOf(name,
               {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "tekken"})) {
@@ -119,6 +140,7 @@ Status readBpeSettings(const gguf::GgufFile& file, Vocab& vocab) {
     vocab.addBos = true;
   }
   if (isOneOf(name, {"chatglm-bpe", "glm4"})) vocab.bos = kNoToken;
+  vocab.ignoreMerges = file.getBool(kIgnoreMergesKey).value_or(vocab.ignoreMerges);
   return okStatus();
 }
 

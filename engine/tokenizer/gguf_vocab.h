@@ -5,12 +5,26 @@
 // pre-tokenizer, ignore_merges for llama3-style vocabularies, rstrip around
 // Phi-3's special tokens. Fails with kBadFile for missing or inconsistent
 // tokenizer data and kUnsupported for tokenizer kinds this build lacks.
+//
+// A GGUF converted by kvscope from a tokenizer.json also carries that file's
+// normalizer and pre-tokenizer (kPipelineKey), which is then run instead of
+// the regexes of its tokenizer.ggml.pre name, so it tokenizes exactly as the
+// tokenizer.json did. tokenizer.ggml.pre still names the llama.cpp
+// pre-tokenizer the pipeline equals, for llama.cpp, or kCustomPreTokenizer,
+// which llama.cpp refuses rather than split the text another way.
+
+#include <string_view>
 
 #include "core/error.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/vocab.h"
 
 namespace kvscope::tokenizer {
+
+// A JSON string in hf_pipeline.h's form: {"normalizer": ..., "pre_tokenizer": ...}.
+inline constexpr std::string_view kPipelineKey = "kvscope.tokenizer.pipeline";
+// The BPE model's ignore_merges, which GGUF otherwise only implies by pre name.
+inline constexpr std::string_view kIgnoreMergesKey = "kvscope.tokenizer.ignore_merges";
 
 Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file);
 

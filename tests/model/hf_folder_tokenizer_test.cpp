@@ -1,0 +1,115 @@
+// A Hugging Face model folder whose tokenizer.json pre-tokenizes with a Split
+// regex (Llama 3, Qwen 3) loads through ModelFile + loadTokenizer, the path
+// the CLI and the app take, and tokenizes llama.cpp's test vectors for that
+// vocabulary exactly (support/vocab_cases.h) — and so does the GGUF that
+// ggufFromModel (`kvscope-cli convert`) makes of it, which also names the
+// pre-tokenizer for llama.cpp.
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf_file.h"
+#include "model/gguf_export.h"
+#include "model/model_file.h"
+#include "model/model_tokenizer.h"
+#include "support/hf_model_folder.h"
+#include "support/test_support.h"
+#include "support/vocab_cases.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/hf_vocab.h"
+
+namespace kvscope::test {
+namespace {
+
+struct Family {
+  const char* name;     // tokenizer/hf-<name>
+  const char* vectors;  // tokenizer/ggml-vocab-<vectors>.gguf.inp/.out
+  uint32_t vocabSize;
+};
+
+class HfFolderTokenizer : public ::testing::TestWithParam<Family> {};
+
+TEST_P(HfFolderTokenizer, TokenizesEveryTestStringExactly) {
+  const Family& family = GetParam();
+  const auto tokenizerDir = sharedFile(std::string("tokenizer/hf-") + family.name);
+  KVS_REQUIRE_FIXTURE(tokenizerDir);
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "kvscope_hf_folder" / family.name;
+  writeHfLlamaFolder(dir, family.vocabSize, tokenizerDir);
+
+  const auto cases =
+      readVocabCases(sharedFile(std::string("tokenizer/ggml-vocab-") + family.vectors + ".gguf"));
+  ASSERT_EQ(cases.size(), 46u);
+  const auto expectEveryCase = [&](const std::filesystem::path& path) {
+    auto model = model::ModelFile::open(path);
+    ASSERT_TRUE(model.ok()) << model.error().describe();
+    auto tokenizer = model::loadTokenizer(**model);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+    for (const VocabCase& c : cases) {
+      EXPECT_EQ(tokenizer->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
+          << path << ", input: '" << c.text << "'";
+    }
+  };
+  expectEveryCase(dir);
+
+  const auto gguf = dir / "converted.gguf";
+  {
+    auto model = model::ModelFile::open(dir);
+    ASSERT_TRUE(model.ok()) << model.error().describe();
+    auto tokenizer = model::loadTokenizer(**model);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+    auto writer = model::ggufFromModel(**model, tokenizer->vocab(), {});
+    ASSERT_TRUE(writer.ok()) << writer.error().describe();
+    ASSERT_TRUE(writer->writeFile(gguf).ok());
+  }
+  auto file = gguf::GgufFile::open(gguf);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  EXPECT_EQ((*file)->getString("tokenizer.ggml.pre").value_or(""), family.vectors);
+  expectEveryCase(gguf);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizer,
+                         ::testing::Values(Family{"llama3", "llama-bpe", 128256},
+                                           Family{"qwen3", "qwen2", 151936}),
+                         [](const auto& param) { return std::string(param.param.name); });
+
+}  // namespace
+}  // namespace kvscope::test
+
+namespace kvscope::test {
+namespace {
+
+// A pipeline llama.cpp has no name for reaches the GGUF only through
+// kvscope's key; tokenization must not change on the way.
+TEST(HfPipelineInGguf, ACustomPipelineSurvivesTheRoundTrip) {
+  const auto json = sharedFile("tokenizer/hf-qwen3/tokenizer.json");
+  KVS_REQUIRE_FIXTURE(json);
+  auto vocab = tokenizer::vocabFromHfTokenizerJson(json);
+  ASSERT_TRUE(vocab.ok()) << vocab.error().describe();
+  auto& steps = vocab->pipeline->preTokenizer;
+  steps.insert(
+      steps.begin(),
+      {.pattern = "-", .literal = true, .behavior = tokenizer::SplitBehavior::kMergedWithNext});
+  vocab->pipeline->normalizer.push_back({.pattern = "x", .content = "y"});
+  vocab->preTokenizer = std::string(tokenizer::kCustomPreTokenizer);
+  auto before = tokenizer::Tokenizer::create(*vocab);
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+
+  gguf::GgufWriter writer;
+  ASSERT_TRUE(model::setVocabMetadata(writer, *vocab).ok());
+  auto bytes = writer.toBytes();
+  ASSERT_TRUE(bytes.ok());
+  auto file = gguf::GgufFile::fromBytes(*bytes);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  EXPECT_EQ((*file)->getString("tokenizer.ggml.pre").value_or(""), tokenizer::kCustomPreTokenizer);
+  auto back = tokenizer::vocabFromGguf(**file);
+  ASSERT_TRUE(back.ok()) << back.error().describe();
+  EXPECT_EQ(back->pipeline, vocab->pipeline);
+  auto after = tokenizer::Tokenizer::create(std::move(back).value());
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  for (const char* text : {"one-two--three", "x-ray 12345", "ex\xC3\xA9-x"}) {
+    EXPECT_EQ(after->encode(text), before->encode(text)) << text;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,81 @@
+#pragma once
+// A tiny random-weight Hugging Face Llama folder around a real tokenizer:
+// config.json + model.safetensors (F32, 1 layer, width 16, tied embeddings)
+// with the embedding rows the tokenizer needs, and the tokenizer.json and
+// tokenizer_config.json copied from `tokenizerDir`. A few MB; made at run time.
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace kvscope::test {
+
+inline void writeHfLlamaFolder(const std::filesystem::path& dir, uint32_t vocabSize,
+                               const std::filesystem::path& tokenizerDir) {
+  constexpr uint32_t kWidth = 16, kHeads = 2, kKvHeads = 1, kHeadDim = 8, kFf = 32;
+  std::filesystem::create_directories(dir);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::copy_file(tokenizerDir / name, dir / name,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  const nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", kWidth},
+      {"intermediate_size", kFf},
+      {"num_hidden_layers", 1},
+      {"num_attention_heads", kHeads},
+      {"num_key_value_heads", kKvHeads},
+      {"head_dim", kHeadDim},
+      {"max_position_embeddings", 256},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 500000.0},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "float32"},
+      {"vocab_size", vocabSize},
+  };
+  std::ofstream(dir / "config.json") << config.dump(2);
+
+  // safetensors: [out, in] row-major shapes, one F32 blob after a JSON header.
+  const std::string p = "model.layers.0.";
+  const std::vector<std::pair<std::string, std::vector<uint64_t>>> tensors = {
+      {"model.embed_tokens.weight", {vocabSize, kWidth}},
+      {p + "input_layernorm.weight", {kWidth}},
+      {p + "self_attn.q_proj.weight", {kHeads * kHeadDim, kWidth}},
+      {p + "self_attn.k_proj.weight", {kKvHeads * kHeadDim, kWidth}},
+      {p + "self_attn.v_proj.weight", {kKvHeads * kHeadDim, kWidth}},
+      {p + "self_attn.o_proj.weight", {kWidth, kHeads * kHeadDim}},
+      {p + "post_attention_layernorm.weight", {kWidth}},
+      {p + "mlp.gate_proj.weight", {kFf, kWidth}},
+      {p + "mlp.up_proj.weight", {kFf, kWidth}},
+      {p + "mlp.down_proj.weight", {kWidth, kFf}},
+      {"model.norm.weight", {kWidth}},
+  };
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<float> data;
+  for (const auto& [name, shape] : tensors) {
+    uint64_t n = 1;
+    for (const uint64_t d : shape) n *= d;
+    const uint64_t begin = data.size() * sizeof(float);
+    const auto values = randomFloats(n, static_cast<uint32_t>(data.size() + 1), -0.1f, 0.1f);
+    data.insert(data.end(), values.begin(), values.end());
+    header[name] = {
+        {"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size() * sizeof(float)}}};
+  }
+  const std::string text = header.dump();
+  const uint64_t length = text.size();
+  std::ofstream out(dir / "model.safetensors", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&length), sizeof(length));
+  out << text;
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(float)));
+}
+
+}  // namespace kvscope::test
