@@ -15,7 +15,9 @@ Outputs (committed; the tests read them and need no Python):
       hf-llama3 / hf-qwen3 tokenizers, for every case in conversations.json,
       with add_generation_prompt on and off;
   tests/data/jinja/features.expected.json  the small feature templates of
-      tests/data/jinja/features.json.
+      tests/data/jinja/features.json;
+  tests/data/chat_templates/cli/chatml.multi_turn.expected.txt  what
+      kvscope-cli template must print for cli/chatml.jinja and cli/multi_turn.json.
 
 Each result is {"text": …} or, when jinja2 fails, {"error": message,
 "raised": true when the template called raise_exception()}.
@@ -138,6 +140,18 @@ def main():
         write_json(expected_dir / f"{stem}.json", results)
         failures = sum("error" in r for r in results.values())
         print(f"{stem}: {len(results)} renders, {failures} errors")
+
+    # kvscope-cli template's test: the ChatML template file on stories260K
+    # (whose BOS/EOS are <s> and </s>) for cli/multi_turn.json.
+    cli = data / "cli"
+    with open(cli / "chatml.jinja", encoding="utf-8", newline="") as f:
+        chatml = f.read()
+    messages = json.loads((cli / "multi_turn.json").read_text(encoding="utf-8"))
+    result = render(env, chatml, {"messages": messages, "tools": None, "documents": None,
+                                  "add_generation_prompt": True,
+                                  "bos_token": "<s>", "eos_token": "</s>"})
+    (cli / "chatml.multi_turn.expected.txt").write_bytes(result["text"].encode("utf-8"))
+    print("cli: chatml.multi_turn.expected.txt")
 
     features_path = ROOT / "tests" / "data" / "jinja" / "features.json"
     features = json.loads(features_path.read_text(encoding="utf-8"))

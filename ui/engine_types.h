@@ -51,7 +51,7 @@ struct ModelInfo {
   QString architecture;     // "llama", "qwen2", …
   QString format;           // "GGUF" or "Hugging Face"
   QString backend;          // "cpu" or "vulkan"
-  QString chatTemplate;     // the recognised template family ("chatml", "llama3", …)
+  QString chatTemplate;     // "none", or "Jinja (FAMILY)": the model's own template renders chats
   QString templateWarning;  // non-empty when the template was not understood
   QString backendNotice;    // non-empty when the backend is not the one asked for, and why
   quint32 nLayer = 0;

@@ -202,11 +202,15 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
   info.format = file.format() == model::ModelFormat::kGguf ? QStringLiteral("GGUF")
                                                            : QStringLiteral("Hugging Face");
   info.backend = qstr(session.backend().name());
-  const auto family = tokenizer::detectChatFamily(session.tokenizer().vocab().chatTemplate);
-  info.chatTemplate = qstr(tokenizer::chatFamilyName(family));
-  if (family == tokenizer::ChatFamily::kUnknown) {
-    info.templateWarning = QStringLiteral(
-        "The model's chat template is not recognised; messages are sent as plain text.");
+  const tokenizer::ChatTemplate& chat = session.chatTemplate();
+  if (chat.empty()) {
+    info.chatTemplate = QStringLiteral("none");
+    info.templateWarning = qstr(tokenizer::missingTemplateWarning(session.tokenizer()));
+  } else {
+    // The model's own Jinja template renders chats; the family is what the
+    // built-in renderer would use instead.
+    info.chatTemplate = QStringLiteral("Jinja (%1)").arg(qstr(chat.familyName()));
+    if (chat.parseError()) info.templateWarning = qstr(chat.parseError()->message);
   }
   info.nLayer = c.nLayer;
   info.nHead = c.nHead;
@@ -477,7 +481,11 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   for (const ChatMessage& m : request.messages)
     messages.push_back({m.role.toStdString(), m.text.toStdString()});
   const auto prompt = m_session->renderChat(messages);
-  const auto tokens = m_session->tokenizeChat(prompt);
+  if (!prompt.ok()) {
+    emit turnFailed(id, QString::fromStdString(prompt.error().message), {});
+    return;
+  }
+  const auto tokens = m_session->tokenizeChat(*prompt);
 
   const runtime::GenerateOptions options = generateOptions(request.sampling);
   if (auto valid = runtime::validate(options.sampler); !valid.ok()) {

@@ -22,6 +22,35 @@ void onInterrupt(int) {
   if (g_active) g_active->requestStop();  // an atomic store: safe in a signal handler
 }
 
+// The model's template failed on this conversation: the user chooses what
+// renders it instead (the built-in format of its family, plain completion) or
+// drops the message. Returns false to drop it.
+bool chooseRenderer(runtime::Session& s) {
+  const tokenizer::ChatTemplate& t = s.chatTemplate();
+  const bool builtin =
+      t.family() != tokenizer::ChatFamily::kNone && t.family() != tokenizer::ChatFamily::kUnknown;
+  if (builtin) {
+    fmt::print(stderr,
+               "Render with kvscope's built-in '{}' format [b], as plain completion [p], "
+               "or drop this message [Enter]? ",
+               t.familyName());
+  } else {
+    fmt::print(stderr, "Render as plain completion [p], or drop this message [Enter]? ");
+  }
+  std::string answer;
+  if (!std::getline(std::cin, answer)) return false;
+  runtime::Session::ChatSettings settings = s.chatSettings();
+  if (builtin && answer == "b") {
+    settings.renderer = tokenizer::ChatRenderer::kBuiltin;
+  } else if (answer == "p") {
+    settings.renderer = tokenizer::ChatRenderer::kPlain;
+  } else {
+    return false;
+  }
+  s.setChatSettings(settings);
+  return true;
+}
+
 class Stream : public runtime::Observer {
  public:
   void onToken(std::string_view text, int32_t) override {
@@ -32,6 +61,7 @@ class Stream : public runtime::Observer {
 
 struct ChatArgs {
   ModelOptions model;
+  ChatTemplateOptions chat;
   std::string system;
   uint32_t maxTokens = 512;
 };
@@ -43,6 +73,10 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     return 1;
   }
   runtime::Session& s = **loaded;
+  if (const Status applied = applyChatTemplateOptions(a.chat, s); !applied.ok()) {
+    fmt::print(stderr, "error: {}\n", applied.error().message);
+    return 1;
+  }
   std::vector<tokenizer::ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
   runtime::GenerateOptions go;
@@ -76,14 +110,27 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     }
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    const auto prompt = s.renderChat(messages);
-    if (!prompt.warning.empty() && !warned) {
-      fmt::print(stderr, "warning: {}\n", prompt.warning);
+    auto prompt = s.renderChat(messages);
+    if (!prompt.ok()) {
+      fmt::print(stderr, "error: {}\n", prompt.error().message);
+      if (prompt.error().code == ErrorCode::kOutOfMemory || !chooseRenderer(s)) {
+        messages.pop_back();
+        continue;
+      }
+      prompt = s.renderChat(messages);
+      if (!prompt.ok()) {
+        fmt::print(stderr, "error: {}\n", prompt.error().message);
+        messages.pop_back();
+        continue;
+      }
+    }
+    if (!prompt->warning.empty() && !warned) {
+      fmt::print(stderr, "warning: {}\n", prompt->warning);
       warned = true;
     }
     Stream stream;
     g_active = &s;
-    auto r = s.generate(s.tokenizeChat(prompt), go, &stream);
+    auto r = s.generate(s.tokenizeChat(*prompt), go, &stream);
     g_active = nullptr;
     if (!r.ok()) {
       fmt::print(stderr, "\nerror: {}\n", r.error().message);
@@ -111,6 +158,7 @@ void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   auto* cmd =
       app.add_subcommand("chat", "Chat with a model in the terminal, using its chat template");
   addModelOptions(cmd, args.model);
+  addChatTemplateOptions(cmd, args.chat);
   cmd->add_option("--system", args.system, "System prompt");
   cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")
       ->default_val(args.maxTokens);

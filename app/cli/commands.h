@@ -22,5 +22,6 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerConvert(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerTemplate(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

@@ -1,12 +1,11 @@
 // `kvscope-cli convert SOURCE -o OUT.gguf`: write a model (Hugging Face folder
 // or GGUF) as GGUF with the weight type asked for, optionally taking the
 // tokenizer from another file and the chat template from a text file.
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/text_file.h"
 #include "gguf/gguf_file.h"
 #include "gguf/tensor_type.h"
 #include "model/gguf_export.h"
@@ -40,14 +39,6 @@ Expected<tokenizer::Vocab> vocabFromPath(const std::filesystem::path& path) {
   return tokenizer::vocabFromGguf(*file);
 }
 
-Expected<std::string> readText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorCode::kNotFound, "cannot read {}", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Status runConvert(const ConvertArgs& a) {
   KVS_ASSIGN_OR_RETURN(const gguf::TensorType type, typeByName(a.type));
   KVS_ASSIGN_OR_RETURN(auto model, model::ModelFile::open(a.source));
@@ -59,7 +50,7 @@ Status runConvert(const ConvertArgs& a) {
     vocab = own.vocab();
   }
   if (!a.chatTemplate.empty()) {
-    KVS_ASSIGN_OR_RETURN(vocab.chatTemplate, readText(a.chatTemplate));
+    KVS_ASSIGN_OR_RETURN(vocab.chatTemplate, readTextFile(a.chatTemplate));
   }
   KVS_ASSIGN_OR_RETURN(auto writer, model::ggufFromModel(*model, vocab, {type, a.name}));
   KVS_TRY(writer.writeFile(a.output));

@@ -3,14 +3,13 @@
 // (runtime/eval.h): KL divergence per step, top-1 agreement, perplexity, bits
 // per value and per-layer round-trip error. A table, or one JSON object.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/auto_plan_json.h"
 #include "cli/commands.h"
+#include "core/text_file.h"
 #include "cli/model_options.h"
 #include "model/model_tokenizer.h"
 #include "runtime/eval.h"
@@ -34,11 +33,7 @@ struct EvalArgs {
 };
 
 Expected<std::string> readText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorCode::kNotFound, "cannot open the text file '{}'", path);
-  std::ostringstream stream;
-  stream << in.rdbuf();
-  std::string text = std::move(stream).str();
+  KVS_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
   // Like llama.cpp's -f: a file's final newline ends the file, not the text.
   if (text.ends_with('\n')) text.pop_back();
   if (text.empty())

@@ -48,7 +48,7 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
   for (const auto& [name, s] : histogram)
     types[name] = {{"tensors", s.tensors}, {"bytes", s.bytes}};
   const auto& v = tok.vocab();
-  tokenizer::ChatTemplate chat(v.chatTemplate);
+  const tokenizer::ChatTemplate chat(v.chatTemplate, m.path().filename().string());
   auto tokenText = [&](tokenizer::TokenId id) {
     return id == tokenizer::kNoToken ? nlohmann::json(nullptr)
                                      : nlohmann::json(std::string(tok.piece(id, true)));
@@ -80,6 +80,9 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
       {"bos", tokenText(v.bos)},
       {"eos", tokenText(v.eos)},
       {"chat_template", std::string(chat.familyName())},
+      {"chat_template_error",
+       chat.parseError() ? nlohmann::json(chat.parseError()->message) : nlohmann::json(nullptr)},
+      {"chat_template_reads_thinking", chat.readsThinking()},
       {"tensor_types", types},
       {"weight_bytes", m.weightBytes()},
       {"kv_bytes_per_token_f16", c.kvBytesPerTokenF16()},

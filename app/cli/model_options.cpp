@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "core/text_file.h"
 #include "model/default_model.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
@@ -56,6 +57,43 @@ void addIndexerOption(CLI::App* cmd, std::string& indexer) {
 std::string withIndexer(std::string policy, const std::string& indexer) {
   if (indexer.empty()) return policy;
   return policy + (policy.empty() ? "" : ",") + "indexer=" + indexer;
+}
+
+void addChatTemplateOptions(CLI::App* cmd, ChatTemplateOptions& o) {
+  cmd->add_option("--chat-template", o.templateFile,
+                  "Render chats with this Jinja template file instead of the model's");
+  cmd->add_option("--chat-renderer", o.renderer,
+                  "What renders chats: the model's Jinja template, kvscope's built-in format "
+                  "for its family, or plain completion")
+      ->check(CLI::IsMember({"template", "builtin", "plain"}))
+      ->default_val(o.renderer);
+  cmd->add_option("--think", o.think,
+                  "enable_thinking for templates that read it (Qwen3, …); default: the "
+                  "template's own")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
+Status applyChatTemplateOptions(const ChatTemplateOptions& o, runtime::Session& session) {
+  if (!o.templateFile.empty()) {
+    KVS_ASSIGN_OR_RETURN(std::string source, readTextFile(o.templateFile));
+    session.setChatTemplateSource(std::move(source));
+  }
+  runtime::Session::ChatSettings settings;
+  settings.renderer =
+      tokenizer::parseChatRenderer(o.renderer).value_or(tokenizer::ChatRenderer::kTemplate);
+  if (!o.think.empty()) settings.enableThinking = o.think == "on";
+  session.setChatSettings(settings);
+  if (const auto& parseError = session.chatTemplate().parseError();
+      parseError && settings.renderer == tokenizer::ChatRenderer::kTemplate) {
+    fmt::print(stderr, "warning: {} (--chat-renderer builtin or plain renders without it)\n",
+               parseError->message);
+  }
+  if (settings.enableThinking && !session.chatTemplate().readsThinking()) {
+    fmt::print(stderr,
+               "warning: this model's chat template does not read enable_thinking; --think has no "
+               "effect\n");
+  }
+  return okStatus();
 }
 
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,

@@ -14,7 +14,7 @@
 namespace kvscope::cli {
 
 struct ModelOptions {
-  std::string model;  // empty: the demo model (model/default_model.h)
+  std::string model;     // empty: the demo model (model/default_model.h)
   uint32_t context = 0;  // 0: the model's trained context
   std::string backend = "cpu";
   unsigned threads = 0;
@@ -38,6 +38,16 @@ std::string kvPolicyText(const ModelOptions& options);
 // policy that names its own indexer then fails to parse: given twice).
 void addIndexerOption(CLI::App* cmd, std::string& indexer);
 std::string withIndexer(std::string policy, const std::string& indexer);
+// How chats render (the subcommands that chat: chat, serve).
+struct ChatTemplateOptions {
+  std::string templateFile;           // --chat-template: render with this .jinja instead
+  std::string renderer = "template";  // --chat-renderer template|builtin|plain
+  std::string think;                  // --think on|off; empty: the template's default
+};
+void addChatTemplateOptions(CLI::App* cmd, ChatTemplateOptions& options);
+// Applies the options to the session; a template file that cannot be read is an error.
+Status applyChatTemplateOptions(const ChatTemplateOptions& options, runtime::Session& session);
+
 // Opens the model and builds a Session; the error is user-readable.
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& options,
                                                         const GlobalOptions& global);

@@ -98,7 +98,8 @@ class Parser {
       const Token& t = peek();
       if (t.kind == TokenKind::kEnd) {
         if (endTags.size() != 0) {
-          fail(fmt::format("unexpected end of template: missing {{% {} %}}", *endTags.begin()));
+          // The last tag listed is the block's closing one (endfor, endif, …).
+          fail(fmt::format("unexpected end of template: missing {{% {} %}}", *(endTags.end() - 1)));
         }
         endTag.clear();
         return body;

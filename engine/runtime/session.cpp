@@ -18,6 +18,11 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// The model's file or folder name, for messages.
+std::string modelName(const model::ModelFile* model) {
+  return model ? model->path().filename().string() : std::string();
+}
+
 }  // namespace
 
 const char* stopReasonName(StopReason reason) {
@@ -41,7 +46,7 @@ Session::Session(std::shared_ptr<const model::ModelFile> model,
       m_backend(std::move(backend)),
       m_factory(std::move(factory)),
       m_tokenizer(std::move(tokenizer)),
-      m_chatTemplate(m_tokenizer.vocab().chatTemplate) {
+      m_chatTemplate(m_tokenizer.vocab().chatTemplate, modelName(m_model.get())) {
   setPolicyText(std::move(kvPolicy));
 }
 
@@ -49,12 +54,25 @@ std::vector<int32_t> Session::tokenizeCompletion(std::string_view text) const {
   return m_tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
 }
 
-tokenizer::ChatPrompt Session::renderChat(std::span<const tokenizer::ChatMessage> messages) const {
+void Session::setChatTemplateSource(std::string source) {
+  m_chatTemplate = tokenizer::ChatTemplate(std::move(source), modelName(m_model.get()));
+}
+
+Expected<tokenizer::ChatPrompt> Session::renderChat(
+    std::span<const tokenizer::ChatMessage> messages, bool addGenerationPrompt,
+    std::string toolsJson) const {
   const auto& v = m_tokenizer.vocab();
   tokenizer::ChatOptions options;
+  options.addGenerationPrompt = addGenerationPrompt;
   if (v.bos != tokenizer::kNoToken) options.bosToken = std::string(m_tokenizer.piece(v.bos, true));
   if (v.eos != tokenizer::kNoToken) options.eosToken = std::string(m_tokenizer.piece(v.eos, true));
-  return m_chatTemplate.render(messages, options);
+  options.renderer = m_chatSettings.renderer;
+  options.enableThinking = m_chatSettings.enableThinking;
+  options.toolsJson = std::move(toolsJson);
+  KVS_ASSIGN_OR_RETURN(tokenizer::ChatPrompt prompt, m_chatTemplate.render(messages, options));
+  if (prompt.plain && m_chatTemplate.empty() && prompt.renderer == tokenizer::ChatRenderer::kTemplate)
+    prompt.warning = tokenizer::missingTemplateWarning(m_tokenizer);
+  return prompt;
 }
 
 std::vector<int32_t> Session::tokenizeChat(const tokenizer::ChatPrompt& prompt) const {

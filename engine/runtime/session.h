@@ -70,9 +70,25 @@ class Session {
 
   // Tokenizes plain text for completion (BOS as the vocabulary asks).
   std::vector<int32_t> tokenizeCompletion(std::string_view text) const;
-  // Renders a conversation with the model's chat template and tokenizes it.
-  // The prompt's warning (unknown template) is returned for the UI.
-  tokenizer::ChatPrompt renderChat(std::span<const tokenizer::ChatMessage> messages) const;
+
+  // How chats render: the model's Jinja template unless the user chose the
+  // built-in format or plain completion (after the template failed), and
+  // enable_thinking for templates that read it.
+  struct ChatSettings {
+    tokenizer::ChatRenderer renderer = tokenizer::ChatRenderer::kTemplate;
+    std::optional<bool> enableThinking;
+  };
+  void setChatSettings(ChatSettings settings) { m_chatSettings = settings; }
+  const ChatSettings& chatSettings() const { return m_chatSettings; }
+  const tokenizer::ChatTemplate& chatTemplate() const { return m_chatTemplate; }
+  // Renders with `source` instead of the model's template (a user's .jinja file).
+  void setChatTemplateSource(std::string source);
+  // Renders a conversation (tools: a JSON array for templates that take tools;
+  // empty for none). A template that fails is an error naming the model and
+  // the line; the prompt's warning (no template) is for the UI.
+  Expected<tokenizer::ChatPrompt> renderChat(std::span<const tokenizer::ChatMessage> messages,
+                                             bool addGenerationPrompt = true,
+                                             std::string toolsJson = {}) const;
   std::vector<int32_t> tokenizeChat(const tokenizer::ChatPrompt& prompt) const;
 
   Expected<GenerationResult> generate(std::span<const int32_t> prompt,
@@ -130,6 +146,7 @@ class Session {
   std::optional<kv::AutoPlan> m_autoPlan;
   tokenizer::Tokenizer m_tokenizer;
   tokenizer::ChatTemplate m_chatTemplate;
+  ChatSettings m_chatSettings;
   std::vector<int32_t> m_history;
   std::atomic<bool> m_stop{false};
 };

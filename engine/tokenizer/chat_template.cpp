@@ -1,379 +1,158 @@
 #include "tokenizer/chat_template.h"
 
-#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "jinja/template.h"
 
 namespace kvscope::tokenizer {
 namespace {
 
-using Messages = std::span<const ChatMessage>;
-
-constexpr std::string_view kDeepseekCoderSystem =
-    "You are an AI programming assistant, utilizing the Deepseek Coder model, developed by "
-    "Deepseek Company, and you only answer questions related to computer science. For "
-    "politically sensitive questions, security and privacy issues, and other non-computer "
-    "science questions, you will refuse to answer";
-constexpr std::string_view kDeepseekEos = "<｜end▁of▁sentence｜>";
-constexpr std::string_view kDeepseekUser = "<｜User｜>";
-constexpr std::string_view kDeepseekAssistant = "<｜Assistant｜>";
-
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
-// Jinja's trim / Python's str.strip() for the whitespace chat text contains.
-std::string trim(std::string_view s) {
+std::string trimmed(std::string_view s) {
   constexpr std::string_view kSpace = " \t\n\r\v\f";
   const size_t begin = s.find_first_not_of(kSpace);
   if (begin == std::string_view::npos) return {};
   return std::string(s.substr(begin, s.find_last_not_of(kSpace) - begin + 1));
 }
 
-bool isSystem(const ChatMessage& m) {
-  return m.role == "system";
-}
-bool isAssistant(const ChatMessage& m) {
-  return m.role == "assistant";
+std::string modelLabel(const std::string& name) {
+  return name.empty() ? std::string("this model") : "'" + name + "'";
 }
 
-// Formats without a system role fold the system text into a user turn: the
-// first, or the last where the template says so (Mistral v0.3).
-std::vector<ChatMessage> foldSystemIntoUser(Messages messages, std::string_view separator,
-                                            bool intoLast) {
-  std::vector<ChatMessage> out;
-  std::string system;
-  for (const ChatMessage& m : messages) {
-    if (!isSystem(m)) {
-      out.push_back(m);
-    } else {
-      system += system.empty() ? m.content : std::string(separator) + m.content;
-    }
+}  // namespace
+
+std::string_view chatRendererName(ChatRenderer renderer) {
+  switch (renderer) {
+    case ChatRenderer::kTemplate:
+      return "template";
+    case ChatRenderer::kBuiltin:
+      return "builtin";
+    case ChatRenderer::kPlain:
+      return "plain";
   }
-  if (system.empty()) return out;
-  ChatMessage* target = nullptr;
-  for (ChatMessage& m : out) {
-    if (isAssistant(m)) continue;
-    target = &m;
-    if (!intoLast) break;
-  }
-  if (target) {
-    target->content = system + std::string(separator) + target->content;
-  } else {
-    out.insert(out.begin(), ChatMessage{"user", system});
-  }
-  return out;
+  return "template";
 }
 
-// The system prompt a ChatML template inserts when the conversation has none
-// (Qwen's "You are a helpful assistant."): the literal text between
-// "<|im_start|>system\n" and "<|im_end|>", when it is a plain literal.
-std::string chatmlDefaultSystem(std::string_view source) {
-  for (const std::string_view opener : {"<|im_start|>system\n", "<|im_start|>system\\n"}) {
-    size_t at = source.find(opener);
-    while (at != std::string_view::npos) {
-      const size_t begin = at + opener.size();
-      const size_t end = source.find("<|im_end|>", begin);
-      if (end == std::string_view::npos) break;
-      const std::string_view literal = source.substr(begin, end - begin);
-      if (!literal.empty() && literal.find_first_of("{}'\"+\\") == std::string_view::npos) {
-        return std::string(literal);
+std::optional<ChatRenderer> parseChatRenderer(std::string_view name) {
+  for (const ChatRenderer r :
+       {ChatRenderer::kTemplate, ChatRenderer::kBuiltin, ChatRenderer::kPlain}) {
+    if (chatRendererName(r) == name) return r;
+  }
+  return std::nullopt;
+}
+
+ChatTemplate::ChatTemplate(std::string source, std::string modelName)
+    : m_source(std::move(source)),
+      m_modelName(std::move(modelName)),
+      m_family(detectChatFamily(m_source)) {
+  if (trimmed(m_source).empty()) return;
+  auto parsed = jinja::Template::parse(m_source);
+  if (!parsed.ok()) {
+    m_parseError = makeError(ErrorCode::kBadFile, "the chat template of {} does not parse: {}",
+                             modelLabel(m_modelName), parsed.error().message);
+    return;
+  }
+  m_template = std::make_shared<const jinja::Template>(std::move(parsed).value());
+}
+
+bool ChatTemplate::readsThinking() const {
+  return m_source.find("enable_thinking") != std::string::npos;
+}
+
+Expected<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages,
+                                          const ChatOptions& options) const {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return render(list, options);
+}
+
+Expected<ChatPrompt> ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                          const ChatOptions& options) const {
+  if (!messages.is_array())
+    return makeError(ErrorCode::kInvalidArgument, "messages must be a list");
+  ChatPrompt prompt;
+  prompt.renderer = options.renderer;
+  const bool noTemplate = m_template == nullptr && !m_parseError;
+  if (options.renderer != ChatRenderer::kTemplate || noTemplate) {
+    std::vector<ChatMessage> simple;
+    for (const auto& m : messages) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+          !m.contains("content") || !m["content"].is_string()) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         "without the model's template, each message needs a string role and "
+                         "string content");
       }
-      at = source.find(opener, begin);
+      simple.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    }
+    if (options.renderer == ChatRenderer::kBuiltin) {
+      if (m_family == ChatFamily::kNone || m_family == ChatFamily::kUnknown) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         "kvscope has no built-in chat format for the template of {}; use its "
+                         "own template or plain completion",
+                         modelLabel(m_modelName));
+      }
+      prompt.text =
+          renderChatFormat(m_family, m_source, simple,
+                           {options.addGenerationPrompt, options.bosToken, options.eosToken});
+      return prompt;
+    }
+    prompt.text = renderPlainChat(simple);
+    prompt.plain = true;
+    return prompt;
+  }
+  if (m_parseError) return *m_parseError;
+
+  jinja::Object vars;
+  vars.set("messages", jinja::Value::fromJson(messages));
+  vars.set("add_generation_prompt", options.addGenerationPrompt);
+  vars.set("bos_token", options.bosToken);
+  vars.set("eos_token", options.eosToken);
+  jinja::Value tools = jinja::Value::none();
+  if (!options.toolsJson.empty()) {
+    const auto json = nlohmann::ordered_json::parse(options.toolsJson, nullptr, false);
+    if (json.is_discarded() || !json.is_array()) {
+      return makeError(ErrorCode::kInvalidArgument, "tools must be a JSON array");
+    }
+    tools = jinja::Value::fromJson(json);
+  }
+  vars.set("tools", tools);
+  vars.set("documents", jinja::Value::none());
+  if (options.enableThinking) vars.set("enable_thinking", *options.enableThinking);
+
+  auto text = m_template->render(vars, options.now ? *options.now : jinja::localTimeNow());
+  if (!text.ok()) {
+    return makeError(text.error().code == ErrorCode::kOutOfMemory ? ErrorCode::kOutOfMemory
+                                                                  : ErrorCode::kInvalidArgument,
+                     "the chat template of {} failed on this conversation: {}",
+                     modelLabel(m_modelName), text.error().message);
+  }
+  prompt.text = std::move(text).value();
+  return prompt;
+}
+
+std::string missingTemplateWarning(const Tokenizer& tokenizer) {
+  // Turn markers of the common chat formats: a vocabulary with one of these was
+  // trained for chat, so plain completion will not follow the conversation.
+  for (const std::string_view marker :
+       {"<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]", "<|user|>",
+        "<｜User｜>", "<|eot_id|>", "<|im_end|>"}) {
+    const auto id = tokenizer.find(marker);
+    if (id && tokenizer.type(*id) != TokenType::kNormal) {
+      return "This model has chat turn tokens (" + std::string(marker) +
+             ") but no chat template, so messages are sent as plain text and replies may not "
+             "follow the conversation. Use a model file that includes its template, or give one "
+             "(--chat-template FILE).";
     }
   }
   return {};
 }
 
-struct RenderContext {
-  std::string_view source;
-  const ChatOptions& options;
-  std::string bos() const { return contains(source, "bos_token") ? options.bosToken : ""; }
-};
-
-std::string renderChatml(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  const std::string defaultSystem = chatmlDefaultSystem(ctx.source);
-  if (!defaultSystem.empty() && (messages.empty() || !isSystem(messages.front()))) {
-    out += "<|im_start|>system\n" + defaultSystem + "<|im_end|>\n";
-  }
-  for (const ChatMessage& m : messages)
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  if (ctx.options.addGenerationPrompt) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-std::string renderLlama2(Messages messages, const RenderContext& ctx) {
-  std::string system;
-  if (!messages.empty() && isSystem(messages.front())) {
-    system = messages.front().content;
-    messages = messages.subspan(1);
-  }
-  std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    std::string content = messages[i].content;
-    if (i == 0 && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
-    if (isAssistant(messages[i])) {
-      out += " " + trim(content) + " " + ctx.options.eosToken;
-    } else {
-      out += ctx.bos() + "[INST] " + trim(content) + " [/INST]";
-    }
-  }
-  return out;
-}
-
-std::string renderLlama3(Messages messages, const RenderContext& ctx) {
-  const auto turn = [](std::string_view role, std::string_view content) {
-    return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n" + trim(content) +
-           "<|eot_id|>";
-  };
-  std::string out;
-  // Llama 3.1+ always opens with a dated system turn.
-  if (contains(ctx.source, "Cutting Knowledge Date")) {
-    std::string system;
-    if (!messages.empty() && isSystem(messages.front())) {
-      system = trim(messages.front().content);
-      messages = messages.subspan(1);
-    }
-    out = ctx.bos() + "<|start_header_id|>system<|end_header_id|>\n\n" +
-          "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + system +
-          "<|eot_id|>";
-  } else if (!messages.empty()) {
-    out = ctx.bos();
-  }
-  for (const ChatMessage& m : messages) out += turn(m.role, m.content);
-  if (ctx.options.addGenerationPrompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
-}
-
-std::string renderMistral(Messages messages, const RenderContext& ctx) {
-  // v0.1/v0.2 write "[INST] x [/INST]answer</s>"; v0.3 "[INST] x[/INST] answer</s>".
-  const bool spaceBeforeClose = contains(ctx.source, " [/INST]");
-  const bool spaceBeforeAnswer =
-      contains(ctx.source, "\" \" + message") || contains(ctx.source, "' ' + message");
-  const bool systemInLastTurn = contains(ctx.source, "loop.last and system_message");
-  std::string out = ctx.bos();
-  for (const ChatMessage& m : foldSystemIntoUser(messages, "\n\n", systemInLastTurn)) {
-    if (isAssistant(m)) {
-      out += (spaceBeforeAnswer ? " " : "") + m.content + ctx.options.eosToken;
-    } else {
-      out += "[INST] " + m.content + (spaceBeforeClose ? " [/INST]" : "[/INST]");
-    }
-  }
-  return out;
-}
-
-std::string renderGemma(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  for (const ChatMessage& m : foldSystemIntoUser(messages, "\n\n", false)) {
-    const std::string role = isAssistant(m) ? "model" : m.role;
-    out += "<start_of_turn>" + role + "\n" + trim(m.content) + "<end_of_turn>\n";
-  }
-  if (ctx.options.addGenerationPrompt) out += "<start_of_turn>model\n";
-  return out;
-}
-
-std::string renderPhi3(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  // Some Phi-3 templates ignore add_generation_prompt: every user turn opens
-  // the assistant's, and system messages are dropped.
-  if (!contains(ctx.source, "add_generation_prompt")) {
-    for (const ChatMessage& m : messages) {
-      if (isAssistant(m)) out += m.content + "<|end|>\n";
-      if (m.role == "user") out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
-    }
-    return out;
-  }
-  for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
-  if (ctx.options.addGenerationPrompt) {
-    out += "<|assistant|>\n";
-  } else if (contains(ctx.source, "eos_token")) {
-    out += ctx.options.eosToken;
-  }
-  return out;
-}
-
-std::string renderZephyr(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  for (const ChatMessage& m : messages) {
-    out += "<|" + m.role + "|>\n" + m.content + ctx.options.eosToken + "\n";
-  }
-  if (ctx.options.addGenerationPrompt) out += "<|assistant|>\n";
-  return out;
-}
-
-std::string renderDeepseek(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  for (const ChatMessage& m : messages) {
-    if (isSystem(m)) {
-      out += m.content + "\n\n";
-    } else if (isAssistant(m)) {
-      out += "Assistant: " + m.content + ctx.options.eosToken;
-    } else {
-      out += "User: " + m.content + "\n\n";
-    }
-  }
-  if (ctx.options.addGenerationPrompt) out += "Assistant:";
-  return out;
-}
-
-std::string renderDeepseekCoder(Messages messages, const RenderContext& ctx) {
-  std::string out = ctx.bos();
-  bool hasSystem = false;
-  for (const ChatMessage& m : messages) hasSystem = hasSystem || isSystem(m);
-  if (!hasSystem && contains(ctx.source, kDeepseekCoderSystem)) {
-    out += std::string(kDeepseekCoderSystem) + "\n";
-  }
-  for (const ChatMessage& m : messages) {
-    if (isSystem(m)) {
-      out += m.content;
-    } else if (isAssistant(m)) {
-      out += "### Response:\n" + m.content + "\n<|EOT|>\n";
-    } else {
-      out += "### Instruction:\n" + m.content + "\n";
-    }
-  }
-  if (ctx.options.addGenerationPrompt) out += "### Response:";
-  return out;
-}
-
-std::string renderDeepseek3(Messages messages, const RenderContext& ctx) {
-  std::string system;
-  for (const ChatMessage& m : messages) {
-    if (isSystem(m)) system += system.empty() ? m.content : "\n\n" + m.content;
-  }
-  std::string out = ctx.bos() + system;
-  // R1-style templates drop the reasoning of earlier answers.
-  const bool dropsThinking = contains(ctx.source, "</think>");
-  for (const ChatMessage& m : messages) {
-    if (isAssistant(m)) {
-      std::string_view content = m.content;
-      const size_t think = content.rfind("</think>");
-      if (dropsThinking && think != std::string_view::npos) content.remove_prefix(think + 8);
-      out += std::string(kDeepseekAssistant) + std::string(content) + std::string(kDeepseekEos);
-    } else if (!isSystem(m)) {
-      out += std::string(kDeepseekUser) + m.content;
-    }
-  }
-  if (ctx.options.addGenerationPrompt) {
-    out += kDeepseekAssistant;
-    if (contains(ctx.source, std::string(kDeepseekAssistant) + "<think>")) out += "<think>\n";
-  }
-  return out;
-}
-
-std::string renderPlain(Messages messages) {
-  std::string out;
-  for (const ChatMessage& m : messages) out += m.content;
-  return out;
-}
-
-}  // namespace
-
-std::string_view chatFamilyName(ChatFamily family) {
-  switch (family) {
-    case ChatFamily::kNone:
-      return "none";
-    case ChatFamily::kUnknown:
-      return "unknown";
-    case ChatFamily::kChatml:
-      return "chatml";
-    case ChatFamily::kLlama2:
-      return "llama2";
-    case ChatFamily::kLlama3:
-      return "llama3";
-    case ChatFamily::kMistral:
-      return "mistral-instruct";
-    case ChatFamily::kGemma:
-      return "gemma";
-    case ChatFamily::kPhi3:
-      return "phi-3";
-    case ChatFamily::kZephyr:
-      return "zephyr";
-    case ChatFamily::kDeepseek:
-      return "deepseek";
-    case ChatFamily::kDeepseekCoder:
-      return "deepseek-coder";
-    case ChatFamily::kDeepseek3:
-      return "deepseek3";
-  }
-  return "unknown";
-}
-
-ChatFamily detectChatFamily(std::string_view source) {
-  if (trim(source).empty()) return ChatFamily::kNone;
-  if (contains(source, "<|im_start|>")) return ChatFamily::kChatml;
-  if (contains(source, "<|start_header_id|>")) return ChatFamily::kLlama3;
-  if (contains(source, "<start_of_turn>")) return ChatFamily::kGemma;
-  if (contains(source, "[INST]")) {
-    return contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral;
-  }
-  if (contains(source, "<|user|>")) {
-    return contains(source, "<|end|>") ? ChatFamily::kPhi3 : ChatFamily::kZephyr;
-  }
-  if (contains(source, kDeepseekUser)) return ChatFamily::kDeepseek3;
-  if (contains(source, "### Instruction:")) return ChatFamily::kDeepseekCoder;
-  if (contains(source, "User: ") && contains(source, "Assistant:")) return ChatFamily::kDeepseek;
-  return ChatFamily::kUnknown;
-}
-
-ChatTemplate::ChatTemplate(std::string source)
-    : m_source(std::move(source)), m_family(detectChatFamily(m_source)) {}
-
-ChatPrompt ChatTemplate::render(Messages messages, const ChatOptions& options) const {
-  const RenderContext ctx{m_source, options};
-  ChatPrompt prompt;
-  prompt.family = m_family;
-  switch (m_family) {
-    case ChatFamily::kChatml:
-      prompt.text = renderChatml(messages, ctx);
-      break;
-    case ChatFamily::kLlama2:
-      prompt.text = renderLlama2(messages, ctx);
-      break;
-    case ChatFamily::kLlama3:
-      prompt.text = renderLlama3(messages, ctx);
-      break;
-    case ChatFamily::kMistral:
-      prompt.text = renderMistral(messages, ctx);
-      break;
-    case ChatFamily::kGemma:
-      prompt.text = renderGemma(messages, ctx);
-      break;
-    case ChatFamily::kPhi3:
-      prompt.text = renderPhi3(messages, ctx);
-      break;
-    case ChatFamily::kZephyr:
-      prompt.text = renderZephyr(messages, ctx);
-      break;
-    case ChatFamily::kDeepseek:
-      prompt.text = renderDeepseek(messages, ctx);
-      break;
-    case ChatFamily::kDeepseekCoder:
-      prompt.text = renderDeepseekCoder(messages, ctx);
-      break;
-    case ChatFamily::kDeepseek3:
-      prompt.text = renderDeepseek3(messages, ctx);
-      break;
-    case ChatFamily::kUnknown:
-      prompt.warning =
-          "This model's chat template is not one kvscope recognises; messages are sent as plain "
-          "text, so replies may not follow the conversation.";
-      prompt.text = renderPlain(messages);
-      break;
-    case ChatFamily::kNone:
-      prompt.text = renderPlain(messages);
-      break;
-  }
-  return prompt;
-}
-
 std::vector<TokenId> encodeChatPrompt(const Tokenizer& tokenizer, const ChatPrompt& prompt) {
-  const bool plain = prompt.family == ChatFamily::kNone || prompt.family == ChatFamily::kUnknown;
   std::string_view text = prompt.text;
   const Vocab& vocab = tokenizer.vocab();
   const std::string_view bos = tokenizer.piece(vocab.bos, /*renderSpecial=*/true);
-  if (!plain && vocab.addBos && !bos.empty() && text.starts_with(bos))
+  if (!prompt.plain && vocab.addBos && !bos.empty() && text.starts_with(bos))
     text.remove_prefix(bos.size());
-  return tokenizer.encode(text, {.addSpecial = true, .parseSpecial = !plain});
+  return tokenizer.encode(text, {.addSpecial = true, .parseSpecial = !prompt.plain});
 }
 
 }  // namespace kvscope::tokenizer

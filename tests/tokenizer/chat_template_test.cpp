@@ -1,11 +1,18 @@
-// Each family is tested with a real template string of that family (written
-// from its published format) and the exact text the template renders.
+// ChatTemplate: the model's own Jinja template renders chats (checked against
+// what Python's jinja2 renders, recorded in tests/data/chat_templates), a
+// template that fails is an error naming the model and the line, and the user's
+// other choices (built-in format, plain completion) render without it.
 
 #include "tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
 #include "handmade_vocab.h"
@@ -15,157 +22,20 @@
 namespace kvscope::tokenizer {
 namespace {
 
+using Json = nlohmann::json;
+
 const std::vector<ChatMessage> kConversation = {
     {"system", "You are helpful."},
     {"user", "Hello"},
     {"assistant", "Hi there!"},
     {"user", "How are you?"},
 };
-const std::vector<ChatMessage> kNoSystem(kConversation.begin() + 1, kConversation.end());
 
-const std::string kDsBos = "<｜begin▁of▁sentence｜>";
-const std::string kDsEos = "<｜end▁of▁sentence｜>";
-const std::string kDsUser = "<｜User｜>";
-const std::string kDsAssistant = "<｜Assistant｜>";
-
-std::string render(const std::string& source, const std::vector<ChatMessage>& messages,
-                   ChatOptions options = {}) {
-  const ChatTemplate tmpl(source);
-  const ChatPrompt prompt = tmpl.render(messages, options);
-  EXPECT_TRUE(prompt.warning.empty()) << prompt.warning;
-  return prompt.text;
-}
-
-TEST(ChatTemplate, ChatmlWithQwenDefaultSystem) {
-  const std::string qwen2 =
-      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-      "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
-      "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
-      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-  EXPECT_EQ(detectChatFamily(qwen2), ChatFamily::kChatml);
-  EXPECT_EQ(render(qwen2, kConversation),
-            "<|im_start|>system\nYou are helpful.<|im_end|>\n"
-            "<|im_start|>user\nHello<|im_end|>\n"
-            "<|im_start|>assistant\nHi there!<|im_end|>\n"
-            "<|im_start|>user\nHow are you?<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  EXPECT_EQ(render(qwen2, {{"user", "Hello"}}),
-            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-            "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
-
-  const std::string plain =
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
-      "{{ '<|im_start|>assistant\\n' }}{% endif %}";
-  EXPECT_EQ(render(plain, {{"user", "Hello"}}, {.addGenerationPrompt = false}),
-            "<|im_start|>user\nHello<|im_end|>\n");
-}
-
-TEST(ChatTemplate, Llama2) {
-  const std::string meta =
-      "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
-      "{% set system_message = messages[0]['content'] %}{% else %}"
-      "{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
-      "{% for message in loop_messages %}{% if (message['role'] == 'user') != "
-      "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
-      "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and "
-      "system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
-      "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
-      "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + "
-      "'[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
-      "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
-  EXPECT_EQ(detectChatFamily(meta), ChatFamily::kLlama2);
-  EXPECT_EQ(render(meta, kConversation),
-            "<s>[INST] <<SYS>>\nYou are helpful.\n<</SYS>>\n\nHello [/INST] Hi there! </s>"
-            "<s>[INST] How are you? [/INST]");
-}
-
-TEST(ChatTemplate, Llama3) {
-  const std::string llama3 =
-      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-      "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
-      "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
-      "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
-      "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
-  const ChatOptions options{.bosToken = "<|begin_of_text|>", .eosToken = "<|eot_id|>"};
-  EXPECT_EQ(detectChatFamily(llama3), ChatFamily::kLlama3);
-  EXPECT_EQ(render(llama3, kConversation, options),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are "
-            "helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nHi there!<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHow are you?<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-
-  // Llama 3.1 opens with a dated system turn whether or not there is a system message.
-  const std::string llama31 =
-      "{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = \"26 Jul "
-      "2024\" %}{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
-      "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- \"Today Date: \" + date_string + "
-      "\"\\n\\n\" }}{{- system_message }}{{- \"<|eot_id|>\" }}";
-  EXPECT_EQ(render(llama31, {{"user", "Hello"}}, options),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-TEST(ChatTemplate, MistralInstruct) {
-  const std::string v2 =
-      "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
-      "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
-      "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
-      "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' "
-      "%}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and "
-      "assistant roles are supported!') }}{% endif %}{% endfor %}";
-  EXPECT_EQ(detectChatFamily(v2), ChatFamily::kMistral);
-  EXPECT_EQ(render(v2, kNoSystem),
-            "<s>[INST] Hello [/INST]Hi there!</s>[INST] How are you? [/INST]");
-  EXPECT_EQ(render(v2, kConversation),
-            "<s>[INST] You are helpful.\n\nHello [/INST]Hi there!</s>[INST] How are you? [/INST]");
-
-  const std::string v3 =
-      "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content'] "
-      "%}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}"
-      "{%- endif %}{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == "
-      "'user' %}{%- if loop.last and system_message is defined %}{{- '[INST] ' + system_message "
-      "+ '\\n\\n' + message['content'] + '[/INST]' }}{%- else %}{{- '[INST] ' + "
-      "message['content'] + '[/INST]' }}{%- endif %}{%- elif message['role'] == 'assistant' %}"
-      "{{- ' ' + message['content'] + eos_token}}{%- endif %}{%- endfor %}";
-  EXPECT_EQ(render(v3, kConversation),
-            "<s>[INST] Hello[/INST] Hi there!</s>[INST] You are helpful.\n\nHow are you?[/INST]");
-}
-
-TEST(ChatTemplate, Gemma) {
-  const std::string gemma =
-      "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role "
-      "not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == "
-      "'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must "
-      "alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == "
-      "'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
-      "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
-      "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}"
-      "{{'<start_of_turn>model\n'}}{% endif %}";
-  EXPECT_EQ(detectChatFamily(gemma), ChatFamily::kGemma);
-  EXPECT_EQ(render(gemma, kNoSystem, {.bosToken = "<bos>", .eosToken = "<eos>"}),
-            "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\nHi "
-            "there!<end_of_turn>\n<start_of_turn>user\nHow are you?<end_of_turn>\n"
-            "<start_of_turn>model\n");
-}
-
-TEST(ChatTemplate, Phi3) {
-  const std::string mini =
-      "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
-      "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
-      "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
-      "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
-      "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
-  EXPECT_EQ(detectChatFamily(mini), ChatFamily::kPhi3);
-  EXPECT_EQ(render(mini, kConversation),
-            "<|system|>\nYou are helpful.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi "
-            "there!<|end|>\n<|user|>\nHow are you?<|end|>\n<|assistant|>\n");
-  EXPECT_EQ(render(mini, {{"user", "Hello"}},
-                   {.addGenerationPrompt = false, .eosToken = "<|endoftext|>"}),
-            "<|user|>\nHello<|end|>\n<|endoftext|>");
+Json readJson(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return Json::parse(s.str());
 }
 
 TEST(ChatTemplate, Phi3TemplateFromTheVocabFixture) {
@@ -178,121 +48,119 @@ TEST(ChatTemplate, Phi3TemplateFromTheVocabFixture) {
   const ChatTemplate tmpl(vocab->chatTemplate);
   EXPECT_EQ(tmpl.familyName(), "phi-3");
   // This Phi-3 template opens the assistant turn after every user turn itself.
-  EXPECT_EQ(tmpl.render(kConversation, {}).text,
+  const auto prompt = tmpl.render(kConversation, {});
+  ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+  EXPECT_EQ(prompt->text,
             "<s><|user|>\nHello<|end|>\n<|assistant|>\nHi there!<|end|>\n"
             "<|user|>\nHow are you?<|end|>\n<|assistant|>\n");
 }
 
-TEST(ChatTemplate, Zephyr) {
-  const std::string zephyr =
-      "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
-      "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n"
-      "{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == "
-      "'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n"
-      "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n"
-      "{% endfor %}";
-  EXPECT_EQ(detectChatFamily(zephyr), ChatFamily::kZephyr);
-  EXPECT_EQ(render(zephyr, kConversation),
-            "<|system|>\nYou are helpful.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi "
-            "there!</s>\n<|user|>\nHow are you?</s>\n<|assistant|>\n");
+// The options reach the template as Hugging Face passes them: Qwen3's template
+// with enable_thinking off (and on) renders what jinja2 rendered for the same
+// conversation.
+TEST(ChatTemplate, ThinkingSettingReachesQwen3sTemplate) {
+  const auto config = test::sharedFile("tokenizer/hf-qwen3/tokenizer_config.json");
+  KVS_REQUIRE_FIXTURE(config);
+  const std::filesystem::path data = KVSCOPE_TEST_DATA;
+  const Json conversations = readJson(data / "chat_templates" / "conversations.json");
+  const Json expected = readJson(data / "chat_templates" / "expected" / "hf-qwen3.json");
+  const ChatTemplate tmpl(readJson(config)["chat_template"].get<std::string>(), "qwen3");
+  EXPECT_TRUE(tmpl.readsThinking());
+  std::vector<ChatMessage> messages;
+  for (const Json& m : conversations["cases"]["thinking_off"]["messages"])
+    messages.push_back({m["role"], m["content"]});
+  for (const bool think : {false, true}) {
+    ChatOptions options;
+    options.enableThinking = think;
+    const auto prompt = tmpl.render(messages, options);
+    ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+    EXPECT_EQ(prompt->text, expected[think ? "thinking_on.gen" : "thinking_off.gen"]["text"]);
+  }
+  // Off adds an empty think block; unset leaves the template's default (thinking).
+  ChatOptions off;
+  off.enableThinking = false;
+  EXPECT_NE(tmpl.render(messages, off)->text, tmpl.render(messages, {})->text);
 }
 
-TEST(ChatTemplate, Deepseek) {
-  const std::string chat =
-      "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      "{% endif %}{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
-      "{{ 'User: ' + message['content'] + '\n\n' }}{% elif message['role'] == 'assistant' %}"
-      "{{ 'Assistant: ' + message['content'] + eos_token }}{% elif message['role'] == 'system' "
-      "%}{{ message['content'] + '\n\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
-      "{{ 'Assistant:' }}{% endif %}";
-  const ChatOptions options{.bosToken = kDsBos, .eosToken = kDsEos};
-  EXPECT_EQ(detectChatFamily(chat), ChatFamily::kDeepseek);
-  EXPECT_EQ(render(chat, kConversation, options),
-            kDsBos + "You are helpful.\n\nUser: Hello\n\nAssistant: Hi there!" + kDsEos +
-                "User: How are you?\n\nAssistant:");
+TEST(ChatTemplate, AFailingTemplateNamesTheModelAndLineAndTheOtherRenderersStillWork) {
+  // Gemma 2's own rule, reduced: a system message raises.
+  const std::string gemma =
+      "{{ bos_token }}{% if messages[0]['role'] == 'system' %}\n"
+      "{{ raise_exception('System role not supported') }}{% endif %}"
+      "{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else "
+      "m['role'] }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+      "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+  const ChatTemplate tmpl(gemma, "gemma-2-2b-it.gguf");
+  ASSERT_FALSE(tmpl.parseError());
+  const auto failed = tmpl.render(kConversation, {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("gemma-2-2b-it.gguf"), std::string::npos);
+  EXPECT_NE(failed.error().message.find("line 2"), std::string::npos);
+  EXPECT_NE(failed.error().message.find("System role not supported"), std::string::npos);
+
+  ChatOptions builtin;
+  builtin.renderer = ChatRenderer::kBuiltin;
+  const auto viaBuiltin = tmpl.render(kConversation, builtin);
+  ASSERT_TRUE(viaBuiltin.ok()) << viaBuiltin.error().message;
+  EXPECT_EQ(viaBuiltin->renderer, ChatRenderer::kBuiltin);
+  EXPECT_EQ(viaBuiltin->text, renderChatFormat(ChatFamily::kGemma, gemma, kConversation, {}));
+
+  ChatOptions plain;
+  plain.renderer = ChatRenderer::kPlain;
+  const auto viaPlain = tmpl.render(kConversation, plain);
+  ASSERT_TRUE(viaPlain.ok());
+  EXPECT_TRUE(viaPlain->plain);
+  EXPECT_EQ(viaPlain->text, "You are helpful.HelloHi there!How are you?");
 }
 
-TEST(ChatTemplate, DeepseekCoder) {
-  const std::string coder =
-      "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      "{% endif %}{%- set ns = namespace(found=false) -%}{%- for message in messages -%}"
-      "{%- if message['role'] == 'system' -%}{%- set ns.found = true -%}{%- endif -%}"
-      "{%- endfor -%}{{bos_token}}{%- if not ns.found -%}{{'You are an AI programming "
-      "assistant, utilizing the Deepseek Coder model, developed by Deepseek Company, and you "
-      "only answer questions related to computer science. For politically sensitive questions, "
-      "security and privacy issues, and other non-computer science questions, you will refuse "
-      "to answer\\n'}}{%- endif %}{%- for message in messages %}{%- if message['role'] == "
-      "'system' %}{{ message['content'] }}{%- else %}{%- if message['role'] == 'user' %}"
-      "{{'### Instruction:\\n' + message['content'] + '\\n'}}{%- else %}{{'### Response:\\n' + "
-      "message['content'] + '\\n<|EOT|>\\n'}}{%- endif %}{%- endif %}{%- endfor %}"
-      "{% if add_generation_prompt %}{{'### Response:'}}{% endif %}";
-  const ChatOptions options{.bosToken = kDsBos, .eosToken = "<|EOT|>"};
-  EXPECT_EQ(detectChatFamily(coder), ChatFamily::kDeepseekCoder);
-  EXPECT_EQ(render(coder, kNoSystem, options),
-            kDsBos +
-                "You are an AI programming assistant, utilizing the Deepseek Coder model, "
-                "developed by Deepseek Company, and you only answer questions related to "
-                "computer science. For politically sensitive questions, security and privacy "
-                "issues, and other non-computer science questions, you will refuse to answer\n"
-                "### Instruction:\nHello\n### Response:\nHi there!\n<|EOT|>\n"
-                "### Instruction:\nHow are you?\n### Response:");
+TEST(ChatTemplate, ATemplateThatDoesNotParseIsAnErrorNotAFallback) {
+  const ChatTemplate broken("{% for m in messages %}<|im_start|>{{ m.content }}", "broken.gguf");
+  ASSERT_TRUE(broken.parseError());
+  EXPECT_NE(broken.parseError()->message.find("broken.gguf"), std::string::npos);
+  EXPECT_NE(broken.parseError()->message.find("endfor"), std::string::npos);
+  EXPECT_FALSE(broken.render(kConversation, {}).ok());
+  EXPECT_EQ(broken.family(), ChatFamily::kChatml);  // the built-in choice it offers
 }
 
-TEST(ChatTemplate, Deepseek3) {
-  const std::string v3 =
-      "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      "{% endif %}{% set ns = namespace(system_prompt='') %}{%- for message in messages %}"
-      "{%- if message['role'] == 'system' %}{% set ns.system_prompt = message['content'] %}"
-      "{%- endif %}{%- endfor %}{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}"
-      "{%- if message['role'] == 'user' %}{{'" +
-      kDsUser +
-      "' + message['content']}}{%- endif %}"
-      "{%- if message['role'] == 'assistant' %}{{'" +
-      kDsAssistant + "' + message['content'] + '" + kDsEos +
-      "'}}{%- endif %}{%- endfor -%}{% if add_generation_prompt %}{{'" + kDsAssistant +
-      "'}}{% endif %}";
-  const ChatOptions options{.bosToken = kDsBos, .eosToken = kDsEos};
-  EXPECT_EQ(detectChatFamily(v3), ChatFamily::kDeepseek3);
-  EXPECT_EQ(render(v3, kConversation, options), kDsBos + "You are helpful." + kDsUser + "Hello" +
-                                                    kDsAssistant + "Hi there!" + kDsEos + kDsUser +
-                                                    "How are you?" + kDsAssistant);
-}
-
-TEST(ChatTemplate, NoTemplateMeansPlainCompletion) {
-  const ChatTemplate none("");
-  EXPECT_EQ(none.family(), ChatFamily::kNone);
-  EXPECT_EQ(none.familyName(), "none");
-  const ChatPrompt prompt = none.render(std::vector<ChatMessage>{{"user", "Once upon a time"}}, {});
-  EXPECT_EQ(prompt.text, "Once upon a time");
-  EXPECT_TRUE(prompt.warning.empty());
-  // Replies continue the text directly, so the next turn re-renders what was streamed.
-  EXPECT_EQ(none.render(kNoSystem, {}).text, "HelloHi there!How are you?");
-}
-
-TEST(ChatTemplate, UnknownTemplateFallsBackWithAWarning) {
+TEST(ChatTemplate, BuiltinIsRefusedWhenNoFamilyMatches) {
   const ChatTemplate odd("{% for m in messages %}<<{{ m.role }}>>{{ m.content }}{% endfor %}");
-  EXPECT_EQ(odd.family(), ChatFamily::kUnknown);
-  EXPECT_EQ(odd.familyName(), "unknown");
-  const ChatPrompt prompt = odd.render(kNoSystem, {});
-  EXPECT_EQ(prompt.text, "HelloHi there!How are you?");
-  EXPECT_FALSE(prompt.warning.empty());
+  ChatOptions builtin;
+  builtin.renderer = ChatRenderer::kBuiltin;
+  EXPECT_FALSE(odd.render(kConversation, builtin).ok());
+  // Its own template renders it.
+  EXPECT_EQ(odd.render(kConversation, {})->text,
+            "<<system>>You are helpful.<<user>>Hello<<assistant>>Hi there!<<user>>How are you?");
+}
+
+TEST(ChatTemplate, NoTemplateMeansPlainCompletionAndAChatVocabularyIsWarned) {
+  const ChatTemplate none("");
+  EXPECT_TRUE(none.empty());
+  const auto prompt = none.render(std::vector<ChatMessage>{{"user", "Once upon a time"}}, {});
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_TRUE(prompt->plain);
+  EXPECT_EQ(prompt->text, "Once upon a time");
+  auto chatVocab = Tokenizer::create(handmade::spmVocab());  // has <|im_start|> as a control token
+  ASSERT_TRUE(chatVocab.ok());
+  EXPECT_NE(missingTemplateWarning(*chatVocab).find("<|im_start|>"), std::string::npos);
 }
 
 TEST(ChatTemplate, EncodedPromptsCarryExactlyOneBos) {
   auto tok = Tokenizer::create(handmade::spmVocab());
   ASSERT_TRUE(tok.ok());
   const std::vector<ChatMessage> hi{{"user", "hi"}};
-  // Mistral writes "<s>" itself; the vocabulary also asks for BOS: one BOS.
-  const ChatTemplate mistral("{{ bos_token }}{% for m in messages %}[INST] ...");
-  const auto withBos = encodeChatPrompt(*tok, mistral.render(hi, {}));
+  // The template writes "<s>" itself; the vocabulary also asks for BOS: one BOS.
+  const ChatTemplate mistral(
+      "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+  const auto withBos = encodeChatPrompt(*tok, mistral.render(hi, {}).value());
   EXPECT_EQ(std::count(withBos.begin(), withBos.end(), 1), 1);
   EXPECT_EQ(withBos.front(), 1);
-  // Zephyr writes none; the vocabulary's BOS is added.
-  const ChatTemplate zephyr("{% for m in messages %}<|user|>\n...");
-  EXPECT_EQ(encodeChatPrompt(*tok, zephyr.render(hi, {})).front(), 1);
+  // A template that writes none gets the vocabulary's BOS.
+  const ChatTemplate zephyr("{% for m in messages %}<|user|>\n{{ m.content }}{% endfor %}");
+  EXPECT_EQ(encodeChatPrompt(*tok, zephyr.render(hi, {}).value()).front(), 1);
   // Plain completion does not parse special tokens out of the user's text.
   const auto plain = encodeChatPrompt(
-      *tok, ChatTemplate("").render(std::vector<ChatMessage>{{"user", "<|im_start|>"}}, {}));
+      *tok,
+      ChatTemplate("").render(std::vector<ChatMessage>{{"user", "<|im_start|>"}}, {}).value());
   EXPECT_EQ(std::count(plain.begin(), plain.end(), handmade::kImStart), 0);
 }
 

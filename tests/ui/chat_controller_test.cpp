@@ -45,7 +45,7 @@ std::string referenceReply(const QString& prompt, int maxTokens) {
   auto backend = runtime::makeBackend(model, {.kind = "cpu"});
   runtime::Session session(model, std::move(*backend), std::move(*tokenizer));
   const std::vector<tokenizer::ChatMessage> messages{{"user", prompt.toStdString()}};
-  const auto tokens = session.tokenizeChat(session.renderChat(messages));
+  const auto tokens = session.tokenizeChat(session.renderChat(messages).value());
   runtime::GenerateOptions options;
   options.maxTokens = static_cast<uint32_t>(maxTokens);
   options.sampler.temperature = 0.0f;

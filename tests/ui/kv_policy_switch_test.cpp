@@ -62,7 +62,7 @@ std::string referenceReply(const QList<ui::ChatMessage>& messages, const QString
   runtime::GenerateOptions options;
   options.maxTokens = kMaxTokens;
   options.sampler.temperature = 0.0f;
-  auto result = session.generate(session.tokenizeChat(session.renderChat(chat)), options);
+  auto result = session.generate(session.tokenizeChat(session.renderChat(chat).value()), options);
   return result.ok() ? result->text : std::string("<engine error>");
 }
 
