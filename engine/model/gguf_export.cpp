@@ -126,6 +126,14 @@ Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
   w.set("tokenizer.ggml.add_space_prefix", gguf::boolValue(vocab.addSpacePrefix));
   if (!vocab.chatTemplate.empty())
     w.set("tokenizer.chat_template", gguf::stringValue(vocab.chatTemplate));
+  if (!vocab.namedChatTemplates.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, source] : vocab.namedChatTemplates) {
+      names.push_back(name);
+      w.set("tokenizer.chat_template." + name, gguf::stringValue(source));
+    }
+    w.set("tokenizer.chat_templates", gguf::stringArrayValue(names));
+  }
   return okStatus();
 }
 

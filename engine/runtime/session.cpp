@@ -47,6 +47,9 @@ Session::Session(std::shared_ptr<const model::ModelFile> model,
       m_factory(std::move(factory)),
       m_tokenizer(std::move(tokenizer)),
       m_chatTemplate(m_tokenizer.vocab().chatTemplate, modelName(m_model.get())) {
+  for (const auto& [name, source] : m_tokenizer.vocab().namedChatTemplates) {
+    if (name == "tool_use") m_toolTemplate.emplace(source, modelName(m_model.get()));
+  }
   setPolicyText(std::move(kvPolicy));
 }
 
@@ -56,6 +59,7 @@ std::vector<int32_t> Session::tokenizeCompletion(std::string_view text) const {
 
 void Session::setChatTemplateSource(std::string source) {
   m_chatTemplate = tokenizer::ChatTemplate(std::move(source), modelName(m_model.get()));
+  m_toolTemplate.reset();
 }
 
 Expected<tokenizer::ChatPrompt> Session::renderChat(
@@ -69,7 +73,9 @@ Expected<tokenizer::ChatPrompt> Session::renderChat(
   options.renderer = m_chatSettings.renderer;
   options.enableThinking = m_chatSettings.enableThinking;
   options.toolsJson = std::move(toolsJson);
-  KVS_ASSIGN_OR_RETURN(tokenizer::ChatPrompt prompt, m_chatTemplate.render(messages, options));
+  const tokenizer::ChatTemplate& chat =
+      !options.toolsJson.empty() && m_toolTemplate ? *m_toolTemplate : m_chatTemplate;
+  KVS_ASSIGN_OR_RETURN(tokenizer::ChatPrompt prompt, chat.render(messages, options));
   if (prompt.plain && m_chatTemplate.empty() && prompt.renderer == tokenizer::ChatRenderer::kTemplate)
     prompt.warning = tokenizer::missingTemplateWarning(m_tokenizer);
   return prompt;

@@ -81,11 +81,12 @@ class Session {
   void setChatSettings(ChatSettings settings) { m_chatSettings = settings; }
   const ChatSettings& chatSettings() const { return m_chatSettings; }
   const tokenizer::ChatTemplate& chatTemplate() const { return m_chatTemplate; }
-  // Renders with `source` instead of the model's template (a user's .jinja file).
+  // Renders with `source` instead of the model's templates (a user's .jinja file).
   void setChatTemplateSource(std::string source);
   // Renders a conversation (tools: a JSON array for templates that take tools;
-  // empty for none). A template that fails is an error naming the model and
-  // the line; the prompt's warning (no template) is for the UI.
+  // empty for none; with tools, the model's "tool_use" template when it has
+  // one). A template that fails is an error naming the model and the line; the
+  // prompt's warning (no template) is for the UI.
   Expected<tokenizer::ChatPrompt> renderChat(std::span<const tokenizer::ChatMessage> messages,
                                              bool addGenerationPrompt = true,
                                              std::string toolsJson = {}) const;
@@ -146,6 +147,7 @@ class Session {
   std::optional<kv::AutoPlan> m_autoPlan;
   tokenizer::Tokenizer m_tokenizer;
   tokenizer::ChatTemplate m_chatTemplate;
+  std::optional<tokenizer::ChatTemplate> m_toolTemplate;  // the model's "tool_use" variant
   ChatSettings m_chatSettings;
   std::vector<int32_t> m_history;
   std::atomic<bool> m_stop{false};

@@ -191,6 +191,14 @@ Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file) {
   }
   applyPhi3Quirk(file, vocab);
   vocab.chatTemplate = std::string(file.getString("tokenizer.chat_template").value_or(""));
+  // Named variants: their names in tokenizer.chat_templates, each source in
+  // tokenizer.chat_template.NAME.
+  for (const std::string& name :
+       file.getStringArray("tokenizer.chat_templates").value_or(std::vector<std::string>{})) {
+    if (const auto source = file.getString("tokenizer.chat_template." + name)) {
+      vocab.namedChatTemplates.emplace_back(name, std::string(*source));
+    }
+  }
   return vocab;
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text_file.h"
 #include "tokenizer/hf_pipeline.h"
 
 namespace kvscope::tokenizer {
@@ -163,8 +164,12 @@ void readSpecials(const Json& root, const Json& config, Vocab& vocab) {
   if (tmpl->is_string()) vocab.chatTemplate = tmpl->get<std::string>();
   if (!tmpl->is_array()) return;
   for (const Json& named : *tmpl) {
-    if (named.is_object() && stringOr(named, "name") == "default") {
+    if (!named.is_object()) continue;
+    const std::string name = stringOr(named, "name");
+    if (name == "default") {
       vocab.chatTemplate = stringOr(named, "template");
+    } else if (!name.empty()) {
+      vocab.namedChatTemplates.emplace_back(name, stringOr(named, "template"));
     }
   }
 }
@@ -204,6 +209,12 @@ Expected<Vocab> vocabFromHfTokenizerJson(const std::filesystem::path& tokenizerJ
     KVS_ASSIGN_OR_RETURN(config, readJson(configPath));
   }
   readSpecials(root, config, vocab);
+  // Newer folders keep the template in its own file, which wins over the
+  // config's (as in transformers).
+  const auto jinjaPath = tokenizerJson.parent_path() / "chat_template.jinja";
+  if (std::filesystem::exists(jinjaPath)) {
+    KVS_ASSIGN_OR_RETURN(vocab.chatTemplate, readTextFile(jinjaPath));
+  }
   return vocab;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Builds a Vocab from a Hugging Face tokenizer.json, plus the
 // tokenizer_config.json beside it when present (BOS/EOS, add_bos/add_eos and
-// the chat template).
+// the chat templates), and chat_template.jinja, which replaces the config's
+// template when present.
 //
 // Supported: model type "BPE", with the file's normalizer and pre-tokenizer
 // run as written (hf_pipeline.h lists the components; e.g. Llama 3's and

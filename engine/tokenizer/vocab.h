@@ -84,6 +84,9 @@ struct Vocab {
   bool addSpacePrefix = false;
 
   std::string chatTemplate;  // Jinja source from the model, possibly empty
+  // The model's other named templates (GGUF tokenizer.chat_template.NAME, a
+  // tokenizer_config.json list entry), e.g. "tool_use" for requests with tools.
+  std::vector<std::pair<std::string, std::string>> namedChatTemplates;
 };
 
 }  // namespace kvscope::tokenizer

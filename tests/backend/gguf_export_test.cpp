@@ -88,6 +88,7 @@ TEST(GgufExport, VocabularyRoundTrips) {
   KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf"));
   tokenizer::Vocab vocab = storiesVocab();
   vocab.chatTemplate = "{{ bos_token }}[INST] x [/INST]";
+  vocab.namedChatTemplates = {{"tool_use", "{{ tools | tojson }}"}, {"rag", "{{ documents }}"}};
   vocab.eot = 2;
   gguf::GgufWriter w;
   ASSERT_TRUE(model::setVocabMetadata(w, vocab).ok());
@@ -111,6 +112,7 @@ TEST(GgufExport, VocabularyRoundTrips) {
   EXPECT_EQ(back->addBos, vocab.addBos);
   EXPECT_EQ(back->addSpacePrefix, vocab.addSpacePrefix);
   EXPECT_EQ(back->chatTemplate, vocab.chatTemplate);
+  EXPECT_EQ(back->namedChatTemplates, vocab.namedChatTemplates);
 }
 
 TEST(GgufExport, RefusesAVocabularyGgufCannotHold) {

@@ -7,6 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "gguf/gguf_file.h"
 #include "model/gguf_export.h"
 #include "model/model_file.h"
@@ -14,6 +18,7 @@
 #include "support/hf_model_folder.h"
 #include "support/test_support.h"
 #include "support/vocab_cases.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/hf_vocab.h"
 
@@ -71,6 +76,50 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizer,
                          ::testing::Values(Family{"llama3", "llama-bpe", 128256},
                                            Family{"qwen3", "qwen2", 151936}),
                          [](const auto& param) { return std::string(param.param.name); });
+
+// The folder's chat template (tokenizer_config.json) renders, through
+// ChatTemplate, what Python's jinja2 renders (tools/render-chat-templates.py),
+// before and after convert; a chat_template.jinja beside it wins over the
+// config's, as in transformers.
+TEST(HfFolderChatTemplate, RendersAsJinja2DirectlyAndAfterConvert) {
+  const auto tokenizerDir = sharedFile("tokenizer/hf-qwen3");
+  KVS_REQUIRE_FIXTURE(tokenizerDir);
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "kvscope_hf_template";
+  writeHfLlamaFolder(dir, 151936, tokenizerDir);
+  const std::filesystem::path data = KVSCOPE_TEST_DATA;
+  std::ifstream in(data / "chat_templates" / "expected" / "hf-qwen3.json");
+  const auto expected = nlohmann::json::parse(in);
+  const std::vector<tokenizer::ChatMessage> messages = {
+      {"system", "You are a helpful assistant."},
+      {"user", "  Hi there  "},
+      {"assistant", "Hello! How can I help?"},
+      {"user",
+       "Write \"quotes\", 'apostrophes', {braces} and \u00fcn\u00efc\u00f6d\u00e9 \u2713."}};
+  tokenizer::ChatOptions options;  // bos/eos "<s>"/"</s>" as in conversations.json
+  const auto render = [&](const std::filesystem::path& path) {
+    auto model = model::ModelFile::open(path);
+    EXPECT_TRUE(model.ok());
+    auto tok = model::loadTokenizer(**model);
+    EXPECT_TRUE(tok.ok());
+    return tokenizer::ChatTemplate(tok->vocab().chatTemplate)
+        .render(messages, options)
+        .value()
+        .text;
+  };
+  EXPECT_EQ(render(dir), expected["multi_turn.gen"]["text"]);
+  {
+    auto model = model::ModelFile::open(dir);
+    auto tok = model::loadTokenizer(**model);
+    auto writer = model::ggufFromModel(**model, tok->vocab(), {});
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->writeFile(dir / "converted.gguf").ok());
+  }
+  EXPECT_EQ(render(dir / "converted.gguf"), expected["multi_turn.gen"]["text"]);
+
+  std::ofstream(dir / "chat_template.jinja") << "{% for m in messages %}[{{ m.role }}]{% endfor %}";
+  EXPECT_EQ(render(dir), "[system][user][assistant][user]");
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace kvscope::test
