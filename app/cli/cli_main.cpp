@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kvscope::cli::registerConvert(app, global, exitCode);
   kvscope::cli::registerEval(app, global, exitCode);
   kvscope::cli::registerProbe(app, global, exitCode);
+  kvscope::cli::registerServe(app, global, exitCode);
   kvscope::cli::registerTemplate(app, global, exitCode);
 
   if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"

@@ -1,0 +1,222 @@
+#include "server/generation_job.h"
+
+#include <fmt/format.h>
+
+#include "server/stop_trimmer.h"
+
+namespace kvscope::server {
+namespace {
+
+ApiError cancelledError(bool shuttingDown) {
+  if (shuttingDown)
+    return {.status = 503, .message = "the server is shutting down", .type = "server_error"};
+  // 499 is nginx's "client closed request": nobody reads it, but the
+  // request counters show why the request ended.
+  return {.status = 499, .message = "the client closed the connection", .type = "server_error"};
+}
+
+// Feeds the reply through the stop sequences to the job, and stops the
+// session once a stop sequence is complete or the job was cancelled.
+class JobObserver : public runtime::Observer {
+ public:
+  JobObserver(runtime::Session& session, GenerationJob& job, runtime::Observer* next)
+      : m_session(session), m_job(job), m_next(next), m_trimmer(job.sampling().stop) {}
+
+  void onToken(std::string_view text, int32_t token) override {
+    if (m_next) m_next->onToken(text, token);
+    send(m_trimmer.push(text));
+    if (m_trimmer.stopped() || m_job.cancelled()) m_session.requestStop();
+  }
+  void onProgress(uint32_t done, uint32_t total) override {
+    if (m_next) m_next->onProgress(done, total);
+    if (m_job.cancelled()) m_session.requestStop();
+  }
+  void onStep(const runtime::StepStats& stats) override {
+    if (m_next) m_next->onStep(stats);
+  }
+  void onKv(const runtime::KvSnapshot& snapshot) override {
+    if (m_next) m_next->onKv(snapshot);
+  }
+  void onIndexer(const runtime::IndexerSnapshot& snapshot) override {
+    if (m_next) m_next->onIndexer(snapshot);
+  }
+
+  // The text held back for a stop sequence that never came.
+  void flush() { send(m_trimmer.finish()); }
+  bool stopSequenceSeen() const { return m_trimmer.stopped(); }
+  const std::string& sent() const { return m_sent; }
+
+ private:
+  void send(const std::string& text) {
+    if (text.empty()) return;
+    m_sent += text;
+    m_job.release(text);
+  }
+
+  runtime::Session& m_session;
+  GenerationJob& m_job;
+  runtime::Observer* m_next;
+  StopTrimmer m_trimmer;
+  std::string m_sent;
+};
+
+runtime::GenerateOptions requestOptions(const SamplingRequest& r,
+                                        const runtime::GenerateOptions& defaults) {
+  runtime::GenerateOptions o = defaults;
+  if (r.maxTokens) o.maxTokens = *r.maxTokens;
+  if (r.temperature) o.sampler.temperature = *r.temperature;
+  if (r.topP) o.sampler.topP = *r.topP;
+  if (r.seed) o.sampler.seed = *r.seed;
+  return o;
+}
+
+}  // namespace
+
+GenerationJob::GenerationJob(ChatRequest request)
+    : m_kind(Kind::kChat), m_chat(std::move(request)) {}
+
+GenerationJob::GenerationJob(CompletionRequest request)
+    : m_kind(Kind::kCompletion), m_completion(std::move(request)) {}
+
+const SamplingRequest& GenerationJob::sampling() const {
+  return m_kind == Kind::kChat ? m_chat.sampling : m_completion.sampling;
+}
+
+GenerationJob::Phase GenerationJob::waitStarted(ApiError& error) {
+  std::unique_lock lock(m_mutex);
+  m_changed.wait(lock, [&] { return m_phase != Phase::kQueued || m_cancelled.load(); });
+  if (m_phase == Phase::kQueued) {
+    // Cancelled while queued: only the server stopping does that (the
+    // HTTP thread is here, so the client cannot have been noticed leaving).
+    error = cancelledError(true);
+    return Phase::kFailed;
+  }
+  if (m_phase == Phase::kFailed) error = *m_error;
+  return m_phase;
+}
+
+GenerationJob::Update GenerationJob::take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(m_mutex);
+  m_changed.wait_for(lock, timeout, [&] {
+    return !m_text.empty() || m_phase == Phase::kFinished || m_phase == Phase::kFailed;
+  });
+  Update u;
+  u.text = std::exchange(m_text, {});
+  u.phase = m_phase;
+  u.error = m_error;
+  u.finish = m_finish;
+  u.usage = m_usage;
+  return u;
+}
+
+void GenerationJob::cancel() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_cancelled.store(true);
+  }
+  m_changed.notify_all();
+}
+
+void GenerationJob::start() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_phase = Phase::kRunning;
+  }
+  m_changed.notify_all();
+}
+
+void GenerationJob::release(std::string_view text) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_text += text;
+  }
+  m_changed.notify_all();
+}
+
+void GenerationJob::finish(FinishReason finish, const Usage& usage) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_finish = finish;
+    m_usage = usage;
+    m_phase = Phase::kFinished;
+  }
+  m_changed.notify_all();
+}
+
+void GenerationJob::fail(ApiError error) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_error = std::move(error);
+    m_phase = Phase::kFailed;
+  }
+  m_changed.notify_all();
+}
+
+std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
+                                 const runtime::GenerateOptions& defaults,
+                                 runtime::Observer* observer, std::string& warning) {
+  if (job.cancelled()) {
+    job.fail(cancelledError(false));
+    return std::nullopt;
+  }
+  std::vector<int32_t> prompt;
+  if (job.kind() == GenerationJob::Kind::kChat) {
+    // A template that refuses the conversation (e.g. a system message it does
+    // not support) is the request's problem: 400 with the template's message.
+    const auto rendered = session.renderChat(job.chat().messages);
+    if (!rendered.ok()) {
+      job.fail({.status = 400, .message = rendered.error().message, .param = "messages"});
+      return std::nullopt;
+    }
+    warning = rendered->warning;
+    prompt = session.tokenizeChat(*rendered);
+  } else {
+    prompt = session.tokenizeCompletion(job.completion().prompt);
+  }
+  const char* param = job.kind() == GenerationJob::Kind::kChat ? "messages" : "prompt";
+  if (prompt.empty()) {
+    job.fail({.status = 400, .message = "the prompt is empty", .param = param});
+    return std::nullopt;
+  }
+  const uint32_t limit = session.backend().contextLimit();
+  if (prompt.size() > limit) {
+    job.fail({.status = 400,
+              .message = fmt::format("the prompt has {} tokens but the context holds {}; "
+                                     "shorten it or restart the server with a larger -c",
+                                     prompt.size(), limit),
+              .param = param,
+              .code = "context_length_exceeded"});
+    return std::nullopt;
+  }
+  job.start();
+  JobObserver relay(session, job, observer);
+  auto result = session.generate(prompt, requestOptions(job.sampling(), defaults), &relay);
+  if (job.cancelled()) {
+    job.fail(cancelledError(false));
+    JobOutcome out{.text = relay.sent(), .cancelled = true};
+    if (result.ok()) out.stats = result->stats;
+    return out;
+  }
+  if (!result.ok()) {
+    const bool user = result.error().code == ErrorCode::kInvalidArgument;
+    job.fail({.status = user ? 400 : 500,
+              .message = result.error().message,
+              .type = user ? "invalid_request_error" : "server_error"});
+    return std::nullopt;
+  }
+  relay.flush();
+  JobOutcome out;
+  out.text = relay.sent();
+  out.stats = result->stats;
+  const bool length =
+      !relay.stopSequenceSeen() && (result->stop == runtime::StopReason::kMaxTokens ||
+                                    result->stop == runtime::StopReason::kContextFull);
+  out.finish = length ? FinishReason::kLength : FinishReason::kStop;
+  out.usage = {.promptTokens = static_cast<uint32_t>(prompt.size()),
+               .completionTokens = static_cast<uint32_t>(result->tokens.size()),
+               .cachedTokens = result->stats.reusedTokens};
+  job.finish(out.finish, out.usage);
+  return out;
+}
+
+}  // namespace kvscope::server

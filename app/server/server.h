@@ -1,0 +1,124 @@
+#pragma once
+// Server: an OpenAI-compatible HTTP server over one Session.
+//
+//   POST /v1/chat/completions   chat, rendered with the model's template
+//   POST /v1/completions        plain prompt completion
+//   GET  /v1/models             the one model served
+//   GET  /v1/kv                 the latest KV snapshot as JSON (kv_json.h)
+//   GET  /metrics               Prometheus text (metrics.h)
+//   GET  /health                {"status":"ok"}; never needs the API key
+//
+// Threads: HTTP requests are parsed and answered on the server's own
+// threads; every call into the engine runs as a job posted to the
+// SessionRunner, which runs jobs one at a time, in the order posted, on the
+// thread that owns the Session. So the Session stays single-threaded and
+// requests are served in arrival order; the KV cache persists between them,
+// and a request whose prompt shares a prefix with what is cached reuses it
+// (usage.prompt_tokens_details.cached_tokens). At most `queueLimit` requests
+// wait behind the one running; more are refused with 429. A client that
+// disconnects cancels its generation within about 100 ms plus one engine step.
+//
+// Errors are OpenAI-style JSON ({"error":{message,type,param,code}}); a
+// request never takes the server down. A generation that fails after its
+// response has started ends a stream with an error event, or answers a
+// non-streaming request 200 with the error object (the status was sent).
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "core/error.h"
+#include "runtime/observer.h"
+#include "runtime/session.h"
+#include "server/generation_job.h"
+#include "server/openai_api.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace kvscope::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port (Server::port() tells which)
+  std::string apiKey;              // non-empty: requests need "Authorization: Bearer KEY"
+  std::string modelId;             // what /v1/models lists; requests naming another get 404
+  size_t queueLimit = 8;           // requests that may wait behind the running one
+  size_t maxBodyBytes = 8u << 20;  // larger bodies get 413
+  // What a request leaves out: its sampler, max tokens and prefill chunking.
+  runtime::GenerateOptions defaults;
+};
+
+// Where the server's jobs run.
+class SessionRunner {
+ public:
+  virtual ~SessionRunner() = default;
+  // Runs `job` later on the thread that owns the Session, after every job
+  // posted before it. Called from the server's HTTP threads; must not block.
+  // Every posted job must eventually run (a job cancelled meanwhile returns
+  // at once), or its HTTP request waits until the server stops.
+  virtual void post(std::function<void(runtime::Session&)> job) = 0;
+};
+
+// One finished generation, as a chat turn for the app's history.
+struct ServedRequest {
+  GenerationJob::Kind kind = GenerationJob::Kind::kChat;
+  std::vector<tokenizer::ChatMessage> messages;  // chat
+  std::string prompt;                            // completion
+  std::string reply;                             // what the client got
+  FinishReason finish = FinishReason::kStop;
+  Usage usage;
+  runtime::StepStats stats;
+  bool cancelled = false;  // the client left before the end
+};
+
+struct ServerHooks {
+  // Receives every served generation's Observer calls (session thread), so
+  // the app's panels follow served requests like chat turns.
+  runtime::Observer* observer = nullptr;
+  // After each generation that ran (session thread).
+  std::function<void(const ServedRequest&)> onServed;
+  // Notices for the operator, such as an unrecognised chat template (any thread).
+  std::function<void(std::string_view)> log;
+  // activeRequests() changed (any thread): for a live request count.
+  std::function<void(size_t active)> onActiveChanged;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, SessionRunner& runner, ServerHooks hooks = {});
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts serving on a thread of its own; fails (address in use,
+  // bad host) without serving. Posts one job to read the initial KV snapshot.
+  Status start();
+  // Cancels waiting and running requests, closes the listening socket, waits
+  // for the HTTP threads and for a job running on the session's thread;
+  // after it returns no hook is called. Idempotent; not from a hook.
+  void stop();
+
+  int port() const { return m_port; }
+  // "http://HOST:PORT/v1"
+  std::string baseUrl() const;
+  // Requests waiting or running, from any thread.
+  size_t activeRequests() const;
+
+  struct State;  // shared with the jobs, which may outlive a request
+
+ private:
+  void routes();
+
+  std::shared_ptr<State> m_state;
+  SessionRunner& m_runner;
+  std::unique_ptr<httplib::Server> m_http;
+  std::thread m_listener;
+  int m_port = 0;
+};
+
+}  // namespace kvscope::server
