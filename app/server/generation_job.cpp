@@ -165,6 +165,8 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
     // not support) is the request's problem: 400 with the template's message.
     const auto rendered = session.renderChat(job.chat().messages);
     if (!rendered.ok()) {
+      // The model's template refused these messages (its raise_exception,
+      // e.g. roles that do not alternate): the request's doing, so a 400.
       job.fail({.status = 400, .message = rendered.error().message, .param = "messages"});
       return std::nullopt;
     }
