@@ -2,6 +2,8 @@
 
 #include <QUuid>
 
+#include <utility>
+
 #include "kv/kv_scheme.h"
 
 #include "ui/conversation_store.h"
@@ -70,6 +72,10 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(worker, &EngineWorker::indexerReported, this, &ChatController::onIndexer);
   connect(worker, &EngineWorker::turnFinished, this, &ChatController::onTurnFinished);
   connect(worker, &EngineWorker::turnFailed, this, &ChatController::onTurnFailed);
+  connect(worker, &EngineWorker::chatTemplateFailed, this,
+          [this](quint64 turnId, const QString& message) {
+            if (turnId == m_turnId) m_templateFailure = message;
+          });
   connect(worker, &EngineWorker::kvPolicyChanged, this, &ChatController::onKvPolicyChanged);
   connect(worker, &EngineWorker::kvPolicyFailed, this, &ChatController::onKvPolicyFailed);
   if (m_store) {
@@ -353,6 +359,7 @@ void ChatController::onTurnFailed(quint64 turnId, const QString& message,
   reply.stats.stop = StopReason::kError;
   endReply();
   emit replyFailed(index, message);
+  if (!m_templateFailure.isEmpty()) emit chatTemplateFailed(std::exchange(m_templateFailure, {}));
 }
 
 void ChatController::onKvPolicyChanged(quint64 turnId, const ModelInfo& info) {

@@ -138,6 +138,9 @@ class ChatController : public QObject {
   void replyText(int index, const QString& piece);
   void replyFinished(int index, const kvscope::ui::ReplyStats& stats);
   void replyFailed(int index, const QString& message);
+  // The model's chat template could not render the conversation; the window
+  // offers the built-in format or plain completion (then regenerate()).
+  void chatTemplateFailed(const QString& message);
   void generatingChanged(bool generating);
   void promptProgress(quint32 done, quint32 total);
   void contextUsageChanged(quint32 cachedTokens, quint32 contextLimit);
@@ -183,6 +186,7 @@ class ChatController : public QObject {
   BackendSettings m_backend;
   SamplingSettings m_sampling;
   quint64 m_turnId = 0;  // the turn whose answers are applied
+  QString m_templateFailure;  // the chat template's error for the failing turn
   quint64 m_comparisonId = 0;
   int m_replyIndex = -1;
   bool m_policyChanging = false;

@@ -52,7 +52,9 @@ struct ModelInfo {
   QString format;           // "GGUF" or "Hugging Face"
   QString backend;          // "cpu" or "vulkan"
   QString chatTemplate;     // "none", or "Jinja (FAMILY)": the model's own template renders chats
-  QString templateWarning;  // non-empty when the template was not understood
+  QString templateWarning;  // non-empty when the template does not parse or is missing
+  bool templateReadsThinking = false;  // the Thinking setting applies
+  QString builtinFormat;  // the family the built-in renderer would use; empty when none
   QString backendNotice;    // non-empty when the backend is not the one asked for, and why
   quint32 nLayer = 0;
   quint32 nHead = 0;
@@ -107,6 +109,11 @@ struct SamplingSettings {
   int maxTokens = 512;
   qint64 seed = -1;  // -1: a fresh random seed each reply
   QString systemPrompt;
+  // How chats render (tokenizer/chat_template.h): the model's Jinja template,
+  // kvscope's built-in format for its family, or plain completion; and
+  // enable_thinking for templates that read it ("default" leaves it unset).
+  QString chatRenderer = QStringLiteral("template");  // "template", "builtin", "plain"
+  QString thinking = QStringLiteral("default");      // "default", "on", "off"
   bool operator==(const SamplingSettings&) const = default;
 };
 

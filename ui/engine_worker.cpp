@@ -212,6 +212,11 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
     info.chatTemplate = QStringLiteral("Jinja (%1)").arg(qstr(chat.familyName()));
     if (chat.parseError()) info.templateWarning = qstr(chat.parseError()->message);
   }
+  info.templateReadsThinking = chat.readsThinking();
+  if (chat.family() != tokenizer::ChatFamily::kNone &&
+      chat.family() != tokenizer::ChatFamily::kUnknown) {
+    info.builtinFormat = qstr(chat.familyName());
+  }
   info.nLayer = c.nLayer;
   info.nHead = c.nHead;
   info.nHeadKv = c.nHeadKv;
@@ -480,9 +485,18 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     messages.push_back({"system", request.systemPrompt.toStdString()});
   for (const ChatMessage& m : request.messages)
     messages.push_back({m.role.toStdString(), m.text.toStdString()});
+  runtime::Session::ChatSettings chat;
+  chat.renderer = tokenizer::parseChatRenderer(request.sampling.chatRenderer.toStdString())
+                      .value_or(tokenizer::ChatRenderer::kTemplate);
+  if (request.sampling.thinking != QStringLiteral("default"))
+    chat.enableThinking = request.sampling.thinking == QStringLiteral("on");
+  m_session->setChatSettings(chat);
   const auto prompt = m_session->renderChat(messages);
   if (!prompt.ok()) {
-    emit turnFailed(id, QString::fromStdString(prompt.error().message), {});
+    // The template refused the conversation: the user chooses another renderer.
+    const QString message = QString::fromStdString(prompt.error().message);
+    emit chatTemplateFailed(id, message);
+    emit turnFailed(id, message, {});
     return;
   }
   const auto tokens = m_session->tokenizeChat(*prompt);

@@ -122,6 +122,9 @@ class EngineWorker : public QObject {
   void turnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   // The turn failed; `partialText` is what was streamed before the failure.
   void turnFailed(quint64 turnId, const QString& message, const QString& partialText);
+  // Before turnFailed when the model's chat template could not render the
+  // conversation (it raised or does not parse).
+  void chatTemplateFailed(quint64 turnId, const QString& message);
 
   // `info` carries the new policy (kvPolicy, kvBytesPerToken).
   void kvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);

@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QScreen>
 #include <QSplitter>
 #include <QStatusBar>
@@ -289,6 +290,39 @@ void MainWindow::connectController() {
   connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);
   connect(c, &ChatController::indexerReported, m_inspector, &InspectorDock::showIndexer);
   connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
+  connect(c, &ChatController::chatTemplateFailed, this, &MainWindow::chooseChatFormat);
+}
+
+// The model's template could not render this conversation (it raised, e.g. a
+// system message it does not support, or it does not parse): never fall back
+// silently — the user picks the built-in format or plain completion, which is
+// remembered for the model, and the reply is generated again with it.
+void MainWindow::chooseChatFormat(const QString& message) {
+  const ModelInfo& model = m_controller->model();
+  QMessageBox box(QMessageBox::Warning, tr("Chat template failed"),
+                  tr("This model's chat template could not turn the conversation into a prompt."),
+                  QMessageBox::Cancel, this);
+  box.setObjectName(QStringLiteral("chatTemplateFailed"));
+  box.setInformativeText(message + QStringLiteral("\n\n") +
+                         tr("Render it another way? The choice is remembered for this model "
+                            "(Chat › System Prompt & Sampling)."));
+  QPushButton* builtin = nullptr;
+  if (!model.builtinFormat.isEmpty()) {
+    builtin = box.addButton(tr("Use the built-in %1 format").arg(model.builtinFormat),
+                            QMessageBox::AcceptRole);
+  }
+  QPushButton* plain = box.addButton(tr("Plain completion"), QMessageBox::AcceptRole);
+  box.exec();
+  SamplingSettings sampling = m_controller->sampling();
+  if (builtin && box.clickedButton() == builtin) {
+    sampling.chatRenderer = QStringLiteral("builtin");
+  } else if (box.clickedButton() == plain) {
+    sampling.chatRenderer = QStringLiteral("plain");
+  } else {
+    return;
+  }
+  m_controller->setSampling(sampling);
+  m_controller->regenerate();
 }
 
 void MainWindow::connectWidgets() {
@@ -466,8 +500,10 @@ void MainWindow::openModelPicker() {
 
 void MainWindow::openSettings() {
   if (!m_controller->hasModel()) return;
-  SettingsDialog dialog(m_controller->model().name, m_controller->conversation().systemPrompt,
-                        m_controller->sampling(), this);
+  const ModelInfo& model = m_controller->model();
+  SettingsDialog dialog(model.name, m_controller->conversation().systemPrompt,
+                        m_controller->sampling(),
+                        {model.builtinFormat, model.templateReadsThinking}, this);
   if (dialog.exec() != QDialog::Accepted) return;
   m_controller->setSystemPrompt(dialog.systemPrompt());
   m_controller->setSampling(dialog.sampling());

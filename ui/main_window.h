@@ -54,6 +54,7 @@ class MainWindow : public QMainWindow {
  public slots:
   void openModelPicker();
   void openSettings();
+  void chooseChatFormat(const QString& message);
   // "Compare schemes on this conversation": opens the FidelityLab (one per window) and
   // fetches the conversation's tokens; with `runNow` the comparison starts once they
   // arrive, with the lab's default policies.

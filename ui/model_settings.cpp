@@ -32,6 +32,8 @@ SamplingSettings ModelSettings::sampling(const QString& modelPath) const {
   s.maxTokens = q.value("maxTokens", d.maxTokens).toInt();
   s.seed = q.value("seed", d.seed).toLongLong();
   s.systemPrompt = q.value("systemPrompt", d.systemPrompt).toString();
+  s.chatRenderer = q.value("chatRenderer", d.chatRenderer).toString();
+  s.thinking = q.value("thinking", d.thinking).toString();
   q.endGroup();
   return s;
 }
@@ -49,6 +51,8 @@ void ModelSettings::setSampling(const QString& modelPath, const SamplingSettings
   q.setValue("maxTokens", s.maxTokens);
   q.setValue("seed", s.seed);
   q.setValue("systemPrompt", s.systemPrompt);
+  q.setValue("chatRenderer", s.chatRenderer);
+  q.setValue("thinking", s.thinking);
   q.endGroup();
 }
 

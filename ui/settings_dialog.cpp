@@ -1,5 +1,6 @@
 #include "ui/settings_dialog.h"
 
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -36,7 +37,8 @@ QLabel* section(const QString& text) {
 }  // namespace
 
 SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPrompt,
-                               const SamplingSettings& sampling, QWidget* parent)
+                               const SamplingSettings& sampling, const TemplateChoices& choices,
+                               QWidget* parent)
     : QDialog(parent),
       m_original(sampling),
       m_systemPrompt(new QPlainTextEdit(systemPrompt)),
@@ -47,7 +49,9 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
       m_repeatPenalty(decimal(1, 2, 0.01, 2)),
       m_repeatLastN(integer(0, 4096)),
       m_maxTokens(integer(1, 1 << 20)),
-      m_seed(integer(-1, std::numeric_limits<int>::max())) {
+      m_seed(integer(-1, std::numeric_limits<int>::max())),
+      m_renderer(new QComboBox),
+      m_thinking(new QComboBox) {
   setObjectName(QStringLiteral("settingsDialog"));
   setWindowTitle(tr("Chat Settings"));
   resize(520, 600);
@@ -79,6 +83,27 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   form->addRow(tr("Longest reply"), m_maxTokens);
   form->addRow(tr("Seed"), m_seed);
 
+  m_renderer->setObjectName(QStringLiteral("chatRenderer"));
+  m_renderer->addItem(tr("The model's own template"), QStringLiteral("template"));
+  if (!choices.builtinFormat.isEmpty()) {
+    m_renderer->addItem(tr("kvscope's built-in %1 format").arg(choices.builtinFormat),
+                        QStringLiteral("builtin"));
+  }
+  m_renderer->addItem(tr("Plain completion (no template)"), QStringLiteral("plain"));
+  m_renderer->setToolTip(tr("What turns the conversation into the model's prompt"));
+  m_thinking->setObjectName(QStringLiteral("thinking"));
+  m_thinking->addItem(tr("The template's default"), QStringLiteral("default"));
+  m_thinking->addItem(tr("On"), QStringLiteral("on"));
+  m_thinking->addItem(tr("Off"), QStringLiteral("off"));
+  m_thinking->setEnabled(choices.readsThinking);
+  m_thinking->setToolTip(choices.readsThinking
+                             ? tr("enable_thinking: whether the model reasons before answering")
+                             : tr("This model's template has no thinking switch"));
+  auto* templateForm = new QFormLayout;
+  templateForm->setLabelAlignment(Qt::AlignRight);
+  templateForm->addRow(tr("Chat format"), m_renderer);
+  templateForm->addRow(tr("Thinking"), m_thinking);
+
   auto* promptNote = new QLabel(tr("Sent before every message of this chat."));
   promptNote->setProperty("role", "caption");
   auto* samplingNote = new QLabel(
@@ -105,6 +130,9 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   column->addWidget(section(tr("Sampling")));
   column->addLayout(form);
   column->addWidget(samplingNote);
+  column->addSpacing(10);
+  column->addWidget(section(tr("Chat template")));
+  column->addLayout(templateForm);
   column->addSpacing(6);
   column->addWidget(buttons);
   showSampling(sampling);
@@ -119,6 +147,9 @@ void SettingsDialog::showSampling(const SamplingSettings& sampling) {
   m_repeatLastN->setValue(sampling.repeatLastN);
   m_maxTokens->setValue(sampling.maxTokens);
   m_seed->setValue(static_cast<int>(qBound(qint64{-1}, sampling.seed, qint64{m_seed->maximum()})));
+  // A choice the model no longer offers (no built-in format) shows the default.
+  m_renderer->setCurrentIndex(qMax(0, m_renderer->findData(sampling.chatRenderer)));
+  m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(sampling.thinking)));
 }
 
 QString SettingsDialog::systemPrompt() const {
@@ -135,6 +166,8 @@ SamplingSettings SettingsDialog::sampling() const {
   s.repeatLastN = m_repeatLastN->value();
   s.maxTokens = m_maxTokens->value();
   s.seed = m_seed->value();
+  s.chatRenderer = m_renderer->currentData().toString();
+  s.thinking = m_thinking->currentData().toString();
   return s;
 }
 

@@ -20,6 +20,7 @@ namespace {
 
 struct ServeArgs {
   ModelOptions model;
+  ChatTemplateOptions chat;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string apiKey;
@@ -58,6 +59,10 @@ int runServe(const ServeArgs& a, const GlobalOptions& global) {
   auto loaded = loadSession(a.model, global);
   if (!loaded.ok()) {
     fmt::print(stderr, "error: {}\n", loaded.error().message);
+    return 1;
+  }
+  if (const Status applied = applyChatTemplateOptions(a.chat, **loaded); !applied.ok()) {
+    fmt::print(stderr, "error: {}\n", applied.error().message);
     return 1;
   }
   if (a.indexerDiagnostic) {
@@ -109,6 +114,7 @@ void registerServe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static ServeArgs args;
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   addModelOptions(cmd, args.model);
+  addChatTemplateOptions(cmd, args.chat);
   cmd->add_option("--host", args.host,
                   "Address to listen on; anything but loopback needs --api-key")
       ->default_val(args.host);

@@ -87,7 +87,8 @@ TEST_F(CliEval, LossySchemeDivergesAndTableIsPrinted) {
 TEST_F(CliEval, UserErrorsAreOneLineAndNonZero) {
   auto missing = runCli("eval -m " + kModel + " -f /nonexistent/story.txt");
   EXPECT_EQ(missing.exitCode, 1);
-  EXPECT_NE(missing.err.find("error: cannot open the text file"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("error: '/nonexistent/story.txt' does not exist"), std::string::npos)
+      << missing.err;
 
   auto empty = runCli("eval -m " + kModel + " -f " + textFile(""));
   EXPECT_EQ(empty.exitCode, 1);

@@ -130,6 +130,28 @@ class DialogsTest : public QObject {
     QTest::mouseClick(buttons->button(QDialogButtonBox::RestoreDefaults), Qt::LeftButton);
     QCOMPARE(dialog.sampling(), SamplingSettings{});
   }
+
+  // The chat-format choices follow what the model's template offers, and a
+  // choice the model does not offer falls back to its own template.
+  void chatFormatChoices() {
+    SamplingSettings sampling;
+    sampling.chatRenderer = QStringLiteral("builtin");
+    sampling.thinking = QStringLiteral("off");
+    SettingsDialog gemma(QStringLiteral("gemma"), {}, sampling, {QStringLiteral("gemma"), false});
+    auto* renderer = gemma.findChild<QComboBox*>(QStringLiteral("chatRenderer"));
+    QCOMPARE(renderer->count(), 3);
+    QCOMPARE(gemma.sampling().chatRenderer, QStringLiteral("builtin"));
+    QVERIFY(!gemma.findChild<QComboBox*>(QStringLiteral("thinking"))->isEnabled());
+    renderer->setCurrentIndex(renderer->findData(QStringLiteral("plain")));
+    QCOMPARE(gemma.sampling().chatRenderer, QStringLiteral("plain"));
+
+    SettingsDialog odd(QStringLiteral("odd"), {}, sampling, {QString(), true});
+    QCOMPARE(odd.findChild<QComboBox*>(QStringLiteral("chatRenderer"))->count(), 2);
+    QCOMPARE(odd.sampling().chatRenderer, QStringLiteral("template"));
+    auto* thinking = odd.findChild<QComboBox*>(QStringLiteral("thinking"));
+    QVERIFY(thinking->isEnabled());
+    QCOMPARE(odd.sampling().thinking, QStringLiteral("off"));
+  }
 };
 
 QTEST_MAIN(DialogsTest)
