@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8_encode.h"
 #include "jinja/value.h"
 
 namespace kvscope::jinja {
@@ -289,7 +290,8 @@ class Lexer {
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
           p += digits;
-          appendUtf8(value, cp);
+          if (cp > 0x10FFFF) fail("a \\U escape past U+10FFFF in a string literal");
+          appendCodepoint(value, cp);
           break;
         }
         default:
@@ -299,24 +301,6 @@ class Lexer {
     }
     m_tokens.push_back({TokenKind::kString, std::move(value), line});
     advance(p + 1 - m_pos);
-  }
-
-  static void appendUtf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   void lexOperator(int& depth) {

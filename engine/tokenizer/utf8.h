@@ -11,13 +11,15 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8_encode.h"
+
 namespace kvscope::tokenizer::utf8 {
 
 // Bytes in the sequence a lead byte announces, counted by its high nibble as
 // llama.cpp does (a stray continuation byte counts as 1).
 size_t sequenceLength(uint8_t lead);
 
-void appendCodepoint(std::string& out, uint32_t codepoint);
+using ::kvscope::appendCodepoint;  // core/utf8_encode.h
 
 // Decodes and re-encodes `text`: malformed bytes, surrogates and codepoints past
 // U+10FFFF each become U+FFFD, so the result is valid UTF-8.
