@@ -11,12 +11,11 @@ Expected<std::string> readTextFile(const std::filesystem::path& path) {
     return makeError(ErrorCode::kNotFound, "'{}' does not exist", path.string());
   }
   std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorCode::kIo, "cannot read '{}'", path.string());
   std::ostringstream text;
-  if (!in || !(text << in.rdbuf()) || in.bad()) {
-    // An empty file makes operator<< set failbit with nothing read: not an error.
-    if (in && std::filesystem::file_size(path, ec) == 0) return std::string();
-    return makeError(ErrorCode::kIo, "cannot read '{}'", path.string());
-  }
+  // Streaming an empty file's buffer sets failbit with nothing wrong: skip it.
+  if (in.peek() != std::ifstream::traits_type::eof()) text << in.rdbuf();
+  if (in.bad()) return makeError(ErrorCode::kIo, "cannot read '{}'", path.string());
   return text.str();
 }
 

@@ -7,13 +7,6 @@
 namespace kvscope::tokenizer {
 namespace {
 
-std::string trimmed(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const size_t begin = s.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  return std::string(s.substr(begin, s.find_last_not_of(kSpace) - begin + 1));
-}
-
 std::string modelLabel(const std::string& name) {
   return name.empty() ? std::string("this model") : "'" + name + "'";
 }
@@ -44,7 +37,7 @@ ChatTemplate::ChatTemplate(std::string source, std::string modelName)
     : m_source(std::move(source)),
       m_modelName(std::move(modelName)),
       m_family(detectChatFamily(m_source)) {
-  if (trimmed(m_source).empty()) return;
+  if (m_source.find_first_not_of(" \t\n\r\v\f") == std::string::npos) return;  // no template
   auto parsed = jinja::Template::parse(m_source);
   if (!parsed.ok()) {
     m_parseError = makeError(ErrorCode::kBadFile, "the chat template of {} does not parse: {}",

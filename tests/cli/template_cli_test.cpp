@@ -3,11 +3,11 @@
 // the model, and refuses bad input with a one-line error.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "core/text_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -16,13 +16,6 @@ namespace {
 const std::filesystem::path kCliData =
     std::filesystem::path(KVSCOPE_TEST_DATA) / "chat_templates" / "cli";
 
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(CliTemplate, ChatmlFileOnStories260kPrintsWhatJinja2Renders) {
   const auto model = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(model);
@@ -30,7 +23,8 @@ TEST(CliTemplate, ChatmlFileOnStories260kPrintsWhatJinja2Renders) {
                         (kCliData / "chatml.jinja").string() + " --messages " +
                         (kCliData / "multi_turn.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_EQ(r.out, readFile(kCliData / "chatml.multi_turn.expected.txt"));  // no newline added
+  EXPECT_EQ(r.out,
+            readTextFile(kCliData / "chatml.multi_turn.expected.txt").value());  // no newline added
 }
 
 TEST(CliTemplate, BosAndEosComeFromTheModelOrTheFlags) {

@@ -10,7 +10,6 @@
 #include <cctype>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -19,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/text_file.h"
 #include "jinja/template.h"
 #include "support/test_support.h"
 
@@ -30,15 +30,8 @@ using Json = nlohmann::ordered_json;
 
 const fs::path kData = KVSCOPE_TEST_DATA;
 
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 Json readJson(const fs::path& path) {
-  return Json::parse(readFile(path));
+  return Json::parse(readTextFile(path).value());
 }
 
 // conversations.json's "now" (2026-07-26T10:30:00), as strftime_now sees it.
@@ -103,7 +96,7 @@ TEST_P(RealChatTemplate, RendersAsJinja2) {
     KVS_REQUIRE_FIXTURE(config);
     source = readJson(config)["chat_template"].get<std::string>();
   } else {
-    source = readFile(kData / "chat_templates" / (name + ".jinja"));
+    source = readTextFile(kData / "chat_templates" / (name + ".jinja")).value();
   }
   const Json conversations = readJson(kData / "chat_templates" / "conversations.json");
   const Json expected = readJson(kData / "chat_templates" / "expected" / (name + ".json"));

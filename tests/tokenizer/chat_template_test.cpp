@@ -8,12 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/text_file.h"
 #include "gguf/gguf_file.h"
 #include "handmade_vocab.h"
 #include "support/test_support.h"
@@ -32,10 +31,7 @@ const std::vector<ChatMessage> kConversation = {
 };
 
 Json readJson(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return Json::parse(s.str());
+  return Json::parse(readTextFile(path).value());
 }
 
 TEST(ChatTemplate, Phi3TemplateFromTheVocabFixture) {
