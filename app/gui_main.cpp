@@ -82,9 +82,14 @@ int main(int argc, char** argv) {
       "demo-compare",
       "Screenshot mode: after the last reply, compare schemes on the conversation and capture "
       "that window.");
+  const QCommandLineOption demoServe = option(
+      "demo-serve",
+      "Screenshot mode: after the last reply, serve on this port and capture while a client's "
+      "request streams.",
+      "port");
   for (const QCommandLineOption& o :
        {screenshot, demoModel, demoChat, demoSystem, demoBackend, demoPolicy, demoContext,
-        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare})
+        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare, demoServe})
     parser.addOption(o);
   parser.process(app);
 
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
     plan.inspectorTab = parser.value(demoTab).toInt();
     plan.indexerDiagnostic = parser.isSet(demoDiagnostic);
     plan.compare = parser.isSet(demoCompare);
+    plan.servePort = static_cast<quint16>(parser.value(demoServe).toUInt());
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");
       return 2;

@@ -14,6 +14,9 @@
 #   tools/screenshot.sh lab [OUT.png]      the same conversation (auto policy), then
 #                                          "Compare schemes on this conversation" with its
 #                                          default policies (default fidelity-lab.png)
+#   tools/screenshot.sh serve [OUT.png]    the chat conversation, then Server › Serve on
+#                                          Localhost, captured once a curl client's two
+#                                          requests were answered (default serving.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -21,6 +24,7 @@
 # KVSCOPE_DEMO_MODEL     model for `chat` (default: the demo model, resources/models/)
 # KVSCOPE_DEMO_POLICY    KV policy for `chat` (default: k=q8_0,v=turbo3,boundary=1)
 # KVSCOPE_DEMO_ARGS      extra app options for `chat`, e.g. "--demo-backend cpu --demo-tab 3"
+# KVSCOPE_DEMO_PORT      port for `serve` (default 18080)
 #                        (kvscope --help lists the --demo-* options)
 #
 # The app runs with a throwaway home folder, so a picture never shows (or changes) the
@@ -100,15 +104,41 @@ shoot_lab() {
     shoot_chat "$out"
 }
 
+# A client for the app's server: once it answers, a short completion and a streamed chat
+# completion, the second's numbers then shown by the inspector.
+serve_client() {
+  local base=http://127.0.0.1:$1
+  for _ in $(seq 600); do
+    curl -sf "$base/health" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  curl -s "$base/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0}' >/dev/null || true
+  curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"messages": [{"role": "user", "content": "Tell me a story about a cat."}],
+         "max_tokens": 300, "stream": true}' >/dev/null || true
+}
+
+shoot_serve() {
+  local out=${1:-$shots/serving.png}
+  local port=${KVSCOPE_DEMO_PORT:-18080}
+  command -v curl >/dev/null || { echo "error: curl missing: apt-get install curl" >&2; exit 1; }
+  serve_client "$port" &
+  local client=$!
+  KVSCOPE_DEMO_ARGS="--demo-serve $port --demo-tab 3 ${KVSCOPE_DEMO_ARGS:-}" shoot_chat "$out"
+  kill "$client" 2>/dev/null || true
+}
+
 case ${1:-all} in
-  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab ;;
+  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
   indexer) shoot_indexer "${2:-}" ;;
   lab) shoot_lab "${2:-}" ;;
+  serve) shoot_serve "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png]]" >&2
+    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png] | serve [OUT.png]]" >&2
     exit 2
     ;;
 esac

@@ -317,19 +317,24 @@ void ChatController::onReplyText(quint64 turnId, const QString& piece) {
   emit replyText(m_replyIndex, piece);
 }
 
+// The local server's requests show in the panels like the chat's own turns.
+bool ChatController::followsTurn(quint64 turnId) const {
+  return turnId == m_turnId || EngineWorker::isServedTurn(turnId);
+}
+
 void ChatController::onStep(const StepReport& report) {
-  if (report.turnId != m_turnId) return;
+  if (!followsTurn(report.turnId)) return;
   m_cachedTokens = report.cachedTokens;
   emit contextUsageChanged(m_cachedTokens, report.contextLimit);
   emit stepReported(report);
 }
 
 void ChatController::onKv(const KvReport& report) {
-  if (report.turnId == m_turnId) emit kvReported(report);
+  if (followsTurn(report.turnId)) emit kvReported(report);
 }
 
 void ChatController::onIndexer(const IndexerReport& report) {
-  if (report.turnId == m_turnId) emit indexerReported(report);
+  if (followsTurn(report.turnId)) emit indexerReported(report);
 }
 
 void ChatController::setIndexerDiagnostic(bool on) {

@@ -147,7 +147,8 @@ class ChatController : public QObject {
   // The stored conversations changed (one added, retitled or deleted).
   void conversationsChanged();
 
-  // Telemetry, forwarded from the worker (~10 Hz and at the end of each reply).
+  // Telemetry, forwarded from the worker (~10 Hz and at the end of each reply), for the
+  // chat's turns and the local server's requests.
   void stepReported(const kvscope::ui::StepReport& report);
   void kvReported(const kvscope::ui::KvReport& report);
   void indexerReported(const kvscope::ui::IndexerReport& report);
@@ -171,6 +172,7 @@ class ChatController : public QObject {
   void onKvPolicyFailed(quint64 turnId, const QString& message);
 
  private:
+  bool followsTurn(quint64 turnId) const;
   bool canStartTurn();
   void startReply();
   void endReply();
@@ -185,7 +187,7 @@ class ChatController : public QObject {
   QString m_loadingPath;
   BackendSettings m_backend;
   SamplingSettings m_sampling;
-  quint64 m_turnId = 0;  // the turn whose answers are applied
+  quint64 m_turnId = 0;       // the turn whose answers are applied
   QString m_templateFailure;  // the chat template's error for the failing turn
   quint64 m_comparisonId = 0;
   int m_replyIndex = -1;

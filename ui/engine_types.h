@@ -55,7 +55,7 @@ struct ModelInfo {
   QString templateWarning;  // non-empty when the template does not parse or is missing
   bool templateReadsThinking = false;  // the Thinking setting applies
   QString builtinFormat;  // the family the built-in renderer would use; empty when none
-  QString backendNotice;    // non-empty when the backend is not the one asked for, and why
+  QString backendNotice;  // non-empty when the backend is not the one asked for, and why
   quint32 nLayer = 0;
   quint32 nHead = 0;
   quint32 nHeadKv = 0;
@@ -113,7 +113,7 @@ struct SamplingSettings {
   // kvscope's built-in format for its family, or plain completion; and
   // enable_thinking for templates that read it ("default" leaves it unset).
   QString chatRenderer = QStringLiteral("template");  // "template", "builtin", "plain"
-  QString thinking = QStringLiteral("default");      // "default", "on", "off"
+  QString thinking = QStringLiteral("default");       // "default", "on", "off"
   bool operator==(const SamplingSettings&) const = default;
 };
 
@@ -163,6 +163,28 @@ struct TurnRequest {
   QString systemPrompt;
   QList<ChatMessage> messages;  // ends with the user message to answer
   SamplingSettings sampling;
+};
+
+// ---- The local server ---------------------------------------------------------------------
+
+// Starts the app's OpenAI-compatible server on loopback for the loaded model.
+struct ServeRequest {
+  quint16 port = 8080;  // 0: any free port
+  // The defaults for what a request leaves out (sampler, max tokens), and the
+  // chat format and Thinking setting its messages are rendered with.
+  SamplingSettings sampling;
+};
+
+// One request the server answered. Its step, KV and indexer reports carried
+// `turnId`, a served turn (EngineWorker::isServedTurn).
+struct ServedReport {
+  quint64 turnId = 0;
+  bool chat = true;  // false: /v1/completions
+  quint32 promptTokens = 0;
+  quint32 reusedTokens = 0;  // of promptTokens, found in the cache
+  quint32 generatedTokens = 0;
+  double decodeTokensPerSecond = 0.0;
+  bool cancelled = false;  // the client left before the end
 };
 
 // ---- Live telemetry ---------------------------------------------------------------------
@@ -276,6 +298,8 @@ Q_DECLARE_METATYPE(kvscope::ui::ReplyStats)
 Q_DECLARE_METATYPE(kvscope::ui::ChatMessage)
 Q_DECLARE_METATYPE(kvscope::ui::Conversation)
 Q_DECLARE_METATYPE(kvscope::ui::TurnRequest)
+Q_DECLARE_METATYPE(kvscope::ui::ServeRequest)
+Q_DECLARE_METATYPE(kvscope::ui::ServedReport)
 Q_DECLARE_METATYPE(kvscope::ui::StepReport)
 Q_DECLARE_METATYPE(kvscope::ui::KvReport)
 Q_DECLARE_METATYPE(kvscope::ui::IndexerReport)

@@ -1,5 +1,6 @@
 #include "ui/engine_worker.h"
 
+#include <QDir>
 #include <QFileInfo>
 #include <QThread>
 #include <new>
@@ -9,6 +10,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session.h"
+#include "server/server.h"
 
 namespace kvscope::ui {
 namespace {
@@ -160,6 +162,21 @@ runtime::GenerateOptions generateOptions(const SamplingSettings& s) {
   return o;
 }
 
+runtime::Session::ChatSettings chatSettings(const SamplingSettings& s) {
+  runtime::Session::ChatSettings chat;
+  chat.renderer = tokenizer::parseChatRenderer(s.chatRenderer.toStdString())
+                      .value_or(tokenizer::ChatRenderer::kTemplate);
+  if (s.thinking != QStringLiteral("default"))
+    chat.enableThinking = s.thinking == QStringLiteral("on");
+  return chat;
+}
+
+// The id the server lists the model under: its file or folder name.
+QString servedModelId(const QString& path) {
+  const QFileInfo file(path);
+  return file.isDir() ? QDir(path).dirName() : file.fileName();
+}
+
 // "k=f16,v=f16" when every layer uses the same pair, else the per-layer list.
 QString policyText(const runtime::KvSnapshot& s) {
   QStringList layers;
@@ -234,12 +251,25 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
 // Turns the Session's callbacks (engine thread) into the worker's signals: text pieces
 // coalesced, step reports thinned, and a stop requested before the Session started
 // (which clears its flag on entry) re-applied at the first callback.
+//
+// The local server's requests go through one observer, restarted with a new turn id per
+// request; their text goes to the client, not to replyText().
 class EngineWorker::TurnObserver final : public runtime::Observer {
  public:
-  TurnObserver(EngineWorker& worker, quint64 turnId) : m_worker(worker), m_turnId(turnId) {}
+  TurnObserver(EngineWorker& worker, quint64 turnId, bool relayText = true)
+      : m_worker(worker), m_turnId(turnId), m_relayText(relayText) {}
+
+  quint64 turnId() const { return m_turnId; }
+  // The next turn's reports carry `turnId`.
+  void restart(quint64 turnId) {
+    m_turnId = turnId;
+    m_lastStep = {};
+    m_sentIndexer = false;
+  }
 
   void onToken(std::string_view text, int32_t) override {
     applyStop();
+    if (!m_relayText) return;
     m_pending += text;
     m_streamed += text;
     if (Clock::now() - m_lastText >= kTokenInterval) flushText();
@@ -280,6 +310,7 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
 
   EngineWorker& m_worker;
   quint64 m_turnId;
+  const bool m_relayText;
   std::string m_pending;           // text not yet emitted
   std::string m_streamed;          // all text so far
   Clock::time_point m_lastText{};  // the epoch: the first piece goes out at once
@@ -303,6 +334,8 @@ void registerEngineTypes() {
   qRegisterMetaType<ChatMessage>();
   qRegisterMetaType<Conversation>();
   qRegisterMetaType<TurnRequest>();
+  qRegisterMetaType<ServeRequest>();
+  qRegisterMetaType<ServedReport>();
   qRegisterMetaType<StepReport>();
   qRegisterMetaType<KvReport>();
   qRegisterMetaType<IndexerReport>();
@@ -314,7 +347,31 @@ EngineWorker::EngineWorker(DeviceLister lister, QObject* parent)
   registerEngineTypes();
 }
 
-EngineWorker::~EngineWorker() = default;
+// Posts the server's jobs to the worker's thread as queued calls: they run between the
+// chat's turns, in the order posted. A job posted while no model is loaded has nothing to
+// run on; the server was stopped before the model went, so its request is already
+// answered.
+class EngineWorker::Runner final : public server::SessionRunner {
+ public:
+  explicit Runner(EngineWorker& worker) : m_worker(worker) {}
+  void post(std::function<void(runtime::Session&)> job) override {
+    EngineWorker* worker = &m_worker;
+    QMetaObject::invokeMethod(
+        worker,
+        [worker, job = std::move(job)] {
+          if (worker->m_session) job(*worker->m_session);
+        },
+        Qt::QueuedConnection);
+  }
+
+ private:
+  EngineWorker& m_worker;
+};
+
+EngineWorker::~EngineWorker() {
+  // Before the Session goes: the server's last job may still be on this thread's queue.
+  if (m_server) m_server->stop();
+}
 
 void EngineWorker::requestStop(quint64 turnId) {
   m_stopTurn.store(turnId);
@@ -382,6 +439,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   }
 
   if (m_session) {
+    endServing(QStringLiteral("another model is loading"));
     {
       std::lock_guard lock(m_sessionMutex);
       m_session.reset();
@@ -423,6 +481,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
 }
 
 void EngineWorker::unloadModel() {
+  endServing(QStringLiteral("the model was unloaded"));
   {
     std::lock_guard lock(m_sessionMutex);
     m_session.reset();
@@ -485,12 +544,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     messages.push_back({"system", request.systemPrompt.toStdString()});
   for (const ChatMessage& m : request.messages)
     messages.push_back({m.role.toStdString(), m.text.toStdString()});
-  runtime::Session::ChatSettings chat;
-  chat.renderer = tokenizer::parseChatRenderer(request.sampling.chatRenderer.toStdString())
-                      .value_or(tokenizer::ChatRenderer::kTemplate);
-  if (request.sampling.thinking != QStringLiteral("default"))
-    chat.enableThinking = request.sampling.thinking == QStringLiteral("on");
-  m_session->setChatSettings(chat);
+  m_session->setChatSettings(chatSettings(request.sampling));
   const auto prompt = m_session->renderChat(messages);
   if (!prompt.ok()) {
     // The template refused the conversation: the user chooses another renderer.
@@ -621,6 +675,64 @@ void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {
   }
   setKvFacts(m_info, *m_session);
   emit kvPolicyChanged(turnId, m_info);
+}
+
+void EngineWorker::startServer(const ServeRequest& request) {
+  endServing({});
+  if (!m_session) {
+    emit serverFailed(QStringLiteral("Load a model first: the server serves the loaded model."));
+    return;
+  }
+  server::ServerOptions options;
+  options.port = request.port;
+  options.modelId = servedModelId(m_info.path).toStdString();
+  options.defaults = generateOptions(request.sampling);
+  m_session->setChatSettings(chatSettings(request.sampling));
+  if (!m_runner) m_runner = std::make_unique<Runner>(*this);
+  m_servedTurn = std::make_unique<TurnObserver>(*this, kServedTurnBit | ++m_servedCount,
+                                                /*relayText=*/false);
+
+  server::ServerHooks hooks;
+  hooks.observer = m_servedTurn.get();
+  hooks.onServed = [this](const server::ServedRequest& served) {
+    const quint64 id = m_servedTurn->turnId();
+    emit stepReported(stepReport(id, served.stats));
+    ServedReport report;
+    report.turnId = id;
+    report.chat = served.kind == server::GenerationJob::Kind::kChat;
+    report.promptTokens = served.stats.promptTokens;
+    report.reusedTokens = served.stats.reusedTokens;
+    report.generatedTokens = served.stats.generatedTokens;
+    report.decodeTokensPerSecond = served.stats.decodeTokensPerSecond();
+    report.cancelled = served.cancelled;
+    emit requestServed(report);
+    m_servedTurn->restart(kServedTurnBit | ++m_servedCount);
+  };
+  hooks.onActiveChanged = [this](size_t active) {
+    emit serverActivity(static_cast<quint32>(active));
+  };
+  hooks.log = [this](std::string_view message) { emit serverNotice(qstr(message)); };
+
+  auto http = std::make_unique<server::Server>(options, *m_runner, std::move(hooks));
+  if (const Status started = http->start(); !started.ok()) {
+    emit serverFailed(QStringLiteral("Could not serve on port %1: %2")
+                          .arg(request.port)
+                          .arg(qstr(started.error().message)));
+    return;
+  }
+  m_server = std::move(http);
+  emit serverStarted(qstr(m_server->baseUrl()), qstr(options.modelId));
+}
+
+void EngineWorker::stopServer() {
+  endServing({});
+}
+
+void EngineWorker::endServing(const QString& reason) {
+  if (!m_server) return;
+  m_server->stop();
+  m_server.reset();
+  emit serverStopped(reason);
 }
 
 }  // namespace kvscope::ui

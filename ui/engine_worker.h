@@ -9,6 +9,12 @@
 // only arrive after it ended, so it is a plain method any thread may call. It flips
 // atomic flags (the worker's and the Session's) and touches nothing else.
 //
+// The local server (startServer) serves the loaded Session over HTTP: its requests run as
+// jobs queued on this thread between chat turns, so they never interleave with a turn.
+// Their step, KV and indexer reports carry served turn ids (isServedTurn), so the
+// inspector follows them like chat turns. The server stops before the model it serves
+// is released (a load or unload), with serverStopped().
+//
 // Streaming: tokens are coalesced into pieces at most every kTokenInterval, step and KV
 // reports at most every kTelemetryInterval; the last piece and a final step and KV
 // report are always sent before turnFinished()/turnFailed().
@@ -33,6 +39,10 @@ class Session;
 struct IndexerSnapshot;
 }  // namespace kvscope::runtime
 
+namespace kvscope::server {
+class Server;
+}
+
 namespace kvscope::ui {
 
 // Registers the value types that cross the worker/GUI boundary. Idempotent.
@@ -46,6 +56,12 @@ class EngineWorker : public QObject {
   static constexpr std::chrono::milliseconds kTelemetryInterval{100};
   // requestStop(kAllTurns) stops whatever runs and every turn still queued.
   static constexpr quint64 kAllTurns = ~quint64{0};
+  // Turn ids with this bit set are the local server's requests; the chat's own
+  // turns count up from 1 and never reach it.
+  static constexpr quint64 kServedTurnBit = quint64{1} << 62;
+  static bool isServedTurn(quint64 turnId) {
+    return turnId != kAllTurns && (turnId & kServedTurnBit) != 0;
+  }
 
   // How devices are enumerated. The default asks the Vulkan loader; tests pass their own
   // list so they do not depend on the drivers of the machine they run on.
@@ -97,6 +113,12 @@ class EngineWorker : public QObject {
   // comparisonInputReady() or comparisonInputFailed(). Queued behind any running turn.
   void comparisonInput(quint64 requestId);
 
+  // Serves the loaded model on 127.0.0.1 (server/server.h): answers serverStarted() or
+  // serverFailed() (no model, port in use). A server already running is stopped first.
+  void startServer(const kvscope::ui::ServeRequest& request);
+  // Stops serving (running requests are cancelled): serverStopped("") when it ran.
+  void stopServer();
+
  signals:
   // `chosen` indexes `devices` (not the engine's enumeration index).
   void devicesReady(const QList<kvscope::ui::DeviceSummary>& devices, int chosen);
@@ -134,6 +156,18 @@ class EngineWorker : public QObject {
                             const QList<qint32>& tokens);
   void comparisonInputFailed(quint64 requestId, const QString& message);
 
+  // `url` is the base clients use ("http://127.0.0.1:8080/v1").
+  void serverStarted(const QString& url, const QString& modelId);
+  void serverFailed(const QString& message);
+  // `reason` is empty when stopServer() asked for it.
+  void serverStopped(const QString& reason);
+  // Requests waiting or running changed (emitted from the server's threads).
+  void serverActivity(quint32 active);
+  void requestServed(const kvscope::ui::ServedReport& report);
+  // Something the server's operator should know, such as a chat template it
+  // does not recognise (from any thread).
+  void serverNotice(const QString& message);
+
  private:
   class TurnObserver;
   friend class TurnObserver;
@@ -144,6 +178,8 @@ class EngineWorker : public QObject {
   // Brings the session's diagnostic mode to the one requested (engine thread).
   void applyIndexerDiagnostic();
   IndexerReport indexerReport(quint64 turnId, const runtime::IndexerSnapshot& snapshot);
+  // Stops the server, if one runs, with serverStopped(reason).
+  void endServing(const QString& reason);
 
   DeviceLister m_listDevices;
   std::unique_ptr<runtime::Session> m_session;
@@ -156,6 +192,14 @@ class EngineWorker : public QObject {
   std::mutex m_sessionMutex;
   std::atomic<quint64> m_stopTurn{0};     // the turn a stop was requested for (0: none)
   std::atomic<quint64> m_runningTurn{0};  // the turn generate() is running (0: none)
+
+  // The local server: it posts its jobs through m_runner onto this thread, and
+  // m_servedTurn turns each one's reports into signals.
+  class Runner;
+  std::unique_ptr<Runner> m_runner;
+  std::unique_ptr<TurnObserver> m_servedTurn;
+  quint64 m_servedCount = 0;
+  std::unique_ptr<server::Server> m_server;  // last: stopped before the members above go
 };
 
 }  // namespace kvscope::ui

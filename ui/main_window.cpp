@@ -3,10 +3,12 @@
 #include <utility>
 
 #include <QApplication>
+#include <QClipboard>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QIcon>
+#include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -26,6 +28,7 @@
 #include "ui/engine_worker.h"
 #include "ui/fidelity_lab.h"
 #include "ui/inspector_dock.h"
+#include "ui/local_server.h"
 #include "ui/model_discovery.h"
 #include "ui/model_picker.h"
 #include "ui/model_settings.h"
@@ -64,7 +67,8 @@ MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
       m_chat(new ChatView),
       m_composer(new Composer),
       m_splitter(new QSplitter(Qt::Horizontal, this)),
-      m_inspector(new InspectorDock(this)) {
+      m_inspector(new InspectorDock(this)),
+      m_server(new LocalServer(worker, m_controller, m_settings->serverPort(), this)) {
   registerResources();
   setObjectName(QStringLiteral("mainWindow"));
   setWindowTitle(QStringLiteral("kvscope"));
@@ -180,6 +184,20 @@ void MainWindow::buildMenus() {
   chat->addAction(tr("System Prompt && &Sampling…"), QKeySequence(tr("Ctrl+,")), this,
                   &MainWindow::openSettings);
 
+  QMenu* serve = menuBar()->addMenu(tr("&Server"));
+  m_serveAction = serve->addAction(tr("&Serve on Localhost"));
+  m_serveAction->setObjectName(QStringLiteral("serveAction"));
+  m_serveAction->setCheckable(true);
+  m_serveAction->setShortcut(QKeySequence(tr("Ctrl+Shift+S")));
+  m_serveAction->setStatusTip(
+      tr("Serve the loaded model to OpenAI-compatible clients on this computer"));
+  connect(m_serveAction, &QAction::toggled, m_server, &LocalServer::setOn);
+  m_copyUrlAction = serve->addAction(tr("&Copy Server URL"), this, [this] {
+    QGuiApplication::clipboard()->setText(m_server->url());
+  });
+  m_copyUrlAction->setEnabled(false);
+  serve->addAction(tr("Server &Port…"), this, &MainWindow::chooseServerPort);
+
   QMenu* view = menuBar()->addMenu(tr("&View"));
   QAction* toggleInspector = m_inspector->toggleViewAction();
   toggleInspector->setText(tr("&Inspector"));
@@ -196,7 +214,12 @@ void MainWindow::buildStatusBar() {
   m_modelStatus->setObjectName(QStringLiteral("modelStatus"));
   m_modelStatus->setContentsMargins(8, 0, 0, 0);
   m_device = new DeviceIndicator;
+  m_serverStatus = new QLabel;
+  m_serverStatus->setObjectName(QStringLiteral("serverStatus"));
+  m_serverStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_serverStatus->hide();
   statusBar()->addWidget(m_modelStatus);
+  statusBar()->addPermanentWidget(m_serverStatus);
   statusBar()->addPermanentWidget(m_device);
   statusBar()->setSizeGripEnabled(false);
 }
@@ -291,6 +314,56 @@ void MainWindow::connectController() {
   connect(c, &ChatController::indexerReported, m_inspector, &InspectorDock::showIndexer);
   connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
   connect(c, &ChatController::chatTemplateFailed, this, &MainWindow::chooseChatFormat);
+
+  connect(m_server, &LocalServer::changed, this, &MainWindow::showServer);
+  connect(m_server, &LocalServer::failed, this,
+          [this](const QString& message) { m_chat->showError(message); });
+  connect(m_server, &LocalServer::notice, this, [this](const QString& message) {
+    statusBar()->showMessage(tr("Server: %1").arg(message), 10000);
+  });
+}
+
+// The status bar says where the model is served and how busy the server is; its
+// tooltip has what a client needs (URL, model id) and the last request's numbers.
+void MainWindow::showServer() {
+  const LocalServer& s = *m_server;
+  const bool serving = s.state() == LocalServer::State::kServing;
+  {
+    const QSignalBlocker quiet(m_serveAction);
+    m_serveAction->setChecked(s.isOn());
+  }
+  m_copyUrlAction->setEnabled(serving);
+  m_serverStatus->setVisible(s.isOn());
+  m_serverStatus->setText(QStringLiteral("<span style=\"color:%1\">●</span> %2")
+                              .arg(serving ? themeColors().ok.name() : themeColors().muted.name(),
+                                   s.statusText().toHtmlEscaped()));
+  if (!serving) {
+    m_serverStatus->setToolTip(tr("Serving starts once a model is loaded."));
+    return;
+  }
+  QString tip = tr("OpenAI-compatible API at %1 for model \"%2\" (loopback only).\n"
+                   "Requests show in the inspector like chat turns.")
+                    .arg(s.url(), s.modelId());
+  const ServedReport& last = s.lastServed();
+  if (last.turnId != 0) {
+    tip += tr("\nLast request: %1 prompt tokens (%2 cached), %3 generated at %4 tokens/s%5")
+               .arg(last.promptTokens)
+               .arg(last.reusedTokens)
+               .arg(last.generatedTokens)
+               .arg(last.decodeTokensPerSecond, 0, 'f', 1)
+               .arg(last.cancelled ? tr(", cancelled by the client") : QString());
+  }
+  m_serverStatus->setToolTip(tip);
+}
+
+void MainWindow::chooseServerPort() {
+  bool ok = false;
+  const int port =
+      QInputDialog::getInt(this, tr("Server Port"), tr("Port for the local server (on 127.0.0.1):"),
+                           m_server->port(), 1, 65535, 1, &ok);
+  if (!ok) return;
+  m_settings->setServerPort(static_cast<quint16>(port));
+  m_server->setPort(static_cast<quint16>(port));
 }
 
 // The model's template could not render this conversation (it raised, e.g. a

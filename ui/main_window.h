@@ -1,7 +1,7 @@
 #pragma once
 // MainWindow: the app's single window. Conversation list on the left, the chat column
 // (model bar, conversation, composer) in the centre, the inspector dock on the right, the
-// model and the Vulkan device in the status bar.
+// model, the local server and the Vulkan device in the status bar.
 //
 // It wires widgets to a ChatController, the GUI thread's owner of the conversation: the
 // widgets' requests become controller calls, the controller's signals become widget
@@ -17,6 +17,7 @@
 #include "ui/device_summary.h"
 #include "ui/engine_types.h"
 
+class QAction;
 class QLabel;
 class QSplitter;
 class QToolButton;
@@ -32,6 +33,7 @@ class DeviceIndicator;
 class EngineWorker;
 class FidelityLab;
 class InspectorDock;
+class LocalServer;
 class ModelDiscovery;
 class ModelPicker;
 class ModelSettings;
@@ -50,6 +52,7 @@ class MainWindow : public QMainWindow {
   ChatView* chatView() const { return m_chat; }
   Composer* composer() const { return m_composer; }
   InspectorDock* inspector() const { return m_inspector; }
+  LocalServer* localServer() const { return m_server; }
 
  public slots:
   void openModelPicker();
@@ -73,6 +76,8 @@ class MainWindow : public QMainWindow {
   void openModelFile();
   void openModelFolder();
   void showAbout();
+  void chooseServerPort();
+  void showServer();
 
  private:
   QWidget* buildChatColumn();
@@ -96,6 +101,10 @@ class MainWindow : public QMainWindow {
   Composer* m_composer;
   QSplitter* m_splitter;
   InspectorDock* m_inspector;
+  LocalServer* m_server;
+  QAction* m_serveAction = nullptr;
+  QAction* m_copyUrlAction = nullptr;
+  QLabel* m_serverStatus = nullptr;
   QToolButton* m_modelButton = nullptr;
   QToolButton* m_settingsButton = nullptr;
   QLabel* m_modelStatus = nullptr;

@@ -110,4 +110,14 @@ void ModelSettings::removeUserFolder(const QString& folder) {
   m_settings->setValue("modelFolders", folders);
 }
 
+quint16 ModelSettings::serverPort() const {
+  bool ok = false;
+  const uint port = m_settings->value("server/port").toUInt(&ok);
+  return ok && port > 0 && port <= 65535 ? static_cast<quint16>(port) : kDefaultServerPort;
+}
+
+void ModelSettings::setServerPort(quint16 port) {
+  m_settings->setValue("server/port", port);
+}
+
 }  // namespace kvscope::ui

@@ -1,7 +1,8 @@
 #pragma once
 // ModelSettings: what the app remembers about models between runs, in QSettings:
 // sampling settings (and default system prompt) per model path, the backend settings,
-// the recently loaded models and the folders the user added to model discovery.
+// the recently loaded models, the folders the user added to model discovery, and the
+// local server's port.
 // GUI thread. Tests pass their own QSettings file.
 
 #include <QSettings>
@@ -16,6 +17,8 @@ namespace kvscope::ui {
 class ModelSettings {
  public:
   static constexpr int kMaxRecent = 10;
+  // The port OpenAI clients try first for a local server.
+  static constexpr quint16 kDefaultServerPort = 8080;
 
   // `file` empty: the application's QSettings (organization and application names).
   explicit ModelSettings(const QString& file = {});
@@ -35,6 +38,10 @@ class ModelSettings {
   QStringList userFolders() const;
   void addUserFolder(const QString& folder);
   void removeUserFolder(const QString& folder);
+
+  // kDefaultServerPort until the user picks another.
+  quint16 serverPort() const;
+  void setServerPort(quint16 port);
 
  private:
   std::unique_ptr<QSettings> m_settings;

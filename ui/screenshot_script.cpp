@@ -7,9 +7,11 @@
 
 #include "ui/chat_controller.h"
 #include "ui/composer.h"
+#include "ui/engine_worker.h"
 #include "ui/fidelity_lab.h"
 #include "ui/indexer_panel.h"
 #include "ui/inspector_dock.h"
+#include "ui/local_server.h"
 #include "ui/main_window.h"
 
 namespace kvscope::ui {
@@ -20,6 +22,8 @@ namespace {
 // shorter, so the reply is still streaming when the picture is taken.
 constexpr int kSettleMs = 400;
 constexpr int kStreamingSettleMs = 150;
+// The requests tools/screenshot.sh's client sends in `serve` mode.
+constexpr quint64 kServedForPicture = 2;
 
 }  // namespace
 
@@ -57,12 +61,16 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
       sendNext();
     else if (m_plan.compare)
       compare();
+    else if (m_plan.servePort != 0)
+      serve();
   });
   connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
+    if (EngineWorker::isServedTurn(report.turnId) != m_serving) return;
     m_tokens = report.generatedTokens;
     checkReady();
   });
-  connect(c, &ChatController::kvReported, this, [this] {
+  connect(c, &ChatController::kvReported, this, [this](const KvReport& report) {
+    if (EngineWorker::isServedTurn(report.turnId) != m_serving) return;
     m_sawKv = true;
     checkReady();
   });
@@ -103,6 +111,11 @@ void ScreenshotScript::sendNext() {
 
 void ScreenshotScript::checkReady() {
   if (m_plan.compare) return;  // the comparison window is captured instead
+  if (m_plan.servePort != 0) {
+    // Both of the client's requests answered (a small model streams faster than a
+    // picture can be taken mid-request), their reports in the inspector.
+    if (!m_serving || m_window.localServer()->servedRequests() < kServedForPicture) return;
+  }
   if (!m_lastTurn || m_capturing || !m_sawKv || m_tokens < quint32(m_plan.minTokens)) return;
   if (m_plan.inspectorTab == 2 && !m_sawIndexer) return;
   m_capturing = true;
@@ -122,6 +135,18 @@ void ScreenshotScript::compare() {
       QApplication::exit(0);
     });
   });
+}
+
+// The client is tools/screenshot.sh, which sends requests once the port answers.
+void ScreenshotScript::serve() {
+  m_serving = true;
+  m_sawKv = false;
+  m_tokens = 0;
+  LocalServer* server = m_window.localServer();
+  connect(server, &LocalServer::failed, this, &ScreenshotScript::fail);
+  connect(server, &LocalServer::changed, this, &ScreenshotScript::checkReady);
+  server->setPort(m_plan.servePort);
+  server->setOn(true);
 }
 
 void ScreenshotScript::capture() {

@@ -7,7 +7,10 @@
 // captures the window while the last reply streams: once it has `minTokens` tokens and
 // the inspector has a KV report (on the Indexer tab, an indexer report too), so the
 // picture shows a conversation mid-flight. With `compare`, every reply runs to its end,
-// then the scheme comparison runs on the conversation and its window is captured. Exits
+// then the scheme comparison runs on the conversation and its window is captured. With
+// `servePort`, every reply runs to its end, then "Serve on localhost" starts on that port
+// and the window is captured once an outside client's two requests were answered (their
+// step and KV reports in the inspector, the status bar counting them). Exits
 // the application with 0 when the picture was saved, 1 on any failure (with a message).
 
 #include <QObject>
@@ -31,6 +34,7 @@ struct ScreenshotPlan {
   int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
   bool compare = false;            // capture "Compare schemes on this conversation"
+  quint16 servePort = 0;           // capture the app serving on this port (0: no)
   int timeoutMs = 180000;
 };
 
@@ -46,6 +50,7 @@ class ScreenshotScript : public QObject {
   void checkReady();
   void capture();
   void compare();
+  void serve();
   void fail(const QString& message);
 
   MainWindow& m_window;
@@ -55,6 +60,7 @@ class ScreenshotScript : public QObject {
   bool m_sawKv = false;
   bool m_sawIndexer = false;
   quint32 m_tokens = 0;
+  bool m_serving = false;  // the served requests' reports are the ones awaited
   bool m_capturing = false;
   bool m_probed = false;
   bool m_discovered = false;

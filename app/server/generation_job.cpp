@@ -163,7 +163,8 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
   if (job.kind() == GenerationJob::Kind::kChat) {
     // A template that refuses the conversation (e.g. a system message it does
     // not support) is the request's problem: 400 with the template's message.
-    const auto rendered = session.renderChat(job.chat().messages);
+    const auto rendered =
+        session.renderChat(job.chat().messages, /*addGenerationPrompt=*/true, job.chat().toolsJson);
     if (!rendered.ok()) {
       // The model's template refused these messages (its raise_exception,
       // e.g. roles that do not alternate): the request's doing, so a 400.

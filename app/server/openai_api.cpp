@@ -157,6 +157,19 @@ std::optional<ApiError> parseMessages(const json& body, std::vector<tokenizer::C
   return std::nullopt;
 }
 
+std::optional<ApiError> parseTools(const json& body, std::string& out) {
+  const json* tools = field(body, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return badField("tools", "'tools' must be an array of tool objects");
+  if (tools->empty()) return std::nullopt;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    if (!(*tools)[i].is_object())
+      return badField(fmt::format("tools[{}]", i), "each tool must be an object");
+  }
+  out = tools->dump();
+  return std::nullopt;
+}
+
 json choiceBase(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
@@ -189,6 +202,7 @@ std::optional<ApiError> parseChatRequest(std::string_view body, ChatRequest& out
     json j;
     if (auto e = parseObject(body, j)) return e;
     if (auto e = parseMessages(j, out.messages)) return e;
+    if (auto e = parseTools(j, out.toolsJson)) return e;
     return parseSampling(j, out.sampling);
   } catch (const json::exception& e) {
     return badField("", fmt::format("malformed request: {}", e.what()));

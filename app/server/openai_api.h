@@ -51,6 +51,10 @@ struct SamplingRequest {
 
 struct ChatRequest {
   std::vector<tokenizer::ChatMessage> messages;  // "developer" arrives as "system"
+  // The request's "tools" (an array of objects) as JSON text, for templates that
+  // describe tools to the model; empty when it sent none. The reply stays text:
+  // tool calls the model writes are not parsed into "tool_calls".
+  std::string toolsJson;
   SamplingRequest sampling;
 };
 

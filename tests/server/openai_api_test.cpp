@@ -3,6 +3,7 @@
 #include "server/openai_api.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace kvscope::server {
 namespace {
@@ -25,7 +26,8 @@ TEST(OpenAiRequest, ParsesAFullChatRequest) {
       ],
       "max_tokens": 7, "max_completion_tokens": 9, "temperature": 0, "top_p": 0.5,
       "seed": -1, "stop": ["\n\n", ""], "stream": true,
-      "stream_options": {"include_usage": true}, "n": 1, "user": "ignored"})",
+      "stream_options": {"include_usage": true}, "n": 1, "user": "ignored",
+      "tools": [{"type": "function", "function": {"name": "now", "parameters": {}}}]})",
                                       r);
   ASSERT_FALSE(error) << error->message;
   ASSERT_EQ(r.messages.size(), 3u);
@@ -34,6 +36,9 @@ TEST(OpenAiRequest, ParsesAFullChatRequest) {
   EXPECT_EQ(r.messages[1].content, "Hi there");
   EXPECT_EQ(r.messages[2].role, "assistant");
   EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(nlohmann::json::parse(r.toolsJson),
+            nlohmann::json::parse(
+                R"([{"type": "function", "function": {"name": "now", "parameters": {}}}])"));
   const SamplingRequest& s = r.sampling;
   EXPECT_EQ(s.model, "demo.gguf");
   EXPECT_EQ(s.maxTokens, 9u);  // max_completion_tokens wins
@@ -56,6 +61,7 @@ TEST(OpenAiRequest, LeavesUnsetFieldsUnset) {
   EXPECT_FALSE(r.sampling.topP);
   EXPECT_FALSE(r.sampling.seed);
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.toolsJson, "");
   EXPECT_FALSE(r.sampling.stream);
 }
 
@@ -81,6 +87,9 @@ TEST(OpenAiRequest, NamesTheBadField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "stream": 1})", "stream"},
       {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "n"},
       {R"({"messages": [{"role": "user", "content": "x"}], "model": 3})", "model"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {"type": "function"}})",
+       "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": ["f"]})", "tools[0]"},
   };
   for (const auto& [body, param] : cases) {
     const auto e = parseChat(body);

@@ -198,6 +198,36 @@ TEST(Server, ReusesTheCachedPrefixAcrossRequests) {
   EXPECT_EQ(kv["layers"][0]["key"]["scheme"], "f16");
 }
 
+// A request's tools reach the chat template: with a template that lists tool
+// names before the messages, a request with the tool get_weather and the text
+// "Hello" gets the same prompt, so the same greedy reply, as one without tools
+// whose text is what the template should have rendered.
+TEST(Server, ToolsReachTheChatTemplate) {
+  auto session = openDemoSession();
+  ASSERT_TRUE(session);
+  session->setChatTemplateSource(
+      "{% for t in tools or [] %}[tool {{ t.function.name }}]{% endfor %}"
+      "{% for m in messages %}{{ m.content }}{% endfor %}");
+  SessionThread engine(std::move(session));
+  Server server(loopback(), engine);
+  ASSERT_TRUE(server.start().ok());
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function", {{"name", "get_weather"}, {"parameters", json::object()}}}}});
+  json withTools = json::parse(chatBody("Hello", 6));
+  withTools["tools"] = tools;
+  const auto a = post(server.port(), "/v1/chat/completions", withTools.dump());
+  const auto b =
+      post(server.port(), "/v1/chat/completions", chatBody("[tool get_weather]Hello", 6));
+  const auto c = post(server.port(), "/v1/chat/completions", chatBody("Hello", 6));
+  ASSERT_TRUE(a && b && c);
+  ASSERT_EQ(a->status, 200) << a->body;
+  const json ja = json::parse(a->body), jb = json::parse(b->body), jc = json::parse(c->body);
+  EXPECT_EQ(ja["usage"]["prompt_tokens"], jb["usage"]["prompt_tokens"]);
+  EXPECT_EQ(ja["choices"][0]["message"]["content"], jb["choices"][0]["message"]["content"]);
+  EXPECT_LT(jc["usage"]["prompt_tokens"].get<int>(), ja["usage"]["prompt_tokens"].get<int>());
+}
+
 // Reports each served request to the test.
 struct ServedLog {
   std::mutex mutex;

@@ -8,9 +8,6 @@
 #include <QtTest>
 
 #include "fake_devices.h"
-#include "model/model_tokenizer.h"
-#include "runtime/backend_factory.h"
-#include "runtime/session.h"
 #include "ui/chat_controller.h"
 #include "ui/conversation_store.h"
 #include "ui/engine_thread.h"
@@ -34,23 +31,6 @@ ui::SamplingSettings greedy(int maxTokens) {
   s.maxTokens = maxTokens;
   s.seed = 1;
   return s;
-}
-
-// The reply the engine gives to plain-completion `prompt` (stories260K has no chat
-// template, so the chat prompt is the message text), without any UI in between.
-std::string referenceReply(const QString& prompt, int maxTokens) {
-  auto file = model::ModelFile::open(ui::test::storiesModel().toStdString());
-  std::shared_ptr<const model::ModelFile> model(std::move(*file));
-  auto tokenizer = model::loadTokenizer(*model);
-  auto backend = runtime::makeBackend(model, {.kind = "cpu"});
-  runtime::Session session(model, std::move(*backend), std::move(*tokenizer));
-  const std::vector<tokenizer::ChatMessage> messages{{"user", prompt.toStdString()}};
-  const auto tokens = session.tokenizeChat(session.renderChat(messages).value());
-  runtime::GenerateOptions options;
-  options.maxTokens = static_cast<uint32_t>(maxTokens);
-  options.sampler.temperature = 0.0f;
-  auto result = session.generate(tokens, options);
-  return result.ok() ? result->text : std::string("<engine error>");
 }
 
 }  // namespace
@@ -112,7 +92,8 @@ class ChatControllerTest : public QObject {
     QCOMPARE(reply.role, QStringLiteral("assistant"));
     QVERIFY(!pieces.isEmpty());
     QCOMPARE(pieces.join(QString()), reply.text);
-    QCOMPARE(reply.text.toStdString(), referenceReply(QStringLiteral("Once upon a time"), 60));
+    QCOMPARE(reply.text.toStdString(),
+             ui::test::referenceReply(QStringLiteral("Once upon a time"), 60));
     QVERIFY(stats.generatedTokens > 0 && stats.generatedTokens <= 60);
     QVERIFY(stats.stop == StopReason::kEndOfGeneration || stats.stop == StopReason::kMaxTokens);
     QVERIFY(stats.promptTokens > 0);
@@ -219,7 +200,7 @@ class ChatControllerTest : public QObject {
     QVERIFY(!progress.isEmpty());
     QCOMPARE(progress.last().at(1).toUInt(), stats.promptTokens - stats.reusedTokens);
     QCOMPARE(chat.conversation().messages[1].text.toStdString(),
-             referenceReply(QStringLiteral("Once upon a time there was a cat"), 20));
+             ui::test::referenceReply(QStringLiteral("Once upon a time there was a cat"), 20));
   }
 
   void regenerateReplacesTheLastReply() {

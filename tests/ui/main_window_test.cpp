@@ -1,7 +1,8 @@
 // MainWindow: its layout is complete without a model, the empty state tells how to get
 // one, Send stays disabled until a model is loaded, the status bar reports the engine
 // worker's device probe whatever its outcome, and a real chat turn on stories260K
-// reaches the chat view and the inspector through the controller.
+// reaches the chat view and the inspector through the controller; Serve on Localhost
+// shows the server in the status bar.
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -18,6 +19,7 @@
 #include "ui/engine_thread.h"
 #include "ui/inspector_dock.h"
 #include "ui/kv_memory_panel.h"
+#include "ui/local_server.h"
 #include "ui/main_window.h"
 #include "ui/message_widget.h"
 #include "ui/stat_tile.h"
@@ -128,6 +130,35 @@ class MainWindowTest : public QObject {
     QVERIFY(input);
     QTest::keyClicks(input, QStringLiteral("hello"));
     QVERIFY(!send->isEnabled());
+  }
+
+  // Server › Serve on Localhost: the status bar shows the URL and counts; off hides it.
+  void serveActionShowsTheServerInTheStatusBar() {
+    KVS_REQUIRE_UI_FIXTURE(ui::test::storiesModel());
+    EngineThread engine(ui::test::fakeDevices);
+    MainWindow window(engine.worker());
+    window.show();
+    auto* action = window.findChild<QAction*>(QStringLiteral("serveAction"));
+    auto* status = window.findChild<QLabel*>(QStringLiteral("serverStatus"));
+    QVERIFY(action && status);
+    QVERIFY(!status->isVisible());
+    window.localServer()->setPort(0);  // any free port: 8080 may be taken here
+    action->trigger();                 // before a model: it waits for one
+    QVERIFY(status->isVisible());
+    QVERIFY(status->text().contains(QStringLiteral("waits for a model")));
+
+    QSignalSpy loaded(window.controller(), &ui::ChatController::modelLoaded);
+    window.controller()->loadModelWith(ui::test::storiesModel(),
+                                       {QStringLiteral("cpu"), -1, 0, {}});
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(status->text().contains(QStringLiteral("Serving http://127.0.0.1:")),
+                             60000);
+    QVERIFY(status->text().contains(QStringLiteral("0 active · 0 served")));
+    QVERIFY(action->isChecked());
+    QVERIFY(status->toolTip().contains(QStringLiteral("stories260K.gguf")));
+    action->trigger();
+    QVERIFY(!action->isChecked());
+    QVERIFY(!status->isVisible());
   }
 
   void viewMenuTogglesInspector() {
