@@ -37,6 +37,32 @@ class SessionTest : public ::testing::Test {
   void SetUp() override { KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf")); }
 };
 
+// A model with a "tool_use" template (GGUF tokenizer.chat_template.tool_use)
+// renders with it when tools are given, and with its default template otherwise.
+TEST_F(SessionTest, ToolsSelectTheToolUseTemplate) {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto stories = model::loadTokenizer(*m);
+  ASSERT_TRUE(stories.ok());
+  tokenizer::Vocab vocab = stories->vocab();
+  vocab.chatTemplate = "chat:{% for m in messages %}{{ m.content }}{% endfor %}";
+  vocab.namedChatTemplates = {{"tool_use",
+                               "tools:{{ tools | map(attribute='name') | join(',') }}|"
+                               "{% for m in messages %}{{ m.content }}{% endfor %}"}};
+  auto tok = tokenizer::Tokenizer::create(std::move(vocab));
+  auto b = backend::CpuBackend::create(m, {});
+  ASSERT_TRUE(tok.ok() && b.ok());
+  runtime::Session s(m, std::move(b).value(), std::move(tok).value());
+  const std::vector<tokenizer::ChatMessage> messages{{"user", "hi"}};
+  const auto plain = s.renderChat(messages);
+  ASSERT_TRUE(plain.ok()) << plain.error().describe();
+  EXPECT_EQ(plain->text, "chat:hi");
+  const auto withTools = s.renderChat(messages, true, R"([{"name": "now"}, {"name": "add"}])");
+  ASSERT_TRUE(withTools.ok()) << withTools.error().describe();
+  EXPECT_EQ(withTools->text, "tools:now,add|hi");
+}
+
 TEST_F(SessionTest, GreedyReplyMatchesLlamaCpp) {
   const auto refPath = sharedFile("reference/stories260K.greedy.json");
   KVS_REQUIRE_FIXTURE(refPath);
