@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include "fake_devices.h"
+#include "support/hf_model_folder.h"
 #include "ui/chat_controller.h"
 #include "ui/conversation_store.h"
 #include "ui/engine_thread.h"
@@ -330,6 +331,50 @@ class ChatControllerTest : public QObject {
     const auto last = kv.last().at(0).value<ui::KvReport>();
     QCOMPARE(last.rows, stats.cachedTokens);
     QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+  }
+
+  // Today's Hugging Face folders (Llama 3 and Qwen3 tokenizers, whose tokenizer.json
+  // pre-tokenizes with a Split regex, around tiny random weights) load in the app and
+  // chat through their own Jinja template: the reply's prompt is the one the engine
+  // renders and tokenizes for the same message.
+  void huggingFaceFoldersOfTodaysModelsLoadAndChat_data() {
+    QTest::addColumn<QString>("tokenizer");
+    QTest::addColumn<uint>("vocab");
+    QTest::newRow("llama3") << QStringLiteral("tokenizer/hf-llama3") << 128256u;
+    QTest::newRow("qwen3") << QStringLiteral("tokenizer/hf-qwen3") << 151936u;
+  }
+  void huggingFaceFoldersOfTodaysModelsLoadAndChat() {
+    QFETCH(QString, tokenizer);
+    QFETCH(uint, vocab);
+    const QString tokenizerDir = ui::test::sharedFile(tokenizer);
+    KVS_REQUIRE_UI_FIXTURE(tokenizerDir);
+    QTemporaryDir dir;
+    test::writeHfLlamaFolder(dir.path().toStdString(), vocab, tokenizerDir.toStdString());
+
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    chat.setBackendSettings({QStringLiteral("cpu"), -1, 256, {}});
+    QSignalSpy loaded(&chat, &ChatController::modelLoaded);
+    chat.loadModel(dir.path());
+    QVERIFY(loaded.wait(kWaitMs));
+    QVERIFY(chat.model().chatTemplate.startsWith(QStringLiteral("Jinja")));
+    QVERIFY(chat.model().templateWarning.isEmpty());
+    chat.setSampling(greedy(3));
+    const ReplyStats stats = sendAndWait(chat, QStringLiteral("Hi there"));
+    QCOMPARE(stats.generatedTokens, 3u);
+
+    auto file = model::ModelFile::open(dir.path().toStdString());
+    QVERIFY(file.ok());
+    auto tok = model::loadTokenizer(**file);
+    QVERIFY(tok.ok());
+    std::shared_ptr<const model::ModelFile> model(std::move(*file));
+    auto backend = runtime::makeBackend(model, {.kind = "cpu", .contextLimit = 256});
+    QVERIFY(backend.ok());
+    runtime::Session session(model, std::move(*backend), std::move(*tok));
+    const std::vector<tokenizer::ChatMessage> messages{{"user", "Hi there"}};
+    const auto prompt = session.renderChat(messages);
+    QVERIFY(prompt.ok());
+    QCOMPARE(stats.promptTokens, quint32(session.tokenizeChat(*prompt).size()));
   }
 };
 
