@@ -274,6 +274,7 @@ void ChatController::save() {
 void ChatController::onModelLoaded(const ModelInfo& info) {
   m_model = info;
   m_loadingPath.clear();
+  m_loadedBackend = m_backend;
   m_cachedTokens = 0;
   if (m_settings) {
     m_settings->addRecentModel(info.path);
@@ -290,8 +291,10 @@ void ChatController::onModelLoaded(const ModelInfo& info) {
 
 void ChatController::onModelLoadFailed(const QString& path, const QString& message) {
   if (path == m_loadingPath) m_loadingPath.clear();
-  // The worker releases the old model only after the new file checked out; a failure
-  // past that point leaves no model.
+  // The worker releases the old model only after the new file checked out and its
+  // context was found to fit; a failure past that point leaves no model. A model still
+  // loaded keeps the settings it runs with.
+  if (hasModel() && m_backend != m_loadedBackend) setBackendSettings(m_loadedBackend);
   emit modelLoadFailed(path, message);
 }
 
@@ -373,6 +376,7 @@ void ChatController::onKvPolicyChanged(quint64 turnId, const ModelInfo& info) {
   ++m_turnId;
   m_model = info;
   m_backend.kvPolicy = m_requestedPolicy;
+  m_loadedBackend.kvPolicy = m_requestedPolicy;
   if (m_settings) m_settings->setBackendSettings(m_backend);
   emit policyChanged(m_requestedPolicy);
 }

@@ -186,6 +186,7 @@ class ChatController : public QObject {
   ModelInfo m_model;
   QString m_loadingPath;
   BackendSettings m_backend;
+  BackendSettings m_loadedBackend;  // what the loaded model was loaded with
   SamplingSettings m_sampling;
   quint64 m_turnId = 0;       // the turn whose answers are applied
   QString m_templateFailure;  // the chat template's error for the failing turn

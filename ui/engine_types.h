@@ -29,6 +29,7 @@ struct BackendSettings {
   // "k=q8_0,v=turbo4,…" (kv/kv_policy.h); empty: f16. The default is the
   // K-safe compressed policy: softmax amplifies K error, V is cheap.
   QString kvPolicy = QString::fromStdString(kv::defaultKvPolicy().toString());
+  bool operator==(const BackendSettings&) const = default;
 };
 
 // A request to load a model; `path` is a .gguf file or a Hugging Face folder.

@@ -419,9 +419,9 @@ void EngineWorker::loadModel(const LoadRequest& request) {
   }
 }
 
-// The file and tokenizer are checked before the current model is released, so a bad
-// file leaves it usable; the backend is built after, so two models never hold device
-// memory at once.
+// The file, the tokenizer and whether the context fits the device are checked before the
+// current model is released, so a bad file or too long a context leaves it usable; the
+// backend is built after, so two models never hold device memory at once.
 void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   const QString fileName = QFileInfo(request.path).fileName();
   emit loadProgress(LoadStage::kReadingFile, QStringLiteral("Reading %1").arg(fileName));
@@ -438,6 +438,19 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     return;
   }
 
+  const std::string kind =
+      runtime::resolveBackendKind(request.backend.kind.toStdString(), request.backend.device);
+  runtime::BackendChoice choice;
+  choice.kind = kind;
+  choice.contextLimit = request.backend.contextLimit;
+  choice.device = request.backend.device;
+  choice.kvPolicy = request.backend.kvPolicy.toStdString();
+  // A context the device cannot hold is refused while the current model still runs.
+  if (const Status fits = runtime::checkDeviceFits(*model, choice); !fits.ok()) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, fits.error()));
+    return;
+  }
+
   if (m_session) {
     endServing(QStringLiteral("another model is loading"));
     {
@@ -447,17 +460,10 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     m_info = {};
     emit modelUnloaded();
   }
-  const std::string kind =
-      runtime::resolveBackendKind(request.backend.kind.toStdString(), request.backend.device);
   emit loadProgress(LoadStage::kUploadingWeights,
                     kind == "cpu" ? QStringLiteral("Preparing weights for the CPU")
                                   : QStringLiteral("Checking the Vulkan device (on first use) and "
                                                    "uploading weights"));
-  runtime::BackendChoice choice;
-  choice.kind = kind;
-  choice.contextLimit = request.backend.contextLimit;
-  choice.device = request.backend.device;
-  choice.kvPolicy = request.backend.kvPolicy.toStdString();
   std::string notice;
   auto backend = runtime::makeBackend(model, choice, &notice);
   if (!backend.ok()) {

@@ -1,10 +1,13 @@
 #include "runtime/backend_factory.h"
 
+#include <fmt/format.h>
+
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
 #include "gpu/device_info.h"
 #include "kv/kv_policy.h"
 #include "runtime/device_vetting.h"
+#include "runtime/memory_estimate.h"
 
 namespace kvscope::runtime {
 
@@ -17,6 +20,20 @@ std::string resolveBackendKind(std::string_view kind, int device) {
   for (const auto& d : *devices)
     if (d.index == *chosen) return d.type == gpu::DeviceType::kCpu ? "cpu" : "vulkan";
   return "cpu";
+}
+
+Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice) {
+  if (resolveBackendKind(choice.kind, choice.device) != "vulkan") return okStatus();
+  auto devices = gpu::listDevices();
+  if (!devices.ok()) return okStatus();
+  auto chosen = gpu::chooseDevice(*devices, choice.device);
+  if (!chosen.ok()) return okStatus();
+  for (const gpu::DeviceInfo& d : *devices) {
+    if (d.index != *chosen || d.deviceLocalBytes == 0) continue;
+    return checkFits(model, choice.contextLimit, choice.kvPolicy, d.deviceLocalBytes,
+                     fmt::format("{}'s memory", d.name));
+  }
+  return okStatus();
 }
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
@@ -65,6 +82,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   if (policy.twoPhase)
     return makeError(ErrorCode::kUnsupported,
                      "the KV cache option two_phase runs on the cpu backend only");
+  KVS_TRY(checkDeviceFits(*model, choice));
   KVS_ASSIGN_OR_RETURN(auto b,
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
                                                               .device = choice.device,

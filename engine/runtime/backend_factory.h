@@ -22,8 +22,8 @@ struct BackendChoice {
   // CPU path (the default: what users run), or kExact float32 (the reference
   // the tests hold every kernel to). cpu_matmul.h states both bounds.
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kInt8Activations;
-  bool timing = true;                // GPU time per kernel class (costs ~20% decode on lavapipe)
-  std::string kvPolicy;              // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
+  bool timing = true;    // GPU time per kernel class (costs ~20% decode on lavapipe)
+  std::string kvPolicy;  // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
   // The indexer's diagnostic mode (kv::IndexerOptions::diagnostic): dense
   // scores too, to report the attention mass each selection captured.
   bool indexerDiagnostic = false;
@@ -38,6 +38,13 @@ struct BackendChoice {
 // there is no Vulkan device at all — on a CPU device the CPU backend is many
 // times faster (docs/RESULTS.md). Other kinds are returned unchanged.
 std::string resolveBackendKind(std::string_view kind, int device = -1);
+
+// For a Vulkan choice: whether the model's weights and a KV cache full at the
+// chosen context fit the chosen device's memory (checkFits), so a context that
+// cannot fit is refused with the longest one that would, before anything is
+// allocated. OK for the CPU backend and when no device answers (the backend
+// then reports what is wrong).
+Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice);
 
 // `notice`, when given, receives a message for the user when the backend
 // differs from the one asked for (a Vulkan device that failed vetting), and is

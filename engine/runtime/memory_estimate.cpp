@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kv/auto_policy.h"
 #include "kv/kv_index.h"
 #include "kv/kv_policy.h"
@@ -44,6 +46,27 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
   }
   return e;
+}
+
+Status checkFits(const model::ModelFile& model, uint32_t contextLength, std::string_view kvPolicy,
+                 uint64_t memoryBytes, std::string_view memoryName) {
+  KVS_ASSIGN_OR_RETURN(const MemoryEstimate e, estimateMemory(model, contextLength, kvPolicy));
+  if (e.totalBytes() <= memoryBytes) return okStatus();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const std::string needs = fmt::format(
+      "a {}-token context needs {:.2f} GiB ({:.2f} GiB of weights and {:.2f} GiB of "
+      "KV cache) but {} is {:.2f} GiB",
+      e.contextLength, e.totalBytes() / kGiB, e.weightBytes / kGiB, e.kvBytes / kGiB, memoryName,
+      memoryBytes / kGiB);
+  if (e.weightBytes >= memoryBytes)
+    return makeError(ErrorCode::kOutOfMemory, "{}: the weights alone do not fit", needs);
+  // Less than contextLength, since that one did not fit; not capped at the
+  // trained context: the answer to "how long can it be".
+  const uint64_t fits = (memoryBytes - e.weightBytes) / e.kvBytesPerToken;
+  return makeError(ErrorCode::kOutOfMemory,
+                   "{}; the longest context that fits is {} tokens (or use a more compressed KV "
+                   "cache policy)",
+                   needs, fits);
 }
 
 }  // namespace kvscope::runtime

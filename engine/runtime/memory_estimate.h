@@ -33,4 +33,12 @@ struct MemoryEstimate {
 Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t contextLength,
                                         std::string_view kvPolicy, uint64_t memoryBytes = 0);
 
+// Whether the weights and a KV cache full at `contextLength` (0: trained)
+// fit `memoryBytes` of `memoryName` ("llvmpipe's device memory"); when they do
+// not, a kOutOfMemory error saying what is needed and the longest context that
+// fits (or that the weights alone do not). A policy that does not resolve is
+// its error, as for estimateMemory.
+Status checkFits(const model::ModelFile& model, uint32_t contextLength, std::string_view kvPolicy,
+                 uint64_t memoryBytes, std::string_view memoryName);
+
 }  // namespace kvscope::runtime

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
+#include "gpu/device_info.h"
 #include "runtime/backend_factory.h"
 #include "support/test_support.h"
 
@@ -31,6 +32,25 @@ TEST(BackendFactory, ParsesKvPolicies) {
     EXPECT_FALSE(r.ok()) << bad;
   }
   EXPECT_TRUE(runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = ""}).ok());
+}
+
+// A Vulkan context longer than the device's memory can hold is refused before
+// anything is allocated, with the longest context that fits.
+TEST(BackendFactory, VulkanContextBeyondTheDeviceIsRefusedWithTheLongestThatFits) {
+  KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf"));
+  auto devices = gpu::listDevices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+  auto m = stories();
+  // 640 bytes per token: a billion tokens is 640 GB, past any device here.
+  auto b = runtime::makeBackend(
+      m, {.kind = "vulkan", .contextLimit = 1'000'000'000, .vetDevice = false});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kOutOfMemory);
+  EXPECT_NE(b.error().message.find("the longest context that fits is"), std::string::npos)
+      << b.error().message;
+  EXPECT_TRUE(runtime::checkDeviceFits(*m, {.kind = "vulkan", .contextLimit = 512}).ok());
+  EXPECT_TRUE(runtime::checkDeviceFits(*m, {.kind = "cpu", .contextLimit = 1'000'000'000}).ok())
+      << "the CPU backend's memory is not checked here";
 }
 
 }  // namespace

@@ -80,6 +80,25 @@ TEST_F(MemoryEstimateTest, LongestContextThatFits) {
   EXPECT_EQ(e->maxContextThatFits, 0u) << "the weights alone do not fit";
 }
 
+// checkFits: 640 bytes per token (f16), so memory for the weights plus 100.5
+// tokens holds a 100-token context and refuses 200 naming 100 as the longest.
+TEST_F(MemoryEstimateTest, CheckFitsNamesTheLongestContextThatFits) {
+  const uint64_t memory = m_model->weightBytes() + 100 * 640 + 320;
+  EXPECT_TRUE(runtime::checkFits(*m_model, 100, "", memory, "test memory").ok());
+  const Status tooLong = runtime::checkFits(*m_model, 200, "", memory, "test memory");
+  ASSERT_FALSE(tooLong.ok());
+  EXPECT_EQ(tooLong.error().code, ErrorCode::kOutOfMemory);
+  EXPECT_NE(tooLong.error().message.find("a 200-token context needs"), std::string::npos)
+      << tooLong.error().message;
+  EXPECT_NE(tooLong.error().message.find("test memory is"), std::string::npos);
+  EXPECT_NE(tooLong.error().message.find("the longest context that fits is 100 tokens"),
+            std::string::npos)
+      << tooLong.error().message;
+  const Status noWeights = runtime::checkFits(*m_model, 10, "", m_model->weightBytes() / 2, "x");
+  ASSERT_FALSE(noWeights.ok());
+  EXPECT_NE(noWeights.error().message.find("the weights alone do not fit"), std::string::npos);
+}
+
 TEST_F(MemoryEstimateTest, BadPoliciesAreErrors) {
   auto e = runtime::estimateMemory(*m_model, 0, "k=nope");
   ASSERT_FALSE(e.ok());

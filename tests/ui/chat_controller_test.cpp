@@ -316,6 +316,30 @@ class ChatControllerTest : public QObject {
     QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
   }
 
+  // A Vulkan context longer than the device can hold is refused with the longest that
+  // fits, before the loaded model is released: it keeps answering, with its settings.
+  void contextBeyondTheDeviceKeepsTheLoadedModel() {
+    EngineThread engine;
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat));
+    const ui::BackendSettings loaded = chat.backendSettings();
+    QSignalSpy failed(&chat, &ChatController::modelLoadFailed);
+    QSignalSpy unloaded(&chat, &ChatController::modelUnloaded);
+    chat.loadModelWith(ui::test::storiesModel(),
+                       {QStringLiteral("vulkan"), -1, 1'000'000'000u, {}});
+    QVERIFY(failed.wait(kWaitMs));
+    const QString message = failed.first().at(1).toString();
+    if (message.contains(QStringLiteral("Vulkan")) && !message.contains(QStringLiteral("fits")))
+      QSKIP(qPrintable(QStringLiteral("no usable Vulkan device: %1").arg(message)));
+    QVERIFY2(message.contains(QStringLiteral("the longest context that fits is")),
+             qPrintable(message));
+    QVERIFY(unloaded.isEmpty());
+    QVERIFY(chat.hasModel());
+    QVERIFY(chat.backendSettings() == loaded);
+    chat.setSampling(greedy(5));
+    QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
+  }
+
   void vulkanBackendStreamsAReply() {
     EngineThread engine;
     ChatController chat(engine.worker());
