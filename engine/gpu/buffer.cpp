@@ -47,6 +47,8 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
                      static_cast<double>(bytes) / (1 << 20),
                      use == MemoryUse::kDevice ? "device" : "host", vkResultName(r));
   }
+  b.m_allocated = req.size;
+  ctx.m_allocatedBytes += b.m_allocated;
   KVS_VK(vkBindBufferMemory(ctx.device(), b.m_buffer, b.m_memory, 0), "vkBindBufferMemory");
   const auto flags = ctx.memory().memoryTypes[type].propertyFlags;
   if (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
@@ -71,6 +73,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     m_buffer = std::exchange(other.m_buffer, VK_NULL_HANDLE);
     m_memory = std::exchange(other.m_memory, VK_NULL_HANDLE);
     m_size = std::exchange(other.m_size, 0);
+    m_allocated = std::exchange(other.m_allocated, 0);
     m_mapped = std::exchange(other.m_mapped, nullptr);
     m_coherent = other.m_coherent;
   }
@@ -81,6 +84,7 @@ void Buffer::release() {
   if (!m_ctx) return;
   if (m_buffer) vkDestroyBuffer(m_ctx->device(), m_buffer, nullptr);
   if (m_memory) vkFreeMemory(m_ctx->device(), m_memory, nullptr);  // also unmaps
+  m_ctx->m_allocatedBytes -= std::exchange(m_allocated, 0);
   m_ctx = nullptr;
   m_buffer = VK_NULL_HANDLE;
   m_memory = VK_NULL_HANDLE;

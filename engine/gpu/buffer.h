@@ -52,6 +52,7 @@ class Buffer {
   VkBuffer m_buffer = VK_NULL_HANDLE;
   VkDeviceMemory m_memory = VK_NULL_HANDLE;
   size_t m_size = 0;
+  uint64_t m_allocated = 0;  // bytes of m_memory, counted in the context
   void* m_mapped = nullptr;
   bool m_coherent = true;
 };

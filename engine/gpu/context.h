@@ -5,6 +5,7 @@
 // second start of any program compiles no pipeline twice.
 // One Context per loaded model; not thread-safe (the engine worker owns it).
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -58,6 +59,10 @@ class Context {
   int findMemoryType(uint32_t typeBits, VkMemoryPropertyFlags required,
                      VkMemoryPropertyFlags preferred = 0) const;
 
+  // Device memory this context's Buffers hold now, in bytes as allocated
+  // (what vkAllocateMemory was asked for): the soak test's leak check.
+  uint64_t allocatedBytes() const { return m_allocatedBytes.load(); }
+
   // Runs a one-off command buffer and waits (uploads, tests).
   template <typename F>
   Status runOnce(F&& record);
@@ -69,6 +74,8 @@ class Context {
   Status submitAndWait(VkCommandBuffer cmd);
   Expected<VkCommandBuffer> beginOneShot();
 
+  friend class Buffer;  // counts its allocations in m_allocatedBytes
+  std::atomic<uint64_t> m_allocatedBytes{0};
   std::unique_ptr<Instance> m_instance;
   VkPhysicalDevice m_physical = VK_NULL_HANDLE;
   VkDevice m_device = VK_NULL_HANDLE;

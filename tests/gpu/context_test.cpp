@@ -47,6 +47,26 @@ TEST_F(ContextTest, BuffersRoundTripWithOffsets) {
   }
 }
 
+// The context counts the memory its buffers hold, through moves, until each
+// is destroyed (the soak test's device-memory figure).
+TEST_F(ContextTest, CountsTheMemoryItsBuffersHold) {
+  const uint64_t before = ctx().allocatedBytes();
+  {
+    auto a = gpu::Buffer::create(ctx(), 1 << 20);
+    ASSERT_TRUE(a.ok());
+    auto b = gpu::Buffer::create(ctx(), 4096, gpu::MemoryUse::kHost);
+    ASSERT_TRUE(b.ok());
+    EXPECT_GE(ctx().allocatedBytes(), before + (1 << 20) + 4096);
+    const uint64_t both = ctx().allocatedBytes();
+    gpu::Buffer moved = std::move(*a);
+    EXPECT_EQ(ctx().allocatedBytes(), both) << "a move neither adds nor frees";
+    *b = gpu::Buffer();
+    EXPECT_GE(ctx().allocatedBytes(), before + (1 << 20));
+    EXPECT_LT(ctx().allocatedBytes(), both);
+  }
+  EXPECT_EQ(ctx().allocatedBytes(), before);
+}
+
 TEST_F(ContextTest, RecorderCopiesBetweenBuffers) {
   std::vector<float> src = randomFloats(100, 9);
   gpu::Buffer a = upload(src);
@@ -99,8 +119,8 @@ TEST_F(PipelineCacheTest, PersistsAcrossContexts) {
     auto c = makeContext();
     ASSERT_TRUE(c);
     EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
-    auto p =
-        gpu::Pipeline::create(*c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
+    auto p = gpu::Pipeline::create(
+        *c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
     ASSERT_TRUE(p.ok()) << p.error().describe();
     file = c->pipelineCachePath();
     EXPECT_EQ(c->validationMessages(), 0u);
@@ -125,8 +145,8 @@ TEST_F(PipelineCacheTest, StaleOrCorruptCacheIsIgnored) {
   auto c = makeContext();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->pipelineCacheBytesLoaded(), 0u);
-  auto p =
-      gpu::Pipeline::create(*c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
+  auto p = gpu::Pipeline::create(
+      *c, {"convert_f32_to_f16", 2, sizeof(push::ElementwisePush), {256}, "convert"});
   EXPECT_TRUE(p.ok());
   EXPECT_EQ(c->validationMessages(), 0u);
 }
