@@ -4,7 +4,7 @@
 # (no build, no other benchmark): the speed sections are side-by-side ratios,
 # but both cores are shared with everything else.
 #   tools/results.sh [SECTION ...] > /tmp/results.txt
-# Sections: startup parity fidelity kvspeed throughput kernels (default: all).
+# Sections: startup parity fidelity kvspeed throughput kernels soak (default: all).
 # KVSCOPE_BUILD_DIR: the build (default build/). Takes ~25 minutes in all.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +13,7 @@ cli=$build/app/kvscope-cli
 shared=${KVSCOPE_SHARED:-$root/../shared}
 models=${KVSCOPE_RESULTS_MODELS:-/tmp/kvscope-results-models}
 sections=("$@")
-[[ ${#sections[@]} -gt 0 ]] || sections=(startup parity fidelity kvspeed throughput kernels)
+[[ ${#sections[@]} -gt 0 ]] || sections=(startup parity fidelity kvspeed throughput kernels soak)
 
 mkdir -p "$models"
 m40=$models/synth-40m-q8_0.gguf
@@ -87,9 +87,15 @@ kernels() {
   "$cli" bench -m "$m40" -p 16 -n 16 --ctx 0,512 --backend vulkan --kernels
 }
 
+# Soak: memory at turns 10, 50 and 100 of the soak test (tests/runtime/soak_test.cpp).
+soak() {
+  echo; echo "## soak (resident and device memory, 100 turns)"
+  "$build/tests/test_runtime" --gtest_filter='Soak.*' | grep -E '^soak |OK|FAILED'
+}
+
 for s in "${sections[@]}"; do
   case $s in
-    startup | parity | fidelity | kvspeed | throughput | kernels) "$s" ;;
+    startup | parity | fidelity | kvspeed | throughput | kernels | soak) "$s" ;;
     *) echo "error: unknown section '$s'" >&2; exit 2 ;;
   esac
 done
