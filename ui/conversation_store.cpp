@@ -157,6 +157,18 @@ Expected<Conversation> ConversationStore::fromJson(const QJsonObject& o) {
   return c;
 }
 
+Expected<Conversation> ConversationStore::parse(const QByteArray& bytes) {
+  QJsonParseError parseError;
+  const QJsonDocument doc = QJsonDocument::fromJson(bytes, &parseError);
+  if (!doc.isObject()) {
+    return makeError(ErrorCode::kBadFile, "not a conversation file ({})",
+                     parseError.error == QJsonParseError::NoError
+                         ? std::string("not a JSON object")
+                         : parseError.errorString().toStdString());
+  }
+  return fromJson(doc.object());
+}
+
 void ConversationStore::load() {
   m_conversations.clear();
   m_loadErrors.clear();
@@ -169,16 +181,7 @@ void ConversationStore::load() {
       m_loadErrors << QStringLiteral("%1: %2").arg(name, file.errorString());
       continue;
     }
-    QJsonParseError parseError;
-    const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &parseError);
-    if (!doc.isObject()) {
-      m_loadErrors << QStringLiteral("%1: not a conversation file (%2)")
-                          .arg(name, parseError.error == QJsonParseError::NoError
-                                         ? QStringLiteral("not a JSON object")
-                                         : parseError.errorString());
-      continue;
-    }
-    auto conversation = fromJson(doc.object());
+    auto conversation = parse(file.readAll());
     if (!conversation.ok()) {
       m_loadErrors << QStringLiteral("%1: %2").arg(
           name, QString::fromStdString(conversation.error().message));

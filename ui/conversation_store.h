@@ -52,6 +52,8 @@ class ConversationStore : public QObject {
   // JSON form, exposed for tests and export.
   static QJsonObject toJson(const Conversation& conversation);
   static Expected<Conversation> fromJson(const QJsonObject& object);
+  // A conversation file's bytes as load() reads them; kBadFile saying what is wrong.
+  static Expected<Conversation> parse(const QByteArray& bytes);
 
  signals:
   void changed();
