@@ -1,0 +1,128 @@
+#include "runtime/context_overflow.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace kvscope::runtime {
+namespace {
+
+uint32_t cachedPrefix(std::span<const int32_t> tokens, const std::vector<int32_t>& history) {
+  const auto [a, b] = std::mismatch(tokens.begin(), tokens.end(), history.begin(), history.end());
+  return static_cast<uint32_t>(a - tokens.begin());
+}
+
+Error tooLong(size_t tokens, uint32_t reserve, uint32_t limit) {
+  return Error{ErrorCode::kInvalidArgument,
+               fmt::format("the conversation needs {} tokens and {} more for the reply, but the "
+                           "context holds {}; start a new chat, raise the context length, or let "
+                           "the oldest turns go (context overflow: truncate-middle or rolling)",
+                           tokens, reserve, limit)};
+}
+
+}  // namespace
+
+Expected<ContextOverflow> parseContextOverflow(std::string_view text) {
+  if (text == "stop") return ContextOverflow::kStop;
+  if (text == "truncate-middle") return ContextOverflow::kTruncateMiddle;
+  if (text == "rolling") return ContextOverflow::kRolling;
+  return makeError(ErrorCode::kInvalidArgument,
+                   "unknown context overflow '{}' (choose stop, truncate-middle or rolling)", text);
+}
+
+const char* contextOverflowName(ContextOverflow overflow) {
+  switch (overflow) {
+    case ContextOverflow::kStop:
+      return "stop";
+    case ContextOverflow::kTruncateMiddle:
+      return "truncate-middle";
+    case ContextOverflow::kRolling:
+      return "rolling";
+  }
+  return "stop";
+}
+
+Expected<FittedChat> fitChat(const Session& session,
+                             std::span<const tokenizer::ChatMessage> messages,
+                             ContextOverflow overflow, uint32_t reserve, bool addGenerationPrompt,
+                             const std::string& toolsJson) {
+  const uint32_t limit = session.backend().contextLimit();
+  // Exchanges: each starts at a user message (or at the first message after
+  // the leading system messages); the system messages are never dropped.
+  size_t first = 0;
+  while (first < messages.size() && messages[first].role == "system") ++first;
+  std::vector<size_t> starts;
+  for (size_t i = first; i < messages.size(); ++i)
+    if (i == first || messages[i].role == "user") starts.push_back(i);
+  starts.push_back(messages.size());
+  const size_t exchanges = starts.size() - 1;
+
+  std::vector<bool> keep(exchanges, true);
+  auto render = [&]() -> Expected<FittedChat> {
+    FittedChat fit;
+    fit.messages.assign(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+    for (size_t g = 0; g < exchanges; ++g) {
+      for (size_t i = starts[g]; i < starts[g + 1]; ++i) {
+        if (keep[g])
+          fit.messages.push_back(messages[i]);
+        else
+          fit.dropped.push_back(i);
+      }
+    }
+    KVS_ASSIGN_OR_RETURN(fit.prompt,
+                         session.renderChat(fit.messages, addGenerationPrompt, toolsJson));
+    fit.tokens = session.tokenizeChat(fit.prompt);
+    fit.prefill =
+        static_cast<uint32_t>(fit.tokens.size()) - cachedPrefix(fit.tokens, session.history());
+    return fit;
+  };
+  auto fits = [&](const FittedChat& f) { return uint64_t{f.tokens.size()} + reserve <= limit; };
+
+  KVS_ASSIGN_OR_RETURN(FittedChat whole, render());
+  if (fits(whole)) return whole;
+  if (overflow == ContextOverflow::kStop) return tooLong(whole.tokens.size(), reserve, limit);
+  // The order exchanges go in: the oldest first, except that truncate-middle
+  // keeps the first one as long as anything else can go. The last exchange
+  // (the message being answered) always stays.
+  std::vector<size_t> order;
+  if (exchanges >= 2) {
+    const size_t from = overflow == ContextOverflow::kTruncateMiddle ? 1 : 0;
+    for (size_t g = from; g + 1 < exchanges; ++g) order.push_back(g);
+    if (from == 1) order.push_back(0);
+  }
+  size_t smallest = whole.tokens.size();
+  for (size_t g : order) {
+    keep[g] = false;
+    KVS_ASSIGN_OR_RETURN(FittedChat fit, render());
+    if (fits(fit)) return fit;
+    smallest = fit.tokens.size();
+  }
+  return Error{ErrorCode::kInvalidArgument,
+               fmt::format("even the system prompt and the last message need {} tokens, and the "
+                           "reply {} more, but the context holds {}; shorten the message or raise "
+                           "the context length",
+                           smallest, reserve, limit)};
+}
+
+Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,
+                                         uint32_t limit, uint32_t reserve, uint32_t& dropped) {
+  dropped = 0;
+  if (uint64_t{prompt.size()} + reserve <= limit)
+    return std::vector<int32_t>(prompt.begin(), prompt.end());
+  if (overflow == ContextOverflow::kStop || reserve >= limit) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the prompt has {} tokens and the reply needs {} more, but the context holds "
+                     "{}; shorten it, raise the context length, or let part of it go (context "
+                     "overflow: truncate-middle or rolling)",
+                     prompt.size(), reserve, limit);
+  }
+  const size_t budget = limit - reserve;
+  const size_t head = overflow == ContextOverflow::kTruncateMiddle ? budget / 2 : 0;
+  const size_t tail = budget - head;
+  std::vector<int32_t> kept(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(head));
+  kept.insert(kept.end(), prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end());
+  dropped = static_cast<uint32_t>(prompt.size() - kept.size());
+  return kept;
+}
+
+}  // namespace kvscope::runtime

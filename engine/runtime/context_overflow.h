@@ -1,0 +1,61 @@
+#pragma once
+// What happens when a conversation no longer fits the context: the user's
+// choice, applied before a turn is prefilled.
+//
+//   stop             refuse the turn with a message that says how to go on
+//   truncate-middle  keep the system prompt and the first exchange; drop the
+//                    oldest exchanges after it until the rest fits
+//   rolling          keep the newest exchanges that fit (and the system prompt)
+//
+// An exchange is a user message and the replies after it; the last one (the
+// message being answered) is always kept. "Fits" leaves room for the reply:
+// the rendered prompt plus `reserve` tokens must be at most the context. A
+// dropped exchange changes the prompt from that point on, so the Session
+// reuses the cached prefix before it and prefills the rest again: the cost is
+// the kept tokens after the first dropped one (FittedChat::prefill).
+//
+// For a plain prompt (generate, /v1/completions) the same choices act on
+// tokens: truncate-middle keeps the first and last tokens, rolling the last.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/session.h"
+
+namespace kvscope::runtime {
+
+enum class ContextOverflow { kStop, kTruncateMiddle, kRolling };
+
+// "stop", "truncate-middle", "rolling"; an error naming the choices otherwise.
+Expected<ContextOverflow> parseContextOverflow(std::string_view text);
+const char* contextOverflowName(ContextOverflow overflow);
+
+struct FittedChat {
+  std::vector<tokenizer::ChatMessage> messages;  // what is rendered
+  std::vector<size_t> dropped;                   // indices into the messages given, ascending
+  tokenizer::ChatPrompt prompt;
+  std::vector<int32_t> tokens;  // prompt, tokenized
+  // Of `tokens`, those past the prefix the session has cached: what the turn
+  // prefills. After a drop it includes the kept exchanges after the first
+  // dropped one, which were cached but now sit at other positions.
+  uint32_t prefill = 0;
+};
+
+// Renders `messages` for `session` and applies `overflow` when the prompt and
+// `reserve` tokens do not fit its context. Errors: the template's;
+// kInvalidArgument under kStop, and when even the system prompt and the last
+// message do not fit (the message says how to go on).
+Expected<FittedChat> fitChat(const Session& session,
+                             std::span<const tokenizer::ChatMessage> messages,
+                             ContextOverflow overflow, uint32_t reserve,
+                             bool addGenerationPrompt = true, const std::string& toolsJson = {});
+
+// The token-level form for a plain prompt of `limit` - `reserve` tokens at
+// most; `dropped` receives how many tokens were removed.
+Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,
+                                         uint32_t limit, uint32_t reserve, uint32_t& dropped);
+
+}  // namespace kvscope::runtime
