@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/model_options.h"
+#include "runtime/context_overflow.h"
 #include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
@@ -64,6 +65,7 @@ struct ChatArgs {
   ChatTemplateOptions chat;
   std::string system;
   uint32_t maxTokens = 512;
+  std::string overflow = "stop";
 };
 
 int runChat(const ChatArgs& a, const GlobalOptions& global) {
@@ -77,6 +79,7 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     fmt::print(stderr, "error: {}\n", applied.error().message);
     return 1;
   }
+  const runtime::ContextOverflow overflow = runtime::parseContextOverflow(a.overflow).value();
   std::vector<tokenizer::ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
   runtime::GenerateOptions go;
@@ -128,9 +131,25 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
       fmt::print(stderr, "warning: {}\n", prompt->warning);
       warned = true;
     }
+    // The whole conversation stays here; what does not fit is left out of this
+    // turn's prompt (again at every later turn).
+    const uint32_t limit = s.backend().contextLimit();
+    auto fit = runtime::fitChat(s, messages, overflow,
+                                runtime::replyReserve(overflow, a.maxTokens, limit));
+    if (!fit.ok()) {
+      fmt::print(stderr, "error: {}\n", fit.error().message);
+      messages.pop_back();
+      continue;
+    }
+    if (!fit->dropped.empty()) {
+      fmt::print(stderr,
+                 "[context overflow ({}): {} earlier messages left out; prefilling {} "
+                 "tokens]\n",
+                 a.overflow, fit->dropped.size(), fit->prefill);
+    }
     Stream stream;
     g_active = &s;
-    auto r = s.generate(s.tokenizeChat(*prompt), go, &stream);
+    auto r = s.generate(fit->tokens, go, &stream);
     g_active = nullptr;
     if (!r.ok()) {
       fmt::print(stderr, "\nerror: {}\n", r.error().message);
@@ -145,7 +164,10 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     fmt::print(stderr, "\n[{} tokens, {:.1f} tok/s{}]\n", r->tokens.size(),
                r->stats.decodeTokensPerSecond(),
                r->stop == runtime::StopReason::kContextFull
-                   ? "; the context is full, /reset to continue"
+                   ? overflow == runtime::ContextOverflow::kStop
+                         ? "; the context is full: /reset, or --context-overflow "
+                           "truncate-middle|rolling to drop old turns"
+                         : "; the context is full: the next turn drops old turns"
                    : "");
   }
   return 0;
@@ -162,6 +184,7 @@ void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_option("--system", args.system, "System prompt");
   cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")
       ->default_val(args.maxTokens);
+  addContextOverflowOption(cmd, args.overflow);
   cmd->callback([&global, &exitCode] { exitCode = runChat(args, global); });
 }
 

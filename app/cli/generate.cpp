@@ -7,6 +7,7 @@
 
 #include "cli/auto_plan_json.h"
 #include "cli/model_options.h"
+#include "runtime/context_overflow.h"
 #include "runtime/kv_auto.h"
 
 namespace kvscope::cli {
@@ -25,6 +26,7 @@ struct GenerateArgs {
   std::string prompt;
   uint32_t tokens = 128;
   bool json = false;
+  std::string overflow = "stop";
 };
 
 int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
@@ -34,21 +36,33 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
     return 1;
   }
   auto& s = **session;
-  const auto prompt = s.tokenizeCompletion(a.prompt);
+  const auto overflow = runtime::parseContextOverflow(a.overflow).value();
+  const uint32_t limit = s.backend().contextLimit();
+  uint32_t dropped = 0;
+  const auto prompt = runtime::fitPrompt(s.tokenizeCompletion(a.prompt), overflow, limit,
+                                         runtime::replyReserve(overflow, a.tokens, limit), dropped);
+  if (!prompt.ok()) {
+    fmt::print(stderr, "error: {}\n", prompt.error().message);
+    return 1;
+  }
+  if (dropped > 0) {
+    fmt::print(stderr, "[context overflow ({}): {} prompt tokens dropped]\n", a.overflow, dropped);
+  }
   runtime::GenerateOptions go;
   go.maxTokens = a.tokens;
   go.sampler = a.model.sampler;
   if (a.model.seedSet) go.sampler.seed = a.model.seed;
   StreamToStdout stream;
   if (!a.json) std::fputs(a.prompt.c_str(), stdout);
-  auto r = s.generate(prompt, go, a.json ? nullptr : &stream);
+  auto r = s.generate(*prompt, go, a.json ? nullptr : &stream);
   if (!r.ok()) {
     fmt::print(stderr, "{}error: {}\n", a.json ? "" : "\n", r.error().message);
     return 1;
   }
   const auto& st = r->stats;
   if (a.json) {
-    nlohmann::json out = {{"prompt_tokens", prompt},
+    nlohmann::json out = {{"prompt_tokens", *prompt},
+                          {"prompt_tokens_dropped", dropped},
                           {"tokens", r->tokens},
                           {"text", r->text},
                           {"stop", runtime::stopReasonName(r->stop)},
@@ -62,7 +76,7 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
     fmt::print(stderr,
                "\n[{} prompt tokens, {:.1f} tok/s prefill; {} generated, {:.1f} tok/s decode; "
                "stop: {}; seed {}]\n",
-               prompt.size(), st.prefillTokensPerSecond(), r->tokens.size(),
+               prompt->size(), st.prefillTokensPerSecond(), r->tokens.size(),
                st.decodeTokensPerSecond(), runtime::stopReasonName(r->stop), r->seed);
     if (const kv::AutoPlan* plan = s.autoPlan())
       fmt::print(stderr, "{}", runtime::describeAutoPlan(*plan));
@@ -79,6 +93,7 @@ void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode)
   cmd->add_option("-p,--prompt", args.prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args.tokens, "Tokens to generate")->default_val(args.tokens);
   cmd->add_flag("--json", args.json, "Print one JSON object instead of streaming text");
+  addContextOverflowOption(cmd, args.overflow);
   cmd->callback([&global, &exitCode] { exitCode = runGenerate(args, global); });
 }
 

@@ -59,6 +59,15 @@ std::string withIndexer(std::string policy, const std::string& indexer) {
   return policy + (policy.empty() ? "" : ",") + "indexer=" + indexer;
 }
 
+void addContextOverflowOption(CLI::App* cmd, std::string& overflow) {
+  cmd->add_option("--context-overflow", overflow,
+                  "When the prompt does not fit the context: refuse it (stop); drop the oldest "
+                  "turns after the first (truncate-middle) or the oldest turns (rolling) — for a "
+                  "plain prompt, its middle or its start — keeping room for the reply")
+      ->check(CLI::IsMember({"stop", "truncate-middle", "rolling"}))
+      ->default_val(overflow);
+}
+
 void addChatTemplateOptions(CLI::App* cmd, ChatTemplateOptions& o) {
   cmd->add_option("--chat-template", o.templateFile,
                   "Render chats with this Jinja template file instead of the model's");

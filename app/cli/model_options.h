@@ -48,6 +48,10 @@ void addChatTemplateOptions(CLI::App* cmd, ChatTemplateOptions& options);
 // Applies the options to the session; a template file that cannot be read is an error.
 Status applyChatTemplateOptions(const ChatTemplateOptions& options, runtime::Session& session);
 
+// --context-overflow stop|truncate-middle|rolling (runtime/context_overflow.h):
+// what generate, chat and serve do with a prompt the context cannot hold.
+void addContextOverflowOption(CLI::App* cmd, std::string& overflow);
+
 // Opens the model and builds a Session; the error is user-readable.
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& options,
                                                         const GlobalOptions& global);

@@ -12,12 +12,18 @@ uint32_t cachedPrefix(std::span<const int32_t> tokens, const std::vector<int32_t
   return static_cast<uint32_t>(a - tokens.begin());
 }
 
+// "N tokens" or "N tokens and R more for the reply".
+std::string needs(size_t tokens, uint32_t reserve) {
+  return reserve == 0 ? fmt::format("{} tokens", tokens)
+                      : fmt::format("{} tokens and {} more for the reply", tokens, reserve);
+}
+
 Error tooLong(size_t tokens, uint32_t reserve, uint32_t limit) {
   return Error{ErrorCode::kInvalidArgument,
-               fmt::format("the conversation needs {} tokens and {} more for the reply, but the "
-                           "context holds {}; start a new chat, raise the context length, or let "
-                           "the oldest turns go (context overflow: truncate-middle or rolling)",
-                           tokens, reserve, limit)};
+               fmt::format("the conversation needs {}, but the context holds {}; start a new "
+                           "chat, raise the context length, or let the oldest turns go (context "
+                           "overflow: truncate-middle or rolling)",
+                           needs(tokens, reserve), limit)};
 }
 
 }  // namespace
@@ -40,6 +46,11 @@ const char* contextOverflowName(ContextOverflow overflow) {
       return "rolling";
   }
   return "stop";
+}
+
+uint32_t replyReserve(ContextOverflow overflow, uint32_t maxTokens, uint32_t contextLimit) {
+  if (overflow == ContextOverflow::kStop) return 0;
+  return std::min(maxTokens, contextLimit / 4);
 }
 
 Expected<FittedChat> fitChat(const Session& session,
@@ -98,10 +109,9 @@ Expected<FittedChat> fitChat(const Session& session,
     smallest = fit.tokens.size();
   }
   return Error{ErrorCode::kInvalidArgument,
-               fmt::format("even the system prompt and the last message need {} tokens, and the "
-                           "reply {} more, but the context holds {}; shorten the message or raise "
-                           "the context length",
-                           smallest, reserve, limit)};
+               fmt::format("even the system prompt and the last message need {}, but the context "
+                           "holds {}; shorten the message or raise the context length",
+                           needs(smallest, reserve), limit)};
 }
 
 Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,
@@ -111,10 +121,10 @@ Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, Contex
     return std::vector<int32_t>(prompt.begin(), prompt.end());
   if (overflow == ContextOverflow::kStop || reserve >= limit) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "the prompt has {} tokens and the reply needs {} more, but the context holds "
-                     "{}; shorten it, raise the context length, or let part of it go (context "
-                     "overflow: truncate-middle or rolling)",
-                     prompt.size(), reserve, limit);
+                     "the prompt needs {}, but the context holds {}; shorten it, raise the "
+                     "context length, or let part of it go (context overflow: truncate-middle or "
+                     "rolling)",
+                     needs(prompt.size(), reserve), limit);
   }
   const size_t budget = limit - reserve;
   const size_t head = overflow == ContextOverflow::kTruncateMiddle ? budget / 2 : 0;

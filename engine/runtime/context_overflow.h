@@ -33,6 +33,13 @@ enum class ContextOverflow { kStop, kTruncateMiddle, kRolling };
 Expected<ContextOverflow> parseContextOverflow(std::string_view text);
 const char* contextOverflowName(ContextOverflow overflow);
 
+// The room a turn keeps for its reply under `overflow`: none under kStop,
+// which refuses only a prompt longer than the context and lets the reply run
+// until the context is full (kContextFull); else the smaller of `maxTokens`
+// and a quarter of the context, so a policy that drops turns leaves the reply
+// somewhere to go.
+uint32_t replyReserve(ContextOverflow overflow, uint32_t maxTokens, uint32_t contextLimit);
+
 struct FittedChat {
   std::vector<tokenizer::ChatMessage> messages;  // what is rendered
   std::vector<size_t> dropped;                   // indices into the messages given, ascending

@@ -32,7 +32,8 @@ TEST(CliGenerate, GreedyJsonMatchesLlamaCpp) {
 
 TEST(CliGenerate, SeedReproducesASampledRun) {
   KVS_REQUIRE_FIXTURE(kModel);
-  const std::string cmd = "generate -m " + kModel + " -p 'Once upon a time' -n 24 --temp 1 --seed 7 --json";
+  const std::string cmd =
+      "generate -m " + kModel + " -p 'Once upon a time' -n 24 --temp 1 --seed 7 --json";
   auto a = runCli(cmd), b = runCli(cmd);
   ASSERT_EQ(a.exitCode, 0) << a.err;
   EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
@@ -43,12 +44,62 @@ TEST(CliGenerate, UserErrorsAreOneLine) {
   KVS_REQUIRE_FIXTURE(kModel);
   auto ctx = runCli("generate -m " + kModel + " -p 'Once upon a time there was a girl' -c 4");
   EXPECT_EQ(ctx.exitCode, 1);
-  EXPECT_NE(ctx.err.find("error: the prompt has"), std::string::npos) << ctx.err;
+  EXPECT_NE(ctx.err.find("error: the prompt needs"), std::string::npos) << ctx.err;
+  EXPECT_NE(ctx.err.find("context overflow: truncate-middle or rolling"), std::string::npos);
   auto temp = runCli("generate -m " + kModel + " -p hi --temp -1");
   EXPECT_EQ(temp.exitCode, 1);
   EXPECT_NE(temp.err.find("temperature"), std::string::npos) << temp.err;
   auto backend = runCli("generate -m " + kModel + " -p hi --backend metal");
   EXPECT_NE(backend.exitCode, 0);
+}
+
+// A prompt longer than the context under --context-overflow: rolling keeps its
+// last tokens, truncate-middle its first and last, leaving room for the reply
+// (the smaller of -n and a quarter of the context); the full tokenization is
+// the same command with a large context.
+TEST(CliGenerate, ContextOverflowKeepsTheTailOrTheEnds) {
+  KVS_REQUIRE_FIXTURE(kModel);
+  const std::string prompt =
+      "'Once upon a time there was a little girl named Lily who loved to play outside in the "
+      "park with her dog and her friends every day'";
+  auto full = runCli("generate -m " + kModel + " -p " + prompt + " -n 1 --temp 0 --json");
+  ASSERT_EQ(full.exitCode, 0) << full.err;
+  const auto tokens = nlohmann::json::parse(full.out)["prompt_tokens"].get<std::vector<int>>();
+  ASSERT_GT(tokens.size(), 32u);
+  // -c 32 -n 4: 28 prompt tokens kept.
+  auto rolling = runCli("generate -m " + kModel + " -p " + prompt +
+                        " -c 32 -n 4 --temp 0 --json --context-overflow rolling");
+  ASSERT_EQ(rolling.exitCode, 0) << rolling.err;
+  const auto r = nlohmann::json::parse(rolling.out);
+  EXPECT_EQ(r["prompt_tokens"].get<std::vector<int>>(),
+            std::vector<int>(tokens.end() - 28, tokens.end()));
+  EXPECT_EQ(r["prompt_tokens_dropped"], tokens.size() - 28);
+  auto middle = runCli("generate -m " + kModel + " -p " + prompt +
+                       " -c 32 -n 4 --temp 0 --json --context-overflow truncate-middle");
+  ASSERT_EQ(middle.exitCode, 0) << middle.err;
+  std::vector<int> ends(tokens.begin(), tokens.begin() + 14);
+  ends.insert(ends.end(), tokens.end() - 14, tokens.end());
+  EXPECT_EQ(nlohmann::json::parse(middle.out)["prompt_tokens"].get<std::vector<int>>(), ends);
+  auto bad = runCli("generate -m " + kModel + " -p hi --context-overflow middle");
+  EXPECT_NE(bad.exitCode, 0);
+}
+
+// A chat longer than the context goes on under rolling, saying what it left out.
+TEST(CliChat, ContextOverflowLeavesOutOldTurns) {
+  KVS_REQUIRE_FIXTURE(kModel);
+  const auto input = std::filesystem::temp_directory_path() / "kvscope-chat-overflow.txt";
+  std::ofstream(input) << "Once upon a time there was a dog\nThe dog ran to the park\n"
+                          "Then the dog saw a cat\nThe cat ran up a tree\n/exit\n";
+  auto stop = runCli("chat -m " + kModel + " --temp 0 -n 16 -c 64 < " + input.string());
+  auto rolling = runCli("chat -m " + kModel +
+                        " --temp 0 -n 16 -c 64 --context-overflow rolling < " + input.string());
+  std::filesystem::remove(input);
+  ASSERT_EQ(stop.exitCode, 0) << stop.err;
+  EXPECT_NE(stop.err.find("context overflow: truncate-middle or rolling"), std::string::npos)
+      << stop.err;
+  ASSERT_EQ(rolling.exitCode, 0) << rolling.err;
+  EXPECT_NE(rolling.err.find("[context overflow (rolling): "), std::string::npos) << rolling.err;
+  EXPECT_EQ(rolling.err.find("error:"), std::string::npos) << rolling.err;
 }
 
 TEST(CliChat, TurnWithoutTemplateIsTheCompletion) {
