@@ -27,6 +27,7 @@ struct ServeArgs {
   size_t queue = 8;
   uint32_t maxTokens = 0;
   bool indexerDiagnostic = false;
+  std::string overflow = "stop";
 };
 
 bool isLoopback(const std::string& host) {
@@ -78,6 +79,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global) {
   options.apiKey = a.apiKey;
   options.modelId = *id;
   options.queueLimit = a.queue;
+  options.contextOverflow = runtime::parseContextOverflow(a.overflow).value();
   // Without -n a reply may run until the context is full, as OpenAI's API.
   options.defaults.maxTokens = a.maxTokens ? a.maxTokens : std::numeric_limits<uint32_t>::max();
   options.defaults.sampler = a.model.sampler;
@@ -128,6 +130,7 @@ void registerServe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_option("-n,--n-predict", args.maxTokens,
                   "Most tokens per reply when a request sets no max_tokens (default: until the "
                   "context is full)");
+  addContextOverflowOption(cmd, args.overflow);
   cmd->add_flag("--indexer-diagnostic", args.indexerDiagnostic,
                 "With --indexer, also score densely so /metrics reports the attention mass the "
                 "indexer captured (slower)");

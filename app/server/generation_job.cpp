@@ -154,13 +154,28 @@ void GenerationJob::fail(ApiError error) {
 
 std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
                                  const runtime::GenerateOptions& defaults,
-                                 runtime::Observer* observer, std::string& warning) {
+                                 runtime::ContextOverflow overflow, runtime::Observer* observer,
+                                 std::string& warning) {
   if (job.cancelled()) {
     job.fail(cancelledError(false));
     return std::nullopt;
   }
+  const bool chat = job.kind() == GenerationJob::Kind::kChat;
+  const char* param = chat ? "messages" : "prompt";
+  const runtime::GenerateOptions options = requestOptions(job.sampling(), defaults);
+  const uint32_t limit = session.backend().contextLimit();
+  const uint32_t reserve = runtime::replyReserve(overflow, options.maxTokens, limit);
+  auto tooLong = [&](const std::string& message) {
+    job.fail({.status = 400,
+              .message = message + (overflow == runtime::ContextOverflow::kStop
+                                        ? " (or restart the server with a larger -c or "
+                                          "--context-overflow truncate-middle|rolling)"
+                                        : ""),
+              .param = param,
+              .code = "context_length_exceeded"});
+  };
   std::vector<int32_t> prompt;
-  if (job.kind() == GenerationJob::Kind::kChat) {
+  if (chat) {
     // A template that refuses the conversation (e.g. a system message it does
     // not support) is the request's problem: 400 with the template's message.
     const auto rendered =
@@ -173,27 +188,32 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
     }
     warning = rendered->warning;
     prompt = session.tokenizeChat(*rendered);
+    if (uint64_t{prompt.size()} + reserve > limit) {
+      auto fit = runtime::fitChat(session, job.chat().messages, overflow, reserve,
+                                  /*addGenerationPrompt=*/true, job.chat().toolsJson);
+      if (!fit.ok()) {
+        tooLong(fit.error().message);
+        return std::nullopt;
+      }
+      prompt = std::move(fit->tokens);
+    }
   } else {
-    prompt = session.tokenizeCompletion(job.completion().prompt);
+    uint32_t dropped = 0;
+    auto fit = runtime::fitPrompt(session.tokenizeCompletion(job.completion().prompt), overflow,
+                                  limit, reserve, dropped);
+    if (!fit.ok()) {
+      tooLong(fit.error().message);
+      return std::nullopt;
+    }
+    prompt = std::move(*fit);
   }
-  const char* param = job.kind() == GenerationJob::Kind::kChat ? "messages" : "prompt";
   if (prompt.empty()) {
     job.fail({.status = 400, .message = "the prompt is empty", .param = param});
     return std::nullopt;
   }
-  const uint32_t limit = session.backend().contextLimit();
-  if (prompt.size() > limit) {
-    job.fail({.status = 400,
-              .message = fmt::format("the prompt has {} tokens but the context holds {}; "
-                                     "shorten it or restart the server with a larger -c",
-                                     prompt.size(), limit),
-              .param = param,
-              .code = "context_length_exceeded"});
-    return std::nullopt;
-  }
   job.start();
   JobObserver relay(session, job, observer);
-  auto result = session.generate(prompt, requestOptions(job.sampling(), defaults), &relay);
+  auto result = session.generate(prompt, options, &relay);
   if (job.cancelled()) {
     job.fail(cancelledError(false));
     JobOutcome out{.text = relay.sent(), .cancelled = true};

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/context_overflow.h"
 #include "runtime/session.h"
 #include "server/openai_api.h"
 
@@ -80,13 +81,15 @@ struct JobOutcome {
 };
 
 // Runs `job` on `session` (the session's thread): renders its messages with
-// the chat template (or tokenizes its prompt), fails it with 400 when the
-// prompt does not fit the context, else generates with `defaults` overridden
+// the chat template (or tokenizes its prompt); when the prompt does not fit
+// the context, applies `overflow` (runtime/context_overflow.h) or fails it
+// with 400 context_length_exceeded; then generates with `defaults` overridden
 // by the request, releasing text as stop sequences allow. `observer` gets the
 // Session's reports too. Null when the job failed or was cancelled before it
 // generated anything. `warning` receives the chat template's warning, if any.
 std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
                                  const runtime::GenerateOptions& defaults,
-                                 runtime::Observer* observer, std::string& warning);
+                                 runtime::ContextOverflow overflow, runtime::Observer* observer,
+                                 std::string& warning);
 
 }  // namespace kvscope::server

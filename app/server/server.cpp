@@ -165,7 +165,7 @@ struct Server::State {
     std::optional<JobOutcome> outcome;
     std::string warning;
     try {
-      outcome = runJob(session, *job, options.defaults, &relay, warning);
+      outcome = runJob(session, *job, options.defaults, options.contextOverflow, &relay, warning);
     } catch (const std::exception& e) {
       job->fail({.status = 500, .message = e.what(), .type = "server_error"});
     }

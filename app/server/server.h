@@ -51,6 +51,8 @@ struct ServerOptions {
   size_t maxBodyBytes = 8u << 20;  // larger bodies get 413
   // What a request leaves out: its sampler, max tokens and prefill chunking.
   runtime::GenerateOptions defaults;
+  // A prompt longer than the context: 400 (kStop) or old turns dropped.
+  runtime::ContextOverflow contextOverflow = runtime::ContextOverflow::kStop;
 };
 
 // Where the server's jobs run.

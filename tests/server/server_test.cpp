@@ -228,6 +228,37 @@ TEST(Server, ToolsReachTheChatTemplate) {
   EXPECT_LT(jc["usage"]["prompt_tokens"].get<int>(), ja["usage"]["prompt_tokens"].get<int>());
 }
 
+// Under --context-overflow rolling a conversation longer than the context is
+// answered from its newest turns; under stop (the default) it is a 400.
+TEST(Server, ContextOverflowAnswersALongChatFromItsNewestTurns) {
+  json messages = json::array();
+  for (int i = 0; i < 12; ++i) {
+    messages.push_back({{"role", "user"}, {"content", "Once upon a time there was a dog."}});
+    messages.push_back({{"role", "assistant"}, {"content", "The dog ran to the park and played."}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "What happened next?"}});
+  const std::string body = json{{"messages", messages}, {"max_tokens", 4}}.dump();
+  {
+    SessionThread engine(openDemoSession(128));
+    Server server(loopback(), engine);
+    ASSERT_TRUE(server.start().ok());
+    const auto refused = post(server.port(), "/v1/chat/completions", body);
+    expectError(refused, 400, "messages");
+    EXPECT_EQ(json::parse(refused->body)["error"]["code"], "context_length_exceeded");
+  }
+  SessionThread engine(openDemoSession(128));
+  ServerOptions options = loopback();
+  options.contextOverflow = runtime::ContextOverflow::kRolling;
+  Server server(options, engine);
+  ASSERT_TRUE(server.start().ok());
+  const auto answered = post(server.port(), "/v1/chat/completions", body);
+  ASSERT_TRUE(answered);
+  ASSERT_EQ(answered->status, 200) << answered->body;
+  const json usage = json::parse(answered->body)["usage"];
+  // The prompt kept room for the reply: 4 tokens (the request's max_tokens).
+  EXPECT_LE(usage["prompt_tokens"].get<int>() + 4, 128);
+}
+
 // Reports each served request to the test.
 struct ServedLog {
   std::mutex mutex;
