@@ -87,9 +87,13 @@ int main(int argc, char** argv) {
       "Screenshot mode: after the last reply, serve on this port and capture while a client's "
       "request streams.",
       "port");
+  const QCommandLineOption demoOverflow = option(
+      "demo-context-overflow",
+      "Screenshot mode: when the conversation outgrows the context: truncate-middle or rolling.",
+      "policy");
   for (const QCommandLineOption& o :
        {screenshot, demoModel, demoChat, demoSystem, demoBackend, demoPolicy, demoContext,
-        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare, demoServe})
+        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare, demoServe, demoOverflow})
     parser.addOption(o);
   parser.process(app);
 
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
     plan.indexerDiagnostic = parser.isSet(demoDiagnostic);
     plan.compare = parser.isSet(demoCompare);
     plan.servePort = static_cast<quint16>(parser.value(demoServe).toUInt());
+    plan.contextOverflow = parser.value(demoOverflow);
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");
       return 2;

@@ -76,6 +76,7 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
           [this](quint64 turnId, const QString& message) {
             if (turnId == m_turnId) m_templateFailure = message;
           });
+  connect(worker, &EngineWorker::promptFitted, this, &ChatController::onPromptFitted);
   connect(worker, &EngineWorker::kvPolicyChanged, this, &ChatController::onKvPolicyChanged);
   connect(worker, &EngineWorker::kvPolicyFailed, this, &ChatController::onKvPolicyFailed);
   if (m_store) {
@@ -194,8 +195,13 @@ void ChatController::startReply() {
   request.systemPrompt = m_conversation.systemPrompt;
   request.sampling = m_sampling;
   // Replies that failed before writing anything are not part of what the model saw.
-  for (const ChatMessage& m : m_conversation.messages)
-    if (m.role == kUser || !m.text.isEmpty()) request.messages.append(m);
+  m_requestIndices.clear();
+  for (qsizetype i = 0; i < m_conversation.messages.size(); ++i) {
+    const ChatMessage& m = m_conversation.messages[i];
+    if (m.role != kUser && m.text.isEmpty()) continue;
+    request.messages.append(m);
+    m_requestIndices.append(static_cast<int>(i));
+  }
 
   ChatMessage reply;
   reply.role = kAssistant;
@@ -312,6 +318,20 @@ void ChatController::onPromptProgress(quint64 turnId, quint32 done, quint32 tota
     emit policyProgress(done, total);
   else
     emit promptProgress(done, total);
+}
+
+void ChatController::onPromptFitted(quint64 turnId, const QList<int>& leftOut, quint32 prefill) {
+  if (turnId != m_turnId || !isGenerating()) return;
+  QList<int> indices;
+  for (int i : leftOut)
+    if (i >= 0 && i < m_requestIndices.size()) indices.append(m_requestIndices[i]);
+  bool changed = false;
+  for (qsizetype i = 0; i < m_conversation.messages.size(); ++i) {
+    const bool out = indices.contains(static_cast<int>(i));
+    changed |= m_conversation.messages[i].leftOut != out;
+    m_conversation.messages[i].leftOut = out;
+  }
+  if (changed) emit messagesLeftOut(indices, prefill);
 }
 
 void ChatController::onReplyText(quint64 turnId, const QString& piece) {

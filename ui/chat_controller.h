@@ -144,6 +144,10 @@ class ChatController : public QObject {
   void generatingChanged(bool generating);
   void promptProgress(quint32 done, quint32 total);
   void contextUsageChanged(quint32 cachedTokens, quint32 contextLimit);
+  // The context overflow policy changed which messages the model sees: those
+  // at `indices` are left out (ChatMessage::leftOut), and this turn prefills
+  // `prefill` tokens.
+  void messagesLeftOut(const QList<int>& indices, quint32 prefill);
   // The stored conversations changed (one added, retitled or deleted).
   void conversationsChanged();
 
@@ -163,6 +167,7 @@ class ChatController : public QObject {
   void onModelUnloaded();
   void onPromptProgress(quint64 turnId, quint32 done, quint32 total);
   void onReplyText(quint64 turnId, const QString& piece);
+  void onPromptFitted(quint64 turnId, const QList<int>& leftOut, quint32 prefill);
   void onStep(const kvscope::ui::StepReport& report);
   void onKv(const kvscope::ui::KvReport& report);
   void onIndexer(const kvscope::ui::IndexerReport& report);
@@ -195,6 +200,7 @@ class ChatController : public QObject {
   bool m_policyChanging = false;
   QString m_requestedPolicy;  // of the switch in progress
   quint32 m_cachedTokens = 0;
+  QList<int> m_requestIndices;  // the conversation index of each message the turn sent
 };
 
 }  // namespace kvscope::ui

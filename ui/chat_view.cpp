@@ -327,6 +327,10 @@ void ChatView::addMessage(int index, const ChatMessage& message) {
   updatePage();
 }
 
+void ChatView::setLeftOut(const QList<int>& indices) {
+  for (MessageWidget* m : m_messages) m->setLeftOut(indices.contains(m->index()));
+}
+
 MessageWidget* ChatView::message(int index) const {
   return index >= 0 && index < m_messages.size() ? m_messages.at(index) : nullptr;
 }

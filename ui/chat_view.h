@@ -45,6 +45,8 @@ class ChatView : public QWidget {
   void finishReply(int index, const ReplyStats& stats);
   void failReply(int index, const QString& message);
   void setPromptProgress(quint32 done, quint32 total);
+  // Greys the messages at `indices` (left out of the model's context), ungreys the rest.
+  void setLeftOut(const QList<int>& indices);
   void setGenerating(bool generating);
 
   void showError(const QString& message);

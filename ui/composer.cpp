@@ -71,6 +71,10 @@ void Composer::setContextUsage(quint32 used, quint32 limit) {
   m_gauge->setUsage(used, limit);
 }
 
+void Composer::setLeftOut(int messages) {
+  m_gauge->setLeftOut(messages);
+}
+
 void Composer::setText(const QString& text) {
   m_input->setPlainText(text);
 }

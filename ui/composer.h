@@ -23,6 +23,8 @@ class Composer : public QFrame {
   void setModelLoaded(bool loaded);
   void setGenerating(bool generating);
   void setContextUsage(quint32 used, quint32 limit);
+  // Messages the context overflow policy left out (the gauge shows the count).
+  void setLeftOut(int messages);
   // Puts text into the box (scripted demos), as if typed.
   void setText(const QString& text);
 

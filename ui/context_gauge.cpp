@@ -28,17 +28,34 @@ ContextGauge::ContextGauge(QWidget* parent) : QWidget(parent) {
 void ContextGauge::setUsage(quint32 used, quint32 limit) {
   m_used = used;
   m_limit = limit;
-  setToolTip(limit > 0 ? tr("Context: %1 of %2 tokens used (%3%)")
-                             .arg(used)
-                             .arg(limit)
-                             .arg(qRound(100.0 * used / limit))
-                       : tr("Context usage appears once a model is loaded"));
+  QString tip = limit > 0 ? tr("Context: %1 of %2 tokens used (%3%)")
+                                .arg(used)
+                                .arg(limit)
+                                .arg(qRound(100.0 * used / limit))
+                          : tr("Context usage appears once a model is loaded");
+  if (m_leftOut > 0) {
+    tip += tr("\nThe conversation outgrew the context: the model no longer sees %1 (greyed)")
+               .arg(messageCount(m_leftOut));
+  }
+  setToolTip(tip);
   updateGeometry();
   update();
 }
 
+void ContextGauge::setLeftOut(int messages) {
+  m_leftOut = messages;
+  setUsage(m_used, m_limit);
+}
+
+QString messageCount(int n) {
+  return n == 1 ? ContextGauge::tr("1 earlier message")
+                : ContextGauge::tr("%1 earlier messages").arg(n);
+}
+
 QString ContextGauge::text() const {
-  return m_limit > 0 ? tr("%1 / %2").arg(shortCount(m_used), shortCount(m_limit)) : QString();
+  if (m_limit == 0) return {};
+  const QString usage = tr("%1 / %2").arg(shortCount(m_used), shortCount(m_limit));
+  return m_leftOut > 0 ? tr("%1 · %2 left out").arg(usage).arg(m_leftOut) : usage;
 }
 
 QSize ContextGauge::sizeHint() const {

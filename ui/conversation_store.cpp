@@ -108,6 +108,7 @@ QJsonObject ConversationStore::toJson(const Conversation& c) {
   for (const ChatMessage& m : c.messages) {
     QJsonObject o{{"role", m.role}, {"text", m.text}, {"time", isoTime(m.time)}};
     if (!m.error.isEmpty()) o.insert("error", m.error);
+    if (m.leftOut) o.insert("leftOut", true);
     if (m.stats.valid()) o.insert("stats", statsJson(m.stats));
     messages.append(o);
   }
@@ -151,6 +152,7 @@ Expected<Conversation> ConversationStore::fromJson(const QJsonObject& o) {
     message.text = m.value("text").toString();
     message.time = timeFrom(m.value("time"));
     message.error = m.value("error").toString();
+    message.leftOut = m.value("leftOut").toBool();
     if (m.value("stats").isObject()) message.stats = statsFrom(m.value("stats").toObject());
     c.messages.append(message);
   }

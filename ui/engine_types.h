@@ -115,6 +115,9 @@ struct SamplingSettings {
   // enable_thinking for templates that read it ("default" leaves it unset).
   QString chatRenderer = QStringLiteral("template");  // "template", "builtin", "plain"
   QString thinking = QStringLiteral("default");       // "default", "on", "off"
+  // A conversation longer than the context (runtime/context_overflow.h):
+  // "stop", "truncate-middle" or "rolling".
+  QString contextOverflow = QStringLiteral("stop");
   bool operator==(const SamplingSettings&) const = default;
 };
 
@@ -146,6 +149,9 @@ struct ChatMessage {
   ReplyStats stats;  // assistant only
   QString error;     // assistant only: why the reply failed; empty when it did not
   QDateTime time;
+  // Left out of the last prompt by the context overflow policy: still shown
+  // (greyed), no longer seen by the model.
+  bool leftOut = false;
 };
 
 struct Conversation {

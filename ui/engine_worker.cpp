@@ -8,6 +8,7 @@
 #include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
+#include "runtime/context_overflow.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session.h"
 #include "server/server.h"
@@ -559,13 +560,29 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     emit turnFailed(id, message, {});
     return;
   }
-  const auto tokens = m_session->tokenizeChat(*prompt);
-
   const runtime::GenerateOptions options = generateOptions(request.sampling);
   if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
     emit turnFailed(id, QString::fromStdString(valid.error().message), {});
     return;
   }
+  // A conversation longer than the context: the chosen policy leaves out old
+  // messages (the GUI greys them), or the turn fails saying what to do.
+  const auto overflow =
+      runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
+  const runtime::ContextOverflow policy =
+      overflow.ok() ? *overflow : runtime::ContextOverflow::kStop;
+  const uint32_t limit = m_session->backend().contextLimit();
+  auto fit = runtime::fitChat(*m_session, messages, policy,
+                              runtime::replyReserve(policy, options.maxTokens, limit));
+  if (!fit.ok()) {
+    emit turnFailed(id, QString::fromStdString(fit.error().message), {});
+    return;
+  }
+  QList<int> leftOut;
+  const int first = request.systemPrompt.isEmpty() ? 0 : 1;  // messages[0] is the system prompt
+  for (size_t i : fit->dropped) leftOut.append(static_cast<int>(i) - first);
+  emit promptFitted(id, leftOut, fit->prefill);
+  const std::vector<int32_t>& tokens = fit->tokens;
   if (stopRequested(id)) {
     // Stopped before it began: an empty reply, as if stopped at the first step.
     ReplyStats stats;

@@ -144,6 +144,10 @@ class EngineWorker : public QObject {
   void turnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   // The turn failed; `partialText` is what was streamed before the failure.
   void turnFailed(quint64 turnId, const QString& message, const QString& partialText);
+  // Before the prompt is processed: the indices of request.messages the context
+  // overflow policy left out (empty when all fit), and the tokens the turn
+  // prefills (what the cache could not reuse).
+  void promptFitted(quint64 turnId, const QList<int>& leftOut, quint32 prefill);
   // Before turnFailed when the model's chat template could not render the
   // conversation (it raised or does not parse).
   void chatTemplateFailed(quint64 turnId, const QString& message);

@@ -1,5 +1,6 @@
 #include "ui/main_window.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <QApplication>
@@ -22,6 +23,7 @@
 #include "ui/chat_controller.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
+#include "ui/context_gauge.h"
 #include "ui/conversation_list.h"
 #include "ui/conversation_store.h"
 #include "ui/device_indicator.h"
@@ -292,7 +294,10 @@ void MainWindow::connectController() {
     m_chat->showError(text);
   });
   connect(c, &ChatController::conversationReset, this, [this] {
-    m_chat->setMessages(m_controller->conversation().messages);
+    const QList<ChatMessage>& messages = m_controller->conversation().messages;
+    m_chat->setMessages(messages);
+    m_composer->setLeftOut(static_cast<int>(std::count_if(
+        messages.begin(), messages.end(), [](const ChatMessage& m) { return m.leftOut; })));
     m_conversations->setCurrent(m_controller->conversation().id);
   });
   connect(c, &ChatController::messageAdded, this, [this](int index) {
@@ -308,6 +313,19 @@ void MainWindow::connectController() {
     m_inspector->setGenerating(generating);
   });
   connect(c, &ChatController::contextUsageChanged, m_composer, &Composer::setContextUsage);
+  connect(c, &ChatController::messagesLeftOut, this,
+          [this](const QList<int>& indices, quint32 prefill) {
+            m_chat->setLeftOut(indices);
+            m_composer->setLeftOut(static_cast<int>(indices.size()));
+            if (!indices.isEmpty()) {
+              statusBar()->showMessage(
+                  tr("The conversation outgrew the context: the model no longer sees %1; "
+                     "re-reading %2 tokens")
+                      .arg(messageCount(static_cast<int>(indices.size())))
+                      .arg(prefill),
+                  10000);
+            }
+          });
   connect(c, &ChatController::conversationsChanged, this, &MainWindow::refreshConversations);
   connect(c, &ChatController::stepReported, m_inspector, &InspectorDock::showStep);
   connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);

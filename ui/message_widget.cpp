@@ -1,5 +1,7 @@
 #include "ui/message_widget.h"
 
+#include <QGraphicsOpacityEffect>
+
 #include <QApplication>
 #include <QClipboard>
 #include <QHBoxLayout>
@@ -104,6 +106,23 @@ MessageWidget::MessageWidget(int index, const ChatMessage& message, QWidget* par
     if (!message.error.isEmpty()) setError(message.error);
   }
   updateActions();
+  if (message.leftOut) setLeftOut(true);
+}
+
+void MessageWidget::setLeftOut(bool leftOut) {
+  if (leftOut == m_leftOut) return;
+  m_leftOut = leftOut;
+  if (!leftOut) {
+    setGraphicsEffect(nullptr);
+    setToolTip({});
+    return;
+  }
+  auto* fade = new QGraphicsOpacityEffect(this);
+  fade->setOpacity(0.4);
+  setGraphicsEffect(fade);
+  setToolTip(
+      tr("Left out of the model's context: the conversation outgrew it, and the "
+         "context overflow setting drops older messages"));
 }
 
 QToolButton* MessageWidget::actionButton(const QString& icon, const QString& toolTip,

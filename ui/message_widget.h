@@ -52,6 +52,10 @@ class MessageWidget : public QWidget {
   void setCanRegenerate(bool can);
   // Opens the inline editor of a user message (what the Edit button does).
   void startEditing();
+  // Greyed, with a tooltip saying so, when the context overflow policy left the
+  // message out of the model's prompt.
+  void setLeftOut(bool leftOut);
+  bool isLeftOut() const { return m_leftOut; }
 
  signals:
   void editSubmitted(int index, const QString& text);
@@ -95,6 +99,7 @@ class MessageWidget : public QWidget {
   QLabel* m_error = nullptr;
   QToolButton* m_copy = nullptr;
   QToolButton* m_regenerate = nullptr;
+  bool m_leftOut = false;
 };
 
 // One line of reply statistics: "128 tokens · 42.3 tok/s · prompt 312 tok/s · stopped".

@@ -34,6 +34,7 @@ SamplingSettings ModelSettings::sampling(const QString& modelPath) const {
   s.systemPrompt = q.value("systemPrompt", d.systemPrompt).toString();
   s.chatRenderer = q.value("chatRenderer", d.chatRenderer).toString();
   s.thinking = q.value("thinking", d.thinking).toString();
+  s.contextOverflow = q.value("contextOverflow", d.contextOverflow).toString();
   q.endGroup();
   return s;
 }
@@ -53,6 +54,7 @@ void ModelSettings::setSampling(const QString& modelPath, const SamplingSettings
   q.setValue("systemPrompt", s.systemPrompt);
   q.setValue("chatRenderer", s.chatRenderer);
   q.setValue("thinking", s.thinking);
+  q.setValue("contextOverflow", s.contextOverflow);
   q.endGroup();
 }
 

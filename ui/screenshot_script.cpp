@@ -45,11 +45,10 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
   });
   connect(c, &ChatController::modelLoaded, this, [this, c] {
     if (!m_plan.systemPrompt.isEmpty()) c->setSystemPrompt(m_plan.systemPrompt);
-    if (m_plan.maxTokens > 0) {
-      SamplingSettings sampling = c->sampling();
-      sampling.maxTokens = m_plan.maxTokens;
-      c->setSampling(sampling);
-    }
+    SamplingSettings sampling = c->sampling();
+    if (m_plan.maxTokens > 0) sampling.maxTokens = m_plan.maxTokens;
+    if (!m_plan.contextOverflow.isEmpty()) sampling.contextOverflow = m_plan.contextOverflow;
+    if (sampling != c->sampling()) c->setSampling(sampling);
     sendNext();
   });
   connect(c, &ChatController::modelLoadFailed, this,

@@ -29,7 +29,8 @@ struct ScreenshotPlan {
   BackendSettings backend;
   QStringList prompts;
   QString systemPrompt;
-  int maxTokens = 0;  // reply length limit; 0: the model's remembered setting
+  int maxTokens = 0;        // reply length limit; 0: the model's remembered setting
+  QString contextOverflow;  // "truncate-middle", "rolling"; empty: the remembered setting
   int minTokens = 24;
   int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"

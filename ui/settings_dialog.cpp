@@ -51,7 +51,8 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
       m_maxTokens(integer(1, 1 << 20)),
       m_seed(integer(-1, std::numeric_limits<int>::max())),
       m_renderer(new QComboBox),
-      m_thinking(new QComboBox) {
+      m_thinking(new QComboBox),
+      m_overflow(new QComboBox) {
   setObjectName(QStringLiteral("settingsDialog"));
   setWindowTitle(tr("Chat Settings"));
   resize(520, 600);
@@ -103,6 +104,15 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   templateForm->setLabelAlignment(Qt::AlignRight);
   templateForm->addRow(tr("Chat format"), m_renderer);
   templateForm->addRow(tr("Thinking"), m_thinking);
+  m_overflow->setObjectName(QStringLiteral("contextOverflow"));
+  m_overflow->addItem(tr("Stop and say so"), QStringLiteral("stop"));
+  m_overflow->addItem(tr("Leave out the middle (keep the first exchange)"),
+                      QStringLiteral("truncate-middle"));
+  m_overflow->addItem(tr("Rolling window (keep the newest)"), QStringLiteral("rolling"));
+  m_overflow->setToolTip(
+      tr("When the conversation outgrows the context: messages left out stay in the chat, "
+         "greyed, and the model no longer sees them"));
+  templateForm->addRow(tr("When the context is full"), m_overflow);
 
   auto* promptNote = new QLabel(tr("Sent before every message of this chat."));
   promptNote->setProperty("role", "caption");
@@ -150,6 +160,7 @@ void SettingsDialog::showSampling(const SamplingSettings& sampling) {
   // A choice the model no longer offers (no built-in format) shows the default.
   m_renderer->setCurrentIndex(qMax(0, m_renderer->findData(sampling.chatRenderer)));
   m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(sampling.thinking)));
+  m_overflow->setCurrentIndex(qMax(0, m_overflow->findData(sampling.contextOverflow)));
 }
 
 QString SettingsDialog::systemPrompt() const {
@@ -168,6 +179,7 @@ SamplingSettings SettingsDialog::sampling() const {
   s.seed = m_seed->value();
   s.chatRenderer = m_renderer->currentData().toString();
   s.thinking = m_thinking->currentData().toString();
+  s.contextOverflow = m_overflow->currentData().toString();
   return s;
 }
 

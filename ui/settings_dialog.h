@@ -51,6 +51,7 @@ class SettingsDialog : public QDialog {
   QSpinBox* m_seed;
   QComboBox* m_renderer;
   QComboBox* m_thinking;
+  QComboBox* m_overflow;
 };
 
 }  // namespace kvscope::ui

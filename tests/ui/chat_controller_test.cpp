@@ -340,6 +340,37 @@ class ChatControllerTest : public QObject {
     QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
   }
 
+  // A conversation longer than the context: under rolling the oldest messages are left
+  // out (flagged, announced) and the reply comes; under stop the turn fails saying how
+  // to go on, and the conversation is kept.
+  void contextOverflowLeavesOutOldMessages() {
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat, QStringLiteral("cpu"), 96));
+    ui::SamplingSettings sampling = greedy(8);
+    sampling.contextOverflow = QStringLiteral("rolling");
+    chat.setSampling(sampling);
+    QSignalSpy leftOut(&chat, &ChatController::messagesLeftOut);
+    for (int i = 0; i < 6 && leftOut.isEmpty(); ++i)
+      QVERIFY(sendAndWait(chat, QStringLiteral("Once upon a time there was a little dog")).valid());
+    QVERIFY2(!leftOut.isEmpty(), "the conversation never outgrew 96 tokens");
+    const auto indices = leftOut.last().at(0).value<QList<int>>();
+    QVERIFY(indices.contains(0));  // the oldest message first
+    const QList<ui::ChatMessage>& messages = chat.conversation().messages;
+    for (int i = 0; i < messages.size(); ++i) QCOMPARE(messages[i].leftOut, indices.contains(i));
+    QVERIFY(!messages[messages.size() - 2].leftOut);  // the message being answered
+
+    sampling.contextOverflow = QStringLiteral("stop");
+    chat.setSampling(sampling);
+    QSignalSpy failed(&chat, &ChatController::replyFailed);
+    const qsizetype before = messages.size();
+    chat.send(QStringLiteral("Once upon a time there was a little dog"));
+    QVERIFY(failed.wait(kWaitMs));
+    QVERIFY2(failed.first().at(1).toString().contains(QStringLiteral("truncate-middle or rolling")),
+             qPrintable(failed.first().at(1).toString()));
+    QCOMPARE(chat.conversation().messages.size(), before + 2);  // kept, with the error
+  }
+
   void vulkanBackendStreamsAReply() {
     EngineThread engine;
     ChatController chat(engine.worker());

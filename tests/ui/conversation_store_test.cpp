@@ -28,6 +28,7 @@ Conversation sample(const QString& id, const QDateTime& updated) {
   user.role = QStringLiteral("user");
   user.text = QStringLiteral("Tell me a story about ünïcödé and \"quotes\"\nover two lines");
   user.time = c.created;
+  user.leftOut = true;  // left out of the context by the overflow policy
   ChatMessage reply;
   reply.role = QStringLiteral("assistant");
   reply.text = QStringLiteral("Once upon a time…");
@@ -67,6 +68,7 @@ void compareConversations(const Conversation& a, const Conversation& b) {
     QCOMPARE(x.text, y.text);
     QCOMPARE(x.error, y.error);
     QCOMPARE(x.time, y.time);
+    QCOMPARE(x.leftOut, y.leftOut);
     QCOMPARE(x.stats.promptTokens, y.stats.promptTokens);
     QCOMPARE(x.stats.reusedTokens, y.stats.reusedTokens);
     QCOMPARE(x.stats.generatedTokens, y.stats.generatedTokens);
