@@ -710,6 +710,9 @@ void EngineWorker::startServer(const ServeRequest& request) {
   options.port = request.port;
   options.modelId = servedModelId(m_info.path).toStdString();
   options.defaults = generateOptions(request.sampling);
+  if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
+      overflow.ok())
+    options.contextOverflow = *overflow;
   m_session->setChatSettings(chatSettings(request.sampling));
   if (!m_runner) m_runner = std::make_unique<Runner>(*this);
   m_servedTurn = std::make_unique<TurnObserver>(*this, kServedTurnBit | ++m_servedCount,
