@@ -10,6 +10,7 @@
 #include "backend/cpu_backend.h"
 #include "model/model_tokenizer.h"
 #include "runtime/context_overflow.h"
+#include "support/stories_session.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -22,15 +23,9 @@ constexpr uint32_t kContext = 192;
 constexpr uint32_t kReserve = 8;
 
 std::unique_ptr<runtime::Session> openSession() {
-  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
-  EXPECT_TRUE(file.ok());
-  if (!file.ok()) return nullptr;
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
-  auto tok = model::loadTokenizer(*m);
-  auto b = backend::CpuBackend::create(m, {.contextLimit = kContext});
-  EXPECT_TRUE(tok.ok() && b.ok());
-  auto s = std::make_unique<runtime::Session>(m, std::move(b).value(), std::move(tok).value());
-  s->setChatTemplateSource("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
+  auto s = openStoriesSession(kContext);
+  if (s)
+    s->setChatTemplateSource("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "model/model_tokenizer.h"
 #include "runtime/kv_snapshot.h"
 #include "runtime/session.h"
+#include "support/stories_session.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -14,17 +15,6 @@ namespace {
 
 // f16 bytes of one token: 5 layers x 4 KV heads x (K + V) x 8 values x 2 bytes.
 constexpr uint64_t kF16BytesPerToken = 5 * 4 * 2 * 8 * 2;
-
-std::unique_ptr<runtime::Session> openSession() {
-  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
-  EXPECT_TRUE(file.ok());
-  if (!file.ok()) return nullptr;
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
-  auto tok = model::loadTokenizer(*m);
-  auto b = backend::CpuBackend::create(m, {});
-  EXPECT_TRUE(tok.ok() && b.ok());
-  return std::make_unique<runtime::Session>(m, std::move(b).value(), std::move(tok).value());
-}
 
 struct KvRecorder : runtime::Observer {
   std::vector<runtime::KvSnapshot> snapshots;
@@ -37,7 +27,7 @@ class KvSnapshotTest : public ::testing::Test {
 };
 
 TEST_F(KvSnapshotTest, EmptyCacheHasLayersAndNoBytes) {
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   const runtime::KvSnapshot snap = runtime::snapshotKv(s->backend());
   EXPECT_EQ(snap.rows, 0u);
@@ -48,7 +38,7 @@ TEST_F(KvSnapshotTest, EmptyCacheHasLayersAndNoBytes) {
 }
 
 TEST_F(KvSnapshotTest, SessionReportsTheCacheAtTheEndOfAGeneration) {
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   runtime::GenerateOptions o;
   o.maxTokens = 20;

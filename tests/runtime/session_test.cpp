@@ -9,21 +9,11 @@
 #include "backend/cpu_backend.h"
 #include "model/model_tokenizer.h"
 #include "runtime/session.h"
+#include "support/stories_session.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
 namespace {
-
-std::unique_ptr<runtime::Session> openSession(uint32_t context = 0) {
-  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
-  EXPECT_TRUE(file.ok());
-  if (!file.ok()) return nullptr;
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
-  auto tok = model::loadTokenizer(*m);
-  auto b = backend::CpuBackend::create(m, {.contextLimit = context});
-  EXPECT_TRUE(tok.ok() && b.ok());
-  return std::make_unique<runtime::Session>(m, std::move(b).value(), std::move(tok).value());
-}
 
 runtime::GenerateOptions greedy(uint32_t n) {
   runtime::GenerateOptions o;
@@ -68,7 +58,7 @@ TEST_F(SessionTest, GreedyReplyMatchesLlamaCpp) {
   KVS_REQUIRE_FIXTURE(refPath);
   std::ifstream in(refPath);
   const auto ref = nlohmann::json::parse(in);
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   const auto prompt = s->tokenizeCompletion("Once upon a time");
   EXPECT_EQ(prompt, ref["prompt_tokens"].get<std::vector<int32_t>>())
@@ -85,7 +75,7 @@ TEST_F(SessionTest, GreedyReplyMatchesLlamaCpp) {
 }
 
 TEST_F(SessionTest, SecondTurnReusesTheCachedPrefix) {
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   auto first = s->generate(s->tokenizeCompletion("Once upon a time"), greedy(10));
   ASSERT_TRUE(first.ok());
@@ -98,7 +88,7 @@ TEST_F(SessionTest, SecondTurnReusesTheCachedPrefix) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->stats.reusedTokens, cached);
   // A cold session given the same prompt produces the same reply.
-  auto cold = openSession();
+  auto cold = openStoriesSession();
   auto fresh = cold->generate(next, greedy(5));
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(fresh->stats.reusedTokens, 0u);
@@ -106,7 +96,7 @@ TEST_F(SessionTest, SecondTurnReusesTheCachedPrefix) {
 }
 
 TEST_F(SessionTest, EditingAnEarlierTokenTrimsTheCache) {
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   auto prompt = s->tokenizeCompletion("Once upon a time there was a dog");
   ASSERT_TRUE(s->generate(prompt, greedy(3)).ok());
@@ -114,13 +104,13 @@ TEST_F(SessionTest, EditingAnEarlierTokenTrimsTheCache) {
   auto r = s->generate(prompt, greedy(3));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stats.reusedTokens, 4u);
-  auto cold = openSession();
+  auto cold = openStoriesSession();
   auto fresh = cold->generate(prompt, greedy(3));
   EXPECT_EQ(r->tokens, fresh->tokens);
 }
 
 TEST_F(SessionTest, FullContextIsAnExplicitOutcome) {
-  auto s = openSession(16);
+  auto s = openStoriesSession(16);
   ASSERT_TRUE(s);
   auto r = s->generate(s->tokenizeCompletion("Once upon a time"), greedy(100));
   ASSERT_TRUE(r.ok());
@@ -131,7 +121,7 @@ TEST_F(SessionTest, FullContextIsAnExplicitOutcome) {
 }
 
 TEST_F(SessionTest, PromptLongerThanTheContextIsAnError) {
-  auto s = openSession(8);
+  auto s = openStoriesSession(8);
   ASSERT_TRUE(s);
   auto r = s->generate(s->tokenizeCompletion("Once upon a time there was a little girl named Lily"),
                        greedy(4));
@@ -154,7 +144,7 @@ class StopAfter : public runtime::Observer {
 };
 
 TEST_F(SessionTest, StopRequestEndsTheReplyWithinOneStep) {
-  auto s = openSession();
+  auto s = openStoriesSession();
   ASSERT_TRUE(s);
   StopAfter stop(*s, 3);
   auto r = s->generate(s->tokenizeCompletion("Once upon a time"), greedy(50), &stop);
@@ -168,7 +158,7 @@ TEST_F(SessionTest, StopRequestEndsTheReplyWithinOneStep) {
 }
 
 TEST_F(SessionTest, SeededSamplingIsReproducible) {
-  auto a = openSession(), b = openSession();
+  auto a = openStoriesSession(), b = openStoriesSession();
   runtime::GenerateOptions o;
   o.maxTokens = 20;
   o.sampler.temperature = 1.0f;
