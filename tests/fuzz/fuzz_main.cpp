@@ -13,12 +13,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -44,29 +46,37 @@ using kvscope::fuzz::Mutator;
 // What the signal handler needs, set before each input runs.
 const std::vector<uint8_t>* g_input = nullptr;
 char g_crashPath[4096] = {};
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[std::size(kFatalSignals)];  // the sanitizers' handlers, if any
 
-void saveInput(const char* why) {
-  if (!g_input || !g_crashPath[0]) return;
-  const int fd = open(g_crashPath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    ssize_t ignored = write(fd, g_input->data(), g_input->size());
-    (void)ignored;
-    close(fd);
-  }
-  ssize_t ignored = write(STDERR_FILENO, why, strlen(why));
-  ignored = write(STDERR_FILENO, g_crashPath, strlen(g_crashPath));
-  ignored = write(STDERR_FILENO, "\n", 1);
+void say(const char* text) {
+  ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
   (void)ignored;
 }
 
+void saveInput(const char* why) {
+  if (!g_input || !g_crashPath[0]) return;
+  say(why);
+  const int fd = open(g_crashPath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const bool saved =
+      fd >= 0 && write(fd, g_input->data(), g_input->size()) == ssize_t(g_input->size());
+  if (fd >= 0) close(fd);
+  say(saved ? "; input saved to " : "; could not save the input to ");
+  say(g_crashPath);
+  say("\n");
+}
+
+// Saves the input, then hands the signal to the handler that was there before
+// (AddressSanitizer's prints where it crashed) or to the default action.
 void onFatalSignal(int signal) {
-  saveInput("kvscope-fuzz: crashed; input saved to ");
-  std::signal(signal, SIG_DFL);
+  saveInput("kvscope-fuzz: crashed");
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i)
+    if (kFatalSignals[i] == signal) sigaction(signal, &g_previous[i], nullptr);
   raise(signal);
 }
 
 void onTimeout(int) {
-  saveInput("kvscope-fuzz: hang (input ran past --timeout-ms); input saved to ");
+  saveInput("kvscope-fuzz: hang (input ran past --timeout-ms)");
   _exit(3);
 }
 
@@ -103,15 +113,19 @@ int main(int argc, char** argv) {
   app.add_option("--crash-dir", crashDir, "Where a failing input is saved")->default_val(crashDir);
   app.add_option("--only", only, "Run only input number I (reproduce a failure)");
   CLI11_PARSE(app, argc, argv);
+  if (timeoutMs <= 0) {
+    fmt::print(stderr, "error: --timeout-ms must be positive\n");
+    return 2;
+  }
 
-  std::vector<std::vector<uint8_t>> seeds;
+  // Sorted, so the inputs of a seed are the same on every machine.
   std::vector<fs::path> seedFiles;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(fs::path(seedRoot) / target, ec)) {
-    if (!entry.is_regular_file()) continue;
-    seeds.push_back(readFile(entry.path()));
-    seedFiles.push_back(entry.path());
-  }
+  for (const auto& entry : fs::directory_iterator(fs::path(seedRoot) / target, ec))
+    if (entry.is_regular_file()) seedFiles.push_back(entry.path());
+  std::sort(seedFiles.begin(), seedFiles.end());
+  std::vector<std::vector<uint8_t>> seeds;
+  for (const fs::path& file : seedFiles) seeds.push_back(readFile(file));
   if (seeds.empty()) {
     fmt::print(stderr, "error: no seed files in {}\n", (fs::path(seedRoot) / target).string());
     return 2;
@@ -138,7 +152,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(s, onFatalSignal);
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i) {
+    struct sigaction action {};
+    action.sa_handler = onFatalSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(kFatalSignals[i], &action, &g_previous[i]);
+  }
   std::signal(SIGALRM, onTimeout);
   Mutator mutator(seed);
   uint64_t accepted = 0, refused = 0;
