@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
       "that window.");
   const QCommandLineOption demoServe = option(
       "demo-serve",
-      "Screenshot mode: after the last reply, serve on this port and capture while a client's "
-      "request streams.",
+      "Screenshot mode: after the last reply, serve on this port and capture once a client's two "
+      "requests were answered.",
       "port");
   const QCommandLineOption demoOverflow = option(
       "demo-context-overflow",

@@ -280,7 +280,7 @@ void ChatController::save() {
 void ChatController::onModelLoaded(const ModelInfo& info) {
   m_model = info;
   m_loadingPath.clear();
-  m_loadedBackend = m_backend;
+  m_loadedBackend = info.loadedWith;
   m_cachedTokens = 0;
   if (m_settings) {
     m_settings->addRecentModel(info.path);

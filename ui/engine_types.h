@@ -48,10 +48,11 @@ enum class LoadStage {
 // What the UI shows about the loaded model (status bar, inspector, model picker).
 struct ModelInfo {
   QString path;
-  QString name;             // general.name, else the file or folder name
-  QString architecture;     // "llama", "qwen2", …
-  QString format;           // "GGUF" or "Hugging Face"
-  QString backend;          // "cpu" or "vulkan"
+  BackendSettings loadedWith;  // the settings of the load that produced this model
+  QString name;                // general.name, else the file or folder name
+  QString architecture;        // "llama", "qwen2", …
+  QString format;              // "GGUF" or "Hugging Face"
+  QString backend;             // "cpu" or "vulkan"
   QString chatTemplate;     // "none", or "Jinja (FAMILY)": the model's own template renders chats
   QString templateWarning;  // non-empty when the template does not parse or is missing
   bool templateReadsThinking = false;  // the Thinking setting applies

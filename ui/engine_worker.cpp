@@ -215,6 +215,7 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
   const model::ModelConfig& c = session.config();
   ModelInfo info;
   info.path = request.path;
+  info.loadedWith = request.backend;
   info.name = c.name.empty() ? QFileInfo(request.path).completeBaseName() : qstr(c.name);
   info.architecture = qstr(c.architecture);
   info.format = file.format() == model::ModelFormat::kGguf ? QStringLiteral("GGUF")
@@ -360,7 +361,11 @@ class EngineWorker::Runner final : public server::SessionRunner {
     QMetaObject::invokeMethod(
         worker,
         [worker, job = std::move(job)] {
-          if (worker->m_session) job(*worker->m_session);
+          if (!worker->m_session) return;
+          // Chat turns set their own chat format; served requests keep the one
+          // serving started with.
+          worker->m_session->setChatSettings(worker->m_servedChat);
+          job(*worker->m_session);
         },
         Qt::QueuedConnection);
   }
@@ -713,7 +718,7 @@ void EngineWorker::startServer(const ServeRequest& request) {
   if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
       overflow.ok())
     options.contextOverflow = *overflow;
-  m_session->setChatSettings(chatSettings(request.sampling));
+  m_servedChat = chatSettings(request.sampling);
   if (!m_runner) m_runner = std::make_unique<Runner>(*this);
   m_servedTurn = std::make_unique<TurnObserver>(*this, kServedTurnBit | ++m_servedCount,
                                                 /*relayText=*/false);
@@ -722,7 +727,8 @@ void EngineWorker::startServer(const ServeRequest& request) {
   hooks.observer = m_servedTurn.get();
   hooks.onServed = [this](const server::ServedRequest& served) {
     const quint64 id = m_servedTurn->turnId();
-    emit stepReported(stepReport(id, served.stats));
+    // A request cancelled before its prefill finished has no stats to show.
+    if (served.stats.contextLimit != 0) emit stepReported(stepReport(id, served.stats));
     ServedReport report;
     report.turnId = id;
     report.chat = served.kind == server::GenerationJob::Kind::kChat;

@@ -34,10 +34,7 @@
 #include "ui/device_summary.h"
 #include "ui/engine_types.h"
 
-namespace kvscope::runtime {
-class Session;
-struct IndexerSnapshot;
-}  // namespace kvscope::runtime
+#include "runtime/session.h"
 
 namespace kvscope::server {
 class Server;
@@ -201,6 +198,7 @@ class EngineWorker : public QObject {
   // m_servedTurn turns each one's reports into signals.
   class Runner;
   std::unique_ptr<Runner> m_runner;
+  runtime::Session::ChatSettings m_servedChat;  // applied before each served job
   std::unique_ptr<TurnObserver> m_servedTurn;
   quint64 m_servedCount = 0;
   std::unique_ptr<server::Server> m_server;  // last: stopped before the members above go

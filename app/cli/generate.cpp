@@ -40,7 +40,8 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
   const uint32_t limit = s.backend().contextLimit();
   uint32_t dropped = 0;
   const auto prompt = runtime::fitPrompt(s.tokenizeCompletion(a.prompt), overflow, limit,
-                                         runtime::replyReserve(overflow, a.tokens, limit), dropped);
+                                         runtime::replyReserve(overflow, a.tokens, limit),
+                                         s.tokenizer().vocab().bos, dropped);
   if (!prompt.ok()) {
     fmt::print(stderr, "error: {}\n", prompt.error().message);
     return 1;

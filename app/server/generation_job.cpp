@@ -166,13 +166,8 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
   const uint32_t limit = session.backend().contextLimit();
   const uint32_t reserve = runtime::replyReserve(overflow, options.maxTokens, limit);
   auto tooLong = [&](const std::string& message) {
-    job.fail({.status = 400,
-              .message = message + (overflow == runtime::ContextOverflow::kStop
-                                        ? " (or restart the server with a larger -c or "
-                                          "--context-overflow truncate-middle|rolling)"
-                                        : ""),
-              .param = param,
-              .code = "context_length_exceeded"});
+    job.fail(
+        {.status = 400, .message = message, .param = param, .code = "context_length_exceeded"});
   };
   std::vector<int32_t> prompt;
   if (chat) {
@@ -200,7 +195,7 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
   } else {
     uint32_t dropped = 0;
     auto fit = runtime::fitPrompt(session.tokenizeCompletion(job.completion().prompt), overflow,
-                                  limit, reserve, dropped);
+                                  limit, reserve, session.tokenizer().vocab().bos, dropped);
     if (!fit.ok()) {
       tooLong(fit.error().message);
       return std::nullopt;

@@ -1,9 +1,20 @@
 #include "gpu/buffer.h"
 
+#include <atomic>
+
 #include <cstring>
 #include <utility>
 
 namespace kvscope::gpu {
+namespace {
+
+std::atomic<uint64_t> g_liveBytes{0};
+
+}  // namespace
+
+uint64_t Buffer::liveBytes() {
+  return g_liveBytes.load();
+}
 
 Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
   if (bytes == 0) bytes = 4;  // Vulkan forbids empty buffers; keep callers simple
@@ -49,6 +60,7 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
   }
   b.m_allocated = req.size;
   ctx.m_allocatedBytes += b.m_allocated;
+  g_liveBytes += b.m_allocated;
   KVS_VK(vkBindBufferMemory(ctx.device(), b.m_buffer, b.m_memory, 0), "vkBindBufferMemory");
   const auto flags = ctx.memory().memoryTypes[type].propertyFlags;
   if (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
@@ -84,7 +96,8 @@ void Buffer::release() {
   if (!m_ctx) return;
   if (m_buffer) vkDestroyBuffer(m_ctx->device(), m_buffer, nullptr);
   if (m_memory) vkFreeMemory(m_ctx->device(), m_memory, nullptr);  // also unmaps
-  m_ctx->m_allocatedBytes -= std::exchange(m_allocated, 0);
+  m_ctx->m_allocatedBytes -= m_allocated;
+  g_liveBytes -= std::exchange(m_allocated, 0);
   m_ctx = nullptr;
   m_buffer = VK_NULL_HANDLE;
   m_memory = VK_NULL_HANDLE;

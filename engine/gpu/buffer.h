@@ -20,6 +20,10 @@ class Buffer {
  public:
   Buffer() = default;
   static Expected<Buffer> create(Context& ctx, size_t bytes, MemoryUse use = MemoryUse::kDevice);
+  // Memory all Buffers of the process hold now, over every Context (what
+  // vkAllocateMemory was asked for): a context that is gone but leaked
+  // buffers still counts here. The soak test's leak check.
+  static uint64_t liveBytes();
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;

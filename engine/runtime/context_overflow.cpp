@@ -101,25 +101,31 @@ Expected<FittedChat> fitChat(const Session& session,
     for (size_t g = from; g + 1 < exchanges; ++g) order.push_back(g);
     if (from == 1) order.push_back(0);
   }
-  size_t smallest = whole.tokens.size();
+  FittedChat smallest = std::move(whole);
   for (size_t g : order) {
     keep[g] = false;
     KVS_ASSIGN_OR_RETURN(FittedChat fit, render());
     if (fits(fit)) return fit;
-    smallest = fit.tokens.size();
+    smallest = std::move(fit);
   }
+  // Room for the reply is kept where something can go for it; a prompt that
+  // fits without it still runs, as under kStop, until the context is full.
+  if (smallest.tokens.size() <= limit) return smallest;
   return Error{ErrorCode::kInvalidArgument,
                fmt::format("even the system prompt and the last message need {}, but the context "
                            "holds {}; shorten the message or raise the context length",
-                           needs(smallest, reserve), limit)};
+                           needs(smallest.tokens.size(), reserve), limit)};
 }
 
 Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,
-                                         uint32_t limit, uint32_t reserve, uint32_t& dropped) {
+                                         uint32_t limit, uint32_t reserve, int32_t bos,
+                                         uint32_t& dropped) {
   dropped = 0;
-  if (uint64_t{prompt.size()} + reserve <= limit)
-    return std::vector<int32_t>(prompt.begin(), prompt.end());
-  if (overflow == ContextOverflow::kStop || reserve >= limit) {
+  const size_t keepLeading = !prompt.empty() && bos >= 0 && prompt.front() == bos ? 1 : 0;
+  // A prompt the context holds is the user's text as given, even with little
+  // room left for the reply.
+  if (prompt.size() <= limit) return std::vector<int32_t>(prompt.begin(), prompt.end());
+  if (overflow == ContextOverflow::kStop || uint64_t{reserve} + keepLeading >= limit) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the prompt needs {}, but the context holds {}; shorten it, raise the "
                      "context length, or let part of it go (context overflow: truncate-middle or "
@@ -127,7 +133,9 @@ Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, Contex
                      needs(prompt.size(), reserve), limit);
   }
   const size_t budget = limit - reserve;
-  const size_t head = overflow == ContextOverflow::kTruncateMiddle ? budget / 2 : 0;
+  const size_t head = overflow == ContextOverflow::kTruncateMiddle
+                          ? std::max<size_t>(budget / 2, keepLeading)
+                          : std::min<size_t>(keepLeading, prompt.size());
   const size_t tail = budget - head;
   std::vector<int32_t> kept(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(head));
   kept.insert(kept.end(), prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end());

@@ -4,18 +4,21 @@
 //
 //   stop             refuse the turn with a message that says how to go on
 //   truncate-middle  keep the system prompt and the first exchange; drop the
-//                    oldest exchanges after it until the rest fits
+//                    oldest exchanges after it until the rest fits (the first
+//                    exchange too, last, when that is not enough)
 //   rolling          keep the newest exchanges that fit (and the system prompt)
 //
 // An exchange is a user message and the replies after it; the last one (the
 // message being answered) is always kept. "Fits" leaves room for the reply:
-// the rendered prompt plus `reserve` tokens must be at most the context. A
+// the rendered prompt plus `reserve` tokens must be at most the context; when
+// nothing more can go, a prompt that fits without the reserve still runs. A
 // dropped exchange changes the prompt from that point on, so the Session
 // reuses the cached prefix before it and prefills the rest again: the cost is
 // the kept tokens after the first dropped one (FittedChat::prefill).
 //
-// For a plain prompt (generate, /v1/completions) the same choices act on
-// tokens: truncate-middle keeps the first and last tokens, rolling the last.
+// For a plain prompt (generate, /v1/completions) the same choices act on the
+// tokens of a prompt longer than the context: truncate-middle keeps its first
+// and last tokens, rolling its last (and its BOS).
 
 #include <cstdint>
 #include <span>
@@ -60,9 +63,11 @@ Expected<FittedChat> fitChat(const Session& session,
                              ContextOverflow overflow, uint32_t reserve,
                              bool addGenerationPrompt = true, const std::string& toolsJson = {});
 
-// The token-level form for a plain prompt of `limit` - `reserve` tokens at
-// most; `dropped` receives how many tokens were removed.
+// The token-level form: a prompt longer than `limit` is cut to `limit` -
+// `reserve` tokens, keeping its first token when that is `bos` (-1: none);
+// `dropped` receives how many tokens were removed.
 Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,
-                                         uint32_t limit, uint32_t reserve, uint32_t& dropped);
+                                         uint32_t limit, uint32_t reserve, int32_t bos,
+                                         uint32_t& dropped);
 
 }  // namespace kvscope::runtime

@@ -66,13 +66,16 @@ TEST(CliGenerate, ContextOverflowKeepsTheTailOrTheEnds) {
   ASSERT_EQ(full.exitCode, 0) << full.err;
   const auto tokens = nlohmann::json::parse(full.out)["prompt_tokens"].get<std::vector<int>>();
   ASSERT_GT(tokens.size(), 32u);
-  // -c 32 -n 4: 28 prompt tokens kept.
+  // -c 32 -n 4: 28 prompt tokens kept; rolling keeps the BOS (stories260K adds one) and
+  // the last 27.
+  ASSERT_EQ(tokens.front(), 1) << "BOS";
   auto rolling = runCli("generate -m " + kModel + " -p " + prompt +
                         " -c 32 -n 4 --temp 0 --json --context-overflow rolling");
   ASSERT_EQ(rolling.exitCode, 0) << rolling.err;
   const auto r = nlohmann::json::parse(rolling.out);
-  EXPECT_EQ(r["prompt_tokens"].get<std::vector<int>>(),
-            std::vector<int>(tokens.end() - 28, tokens.end()));
+  std::vector<int> tail{tokens.front()};
+  tail.insert(tail.end(), tokens.end() - 27, tokens.end());
+  EXPECT_EQ(r["prompt_tokens"].get<std::vector<int>>(), tail);
   EXPECT_EQ(r["prompt_tokens_dropped"], tokens.size() - 28);
   auto middle = runCli("generate -m " + kModel + " -p " + prompt +
                        " -c 32 -n 4 --temp 0 --json --context-overflow truncate-middle");

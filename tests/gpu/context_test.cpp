@@ -51,12 +51,14 @@ TEST_F(ContextTest, BuffersRoundTripWithOffsets) {
 // is destroyed (the soak test's device-memory figure).
 TEST_F(ContextTest, CountsTheMemoryItsBuffersHold) {
   const uint64_t before = ctx().allocatedBytes();
+  const uint64_t processBefore = gpu::Buffer::liveBytes();
   {
     auto a = gpu::Buffer::create(ctx(), 1 << 20);
     ASSERT_TRUE(a.ok());
     auto b = gpu::Buffer::create(ctx(), 4096, gpu::MemoryUse::kHost);
     ASSERT_TRUE(b.ok());
     EXPECT_GE(ctx().allocatedBytes(), before + (1 << 20) + 4096);
+    EXPECT_EQ(gpu::Buffer::liveBytes() - processBefore, ctx().allocatedBytes() - before);
     const uint64_t both = ctx().allocatedBytes();
     gpu::Buffer moved = std::move(*a);
     EXPECT_EQ(ctx().allocatedBytes(), both) << "a move neither adds nor frees";
@@ -65,6 +67,7 @@ TEST_F(ContextTest, CountsTheMemoryItsBuffersHold) {
     EXPECT_LT(ctx().allocatedBytes(), both);
   }
   EXPECT_EQ(ctx().allocatedBytes(), before);
+  EXPECT_EQ(gpu::Buffer::liveBytes(), processBefore);
 }
 
 TEST_F(ContextTest, RecorderCopiesBetweenBuffers) {

@@ -139,6 +139,22 @@ TEST_F(ContextOverflowTest, PrefillCountsWhatTheCacheCannotReuse) {
   EXPECT_GT(fit->prefill, 0u);
 }
 
+// A single exchange that fits without room for the reply runs under every
+// policy, as it would under stop: there is nothing to leave out for it.
+TEST_F(ContextOverflowTest, ALoneMessageThatFitsRunsWithoutTheReserve) {
+  auto s = openSession();
+  const std::vector<ChatMessage> chat{{"user", std::string(150, 'a')}};
+  const size_t tokens = tokensOf(*s, chat);
+  ASSERT_LE(tokens, kContext);
+  ASSERT_GT(tokens + 100, kContext);
+  for (auto overflow : {ContextOverflow::kTruncateMiddle, ContextOverflow::kRolling}) {
+    auto fit = runtime::fitChat(*s, chat, overflow, 100);
+    ASSERT_TRUE(fit.ok()) << fit.error().describe();
+    EXPECT_TRUE(fit->dropped.empty());
+    EXPECT_EQ(fit->tokens.size(), tokens);
+  }
+}
+
 TEST_F(ContextOverflowTest, ALastMessageTooLongForAnyPolicyIsAnError) {
   auto s = openSession();
   std::vector<ChatMessage> chat{{"system", "Be brief."}, {"user", std::string(600, 'a')}};
@@ -154,21 +170,32 @@ TEST(ContextOverflowPrompt, KeepsHeadAndTailOrTheTail) {
   std::vector<int32_t> prompt(100);
   std::iota(prompt.begin(), prompt.end(), 0);
   uint32_t dropped = 0;
-  auto middle = runtime::fitPrompt(prompt, ContextOverflow::kTruncateMiddle, 50, 10, dropped);
+  auto middle = runtime::fitPrompt(prompt, ContextOverflow::kTruncateMiddle, 50, 10, -1, dropped);
   ASSERT_TRUE(middle.ok());
   std::vector<int32_t> want(20);
   std::iota(want.begin(), want.end(), 0);
   for (int32_t t = 80; t < 100; ++t) want.push_back(t);
   EXPECT_EQ(*middle, want);
   EXPECT_EQ(dropped, 60u);
-  auto rolling = runtime::fitPrompt(prompt, ContextOverflow::kRolling, 50, 10, dropped);
+  auto rolling = runtime::fitPrompt(prompt, ContextOverflow::kRolling, 50, 10, -1, dropped);
   ASSERT_TRUE(rolling.ok());
   std::vector<int32_t> tail(40);
   std::iota(tail.begin(), tail.end(), 60);
   EXPECT_EQ(*rolling, tail);
-  EXPECT_FALSE(runtime::fitPrompt(prompt, ContextOverflow::kStop, 50, 10, dropped).ok());
-  EXPECT_FALSE(runtime::fitPrompt(prompt, ContextOverflow::kRolling, 50, 50, dropped).ok());
-  auto fits = runtime::fitPrompt(prompt, ContextOverflow::kStop, 200, 10, dropped);
+  EXPECT_FALSE(runtime::fitPrompt(prompt, ContextOverflow::kStop, 50, 10, -1, dropped).ok());
+  EXPECT_FALSE(runtime::fitPrompt(prompt, ContextOverflow::kRolling, 50, 50, -1, dropped).ok());
+  // BOS (here token 0) stays at the front under rolling.
+  auto withBos = runtime::fitPrompt(prompt, ContextOverflow::kRolling, 50, 10, 0, dropped);
+  ASSERT_TRUE(withBos.ok());
+  std::vector<int32_t> bosTail{0};
+  for (int32_t t = 61; t < 100; ++t) bosTail.push_back(t);
+  EXPECT_EQ(*withBos, bosTail);
+  // A prompt the context holds is left as given, even with little room for the reply.
+  const std::vector<int32_t> short45(prompt.begin(), prompt.begin() + 45);
+  auto kept = runtime::fitPrompt(short45, ContextOverflow::kRolling, 50, 10, -1, dropped);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, short45);
+  auto fits = runtime::fitPrompt(prompt, ContextOverflow::kStop, 200, 10, -1, dropped);
   ASSERT_TRUE(fits.ok());
   EXPECT_EQ(*fits, prompt);
   EXPECT_EQ(dropped, 0u);
