@@ -6,6 +6,7 @@
 // implement it and must agree within the tolerances their tests state.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -97,6 +98,19 @@ class Backend {
   // part's scheme (KvScheme::decode, so in the original, unrotated space):
   // [cachedTokens()][nHeadKv][headDim]. For inspection and eval, not a hot path.
   virtual Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const = 0;
+  // The saved form of the cache (runtime/kv_file.h). kvLayout(): the schemes,
+  // seeds and geometry of the cached rows (its rowsPerPage is this backend's;
+  // null for a backend that cannot save its cache).
+  // exportKv hands the cached rows to `write` in kv::KvCache's canonical
+  // order; importKv fills an empty cache with `rows` rows in that order,
+  // encoded under `layout` (which must store what kvLayout() stores, or, for
+  // a two-phase CPU cache not yet compressed, what it will store), and
+  // rebuilds the indexer's sidecar from them. Any error, `read`'s included,
+  // leaves the cache empty.
+  virtual const kv::KvLayout* kvLayout() const { return nullptr; }
+  virtual Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const;
+  virtual Status importKv(const kv::KvLayout& layout, uint32_t rows,
+                          const std::function<Status(std::span<uint8_t>)>& read);
   // Measured codec error, one entry per layer in layer order; empty when the
   // backend does not measure it.
   virtual std::vector<KvLayerError> kvErrors() const { return {}; }

@@ -197,6 +197,43 @@ Status CpuBackend::trim(uint32_t n) {
   return okStatus();
 }
 
+Status CpuBackend::exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const {
+  return m_cache->exportRows(write);
+}
+
+Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
+                            const std::function<Status(std::span<uint8_t>)>& read) {
+  if (m_cache->rows() != 0)
+    return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
+  if (rows > m_contextLimit) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the saved KV cache holds {} tokens, the context limit is {}", rows,
+                     m_contextLimit);
+  }
+  std::unique_ptr<kv::KvCache> target;
+  if (!m_cache->layout().sameStreams(layout)) {
+    // Two-phase, saved after the first decode compressed the rows: restore
+    // into the compressed schemes directly.
+    const bool compressed = !m_pendingSchemes.empty() &&
+                            layout.layerSchemes() == m_pendingSchemes &&
+                            layout.cacheSeed() == m_cache->cacheSeed();
+    if (!compressed) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "the saved KV cache's schemes or seeds differ from this cache's");
+    }
+    KVS_ASSIGN_OR_RETURN(target, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
+                                                     m_cache->cacheSeed()));
+    target->enableIndex(m_indexer);
+  }
+  kv::KvCache& cache = target ? *target : *m_cache;
+  KVS_TRY(cache.importRows(rows, read));
+  if (target) {
+    m_cache = std::move(target);
+    m_pendingSchemes.clear();
+  }
+  return okStatus();
+}
+
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(options.check());
   m_indexer = options;

@@ -63,6 +63,10 @@ class CpuBackend final : public Backend {
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
   std::vector<KvLayerError> kvErrors() const override;
+  const kv::KvLayout* kvLayout() const override { return &m_cache->layout(); }
+  Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;
+  Status importKv(const kv::KvLayout& layout, uint32_t rows,
+                  const std::function<Status(std::span<uint8_t>)>& read) override;
   Status setIndexer(const kv::IndexerOptions& options) override;
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }

@@ -65,40 +65,39 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<c
   return b;
 }
 
-// The device page layout of the options' KV schemes: each (layer, part)
-// stream gets the codec of its scheme (built with the stream's seed, like
-// kv::KvCache::create) and, for a rotated scheme, its rotation on the device.
+// The page layout of the options' KV schemes (kv::KvLayout, as the CPU
+// backend's KvCache holds it) and its device view: each (layer, part) stream
+// gets the codec of its scheme and, for a rotated scheme, its rotation on the
+// device. The view must address the same bytes as the layout.
 Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   const auto& c = config();
-  const std::vector<kv::LayerSchemes>& layers = m_options.kvSchemes;
-  if (!layers.empty() && layers.size() != c.nLayer) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "KV schemes for {} layers given, the model has {}", layers.size(), c.nLayer);
-  }
+  const std::vector<kv::LayerSchemes> f16(c.nLayer);
+  const std::vector<kv::LayerSchemes>& layers =
+      m_options.kvSchemes.empty() ? f16 : m_options.kvSchemes;
+  KVS_ASSIGN_OR_RETURN(m_kvLayout, kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim, rowsPerPage},
+                                                        layers, m_options.kvSeed));
   m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
   m_rotations.reserve(size_t{c.nLayer} * 2);  // KvStream::rotation points into it
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
-      const std::string name = layers.empty() ? "f16" : part == 0 ? layers[l].key : layers[l].value;
-      const uint64_t seed = kv::streamSeed(m_options.kvSeed, l, part);
-      KVS_ASSIGN_OR_RETURN(auto scheme, kv::makeScheme(name, {c.headDim, seed}));
+      const kv::KvScheme& scheme = m_kvLayout.scheme(l, static_cast<kv::KvPart>(part));
       gpu::KvStream& stream = m_layout.streams[size_t{l} * 2 + part];
-      KVS_ASSIGN_OR_RETURN(stream.codec, gpu::kvCodecFor(scheme->name()));
-      const uint32_t rowBytes = m_layout.rowBytes(l, part);
-      if (rowBytes != scheme->rowBytes()) {
+      KVS_ASSIGN_OR_RETURN(stream.codec, gpu::kvCodecFor(scheme.name()));
+      if (m_layout.rowBytes(l, part) != scheme.rowBytes()) {
         return makeError(ErrorCode::kInternal,
-                         "KV scheme '{}' stores {}-byte rows, its GPU codec {}", scheme->name(),
-                         scheme->rowBytes(), rowBytes);
+                         "KV scheme '{}' stores {}-byte rows, its GPU codec {}", scheme.name(),
+                         scheme.rowBytes(), m_layout.rowBytes(l, part));
       }
-      if (scheme->rotated()) {
-        stream.codebook.assign(scheme->codebook().begin(), scheme->codebook().end());
-        KVS_ASSIGN_OR_RETURN(auto rotation, gpu::uploadRotation(*m_ctx, scheme->rotation()));
+      if (scheme.rotated()) {
+        stream.codebook.assign(scheme.codebook().begin(), scheme.codebook().end());
+        KVS_ASSIGN_OR_RETURN(auto rotation, gpu::uploadRotation(*m_ctx, scheme.rotation()));
         m_rotations.push_back(std::move(rotation));
         stream.rotation = &m_rotations.back();
       }
-      m_kvSchemes[part].push_back(std::move(scheme));
     }
   }
+  if (m_layout.pageBytes() != m_kvLayout.pageBytes())
+    return makeError(ErrorCode::kInternal, "the device KV pages differ from the KV layout");
   return okStatus();
 }
 
@@ -274,27 +273,19 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
 }
 
 std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
-  const uint64_t streams = config().nHeadKv,
-                 capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
-  auto count = [&](const kv::KvScheme& s) {
-    const kv::RowLayout& r = s.rowLayout();
-    return kv::KvBytes{.codes = streams * m_rows * r.codeBytes,
-                       .scales = streams * m_rows * r.scaleBytes,
-                       .padding = streams * m_rows * r.paddingBytes,
-                       .unused = streams * (capacity - m_rows) * r.total()};
-  };
-  // The sidecar's entries of the indexed pages, counted with K (as kv::KvCache does).
-  const uint64_t sidecar =
-      m_index ? streams * ((m_rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
-                    m_index->shape.entryBytes
-              : 0;
+  const uint64_t capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
+  // The sidecar's entries of the indexed pages, counted with K (as kv::KvIndex does).
+  const uint64_t sidecar = m_index ? uint64_t{config().nHeadKv} *
+                                         ((m_rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
+                                         m_index->shape.entryBytes
+                                   : 0;
   std::vector<KvLayerBytes> layers;
   for (uint32_t l = 0; l < config().nLayer; ++l) {
-    const kv::KvScheme& k = *m_kvSchemes[0][l];
-    const kv::KvScheme& v = *m_kvSchemes[1][l];
-    kv::KvBytes key = count(k);
+    kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, m_rows, capacity);
     key.sidecar = sidecar;
-    layers.push_back({&k, &v, key, count(v)});
+    layers.push_back({&m_kvLayout.scheme(l, kv::KvPart::kKey),
+                      &m_kvLayout.scheme(l, kv::KvPart::kValue), key,
+                      m_kvLayout.bytes(l, kv::KvPart::kValue, m_rows, capacity)});
   }
   return layers;
 }
@@ -308,7 +299,8 @@ void VulkanBackend::measureProbe() {
     for (uint32_t part = 0; part < 2; ++part) {
       const float* stream = rows + (size_t{l} * 2 + part) * c.kvDim();
       for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-        m_errors.measure(l, static_cast<kv::KvPart>(part), *m_kvSchemes[part][l],
+        m_errors.measure(l, static_cast<kv::KvPart>(part),
+                         m_kvLayout.scheme(l, static_cast<kv::KvPart>(part)),
                          {stream + size_t{h} * c.headDim, c.headDim});
       }
     }
@@ -327,18 +319,13 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
   const auto& c = config();
   if (layer >= c.nLayer)
     return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
-  const auto p = static_cast<uint32_t>(part);
-  const kv::KvScheme& scheme = *m_kvSchemes[p][layer];
-  const uint32_t rowBytes = m_layout.rowBytes(layer, p);
-  if (scheme.rowBytes() != rowBytes) {
-    return makeError(ErrorCode::kInternal, "KV page rows of {} bytes, scheme '{}' rows of {}",
-                     rowBytes, scheme.name(), scheme.rowBytes());
-  }
+  const kv::KvScheme& scheme = m_kvLayout.scheme(layer, part);
+  const uint32_t rowBytes = m_kvLayout.rowBytes(layer, part);
   const uint32_t perPage = m_layout.rowsPerPage;
   std::vector<float> rows(size_t{m_rows} * c.nHeadKv * c.headDim);
-  std::vector<uint8_t> block(m_layout.partBytes(layer, p));
+  std::vector<uint8_t> block(m_kvLayout.partBytes(layer, part));
   for (uint32_t page = 0; size_t{page} * perPage < m_rows; ++page) {
-    KVS_TRY(m_pages[page].download(block.data(), block.size(), m_layout.partOffset(layer, p)));
+    KVS_TRY(m_pages[page].download(block.data(), block.size(), m_kvLayout.partOffset(layer, part)));
     const uint32_t first = page * perPage, count = std::min(perPage, m_rows - first);
     for (uint32_t h = 0; h < c.nHeadKv; ++h) {
       for (uint32_t r = 0; r < count; ++r) {

@@ -76,6 +76,10 @@ class VulkanBackend final : public Backend {
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
   std::vector<KvLayerError> kvErrors() const override;
+  const kv::KvLayout* kvLayout() const override { return &m_kvLayout; }
+  Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;
+  Status importKv(const kv::KvLayout& layout, uint32_t rows,
+                  const std::function<Status(std::span<uint8_t>)>& read) override;
 
  private:
   struct DeviceMatrix {
@@ -121,9 +125,8 @@ class VulkanBackend final : public Backend {
   uint64_t m_weightBytes = 0;
 
   std::unique_ptr<Activations> m_act;
-  gpu::KvPageLayout m_layout;
-  // [part][layer]: the host schemes of the rows the pages hold (accounting, readKv).
-  std::vector<std::shared_ptr<const kv::KvScheme>> m_kvSchemes[2];
+  kv::KvLayout m_kvLayout;    // the pages' layout: schemes, seeds, offsets, accounting
+  gpu::KvPageLayout m_layout;  // its device view: codecs and rotations
   std::vector<gpu::Buffer> m_rotations;  // R of rotated streams (m_layout points into it)
   std::vector<gpu::Buffer> m_pages;
   std::vector<const gpu::Buffer*> m_pagePtrs;

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
 #include <new>
 
@@ -8,72 +9,20 @@ namespace kvscope::kv {
 Expected<std::unique_ptr<KvCache>> KvCache::create(KvGeometry geometry,
                                                    std::span<const LayerSchemes> layers,
                                                    uint64_t cacheSeed) {
-  if (geometry.nLayer == 0 || geometry.nHeadKv == 0 || geometry.rowsPerPage == 0) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "a KV cache needs at least one layer, KV head and row per page "
-                     "({} layers, {} KV heads, {} rows per page)",
-                     geometry.nLayer, geometry.nHeadKv, geometry.rowsPerPage);
-  }
-  if (layers.size() != geometry.nLayer) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "the KV cache policy names schemes for {} layers, the model has {}",
-                     layers.size(), geometry.nLayer);
-  }
-  std::vector<std::shared_ptr<const KvScheme>> schemes[2];
-  for (uint32_t l = 0; l < geometry.nLayer; ++l) {
-    for (uint32_t p = 0; p < 2; ++p) {
-      const std::string& name = p == 0 ? layers[l].key : layers[l].value;
-      KVS_ASSIGN_OR_RETURN(auto s,
-                           makeScheme(name, {geometry.headDim, streamSeed(cacheSeed, l, p)}));
-      schemes[p].push_back(std::move(s));
-    }
-  }
-  return std::make_unique<KvCache>(geometry, std::move(schemes[0]), std::move(schemes[1]),
-                                   cacheSeed);
-}
-
-KvCache::KvCache(KvGeometry geometry, std::shared_ptr<const KvScheme> key,
-                 std::shared_ptr<const KvScheme> value)
-    : KvCache(geometry, std::vector(geometry.nLayer, key), std::vector(geometry.nLayer, value)) {}
-
-KvCache::KvCache(KvGeometry geometry, std::vector<std::shared_ptr<const KvScheme>> keySchemes,
-                 std::vector<std::shared_ptr<const KvScheme>> valueSchemes, uint64_t cacheSeed)
-    : m_geometry(geometry), m_cacheSeed(cacheSeed) {
-  assert(keySchemes.size() == geometry.nLayer && valueSchemes.size() == geometry.nLayer);
-  assert(geometry.rowsPerPage > 0);
-  m_schemes[0] = std::move(keySchemes);
-  m_schemes[1] = std::move(valueSchemes);
-  for (uint32_t l = 0; l < geometry.nLayer; ++l) {
-    for (int p = 0; p < 2; ++p) {
-      assert(m_schemes[p][l]->dim() == geometry.headDim);
-      m_partOffset.push_back(m_pageBytes);
-      m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage * m_schemes[p][l]->rowBytes();
-    }
-  }
-}
-
-const KvScheme& KvCache::scheme(uint32_t layer, KvPart part) const {
-  return *m_schemes[static_cast<int>(part)][layer];
-}
-
-std::vector<LayerSchemes> KvCache::layerSchemes() const {
-  std::vector<LayerSchemes> out;
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
-    out.push_back({std::string(m_schemes[0][l]->name()), std::string(m_schemes[1][l]->name())});
-  }
-  return out;
+  KVS_ASSIGN_OR_RETURN(KvLayout layout, KvLayout::create(geometry, layers, cacheSeed));
+  return std::make_unique<KvCache>(std::move(layout));
 }
 
 Status KvCache::append(uint32_t n) {
   const uint64_t needed = uint64_t{m_rows} + n;
   const size_t before = m_pages.size();
   while (capacity() < needed) {
-    auto* page = new (std::nothrow) uint8_t[m_pageBytes];
+    auto* page = new (std::nothrow) uint8_t[m_layout.pageBytes()];
     if (!page) {
       m_pages.resize(before);
       return makeError(ErrorCode::kOutOfMemory,
                        "cannot grow the KV cache to {} tokens ({:.1f} MiB more needed)", needed,
-                       static_cast<double>(m_pageBytes) / (1 << 20));
+                       static_cast<double>(m_layout.pageBytes()) / (1 << 20));
     }
     m_pages.emplace_back(page);
   }
@@ -88,24 +37,23 @@ Status KvCache::trim(uint32_t n) {
   if (m_index) {
     // The page left partial is rebuilt from its rows, as appending made it.
     m_index->truncate(n);
-    for (uint32_t l = 0; l < m_geometry.nLayer; ++l)
-      for (uint32_t h = 0; h < m_geometry.nHeadKv; ++h)
+    for (uint32_t l = 0; l < geometry().nLayer; ++l)
+      for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
         for (uint32_t r = m_index->rows(l, h); r < n; ++r) indexRow(l, h, r);
   }
-  const size_t pagesNeeded = (size_t{n} + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage;
-  m_pages.resize(pagesNeeded);
+  m_pages.resize(m_layout.pagesFor(n));
   return okStatus();
 }
 
 Status KvCache::appendRecoded(const KvCache& source) {
   const KvGeometry& g = source.geometry();
-  if (g.nLayer != m_geometry.nLayer || g.nHeadKv != m_geometry.nHeadKv ||
-      g.headDim != m_geometry.headDim) {
+  if (g.nLayer != geometry().nLayer || g.nHeadKv != geometry().nHeadKv ||
+      g.headDim != geometry().headDim) {
     return makeError(ErrorCode::kInternal, "cannot recode a KV cache of another geometry");
   }
   const uint32_t first = m_rows;
   KVS_TRY(append(source.rows()));
-  std::vector<float> values(m_geometry.headDim);
+  std::vector<float> values(g.headDim);
   for (uint32_t l = 0; l < g.nLayer; ++l) {
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
       for (uint32_t h = 0; h < g.nHeadKv; ++h) {
@@ -119,17 +67,10 @@ Status KvCache::appendRecoded(const KvCache& source) {
   return okStatus();
 }
 
-size_t KvCache::streamOffset(uint32_t layer, KvPart part, uint32_t head) const {
-  return m_partOffset[layer * 2 + static_cast<int>(part)] +
-         size_t{head} * m_geometry.rowsPerPage * rowBytes(layer, part);
-}
-
 std::span<uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) {
-  assert(layer < m_geometry.nLayer && head < m_geometry.nHeadKv && index < m_rows);
-  const uint32_t bytes = rowBytes(layer, part);
-  uint8_t* page = m_pages[index / m_geometry.rowsPerPage].get();
-  return {page + streamOffset(layer, part, head) + size_t{index % m_geometry.rowsPerPage} * bytes,
-          bytes};
+  assert(layer < geometry().nLayer && head < geometry().nHeadKv && index < m_rows);
+  uint8_t* page = m_pages[index / geometry().rowsPerPage].get();
+  return {page + m_layout.rowOffset(layer, part, head, index), rowBytes(layer, part)};
 }
 
 std::span<const uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head,
@@ -139,13 +80,13 @@ std::span<const uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head
 
 void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                     std::span<const float> values) {
-  assert(values.size() == m_geometry.headDim);
+  assert(values.size() == geometry().headDim);
   scheme(layer, part).encode(values, row(layer, part, head, index));
   if (m_index && part == KvPart::kKey) indexRow(layer, head, index);
 }
 
 void KvCache::indexRow(uint32_t layer, uint32_t head, uint32_t index) {
-  m_indexRow.resize(m_geometry.headDim);
+  m_indexRow.resize(geometry().headDim);
   readRotated(layer, KvPart::kKey, head, index, m_indexRow);
   m_index->add(layer, head, index, m_indexRow.data());
 }
@@ -156,59 +97,92 @@ void KvCache::enableIndex(const IndexerOptions& options) {
     return;
   }
   if (m_index && m_index->pageRows() == options.pageRows) return;
-  m_index = std::make_unique<KvIndex>(m_geometry.nLayer, m_geometry.nHeadKv, m_geometry.headDim,
+  m_index = std::make_unique<KvIndex>(geometry().nLayer, geometry().nHeadKv, geometry().headDim,
                                       options.pageRows);
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l)
-    for (uint32_t h = 0; h < m_geometry.nHeadKv; ++h)
+  rebuildIndex();
+}
+
+void KvCache::rebuildIndex() {
+  if (!m_index) return;
+  m_index = std::make_unique<KvIndex>(geometry().nLayer, geometry().nHeadKv, geometry().headDim,
+                                      m_index->pageRows());
+  for (uint32_t l = 0; l < geometry().nLayer; ++l)
+    for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
       for (uint32_t r = 0; r < m_rows; ++r) indexRow(l, h, r);
+}
+
+// One span per (layer, part, head, page): a head's rows are contiguous
+// within a page, so this is the canonical order in as few pieces as the
+// pages allow.
+template <typename Span, typename Pages, typename F>
+static Status forEachRun(const KvLayout& layout, Pages& pages, uint32_t rows, F&& f) {
+  const KvGeometry& g = layout.geometry();
+  for (uint32_t l = 0; l < g.nLayer; ++l) {
+    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
+      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+        for (uint32_t first = 0; first < rows; first += g.rowsPerPage) {
+          const uint32_t count = std::min(g.rowsPerPage, rows - first);
+          auto* page = pages[first / g.rowsPerPage].get();
+          KVS_TRY(f(Span(page + layout.rowOffset(l, p, h, first),
+                         size_t{count} * layout.rowBytes(l, p))));
+        }
+      }
+    }
+  }
+  return okStatus();
+}
+
+Status KvCache::importRows(uint32_t rows, const std::function<Status(std::span<uint8_t>)>& read) {
+  if (m_rows != 0)
+    return makeError(ErrorCode::kInternal, "rows can only be imported into an empty KV cache");
+  KVS_TRY(append(rows));
+  const Status status = forEachRun<std::span<uint8_t>>(m_layout, m_pages, rows, read);
+  if (!status.ok()) {
+    m_rows = 0;
+    m_pages.clear();
+    return status;
+  }
+  rebuildIndex();
+  return okStatus();
+}
+
+Status KvCache::exportRows(const std::function<Status(std::span<const uint8_t>)>& write) const {
+  return forEachRun<std::span<const uint8_t>>(m_layout, m_pages, m_rows, write);
 }
 
 void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                    std::span<float> values) const {
-  assert(values.size() == m_geometry.headDim);
+  assert(values.size() == geometry().headDim);
   scheme(layer, part).decode(row(layer, part, head, index), values);
 }
 
 void KvCache::readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                           std::span<float> values) const {
-  assert(values.size() == m_geometry.headDim);
+  assert(values.size() == geometry().headDim);
   scheme(layer, part).decodeRotated(row(layer, part, head, index), values);
 }
 
 KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
-  const RowLayout& r = scheme(layer, part).rowLayout();
-  const uint64_t streams = m_geometry.nHeadKv;
-  const uint64_t sidecar = m_index && part == KvPart::kKey ? m_index->layerBytes(layer) : 0;
-  return {.codes = streams * m_rows * r.codeBytes,
-          .scales = streams * m_rows * r.scaleBytes,
-          .sidecar = sidecar,
-          .padding = streams * m_rows * r.paddingBytes,
-          .unused = streams * (capacity() - m_rows) * r.total()};
+  KvBytes b = m_layout.bytes(layer, part, m_rows, capacity());
+  if (m_index && part == KvPart::kKey) b.sidecar = m_index->layerBytes(layer);
+  return b;
 }
 
 uint64_t KvCache::allocatedBytes() const {
   uint64_t sidecar = 0;
-  for (uint32_t l = 0; m_index && l < m_geometry.nLayer; ++l) sidecar += m_index->layerBytes(l);
-  return uint64_t{m_pages.size()} * m_pageBytes + sidecar;
+  for (uint32_t l = 0; m_index && l < geometry().nLayer; ++l) sidecar += m_index->layerBytes(l);
+  return uint64_t{m_pages.size()} * m_layout.pageBytes() + sidecar;
 }
 
 KvBytes KvCache::bytes() const {
   KvBytes total;
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
-    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      const KvBytes b = layerBytes(l, p);
-      total.codes += b.codes;
-      total.scales += b.scales;
-      total.sidecar += b.sidecar;
-      total.padding += b.padding;
-      total.unused += b.unused;
-    }
-  }
+  for (uint32_t l = 0; l < geometry().nLayer; ++l)
+    for (KvPart p : {KvPart::kKey, KvPart::kValue}) total += layerBytes(l, p);
   return total;
 }
 
 uint64_t KvCache::f16EquivalentBytes() const {
-  return uint64_t{m_geometry.nLayer} * 2 * m_geometry.nHeadKv * m_rows * m_geometry.headDim * 2;
+  return m_layout.f16Bytes(m_rows);
 }
 
 }  // namespace kvscope::kv

@@ -82,9 +82,9 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
 
     Twin(uint32_t nHeadKv, uint32_t headDim, uint32_t rowsPerPage)
         : layout(gpu::KvPageLayout::f16(kLayers, nHeadKv, headDim, rowsPerPage)),
-          host({kLayers, nHeadKv, headDim, rowsPerPage},
-               std::make_shared<kv::F16Scheme>(kv::SchemeParams{headDim}),
-               std::make_shared<kv::F16Scheme>(kv::SchemeParams{headDim})) {}
+          host(kv::KvLayout::create({kLayers, nHeadKv, headDim, rowsPerPage},
+                                    std::vector<kv::LayerSchemes>(kLayers))
+                   .value()) {}
   };
 
   static gpu::AttentionKernels& attention() {

@@ -1,7 +1,7 @@
 // KvCache: per-stream seeds, accounting == allocated bytes, append/trim/
-// offsets across pages, recoding, and save/load with validation.
+// offsets across pages, recoding, and the canonical row order of a saved cache.
+#include <algorithm>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -143,79 +143,95 @@ TEST(KvCache, AppendRecodedEncodesThroughTarget) {
   }
 }
 
-TEST(KvCache, SaveLoadRoundTrip) {
-  auto c = makeCache({3, 2, 80, 4}, 12345);
-  ASSERT_TRUE(c);
-  ASSERT_TRUE(c->append(6).ok());
-  fill(*c, 0);
-  std::stringstream s;
-  ASSERT_TRUE(c->save(s).ok());
-  auto loaded = KvCache::load(s);
-  ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
-  const KvCache& l = **loaded;
-  EXPECT_EQ(l.rows(), 6u);
-  EXPECT_EQ(l.cacheSeed(), 12345u);
-  EXPECT_EQ(l.layerSchemes(), mixedLayers());
-  EXPECT_EQ(l.geometry().rowsPerPage, 4u);
-  std::vector<float> a(80), b(80);
-  for (uint32_t layer = 0; layer < 3; ++layer)
+// The canonical order: per layer, K then V, per head, rows 0..n), as row()
+// addresses them (the independent oracle here).
+std::vector<uint8_t> canonicalBytes(const KvCache& c) {
+  std::vector<uint8_t> out;
+  const KvGeometry& g = c.geometry();
+  for (uint32_t l = 0; l < g.nLayer; ++l)
     for (KvPart p : {KvPart::kKey, KvPart::kValue})
-      for (uint32_t h = 0; h < 2; ++h)
-        for (uint32_t r = 0; r < 6; ++r) {
-          const auto x = c->row(layer, p, h, r);
-          const auto y = l.row(layer, p, h, r);
-          ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end()));
-          c->read(layer, p, h, r, a);
-          l.read(layer, p, h, r, b);
-          ASSERT_EQ(a, b);  // same seeds, same rotations
+      for (uint32_t h = 0; h < g.nHeadKv; ++h)
+        for (uint32_t r = 0; r < c.rows(); ++r) {
+          const auto row = c.row(l, p, h, r);
+          out.insert(out.end(), row.begin(), row.end());
         }
+  return out;
 }
 
-TEST(KvCache, LoadRejectsBadStreams) {
-  auto c = makeCache({3, 2, 48, 4});
-  ASSERT_TRUE(c);
-  ASSERT_TRUE(c->append(3).ok());
-  fill(*c, 0);
-  std::stringstream s;
-  ASSERT_TRUE(c->save(s).ok());
-  const std::string bytes = s.str();
-  auto loadFrom = [](const std::string& data) {
-    std::stringstream in(data);
-    return KvCache::load(in);
-  };
-  for (size_t cut :
-       {size_t{0}, size_t{3}, size_t{10}, size_t{40}, bytes.size() / 2, bytes.size() - 1}) {
-    auto r = loadFrom(bytes.substr(0, cut));
-    ASSERT_FALSE(r.ok()) << cut;
-    EXPECT_EQ(r.error().code, ErrorCode::kBadFile) << cut;
+TEST(KvCache, ExportsRowsInCanonicalOrderWhateverThePageSize) {
+  for (uint32_t rows : {0u, 1u, 3u, 4u, 5u, 17u}) {
+    auto c = makeCache({3, 2, 80, 4}, 12345);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->append(rows).ok());
+    fill(*c, 0);
+    std::vector<uint8_t> exported;
+    ASSERT_TRUE(c->exportRows([&](std::span<const uint8_t> run) {
+                   exported.insert(exported.end(), run.begin(), run.end());
+                   return okStatus();
+                 }).ok());
+    EXPECT_EQ(exported, canonicalBytes(*c)) << rows;
+    EXPECT_EQ(exported.size(), uint64_t{rows} * c->layout().tokenBytes());
+
+    // Into a cache of other pages: the same rows, decoded the same.
+    auto other = makeCache({3, 2, 80, 7}, 12345);
+    ASSERT_TRUE(other);
+    size_t at = 0;
+    ASSERT_TRUE(other
+                    ->importRows(rows,
+                                 [&](std::span<uint8_t> run) {
+                                   std::copy_n(exported.begin() + at, run.size(), run.begin());
+                                   at += run.size();
+                                   return okStatus();
+                                 })
+                    .ok());
+    EXPECT_EQ(at, exported.size());
+    EXPECT_EQ(canonicalBytes(*other), exported);
   }
-  EXPECT_FALSE(loadFrom(bytes + "x").ok());
-  std::string badMagic = bytes;
-  badMagic[0] = 'X';
-  EXPECT_FALSE(loadFrom(badMagic).ok());
-  std::string badVersion = bytes;
-  badVersion[4] = 7;
-  EXPECT_FALSE(loadFrom(badVersion).ok());
-  std::string badDim = bytes;
-  badDim[16] = 0;  // headDim = 0 (low byte of 48)
-  EXPECT_FALSE(loadFrom(badDim).ok());
-  std::string badScheme = bytes;
-  badScheme[33] = 'x';  // first name "f16" -> "x16"
-  EXPECT_FALSE(loadFrom(badScheme).ok());
-  std::string badSeed = bytes;
-  badSeed[36] ^= 1;  // first stream seed
-  EXPECT_FALSE(loadFrom(badSeed).ok());
-  // The row count sits after the 32-byte header and the 6 name/seed records
-  // (sum of name lengths 31, plus 6 x (1 + 8)): a huge count must be refused
-  // before allocating.
-  std::string hugeRows = bytes;
-  const size_t rowsAt = 32 + 31 + 6 * 9;
-  ASSERT_EQ(static_cast<uint8_t>(hugeRows[rowsAt]), 3);
-  hugeRows[rowsAt + 2] = static_cast<char>(0xff);
-  auto huge = loadFrom(hugeRows);
-  ASSERT_FALSE(huge.ok());
-  EXPECT_EQ(huge.error().code, ErrorCode::kBadFile);
-  EXPECT_TRUE(loadFrom(bytes).ok());
+}
+
+TEST(KvCache, ImportRebuildsTheSidecarAndAFailedImportLeavesTheCacheEmpty) {
+  IndexerOptions indexer;
+  indexer.topK = 4;
+  indexer.pageRows = 16;
+  auto c = makeCache({3, 2, 80, 4});
+  ASSERT_TRUE(c);
+  c->enableIndex(indexer);
+  ASSERT_TRUE(c->append(40).ok());
+  fill(*c, 0);
+  const std::vector<uint8_t> full = canonicalBytes(*c);
+  std::vector<uint8_t> bytes(full.begin(), full.begin() + full.size() / 2);
+
+  auto target = makeCache({3, 2, 80, 4});
+  ASSERT_TRUE(target);
+  target->enableIndex(indexer);
+  size_t at = 0;
+  const auto reader = [&](std::span<uint8_t> run) -> Status {
+    if (at + run.size() > bytes.size()) return makeError(ErrorCode::kBadFile, "the rows end early");
+    std::copy_n(bytes.begin() + at, run.size(), run.begin());
+    at += run.size();
+    return okStatus();
+  };
+  // Short of data: an error, and the cache stays empty.
+  EXPECT_FALSE(target->importRows(40, reader).ok());
+  EXPECT_EQ(target->rows(), 0u);
+  EXPECT_EQ(target->allocatedBytes(), target->index()->layerBytes(0) * 3);
+
+  bytes = full;
+  at = 0;
+  ASSERT_TRUE(target->importRows(40, reader).ok());
+  ASSERT_NE(target->index(), nullptr);
+  for (uint32_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(target->index()->layerBytes(l), c->index()->layerBytes(l));
+    for (uint32_t h = 0; h < 2; ++h) {
+      ASSERT_EQ(target->index()->rows(l, h), 40u);
+      for (uint32_t page = 0; page < 3; ++page) {
+        const int8_t* a = target->index()->entry(l, page, h);
+        const int8_t* b = c->index()->entry(l, page, h);
+        EXPECT_TRUE(std::equal(a, a + c->index()->entryBytes(), b)) << l << " " << page;
+      }
+    }
+  }
+  EXPECT_FALSE(target->importRows(1, reader).ok()) << "not into a cache that holds rows";
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+// VulkanBackend::exportKv / importKv: the device pages in the canonical row
+// order of a saved cache (kv/kv_cache.h), one (layer, part) block of a page
+// [nHeadKv][R][rowBytes] through the host at a time.
+
+#include <algorithm>
+
+#include "backend/vulkan_backend.h"
+
+namespace kvscope::backend {
+
+Status VulkanBackend::exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const {
+  const kv::KvGeometry& g = m_kvLayout.geometry();
+  const uint32_t perPage = g.rowsPerPage;
+  const size_t pages = m_kvLayout.pagesFor(m_rows);
+  std::vector<uint8_t> blocks;  // [page][nHeadKv][R][rowBytes] of one (layer, part)
+  for (uint32_t l = 0; l < g.nLayer; ++l) {
+    for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
+      const size_t blockBytes = m_kvLayout.partBytes(l, p);
+      const uint32_t rowBytes = m_kvLayout.rowBytes(l, p);
+      blocks.resize(blockBytes * pages);
+      for (size_t page = 0; page < pages; ++page) {
+        KVS_TRY(m_pages[page].download(&blocks[page * blockBytes], blockBytes,
+                                       m_kvLayout.partOffset(l, p)));
+      }
+      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+        for (uint32_t first = 0; first < m_rows; first += perPage) {
+          const uint32_t count = std::min(perPage, m_rows - first);
+          const size_t at = (first / perPage) * blockBytes + size_t{h} * perPage * rowBytes;
+          KVS_TRY(write({&blocks[at], size_t{count} * rowBytes}));
+        }
+      }
+    }
+  }
+  return okStatus();
+}
+
+Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
+                               const std::function<Status(std::span<uint8_t>)>& read) {
+  if (m_rows != 0)
+    return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
+  if (!m_kvLayout.sameStreams(layout)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the saved KV cache's schemes or seeds differ from this cache's");
+  }
+  if (rows > m_contextLimit) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the saved KV cache holds {} tokens, the context limit is {}", rows,
+                     m_contextLimit);
+  }
+  KVS_TRY(ensurePages(rows));
+  const kv::KvGeometry& g = m_kvLayout.geometry();
+  const uint32_t perPage = g.rowsPerPage;
+  const size_t pages = m_kvLayout.pagesFor(rows);
+  std::vector<uint8_t> blocks;
+  const auto importAll = [&]() -> Status {
+    for (uint32_t l = 0; l < g.nLayer; ++l) {
+      for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
+        const size_t blockBytes = m_kvLayout.partBytes(l, p);
+        const uint32_t rowBytes = m_kvLayout.rowBytes(l, p);
+        blocks.assign(blockBytes * pages, 0);
+        for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+          for (uint32_t first = 0; first < rows; first += perPage) {
+            const uint32_t count = std::min(perPage, rows - first);
+            const size_t at = (first / perPage) * blockBytes + size_t{h} * perPage * rowBytes;
+            KVS_TRY(read({&blocks[at], size_t{count} * rowBytes}));
+          }
+        }
+        for (size_t page = 0; page < pages; ++page) {
+          KVS_TRY(m_pages[page].upload(&blocks[page * blockBytes], blockBytes,
+                                       m_kvLayout.partOffset(l, p)));
+        }
+      }
+    }
+    if (m_index && rows > 0) {  // the sidecar, from the rows (as setIndexer builds it)
+      KVS_TRY(m_rec->begin());
+      for (uint32_t l = 0; l < g.nLayer; ++l)
+        KVS_TRY(m_attention->indexRows(*m_rec, m_layout, m_pagePtrs, *m_index, l, 0, rows));
+      KVS_TRY(m_rec->submitAndWait());
+    }
+    return okStatus();
+  };
+  const Status status = importAll();
+  if (!status.ok()) {
+    m_pages.clear();
+    m_pagePtrs.clear();
+    return status;
+  }
+  m_rows = rows;
+  return okStatus();
+}
+
+}  // namespace kvscope::backend
