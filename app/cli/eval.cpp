@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/auto_plan_json.h"
+#include "runtime/auto_plan_json.h"
 #include "cli/commands.h"
 #include "core/text_file.h"
 #include "cli/model_options.h"
@@ -112,7 +112,7 @@ void printJson(const EvalArgs& a, const std::string& policy, const Evaluation& e
       {"per_layer", layers}};
   nlohmann::json full = out;
   full["kv_policy_used"] = r.policy;
-  if (r.autoPlan) full["auto"] = autoPlanJson(*r.autoPlan);
+  if (r.autoPlan) full["auto"] = runtime::autoPlanJson(*r.autoPlan);
   fmt::print("{}\n", full.dump(2));
 }
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/auto_plan_json.h"
+#include "runtime/auto_plan_json.h"
 #include "cli/model_options.h"
 #include "runtime/context_overflow.h"
 #include "runtime/kv_auto.h"
@@ -71,7 +71,7 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                           {"prefill_tps", st.prefillTokensPerSecond()},
                           {"decode_tps", st.decodeTokensPerSecond()},
                           {"kv_policy", s.kvPolicy()}};
-    if (const kv::AutoPlan* plan = s.autoPlan()) out["auto"] = autoPlanJson(*plan);
+    if (const kv::AutoPlan* plan = s.autoPlan()) out["auto"] = runtime::autoPlanJson(*plan);
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print(stderr,

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,6 +118,19 @@ class Session {
   // The indexer's diagnostic mode (dense scores too, for the captured mass);
   // kept across policy switches.
   Status setIndexerDiagnostic(bool on);
+
+  // Saves the KV cache as it is, with the token history, the policy and an
+  // auto policy's state, to `path` (runtime/kv_file.h; written atomically).
+  Status saveCache(const std::filesystem::path& path) const;
+  // Replaces the cache and history with a saved cache's, without prefill.
+  // The file must come from the same model (fingerprint and shapes) and a
+  // policy that stores the same rows as this session's; its attention
+  // options (indexer) are this session's. Anything else (another model or
+  // policy, a damaged or truncated file, a context too short) is an error
+  // that leaves the session as it was. A fresh session restores into its own
+  // backend; otherwise, or when an auto policy must move from f16 to the
+  // schemes it chose, a new backend is built (the factory) and swapped in.
+  Status restoreCache(const std::filesystem::path& path, Observer* observer = nullptr);
 
  private:
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,

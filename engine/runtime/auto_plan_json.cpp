@@ -1,0 +1,52 @@
+#include "runtime/auto_plan_json.h"
+
+#include <string>
+
+namespace kvscope::runtime {
+
+nlohmann::json autoPlanJson(const kv::AutoPlan& plan) {
+  const auto candidates = kv::autoCandidates();
+  auto part = [&](const kv::PartDecision& d) {
+    nlohmann::json errors = nlohmann::json::object();
+    for (size_t i = 0; i < candidates.size() && i < d.errors.size(); ++i)
+      errors[std::string(candidates[i])] = d.errors[i];
+    return nlohmann::json{{"scheme", d.scheme},
+                          {"bits_per_value", d.bits},
+                          {"promoted", d.promoted},
+                          {"reason", d.reason},
+                          {"errors", errors}};
+  };
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : plan.layers) layers.push_back({{"k", part(l.key)}, {"v", part(l.value)}});
+  return {{"budget", plan.budget}, {"bits_per_value", plan.bitsPerValue}, {"layers", layers}};
+}
+
+Expected<kv::AutoPlan> parseAutoPlanJson(const nlohmann::json& json) {
+  const auto candidates = kv::autoCandidates();
+  try {
+    kv::AutoPlan plan;
+    plan.budget = json.at("budget").get<double>();
+    plan.bitsPerValue = json.at("bits_per_value").get<double>();
+    auto part = [&](const nlohmann::json& j) {
+      kv::PartDecision d;
+      d.scheme = j.at("scheme").get<std::string>();
+      d.bits = j.at("bits_per_value").get<double>();
+      d.promoted = j.at("promoted").get<bool>();
+      d.reason = j.at("reason").get<std::string>();
+      const nlohmann::json& errors = j.at("errors");
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const auto it = errors.find(std::string(candidates[i]));
+        if (it == errors.end()) break;
+        d.errors.push_back(it->get<double>());
+      }
+      return d;
+    };
+    for (const nlohmann::json& l : json.at("layers"))
+      plan.layers.push_back({part(l.at("k")), part(l.at("v"))});
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    return makeError(ErrorCode::kBadFile, "the auto policy's plan is malformed: {}", e.what());
+  }
+}
+
+}  // namespace kvscope::runtime

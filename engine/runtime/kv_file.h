@@ -1,0 +1,113 @@
+#pragma once
+// The saved KV cache: a session's compressed cache rows and token history in
+// one file, the same format for every backend, restored without prefill
+// (Session::restoreCache).
+//
+// Format "KVSCOPE" 2.0, little-endian:
+//   header, 64 bytes:
+//     char magic[8] "KVSCOPE\0" | u16 major (2) | u16 minor (0) |
+//     u32 sectionCount (3) | u64 fileBytes (the file's exact size) |
+//     u32 headerCrc (CRC-32C of these 64 bytes and the table, this field 0) |
+//     36 zero bytes
+//   section table, sectionCount x 24 bytes, in file order:
+//     u32 tag | u32 crc32c of the section | u64 offset | u64 bytes
+//   sections, back to back after the table:
+//     "META"  UTF-8 JSON (below), at most kMaxMetaBytes
+//     "TOKN"  i32 token ids [rows], the history the rows were computed from
+//     "ROWS"  the cache rows in kv::KvCache's canonical order, per layer, K
+//             then V, per KV head, rows 0..rows): rows x tokenBytes bytes
+//   META: {"format": "kvscope-kv-cache",
+//          "producer": {"app", "backend"},
+//          "model": {"architecture", "name", "fingerprint" (hex), "layers",
+//                    "kv_heads", "head_dim", "vocab"},
+//          "cache": {"seed" (hex), "rows", "schemes": [[K, V] per layer],
+//                    "row_bytes": [[K, V] per layer]},
+//          "policy": {"text", "auto": "none" | "pending" | "settled" |
+//                     "failed", "auto_plan" (runtime/auto_plan_json.h),
+//                     "auto_failure"}}
+//
+// Reading validates before it allocates: the real file size against
+// fileBytes, every section inside the file, the CRCs, and every META field's
+// type and range; TOKN must hold `rows` ids inside the vocabulary and ROWS
+// exactly rows x the schemes' bytes per token. ROWS is streamed (KvFileReader::
+// readRows) and its CRC checked as its last byte is read, so a restore never
+// holds the file twice. Writes go to PATH.tmp, are flushed to disk and
+// renamed over PATH, so a crash leaves the old file or the new one.
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kv/auto_policy.h"
+#include "kv/kv_layout.h"
+
+namespace kvscope::runtime {
+
+inline constexpr uint16_t kKvFileMajor = 2;
+inline constexpr uint16_t kKvFileMinor = 0;
+inline constexpr uint64_t kMaxMetaBytes = 1 << 20;
+inline constexpr uint32_t kMaxKvFileRows = 1 << 24;
+
+enum class AutoState { kNone, kPending, kSettled, kFailed };
+
+// What META and TOKN hold.
+struct KvFileInfo {
+  std::string backend;  // the producer's backend, for messages
+  // The model the rows belong to.
+  std::string architecture, modelName;
+  uint64_t fingerprint = 0;  // model::modelFingerprint
+  uint32_t nLayer = 0, nHeadKv = 0, headDim = 0, nVocab = 0;
+  // The cache.
+  uint64_t cacheSeed = kv::kDefaultCacheSeed;
+  std::vector<kv::LayerSchemes> schemes;  // [nLayer]: the schemes the rows are stored in
+  std::vector<int32_t> tokens;            // [rows]
+  // The session's policy: the text as the user gave it, and an auto policy's state.
+  std::string policy;
+  AutoState autoState = AutoState::kNone;
+  std::optional<kv::AutoPlan> autoPlan;  // kSettled
+  std::string autoFailure;               // kFailed
+};
+
+// Writes `info` and the rows `exportRows` produces (rows x layout.tokenBytes()
+// bytes in the canonical order) to `path` atomically. `layout` gives the
+// row bytes META records.
+Status writeKvFile(
+    const std::filesystem::path& path, const KvFileInfo& info, const kv::KvLayout& layout,
+    const std::function<Status(const std::function<Status(std::span<const uint8_t>)>&)>&
+        exportRows);
+
+class KvFileReader {
+ public:
+  // Reads and validates everything but the rows (kBadFile naming what is
+  // wrong; kIo when the file cannot be read).
+  static Expected<KvFileReader> open(const std::filesystem::path& path);
+  // The same from bytes in memory (the fuzzer).
+  static Expected<KvFileReader> parse(std::string bytes);
+
+  const KvFileInfo& info() const { return m_info; }
+  uint32_t rows() const { return static_cast<uint32_t>(m_info.tokens.size()); }
+  // Checks that ROWS holds rows x layout.tokenBytes() bytes and that the
+  // file's row sizes are `layout`'s (a build whose scheme changed refuses it).
+  Status checkLayout(const kv::KvLayout& layout) const;
+  // Fills `out` with the next bytes of ROWS; past the end, or a CRC mismatch
+  // when the last byte is read, is kBadFile.
+  Status readRows(std::span<uint8_t> out);
+
+ private:
+  KvFileReader() = default;
+  static Expected<KvFileReader> read(std::unique_ptr<std::istream> in, uint64_t size);
+
+  KvFileInfo m_info;
+  std::vector<std::vector<uint32_t>> m_rowBytes;  // [nLayer][K, V]
+  std::unique_ptr<std::istream> m_in;
+  uint64_t m_rowsLeft = 0;
+  uint32_t m_rowsCrc = 0, m_rowsCrcSoFar = 0;
+};
+
+}  // namespace kvscope::runtime

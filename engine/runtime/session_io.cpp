@@ -1,0 +1,120 @@
+// Session::saveCache / restoreCache: the session's side of runtime/kv_file.h.
+
+#include <fmt/format.h>
+
+#include "kv/kv_policy.h"
+#include "model/model_fingerprint.h"
+#include "runtime/kv_file.h"
+#include "runtime/session.h"
+
+namespace kvscope::runtime {
+
+Status Session::saveCache(const std::filesystem::path& path) const {
+  const kv::KvLayout* layout = m_backend->kvLayout();
+  if (!m_model || !layout) {
+    return makeError(ErrorCode::kUnsupported, "the {} backend cannot save its KV cache",
+                     m_backend->name());
+  }
+  if (m_history.size() != m_backend->cachedTokens()) {
+    return makeError(ErrorCode::kInternal, "the history ({} tokens) and the cache ({}) disagree",
+                     m_history.size(), m_backend->cachedTokens());
+  }
+  const model::ModelConfig& c = config();
+  KvFileInfo info;
+  info.backend = std::string(m_backend->name());
+  info.architecture = c.architecture;
+  info.modelName = m_model->path().filename().string();
+  info.fingerprint = model::modelFingerprint(c.architecture, *m_model);
+  info.nLayer = c.nLayer;
+  info.nHeadKv = c.nHeadKv;
+  info.headDim = c.headDim;
+  info.nVocab = c.nVocab;
+  info.cacheSeed = layout->cacheSeed();
+  info.schemes = layout->layerSchemes();
+  info.tokens = m_history;
+  info.policy = m_kvPolicy;
+  if (m_autoPlan) {
+    info.autoState = AutoState::kSettled;
+    info.autoPlan = m_autoPlan;
+  } else if (m_autoPolicy && !m_autoFailure.empty()) {
+    info.autoState = AutoState::kFailed;
+    info.autoFailure = m_autoFailure;
+  } else if (autoPending()) {
+    info.autoState = AutoState::kPending;
+  }
+  return writeKvFile(path, info, *layout,
+                     [&](const auto& write) { return m_backend->exportKv(write); });
+}
+
+Status Session::restoreCache(const std::filesystem::path& path, Observer* observer) {
+  if (!m_model)
+    return makeError(ErrorCode::kUnsupported, "this session has no model file to check against");
+  KVS_ASSIGN_OR_RETURN(KvFileReader reader, KvFileReader::open(path));
+  const KvFileInfo& info = reader.info();
+  const model::ModelConfig& c = config();
+  const uint64_t fingerprint = model::modelFingerprint(c.architecture, *m_model);
+  if (info.fingerprint != fingerprint || info.architecture != c.architecture ||
+      info.nLayer != c.nLayer || info.nHeadKv != c.nHeadKv || info.headDim != c.headDim ||
+      info.nVocab != c.nVocab) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the saved KV cache belongs to another model ({}, fingerprint {:016x}); "
+                     "this is {} ({:016x})",
+                     info.modelName, info.fingerprint, m_model->path().filename().string(),
+                     fingerprint);
+  }
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy saved, kv::KvPolicy::parse(info.policy));
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy current, kv::KvPolicy::parse(m_kvPolicy));
+  if (!saved.sameCache(current) || saved.autoBits != current.autoBits) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the saved KV cache was made under policy '{}', this session uses '{}'",
+                     info.policy.empty() ? "f16" : info.policy,
+                     m_kvPolicy.empty() ? "f16" : m_kvPolicy);
+  }
+  if (info.autoState == AutoState::kSettled && info.autoPlan &&
+      info.autoPlan->schemes() != info.schemes) {
+    return makeError(ErrorCode::kBadFile, "the saved KV cache's auto plan is not its schemes");
+  }
+
+  // Into this session's backend when it is empty and stores what the file
+  // holds; otherwise into a new one, swapped in only on success.
+  backend::Backend* target = m_backend.get();
+  std::unique_ptr<backend::Backend> built;
+  const bool sameRows = m_backend->kvLayout() &&
+                        m_backend->kvLayout()->layerSchemes() == info.schemes &&
+                        m_backend->kvLayout()->cacheSeed() == info.cacheSeed;
+  const bool twoPhasePending = saved.twoPhase && info.autoState == AutoState::kNone;
+  if (m_backend->cachedTokens() != 0 || (!sameRows && !twoPhasePending)) {
+    if (!m_factory) {
+      return makeError(ErrorCode::kUnsupported,
+                       "this session was opened without a backend factory, so it can restore a "
+                       "cache only into its own empty one");
+    }
+    const std::string policy = info.autoState == AutoState::kSettled
+                                   ? saved.withLayers(info.schemes).toString()
+                                   : info.policy;
+    kv::IndexerOptions attention = current.attention;
+    attention.diagnostic = m_backend->indexer().diagnostic;
+    KVS_ASSIGN_OR_RETURN(built, m_factory(policy));
+    KVS_TRY(built->setIndexer(attention));
+    target = built.get();
+  }
+  const kv::KvLayout* own = target->kvLayout();
+  if (!own) {
+    return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
+                     target->name());
+  }
+  kv::KvGeometry geometry = own->geometry();
+  KVS_ASSIGN_OR_RETURN(const kv::KvLayout fileLayout,
+                       kv::KvLayout::create(geometry, info.schemes, info.cacheSeed));
+  KVS_TRY(reader.checkLayout(fileLayout));
+  KVS_TRY(target->importKv(fileLayout, reader.rows(),
+                           [&](std::span<uint8_t> out) { return reader.readRows(out); }));
+  if (built) m_backend = std::move(built);
+  m_history = info.tokens;
+  m_autoPlan = info.autoState == AutoState::kSettled ? info.autoPlan : std::nullopt;
+  m_autoFailure = info.autoState == AutoState::kFailed ? info.autoFailure : std::string();
+  report(observer);
+  return okStatus();
+}
+
+}  // namespace kvscope::runtime
