@@ -2,13 +2,26 @@
 // Each turn re-renders the whole conversation; the Session reuses the cached
 // prefix, so only the new message is processed. Ctrl-C stops a reply; at the
 // prompt, Ctrl-D or /exit quits, /reset starts over, /system TEXT sets the
-// system prompt.
+// system prompt. Turns are read from standard input, a terminal or not.
+//
+// --session FILE keeps the chat across runs: FILE holds the messages (JSON,
+// written atomically after every turn) and FILE.kvcache the compressed KV
+// cache (runtime/kv_file.h), so a restored chat continues without prefill. A
+// cache that does not fit (another model or policy, a damaged file) is set
+// aside with a message and the next turn prefills the conversation.
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/text_file.h"
 
 #include "cli/model_options.h"
 #include "runtime/context_overflow.h"
@@ -52,6 +65,35 @@ bool chooseRenderer(runtime::Session& s) {
   return true;
 }
 
+// The messages of a --session file; kNotFound when it does not exist yet.
+Expected<std::vector<tokenizer::ChatMessage>> loadMessages(const std::filesystem::path& path) {
+  KVS_ASSIGN_OR_RETURN(const std::string text, readTextFile(path));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (j.at("format").get<std::string>() != "kvscope-chat")
+      return makeError(ErrorCode::kBadFile, "{} is not a kvscope chat session", path.string());
+    std::vector<tokenizer::ChatMessage> messages;
+    for (const nlohmann::json& m : j.at("messages"))
+      messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    return messages;
+  } catch (const nlohmann::json::exception& e) {
+    return makeError(ErrorCode::kBadFile, "{} is not a readable chat session: {}", path.string(),
+                     e.what());
+  }
+}
+
+Status saveMessages(const std::filesystem::path& path,
+                    const std::vector<tokenizer::ChatMessage>& messages) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  const nlohmann::json j = {{"format", "kvscope-chat"}, {"version", 1}, {"messages", list}};
+  return writeFileAtomically(path, j.dump(1));
+}
+
+std::filesystem::path cachePath(const std::filesystem::path& session) {
+  return session.string() + ".kvcache";
+}
+
 class Stream : public runtime::Observer {
  public:
   void onToken(std::string_view text, int32_t) override {
@@ -66,6 +108,7 @@ struct ChatArgs {
   std::string system;
   uint32_t maxTokens = 512;
   std::string overflow = "stop";
+  std::filesystem::path session;  // empty: nothing kept
 };
 
 int runChat(const ChatArgs& a, const GlobalOptions& global) {
@@ -81,7 +124,41 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
   }
   const runtime::ContextOverflow overflow = runtime::parseContextOverflow(a.overflow).value();
   std::vector<tokenizer::ChatMessage> messages;
-  if (!a.system.empty()) messages.push_back({"system", a.system});
+  if (!a.session.empty()) {
+    auto saved = loadMessages(a.session);
+    if (saved.ok()) {
+      messages = std::move(*saved);
+      const Status restored = s.restoreCache(cachePath(a.session));
+      if (restored.ok()) {
+        fmt::print(stderr, "[{}: {} messages, {} tokens restored from the saved KV cache]\n",
+                   a.session.string(), messages.size(), s.history().size());
+      } else if (restored.error().code == ErrorCode::kIo &&
+                 !std::filesystem::exists(cachePath(a.session))) {
+        fmt::print(stderr, "[{}: {} messages; the next turn prefills them]\n", a.session.string(),
+                   messages.size());
+      } else {
+        fmt::print(stderr,
+                   "[{}: {} messages; the saved KV cache was not used ({}); the next turn "
+                   "prefills them]\n",
+                   a.session.string(), messages.size(), restored.error().message);
+      }
+    } else if (saved.error().code != ErrorCode::kNotFound) {
+      // Never overwrite what could not be read.
+      fmt::print(stderr, "error: {}\n", saved.error().message);
+      return 1;
+    }
+  }
+  const bool hasSystem = std::any_of(messages.begin(), messages.end(),
+                                     [](const auto& m) { return m.role == "system"; });
+  if (!a.system.empty() && !hasSystem) messages.insert(messages.begin(), {"system", a.system});
+  // After every turn: the messages, then the cache they led to.
+  const auto keep = [&] {
+    if (a.session.empty()) return;
+    Status st = saveMessages(a.session, messages);
+    if (st.ok()) st = s.saveCache(cachePath(a.session));
+    if (!st.ok()) fmt::print(stderr, "warning: the session was not saved: {}\n", st.error().message);
+  };
+  const bool terminal = ::isatty(STDIN_FILENO) != 0;
   runtime::GenerateOptions go;
   go.maxTokens = a.maxTokens;
   go.sampler = a.model.sampler;
@@ -95,7 +172,7 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
       s.config().name.empty() ? s.config().architecture : s.config().name, s.config().nLayer);
   std::string line;
   while (true) {
-    fmt::print("\n> ");
+    if (terminal) fmt::print("\n> ");
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
@@ -157,6 +234,7 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
       continue;
     }
     messages.push_back({"assistant", r->text});
+    keep();
     if (const kv::AutoPlan* plan = s.autoPlan(); plan && !autoShown) {
       fmt::print(stderr, "\n{}", runtime::describeAutoPlan(*plan));
       autoShown = true;
@@ -185,6 +263,9 @@ void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_option("-n,--n-predict", args.maxTokens, "Most tokens per reply")
       ->default_val(args.maxTokens);
   addContextOverflowOption(cmd, args.overflow);
+  cmd->add_option("--session", args.session,
+                  "Keep the chat in FILE (messages) and FILE.kvcache (the compressed KV cache): "
+                  "created, or restored without prefill");
   cmd->callback([&global, &exitCode] { exitCode = runChat(args, global); });
 }
 

@@ -1,9 +1,5 @@
 #include "runtime/kv_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -12,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/checksum.h"
 #include "runtime/auto_plan_json.h"
 
@@ -190,41 +187,25 @@ Status writeKvFile(
   std::vector<uint8_t> tokens(info.tokens.size() * sizeof(int32_t));
   if (!tokens.empty()) std::memcpy(tokens.data(), info.tokens.data(), tokens.size());
 
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path(), ec);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return makeError(ErrorCode::kIo, "cannot write {}: {}", tmp.string(), std::strerror(errno));
-  std::unique_ptr<FILE, int (*)(FILE*)> file(::fdopen(fd, "wb"), &std::fclose);
-  if (!file) {
-    ::close(fd);
-    return makeError(ErrorCode::kIo, "cannot write {}", tmp.string());
-  }
-  const auto fail = [&](std::string_view what) {
-    file.reset();
-    std::filesystem::remove(tmp, ec);
-    return makeError(ErrorCode::kIo, "cannot write the KV cache to {}: {}", path.string(), what);
-  };
-  const auto writeBytes = [&](std::span<const uint8_t> b) {
-    return b.empty() || std::fwrite(b.data(), 1, b.size(), file.get()) == b.size();
-  };
-
+  KVS_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path));
   const size_t tableEnd = kHeaderBytes + kSectionCount * kEntryBytes;
   std::vector<uint8_t> head(tableEnd, 0);
-  if (!writeBytes(head) || !writeBytes(bytesOf(meta)) || !writeBytes(tokens))
-    return fail(std::strerror(errno));
+  KVS_TRY(file.write(head));
+  KVS_TRY(file.write(bytesOf(meta)));
+  KVS_TRY(file.write(tokens));
   uint64_t rowBytes = 0;
   uint32_t rowsCrc = 0;
-  Status exported = exportRows([&](std::span<const uint8_t> run) -> Status {
-    if (!writeBytes(run)) return makeError(ErrorCode::kIo, "{}", std::strerror(errno));
+  const auto writeRun = [&](std::span<const uint8_t> run) -> Status {
+    KVS_TRY(file.write(run));
     rowsCrc = crc32c(run, rowsCrc);
     rowBytes += run.size();
     return okStatus();
-  });
-  if (!exported.ok()) return fail(exported.error().message);
-  if (rowBytes != info.tokens.size() * layout.tokenBytes())
-    return fail("the backend's rows are short");
+  };
+  KVS_TRY(exportRows(writeRun));
+  if (rowBytes != info.tokens.size() * layout.tokenBytes()) {
+    return makeError(ErrorCode::kInternal, "the backend exported {} bytes of rows, not {}",
+                     rowBytes, info.tokens.size() * layout.tokenBytes());
+  }
 
   const Section sections[kSectionCount] = {
       {kMeta, crc32c(bytesOf(meta)), tableEnd, meta.size()},
@@ -243,17 +224,8 @@ Status writeKvFile(
     put<uint64_t>(head, at + 16, sections[i].bytes);
   }
   put<uint32_t>(head, kCrcAt, crc32c(head));
-  if (std::fseek(file.get(), 0, SEEK_SET) != 0 || !writeBytes(head) ||
-      std::fflush(file.get()) != 0 || ::fsync(::fileno(file.get())) != 0) {
-    return fail(std::strerror(errno));
-  }
-  if (std::fclose(file.release()) != 0) return fail(std::strerror(errno));
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return makeError(ErrorCode::kIo, "cannot replace {}: {}", path.string(), ec.message());
-  }
-  return okStatus();
+  KVS_TRY(file.writeAt(0, head));
+  return file.commit();
 }
 
 Expected<KvFileReader> KvFileReader::open(const std::filesystem::path& path) {
