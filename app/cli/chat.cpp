@@ -156,7 +156,8 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     if (a.session.empty()) return;
     Status st = saveMessages(a.session, messages);
     if (st.ok()) st = s.saveCache(cachePath(a.session));
-    if (!st.ok()) fmt::print(stderr, "warning: the session was not saved: {}\n", st.error().message);
+    if (!st.ok())
+      fmt::print(stderr, "warning: the session was not saved: {}\n", st.error().message);
   };
   const bool terminal = ::isatty(STDIN_FILENO) != 0;
   runtime::GenerateOptions go;
