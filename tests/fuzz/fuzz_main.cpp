@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   std::string seedRoot = KVSCOPE_FUZZ_SEEDS;
   std::string crashDir = ".";
   std::optional<uint64_t> only;
-  app.add_option("target", target, "gguf, hf-config, safetensors or conversation")->required();
+  app.add_option("target", target, "gguf, hf-config, safetensors, kv-cache or conversation")->required();
   app.add_option("--inputs", inputs, "Inputs to generate")->default_val(inputs);
   app.add_option("--seed", seed, "Random seed of the mutations")->default_val(seed);
   app.add_option("--timeout-ms", timeoutMs, "Longest one input may take")->default_val(timeoutMs);

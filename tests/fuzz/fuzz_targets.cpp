@@ -1,9 +1,16 @@
 #include "fuzz/fuzz_targets.h"
 
+#include <cstring>
 #include <fstream>
+#include <map>
 
+#include "core/checksum.h"
+#include "model/default_model.h"
 #include "model/model_file.h"
 #include "model/model_tokenizer.h"
+#include "runtime/backend_factory.h"
+#include "runtime/kv_file.h"
+#include "runtime/session.h"
 #ifdef KVSCOPE_FUZZ_CONVERSATION
 #include "ui/conversation_store.h"
 #endif
@@ -66,6 +73,75 @@ class HfTarget : public Target {
   fs::path m_fuzzed;
 };
 
+// A saved KV cache (runtime/kv_file.h), restored into a session of the demo
+// model under the policy the file names, as the app reopens a conversation.
+// A mutation almost always breaks a CRC, which stops the reader at the header;
+// so every other input is resealed first (its section CRCs, size and header
+// CRC recomputed from the format in kv_file.h) to reach the metadata, token
+// and row checks and the import behind them.
+class KvCacheTarget : public Target {
+ public:
+  explicit KvCacheTarget(const fs::path& workDir) : m_file(workDir / "chat.kvcache") {
+    auto path = model::findDefaultModel();
+    if (!path.ok()) return;
+    auto file = model::ModelFile::open(*path);
+    if (file.ok()) m_model = std::shared_ptr<const model::ModelFile>(std::move(file).value());
+  }
+  bool run(std::span<const uint8_t> input) override {
+    std::vector<uint8_t> bytes(input.begin(), input.end());
+    if (crc32c(input) & 1) reseal(bytes);
+    writeFile(m_file, bytes);
+    auto reader = runtime::KvFileReader::open(m_file);
+    if (!reader.ok()) return false;
+    runtime::Session* session = sessionFor(reader->info().policy);
+    if (!session) return false;
+    const bool restored = session->restoreCache(m_file).ok();
+    (void)session->trim(0);  // empty again for the next input
+    return restored;
+  }
+
+ private:
+  static void reseal(std::vector<uint8_t>& b) {
+    constexpr size_t kHeader = 64, kEntry = 24, kSections = 3;
+    if (b.size() < kHeader + kSections * kEntry) return;
+    const auto u64 = [&](size_t at) {
+      uint64_t v;
+      std::memcpy(&v, &b[at], 8);
+      return v;
+    };
+    for (size_t i = 0; i < kSections; ++i) {
+      const size_t entry = kHeader + i * kEntry;
+      const uint64_t offset = u64(entry + 8), bytes = u64(entry + 16);
+      if (offset > b.size() || bytes > b.size() - offset) continue;
+      const uint32_t crc = crc32c({b.data() + offset, bytes});
+      std::memcpy(&b[entry + 4], &crc, 4);
+    }
+    const uint64_t size = b.size();
+    std::memcpy(&b[16], &size, 8);
+    std::memset(&b[24], 0, 4);
+    const uint32_t crc = crc32c({b.data(), kHeader + kSections * kEntry});
+    std::memcpy(&b[24], &crc, 4);
+  }
+  // One session per policy text seen (a few: mutated texts mostly fail to parse).
+  runtime::Session* sessionFor(const std::string& policy) {
+    if (!m_model) return nullptr;
+    if (auto it = m_sessions.find(policy); it != m_sessions.end()) return it->second.get();
+    if (m_sessions.size() >= 16) return nullptr;
+    const runtime::BackendFactory factory = runtime::makeBackendFactory(
+        m_model, {.kind = "cpu", .contextLimit = 512, .threads = 1, .vetDevice = false});
+    auto backend = factory(policy);
+    auto tok = model::loadTokenizer(*m_model);
+    if (!backend.ok() || !tok.ok()) return nullptr;
+    auto s = std::make_unique<runtime::Session>(m_model, std::move(backend).value(),
+                                                std::move(tok).value(), factory, policy);
+    return m_sessions.emplace(policy, std::move(s)).first->second.get();
+  }
+
+  fs::path m_file;
+  std::shared_ptr<const model::ModelFile> m_model;
+  std::map<std::string, std::unique_ptr<runtime::Session>> m_sessions;
+};
+
 #ifdef KVSCOPE_FUZZ_CONVERSATION
 // A saved conversation, as ConversationStore::load reads each file.
 class ConversationTarget : public Target {
@@ -82,12 +158,13 @@ class ConversationTarget : public Target {
 
 std::unique_ptr<Target> makeTarget(const std::string& name, const fs::path& seedRoot,
                                    const fs::path& workDir, std::string& known) {
-  known = "gguf, hf-config, safetensors";
+  known = "gguf, hf-config, safetensors, kv-cache";
 #ifdef KVSCOPE_FUZZ_CONVERSATION
   known += ", conversation";
   if (name == "conversation") return std::make_unique<ConversationTarget>();
 #endif
   if (name == "gguf") return std::make_unique<GgufTarget>(workDir);
+  if (name == "kv-cache") return std::make_unique<KvCacheTarget>(workDir);
   if (name == "hf-config") return std::make_unique<HfTarget>(seedRoot, workDir, true);
   if (name == "safetensors") return std::make_unique<HfTarget>(seedRoot, workDir, false);
   return nullptr;

@@ -22,7 +22,7 @@ class Target {
   virtual bool run(std::span<const uint8_t> input) = 0;
 };
 
-// The target called `name` ("gguf", "hf-config", "safetensors",
+// The target called `name` ("gguf", "hf-config", "safetensors", "kv-cache",
 // "conversation"), working in `workDir` (a scratch folder it owns) with the
 // other files it needs taken from `seedRoot` (tests/fuzz/seeds); null for an
 // unknown name, with the known ones in `known`.

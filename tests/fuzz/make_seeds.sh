@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
 # Writes the seed files of tests/fuzz/seeds/ (committed; run again only to
 # change them): tiny GGUF models from `kvscope-cli make-model`, a Hugging Face
-# config.json and safetensors pair, and a saved conversation.
+# config.json and safetensors pair, saved KV caches of the demo model (from
+# `kvscope-cli chat --session`) and a saved conversation.
 #   tests/fuzz/make_seeds.sh [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cli=${1:-$here/../../build}/app/kvscope-cli
 seeds=$here/seeds
-mkdir -p "$seeds"/{gguf,hf-config,safetensors,conversation}
+mkdir -p "$seeds"/{gguf,hf-config,safetensors,kv-cache,conversation}
+# Saved KV caches: a short chat on the demo model under several policies (auto
+# long enough to have chosen its schemes).
+kvseed() {
+  local name=$1 policy=$2 n=${3:-8} tmp
+  tmp=$(mktemp -d)
+  printf 'Tell me a story about a dog.\n' | "$cli" chat --backend cpu --temp 0 -n "$n" -c 512 \
+    ${policy:+--kv-policy "$policy"} --session "$tmp/chat.json" >/dev/null 2>&1
+  cp "$tmp/chat.json.kvcache" "$seeds/kv-cache/$name.kvcache"
+  rm -rf "$tmp"
+}
+kvseed f16 ""
+kvseed q8_0-turbo4 "k=q8_0,v=turbo4"
+kvseed turbo3-indexer "k=turbo3,v=turbo3,indexer=16:8:2"
+kvseed two-phase "k=q8_0,v=turbo4,two_phase"
+kvseed auto "auto" 64
 "$cli" make-model -o "$seeds/gguf/tiny-llama-f16.gguf" --layers 1 --dim 32 --ffn 32 --heads 1 \
   --kv-heads 1 --head-dim 32 --vocab 260 --ctx 64 --type F16
 "$cli" make-model -o "$seeds/gguf/tiny-qwen3-q8_0.gguf" --arch qwen3 --layers 1 --dim 32 --ffn 64 \
