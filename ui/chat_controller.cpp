@@ -1,5 +1,6 @@
 #include "ui/chat_controller.h"
 
+#include <QThread>
 #include <QUuid>
 
 #include <utility>
@@ -79,6 +80,39 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(worker, &EngineWorker::promptFitted, this, &ChatController::onPromptFitted);
   connect(worker, &EngineWorker::kvPolicyChanged, this, &ChatController::onKvPolicyChanged);
   connect(worker, &EngineWorker::kvPolicyFailed, this, &ChatController::onKvPolicyFailed);
+  connect(this, &ChatController::saveKvCacheRequested, worker, &EngineWorker::saveKvCache);
+  connect(this, &ChatController::restoreKvCacheRequested, worker, &EngineWorker::restoreKvCache);
+  connect(worker, &EngineWorker::kvCacheRestored, this,
+          [this](const QString& id, quint32 tokens) {
+            if (id != m_conversation.id || isGenerating()) return;
+            m_cachedTokens = tokens;
+            emit contextUsageChanged(m_cachedTokens, m_model.contextLimit);
+            emit kvCacheRestored(tokens);
+            emit kvCacheNotice(QStringLiteral("Restored this chat's KV cache from disk (%1 "
+                                              "tokens): the next reply does not re-read it.")
+                                   .arg(tokens));
+          });
+  connect(worker, &EngineWorker::kvCacheRestoreFailed, this,
+          [this](const QString& id, const QString& message) {
+            if (id != m_conversation.id) return;
+            emit kvCacheNotice(QStringLiteral("This chat's saved KV cache was not used (%1). "
+                                              "The next reply re-reads the conversation.")
+                                   .arg(message));
+          });
+  connect(worker, &EngineWorker::kvCacheNotSaved, this,
+          [this](const QString&, const QString& reason) {
+            if (!reason.isEmpty())
+              emit kvCacheNotice(QStringLiteral("The KV cache was not saved: %1.").arg(reason));
+          });
+  connect(worker, &EngineWorker::kvCacheSaved, this,
+          [this](const QString&, quint64, quint32, quint32 evicted) {
+            if (evicted > 0) {
+              emit kvCacheNotice(
+                  QStringLiteral("%1 older saved KV caches were removed to stay within the "
+                                 "limit (Chat › Saved KV Caches…).")
+                      .arg(evicted));
+            }
+          });
   if (m_store) {
     connect(m_store, &ConversationStore::changed, this, &ChatController::conversationsChanged);
     connect(m_store, &ConversationStore::errorOccurred, this, &ChatController::errorOccurred);
@@ -87,6 +121,7 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
 
 void ChatController::loadModel(const QString& path) {
   stop();
+  saveKvCache();  // queued before the load, so it runs while the model is still there
   m_loadingPath = path;
   emit modelLoading(path);
   emit loadModelRequested({path, m_backend});
@@ -192,6 +227,7 @@ void ChatController::startReply() {
   m_conversation.modelPath = m_model.path;
   TurnRequest request;
   request.turnId = ++m_turnId;
+  request.conversationId = m_conversation.id;
   request.systemPrompt = m_conversation.systemPrompt;
   request.sampling = m_sampling;
   // Replies that failed before writing anything are not part of what the model saw.
@@ -226,6 +262,7 @@ void ChatController::endReply() {
 
 void ChatController::newChat() {
   abandonReply();
+  saveKvCache();
   m_conversation = emptyConversation(m_sampling.systemPrompt, m_model.path);
   emit conversationReset();
 }
@@ -238,8 +275,10 @@ void ChatController::openConversation(const QString& id) {
     return;
   }
   abandonReply();
+  if (id != m_conversation.id) saveKvCache();
   m_conversation = *found;
   emit conversationReset();
+  restoreKvCache();
 }
 
 void ChatController::deleteConversation(const QString& id) {
@@ -277,6 +316,39 @@ void ChatController::save() {
   m_store->save(m_conversation);
 }
 
+void ChatController::saveKvCache() {
+  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
+  const QString path = m_store->kvCachePath(m_conversation.id);
+  if (path.isEmpty()) return;
+  const ModelSettings::KvCacheLimits limits =
+      m_settings ? m_settings->kvCacheLimits() : ModelSettings::KvCacheLimits{};
+  emit saveKvCacheRequested(m_conversation.id, path, limits.maxFileBytes, limits.maxFolderBytes);
+}
+
+void ChatController::restoreKvCache() {
+  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
+  const QString path = m_store->kvCachePath(m_conversation.id);
+  if (!path.isEmpty()) emit restoreKvCacheRequested(m_conversation.id, path);
+}
+
+void ChatController::saveKvCacheNow() {
+  abandonReply();
+  if (m_policyChanging) stop();  // a re-encode would hold the save back
+  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
+  const QString path = m_store->kvCachePath(m_conversation.id);
+  if (path.isEmpty()) return;
+  const ModelSettings::KvCacheLimits limits =
+      m_settings ? m_settings->kvCacheLimits() : ModelSettings::KvCacheLimits{};
+  const auto save = [&] {
+    m_worker->saveKvCache(m_conversation.id, path, limits.maxFileBytes, limits.maxFolderBytes);
+  };
+  if (m_worker->thread() == QThread::currentThread()) {
+    save();
+  } else {
+    QMetaObject::invokeMethod(m_worker, save, Qt::BlockingQueuedConnection);
+  }
+}
+
 void ChatController::onModelLoaded(const ModelInfo& info) {
   m_model = info;
   m_loadingPath.clear();
@@ -293,6 +365,7 @@ void ChatController::onModelLoaded(const ModelInfo& info) {
   }
   emit modelLoaded(info);
   emit contextUsageChanged(m_cachedTokens, info.contextLimit);
+  restoreKvCache();
 }
 
 void ChatController::onModelLoadFailed(const QString& path, const QString& message) {

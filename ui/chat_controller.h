@@ -13,6 +13,13 @@
 // in the wrong conversation. A failed turn keeps the user message and records the error
 // (and any partial text) on its assistant message.
 //
+// Saved KV caches: with a store, leaving a conversation (new chat, another one, another
+// model, quit) saves its compressed KV cache beside it, and opening one, or loading a
+// model while one is open, restores it, so its next reply does not re-read it. A cache
+// that cannot be restored (another model or policy, a damaged file) is reported with
+// kvCacheNotice() and the next reply re-reads the conversation; the conversation
+// itself is never touched.
+//
 // KV policy switches (setKvPolicy) are turns too: refused while a reply runs (stop it
 // first; the Scheme panel disables Apply meanwhile), and no reply starts while one
 // re-encodes. stop() cancels a re-encode, which keeps the old cache. The conversation is
@@ -79,6 +86,10 @@ class ChatController : public QObject {
   // comparisonInputReady() or comparisonInputFailed() (no model). For SchemeComparison.
   void requestComparisonInput();
 
+  // Saves the open conversation's KV cache and waits until it is written (at quit;
+  // stops any reply first).
+  void saveKvCacheNow();
+
   // Appends a user message and starts the reply. Refused (errorOccurred) while a reply
   // runs, without a model, or for blank text.
   void send(const QString& text);
@@ -108,6 +119,9 @@ class ChatController : public QObject {
                                quint64 deviceBytes);
   void setKvPolicyRequested(quint64 turnId, const QString& policy);
   void comparisonInputRequested(quint64 requestId);
+  void saveKvCacheRequested(const QString& conversationId, const QString& path,
+                            quint64 maxFileBytes, quint64 maxFolderBytes);
+  void restoreKvCacheRequested(const QString& conversationId, const QString& path);
   void comparisonInputReady(const QString& modelPath, const QList<qint32>& tokens);
   void comparisonInputFailed(const QString& message);
 
@@ -148,6 +162,11 @@ class ChatController : public QObject {
   // at `indices` are left out (ChatMessage::leftOut), and this turn prefills
   // `prefill` tokens.
   void messagesLeftOut(const QList<int>& indices, quint32 prefill);
+  // What happened to a saved KV cache, for the status bar: restored (the open
+  // conversation's `tokens` are cached again), not used, not saved, or older
+  // caches removed to stay within the folder's limit.
+  void kvCacheNotice(const QString& message);
+  void kvCacheRestored(quint32 tokens);
   // The stored conversations changed (one added, retitled or deleted).
   void conversationsChanged();
 
@@ -183,6 +202,9 @@ class ChatController : public QObject {
   void endReply();
   void abandonReply();
   void save();
+  // Asks the worker to save / restore the open conversation's KV cache.
+  void saveKvCache();
+  void restoreKvCache();
 
   EngineWorker* m_worker;
   ConversationStore* m_store;

@@ -235,9 +235,19 @@ bool ConversationStore::remove(const QString& id) {
         QStringLiteral("Could not delete the conversation: %1").arg(file.errorString()));
     return false;
   }
+  QFile::remove(kvCachePath(id));
   m_conversations.removeIf([&id](const Conversation& c) { return c.id == id; });
   emit changed();
   return true;
+}
+
+QString ConversationStore::kvCacheDirectory() const {
+  return m_directory.isEmpty() ? QString() : m_directory + QStringLiteral("/kv-cache");
+}
+
+QString ConversationStore::kvCachePath(const QString& id) const {
+  if (m_directory.isEmpty() || !validId(id)) return {};
+  return kvCacheDirectory() + QLatin1Char('/') + id + QStringLiteral(".kvcache");
 }
 
 void ConversationStore::sortByRecency() {

@@ -4,7 +4,8 @@
 // XDG_DATA_HOME or the constructor at a temporary folder). Writes are atomic (QSaveFile:
 // a reader or a crash never sees half a file). load() reads every file; a corrupt or
 // unreadable one is listed in loadErrors() and skipped, the others still load. GUI
-// thread: files are small and written once per turn.
+// thread: files are small and written once per turn. Each conversation's compressed KV
+// cache is saved beside it, in the kv-cache subfolder, by the engine thread.
 //
 // File format (version 1):
 //   {"version": 1, "id", "title", "systemPrompt", "modelPath", "created", "updated",
@@ -47,7 +48,13 @@ class ConversationStore : public QObject {
   // Writes the conversation (replacing the file of the same id) and updates the list.
   // A failure emits errorOccurred() and returns false; the list is left unchanged.
   bool save(const Conversation& conversation);
+  // Removes the conversation and its saved KV cache.
   bool remove(const QString& id);
+  // The folder of the saved KV caches, directory()/kv-cache, and where
+  // conversation `id`'s is saved in it, ID.kvcache (runtime/kv_file.h); empty
+  // without a directory or for an invalid id.
+  QString kvCacheDirectory() const;
+  QString kvCachePath(const QString& id) const;
 
   // JSON form, exposed for tests and export.
   static QJsonObject toJson(const Conversation& conversation);

@@ -168,6 +168,7 @@ struct Conversation {
 // One chat turn for the engine: the whole conversation to render with the template.
 struct TurnRequest {
   quint64 turnId = 0;  // echoed in every answer so late answers of an old turn are ignored
+  QString conversationId;  // whose conversation the cache then holds (saved KV caches)
   QString systemPrompt;
   QList<ChatMessage> messages;  // ends with the user message to answer
   SamplingSettings sampling;

@@ -3,15 +3,18 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QThread>
+#include <filesystem>
 #include <new>
 
 #include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/context_overflow.h"
+#include "runtime/kv_cache_folder.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session.h"
 #include "server/server.h"
+#include "ui/theme.h"
 
 namespace kvscope::ui {
 namespace {
@@ -365,6 +368,7 @@ class EngineWorker::Runner final : public server::SessionRunner {
           // Chat turns set their own chat format; served requests keep the one
           // serving started with.
           worker->m_session->setChatSettings(worker->m_servedChat);
+          worker->m_cacheOwner.clear();  // the request's tokens replace the chat's
           job(*worker->m_session);
         },
         Qt::QueuedConnection);
@@ -488,6 +492,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   }
   m_diagnostic = false;
   m_textSent.clear();
+  m_cacheOwner.clear();
   emit loadProgress(LoadStage::kReady, QStringLiteral("%1 is ready").arg(m_info.name));
   emit modelLoaded(m_info);
 }
@@ -598,6 +603,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     return;
   }
   applyIndexerDiagnostic();
+  m_cacheOwner = request.conversationId;
   auto result = m_session->generate(tokens, options, &observer);
   observer.flushText();
   if (!result.ok()) {
@@ -614,6 +620,56 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   emit stepReported(stepReport(id, result->stats));
   emit turnFinished(id, qstr(result->text), replyStats(*result));
+}
+
+void EngineWorker::saveKvCache(const QString& conversationId, const QString& path,
+                               quint64 maxFileBytes, quint64 maxFolderBytes) {
+  if (!m_session || conversationId.isEmpty() || m_cacheOwner != conversationId ||
+      m_session->history().empty()) {
+    emit kvCacheNotSaved(conversationId, {});
+    return;
+  }
+  const kv::KvLayout* layout = m_session->backend().kvLayout();
+  const quint64 bytes = layout ? m_session->history().size() * layout->tokenBytes() : 0;
+  const std::filesystem::path file = path.toStdString();
+  std::error_code ec;
+  if (bytes > maxFileBytes) {
+    std::filesystem::remove(file, ec);  // an older, shorter cache would only mislead
+    emit kvCacheNotSaved(
+        conversationId,
+        QStringLiteral("its KV cache (%1) is larger than the %2 allowed per conversation")
+            .arg(formatBytes(bytes), formatBytes(maxFileBytes)));
+    return;
+  }
+  if (const Status st = m_session->saveCache(file); !st.ok()) {
+    emit kvCacheNotSaved(conversationId, QString::fromStdString(st.error().message));
+    return;
+  }
+  const auto evicted = runtime::evictKvCaches(file.parent_path(), maxFolderBytes, file);
+  const bool keptSelf = std::filesystem::exists(file, ec);
+  if (!keptSelf) {
+    emit kvCacheNotSaved(conversationId,
+                         QStringLiteral("the saved KV caches may take at most %1")
+                             .arg(formatBytes(maxFolderBytes)));
+    return;
+  }
+  emit kvCacheSaved(conversationId, std::filesystem::file_size(file, ec),
+                    static_cast<quint32>(m_session->history().size()),
+                    static_cast<quint32>(evicted.size()));
+}
+
+void EngineWorker::restoreKvCache(const QString& conversationId, const QString& path) {
+  const std::filesystem::path file = path.toStdString();
+  std::error_code ec;
+  if (!m_session || !std::filesystem::exists(file, ec)) return;
+  const Status st = m_session->restoreCache(file);
+  if (!st.ok()) {
+    std::filesystem::remove(file, ec);
+    emit kvCacheRestoreFailed(conversationId, QString::fromStdString(st.error().message));
+    return;
+  }
+  m_cacheOwner = conversationId;
+  emit kvCacheRestored(conversationId, static_cast<quint32>(m_session->history().size()));
 }
 
 IndexerReport EngineWorker::indexerReport(quint64 turnId, const runtime::IndexerSnapshot& s) {

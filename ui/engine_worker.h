@@ -110,6 +110,19 @@ class EngineWorker : public QObject {
   // comparisonInputReady() or comparisonInputFailed(). Queued behind any running turn.
   void comparisonInput(quint64 requestId);
 
+  // Saves the KV cache to `path` (runtime/kv_file.h) when it holds conversation
+  // `conversationId` (its last turn ran here, or it was restored from that
+  // conversation's file) and is at most `maxFileBytes`; then removes the oldest
+  // caches of `path`'s folder until it holds at most `maxFolderBytes`. Answers
+  // kvCacheSaved() or kvCacheNotSaved().
+  void saveKvCache(const QString& conversationId, const QString& path, quint64 maxFileBytes,
+                   quint64 maxFolderBytes);
+  // Restores the KV cache of conversation `conversationId` from `path` without
+  // prefill: kvCacheRestored(), or kvCacheRestoreFailed() with the reason (the
+  // file is then removed: it can never fit this model and policy) and the
+  // cache as it was; nothing when there is no file.
+  void restoreKvCache(const QString& conversationId, const QString& path);
+
   // Serves the loaded model on 127.0.0.1 (server/server.h): answers serverStarted() or
   // serverFailed() (no model, port in use). A server already running is stopped first.
   void startServer(const kvscope::ui::ServeRequest& request);
@@ -157,6 +170,13 @@ class EngineWorker : public QObject {
                             const QList<qint32>& tokens);
   void comparisonInputFailed(quint64 requestId, const QString& message);
 
+  void kvCacheSaved(const QString& conversationId, quint64 bytes, quint32 tokens,
+                    quint32 evicted);
+  // `reason` empty: there was nothing of this conversation to save.
+  void kvCacheNotSaved(const QString& conversationId, const QString& reason);
+  void kvCacheRestored(const QString& conversationId, quint32 tokens);
+  void kvCacheRestoreFailed(const QString& conversationId, const QString& message);
+
   // `url` is the base clients use ("http://127.0.0.1:8080/v1").
   void serverStarted(const QString& url, const QString& modelId);
   void serverFailed(const QString& message);
@@ -188,6 +208,7 @@ class EngineWorker : public QObject {
   std::atomic<bool> m_wantDiagnostic{false};
   bool m_diagnostic = false;        // what the session runs with
   std::vector<int32_t> m_textSent;  // the tokens whose text went out in indexer reports
+  QString m_cacheOwner;  // the conversation the cache holds ("": none known)
   // Guards the m_session pointer against requestStop() from other threads while a load
   // replaces it; the engine calls themselves need no lock (one thread).
   std::mutex m_sessionMutex;

@@ -24,6 +24,7 @@
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/context_gauge.h"
+#include "ui/kv_cache_dialog.h"
 #include "ui/conversation_list.h"
 #include "ui/conversation_store.h"
 #include "ui/device_indicator.h"
@@ -112,6 +113,8 @@ MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  // The open chat's KV cache, while the engine still runs.
+  m_controller->saveKvCacheNow();
   // The controller saves through the store and settings; it goes first.
   delete m_controller;
 }
@@ -185,6 +188,10 @@ void MainWindow::buildMenus() {
   chat->addAction(tr("&Compare Schemes on This Conversation…"), this, [this] { openComparison(); });
   chat->addAction(tr("System Prompt && &Sampling…"), QKeySequence(tr("Ctrl+,")), this,
                   &MainWindow::openSettings);
+  chat->addAction(tr("Saved &KV Caches…"), this, [this] {
+    KvCacheDialog dialog(m_store->kvCacheDirectory(), m_settings->kvCacheLimits(), this);
+    if (dialog.exec() == QDialog::Accepted) m_settings->setKvCacheLimits(dialog.limits());
+  });
 
   QMenu* serve = menuBar()->addMenu(tr("&Server"));
   m_serveAction = serve->addAction(tr("&Serve on Localhost"));
@@ -331,6 +338,8 @@ void MainWindow::connectController() {
   connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);
   connect(c, &ChatController::indexerReported, m_inspector, &InspectorDock::showIndexer);
   connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
+  connect(c, &ChatController::kvCacheNotice, this,
+          [this](const QString& message) { statusBar()->showMessage(message, 10000); });
   connect(c, &ChatController::chatTemplateFailed, this, &MainWindow::chooseChatFormat);
 
   connect(m_server, &LocalServer::changed, this, &MainWindow::showServer);

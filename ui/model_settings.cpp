@@ -122,4 +122,17 @@ void ModelSettings::setServerPort(quint16 port) {
   m_settings->setValue("server/port", port);
 }
 
+ModelSettings::KvCacheLimits ModelSettings::kvCacheLimits() const {
+  const KvCacheLimits d;
+  KvCacheLimits l;
+  l.maxFileBytes = m_settings->value("kvCache/maxFileBytes", d.maxFileBytes).toULongLong();
+  l.maxFolderBytes = m_settings->value("kvCache/maxFolderBytes", d.maxFolderBytes).toULongLong();
+  return l;
+}
+
+void ModelSettings::setKvCacheLimits(const KvCacheLimits& limits) {
+  m_settings->setValue("kvCache/maxFileBytes", limits.maxFileBytes);
+  m_settings->setValue("kvCache/maxFolderBytes", limits.maxFolderBytes);
+}
+
 }  // namespace kvscope::ui

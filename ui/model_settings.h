@@ -43,6 +43,15 @@ class ModelSettings {
   quint16 serverPort() const;
   void setServerPort(quint16 port);
 
+  // Saved KV caches (ConversationStore::kvCachePath): the largest one kept for a
+  // conversation and the most the folder may hold (the oldest go first).
+  struct KvCacheLimits {
+    quint64 maxFileBytes = quint64{512} << 20;
+    quint64 maxFolderBytes = quint64{4} << 30;
+  };
+  KvCacheLimits kvCacheLimits() const;
+  void setKvCacheLimits(const KvCacheLimits& limits);
+
  private:
   std::unique_ptr<QSettings> m_settings;
 };

@@ -13,6 +13,7 @@
 #include "ui/conversation_store.h"
 #include "ui/engine_thread.h"
 #include "ui/engine_worker.h"
+#include "ui/model_settings.h"
 #include "ui_fixtures.h"
 
 using namespace kvscope;
@@ -343,6 +344,60 @@ class ChatControllerTest : public QObject {
   // A conversation longer than the context: under rolling the oldest messages are left
   // out (flagged, announced) and the reply comes; under stop the turn fails saying how
   // to go on, and the conversation is kept.
+  // Leaving a chat saves its KV cache beside it; reopening it restores the
+  // cache, so the next reply reuses the whole conversation. A damaged cache is
+  // reported, removed, and the chat is re-read with nothing lost.
+  void savedKvCacheRestoresAReopenedChat() {
+    QTemporaryDir dir;
+    ui::ConversationStore store(dir.path());
+    ui::ModelSettings settings(dir.filePath(QStringLiteral("settings.ini")));
+    EngineThread engine(ui::test::fakeDevices);
+    ChatController chat(engine.worker(), &store, &settings);
+    QVERIFY(load(chat));
+    chat.setSampling(greedy(8));
+    const ReplyStats first = sendAndWait(chat, QStringLiteral("Once upon a time"));
+    QVERIFY(first.promptTokens > 0);
+    const QString id = chat.conversation().id;
+    const QString cache = store.kvCachePath(id);
+
+    // Leaving saves the chat's cache; the worker does that before it runs the
+    // next chat's turn, which takes the engine's cache.
+    chat.newChat();
+    sendAndWait(chat, QStringLiteral("Lily and Ben went to the park"));
+    QVERIFY(QFile::exists(cache));
+
+    QSignalSpy restored(&chat, &ChatController::kvCacheRestored);
+    chat.openConversation(id);
+    QVERIFY(restored.wait(kWaitMs));
+    QVERIFY(restored.first().at(0).toUInt() >= first.promptTokens);
+    QCOMPARE(chat.cachedTokens(), restored.first().at(0).toUInt());
+    const ReplyStats next = sendAndWait(chat, QStringLiteral("The dog ran"));
+    QVERIFY2(next.reusedTokens >= first.promptTokens,
+             qPrintable(QStringLiteral("%1 reused").arg(next.reusedTokens)));
+
+    // Damaged on disk: the chat opens, says why, and re-reads.
+    chat.newChat();
+    sendAndWait(chat, QStringLiteral("Lily and Ben went to the park"));
+    QFile file(cache);
+    QVERIFY(file.open(QIODevice::ReadWrite));
+    QByteArray bytes = file.readAll();
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+    file.seek(0);
+    file.write(bytes);
+    file.close();
+    QSignalSpy notice(&chat, &ChatController::kvCacheNotice);
+    chat.openConversation(id);
+    QVERIFY(notice.wait(kWaitMs));
+    QVERIFY2(notice.first().at(0).toString().contains(QStringLiteral("was not used")),
+             qPrintable(notice.first().at(0).toString()));
+    QVERIFY(!QFile::exists(cache));
+    QCOMPARE(chat.conversation().messages.size(), 4);
+    const ReplyStats reread = sendAndWait(chat, QStringLiteral("The cat sat"));
+    QVERIFY(reread.promptTokens > 0);
+    QVERIFY(reread.reusedTokens < first.promptTokens);
+    QCOMPARE(chat.conversation().messages.size(), 6);
+  }
+
   void contextOverflowLeavesOutOldMessages() {
     EngineThread engine(ui::test::fakeDevices);
     ChatController chat(engine.worker());
