@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kvscope::cli::registerInspect(app, global, exitCode);
   kvscope::cli::registerBenchKernels(app, global, exitCode);
   kvscope::cli::registerBenchAttention(app, global, exitCode);
+  kvscope::cli::registerBenchRestore(app, global, exitCode);
   kvscope::cli::registerGenerate(app, global, exitCode);
   kvscope::cli::registerChat(app, global, exitCode);
   kvscope::cli::registerMakeModel(app, global, exitCode);

@@ -15,6 +15,7 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerInspect(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerBenchKernels(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerBenchAttention(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerBenchRestore(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerGenerate(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerChat(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerMakeModel(CLI::App& app, const GlobalOptions& global, int& exitCode);
