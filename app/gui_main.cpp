@@ -91,9 +91,14 @@ int main(int argc, char** argv) {
       "demo-context-overflow",
       "Screenshot mode: when the conversation outgrows the context: truncate-middle or rolling.",
       "policy");
+  const QCommandLineOption demoReopen = option(
+      "demo-reopen",
+      "Screenshot mode: after the last reply, start a new chat, reopen the conversation and "
+      "capture once its saved KV cache was restored.");
   for (const QCommandLineOption& o :
        {screenshot, demoModel, demoChat, demoSystem, demoBackend, demoPolicy, demoContext,
-        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare, demoServe, demoOverflow})
+        demoTokens, demoMaxTokens, demoTab, demoDiagnostic, demoCompare, demoServe, demoOverflow,
+        demoReopen})
     parser.addOption(o);
   parser.process(app);
 
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
     plan.compare = parser.isSet(demoCompare);
     plan.servePort = static_cast<quint16>(parser.value(demoServe).toUInt());
     plan.contextOverflow = parser.value(demoOverflow);
+    plan.reopen = parser.isSet(demoReopen);
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");
       return 2;

@@ -17,6 +17,9 @@
 #   tools/screenshot.sh serve [OUT.png]    the chat conversation, then Server › Serve on
 #                                          Localhost, captured once a curl client's two
 #                                          requests were answered (default serving.png)
+#   tools/screenshot.sh reopen [OUT.png]   the chat conversation, then New Chat (its KV cache
+#                                          saved) and the conversation reopened, captured
+#                                          once the cache was restored (default reopened.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -129,16 +132,22 @@ shoot_serve() {
   kill "$client" 2>/dev/null || true
 }
 
+shoot_reopen() {
+  KVSCOPE_DEMO_ARGS="--demo-backend cpu --demo-reopen ${KVSCOPE_DEMO_ARGS:-}" \
+    shoot_chat "${1:-$shots/reopened.png}"
+}
+
 case ${1:-all} in
-  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve ;;
+  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve && shoot_reopen ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
   indexer) shoot_indexer "${2:-}" ;;
   lab) shoot_lab "${2:-}" ;;
   serve) shoot_serve "${2:-}" ;;
+  reopen) shoot_reopen "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png] | serve [OUT.png]]" >&2
+    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png] | serve [OUT.png] | reopen [OUT.png]]" >&2
     exit 2
     ;;
 esac

@@ -326,9 +326,10 @@ void ChatController::saveKvCache() {
 }
 
 void ChatController::restoreKvCache() {
-  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
+  if (!m_store || !hasModel() || isGenerating() || m_conversation.messages.isEmpty()) return;
   const QString path = m_store->kvCachePath(m_conversation.id);
-  if (!path.isEmpty()) emit restoreKvCacheRequested(m_conversation.id, path);
+  // A turn of its own, so the inspector follows the restored cache's KV report.
+  if (!path.isEmpty()) emit restoreKvCacheRequested(++m_turnId, m_conversation.id, path);
 }
 
 void ChatController::saveKvCacheNow() {
@@ -363,9 +364,10 @@ void ChatController::onModelLoaded(const ModelInfo& info) {
     m_conversation.systemPrompt = m_sampling.systemPrompt;
     m_conversation.modelPath = info.path;
   }
+  // Before modelLoaded: a reply its receivers start must come after the restore.
+  restoreKvCache();
   emit modelLoaded(info);
   emit contextUsageChanged(m_cachedTokens, info.contextLimit);
-  restoreKvCache();
 }
 
 void ChatController::onModelLoadFailed(const QString& path, const QString& message) {

@@ -121,7 +121,8 @@ class ChatController : public QObject {
   void comparisonInputRequested(quint64 requestId);
   void saveKvCacheRequested(const QString& conversationId, const QString& path,
                             quint64 maxFileBytes, quint64 maxFolderBytes);
-  void restoreKvCacheRequested(const QString& conversationId, const QString& path);
+  void restoreKvCacheRequested(quint64 turnId, const QString& conversationId,
+                               const QString& path);
   void comparisonInputReady(const QString& modelPath, const QList<qint32>& tokens);
   void comparisonInputFailed(const QString& message);
 

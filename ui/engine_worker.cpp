@@ -658,11 +658,18 @@ void EngineWorker::saveKvCache(const QString& conversationId, const QString& pat
                     static_cast<quint32>(evicted.size()));
 }
 
-void EngineWorker::restoreKvCache(const QString& conversationId, const QString& path) {
+void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
+                                  const QString& path) {
   const std::filesystem::path file = path.toStdString();
   std::error_code ec;
   if (!m_session || !std::filesystem::exists(file, ec)) return;
-  const Status st = m_session->restoreCache(file);
+  TurnObserver observer(*this, turnId);
+  Status st = okStatus();
+  try {
+    st = m_session->restoreCache(file, &observer);
+  } catch (const std::bad_alloc&) {
+    st = makeError(ErrorCode::kOutOfMemory, "out of memory");
+  }
   if (!st.ok()) {
     std::filesystem::remove(file, ec);
     emit kvCacheRestoreFailed(conversationId, QString::fromStdString(st.error().message));

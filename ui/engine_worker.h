@@ -120,8 +120,9 @@ class EngineWorker : public QObject {
   // Restores the KV cache of conversation `conversationId` from `path` without
   // prefill: kvCacheRestored(), or kvCacheRestoreFailed() with the reason (the
   // file is then removed: it can never fit this model and policy) and the
-  // cache as it was; nothing when there is no file.
-  void restoreKvCache(const QString& conversationId, const QString& path);
+  // cache as it was; nothing when there is no file. The restored cache's
+  // kvReported() carries `turnId`.
+  void restoreKvCache(quint64 turnId, const QString& conversationId, const QString& path);
 
   // Serves the loaded model on 127.0.0.1 (server/server.h): answers serverStarted() or
   // serverFailed() (no model, port in use). A server already running is stopped first.

@@ -30,6 +30,7 @@ KvCacheDialog::KvCacheDialog(const QString& folder, const ModelSettings::KvCache
                              QWidget* parent)
     : QDialog(parent), m_folder(folder) {
   setWindowTitle(tr("Saved KV Caches"));
+  setMinimumWidth(440);
   auto* intro = new QLabel(
       tr("When you leave a chat or quit, its compressed KV cache is saved beside it, so "
          "reopening it continues without re-reading the conversation. A cache saved for "

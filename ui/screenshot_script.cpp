@@ -62,6 +62,8 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
       compare();
     else if (m_plan.servePort != 0)
       serve();
+    else if (m_plan.reopen)
+      reopen();
   });
   connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
     if (EngineWorker::isServedTurn(report.turnId) != m_serving) return;
@@ -109,7 +111,7 @@ void ScreenshotScript::sendNext() {
 }
 
 void ScreenshotScript::checkReady() {
-  if (m_plan.compare) return;  // the comparison window is captured instead
+  if (m_plan.compare || m_plan.reopen) return;  // captured after the replies instead
   if (m_plan.servePort != 0) {
     // Both of the client's requests answered (a small model streams faster than a
     // picture can be taken mid-request), their reports in the inspector.
@@ -146,6 +148,18 @@ void ScreenshotScript::serve() {
   connect(server, &LocalServer::changed, this, &ScreenshotScript::checkReady);
   server->setPort(m_plan.servePort);
   server->setOn(true);
+}
+
+void ScreenshotScript::reopen() {
+  ChatController* c = m_window.controller();
+  const QString id = c->conversation().id;
+  connect(c, &ChatController::kvCacheRestored, this,
+          [this] { QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture); });
+  connect(c, &ChatController::kvCacheNotice, this, [this](const QString& message) {
+    if (message.contains(QStringLiteral("was not used"))) fail(message);
+  });
+  c->newChat();
+  c->openConversation(id);
 }
 
 void ScreenshotScript::capture() {

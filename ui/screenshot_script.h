@@ -10,7 +10,10 @@
 // then the scheme comparison runs on the conversation and its window is captured. With
 // `servePort`, every reply runs to its end, then "Serve on localhost" starts on that port
 // and the window is captured once an outside client's two requests were answered (their
-// step and KV reports in the inspector, the status bar counting them). Exits
+// step and KV reports in the inspector, the status bar counting them). With `reopen`,
+// every reply runs to its end, then a new chat is started (which saves the conversation's
+// KV cache) and the conversation reopened, and the window is captured once its cache was
+// restored (the status bar saying so). Exits
 // the application with 0 when the picture was saved, 1 on any failure (with a message).
 
 #include <QObject>
@@ -36,6 +39,7 @@ struct ScreenshotPlan {
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
   bool compare = false;            // capture "Compare schemes on this conversation"
   quint16 servePort = 0;           // capture the app serving on this port (0: no)
+  bool reopen = false;             // capture the conversation reopened from its saved cache
   int timeoutMs = 180000;
 };
 
@@ -52,6 +56,7 @@ class ScreenshotScript : public QObject {
   void capture();
   void compare();
   void serve();
+  void reopen();
   void fail(const QString& message);
 
   MainWindow& m_window;

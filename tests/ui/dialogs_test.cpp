@@ -11,8 +11,10 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QtTest>
 
+#include "ui/kv_cache_dialog.h"
 #include "ui/model_picker.h"
 #include "ui/settings_dialog.h"
 
@@ -151,6 +153,42 @@ class DialogsTest : public QObject {
     auto* thinking = odd.findChild<QComboBox*>(QStringLiteral("thinking"));
     QVERIFY(thinking->isEnabled());
     QCOMPARE(odd.sampling().thinking, QStringLiteral("off"));
+  }
+
+  // The saved-cache limits come back as the user set them, the folder's size
+  // is shown, and Remove All empties it of caches (and only of caches).
+  void kvCacheLimitsAndRemoveAll() {
+    QTemporaryDir dir;
+    const QString folder = dir.filePath(QStringLiteral("kv-cache"));
+    QDir().mkpath(folder);
+    for (const QString& name : {QStringLiteral("a.kvcache"), QStringLiteral("b.kvcache"),
+                                QStringLiteral("notes.txt")}) {
+      QFile f(folder + QLatin1Char('/') + name);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray(3 << 20, 'x'));
+    }
+    KvCacheDialog dialog(folder, {quint64{256} << 20, quint64{2} << 30});
+    auto* perChat = dialog.findChild<QSpinBox*>(QStringLiteral("kvCachePerChat"));
+    auto* total = dialog.findChild<QSpinBox*>(QStringLiteral("kvCacheFolder"));
+    auto* usage = dialog.findChild<QLabel*>(QStringLiteral("kvCacheUsage"));
+    QVERIFY(perChat && total && usage);
+    QCOMPARE(perChat->value(), 256);
+    QCOMPARE(total->value(), 2048);
+    QCOMPARE(usage->text(), QStringLiteral("6.00 MiB"));
+    perChat->setValue(100);
+    total->setValue(1000);
+    QCOMPARE(dialog.limits().maxFileBytes, quint64{100} << 20);
+    QCOMPARE(dialog.limits().maxFolderBytes, quint64{1000} << 20);
+
+    QPushButton* removeAll = nullptr;
+    for (auto* b : dialog.findChildren<QPushButton*>())
+      if (b->text().startsWith(QStringLiteral("Remove All"))) removeAll = b;
+    QVERIFY(removeAll);
+    removeAll->click();
+    QVERIFY(!QFile::exists(folder + QStringLiteral("/a.kvcache")));
+    QVERIFY(!QFile::exists(folder + QStringLiteral("/b.kvcache")));
+    QVERIFY(QFile::exists(folder + QStringLiteral("/notes.txt")));
+    QCOMPARE(usage->text(), QStringLiteral("0 B"));
   }
 };
 
