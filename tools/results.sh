@@ -4,7 +4,7 @@
 # (no build, no other benchmark): the speed sections are side-by-side ratios,
 # but both cores are shared with everything else.
 #   tools/results.sh [SECTION ...] > /tmp/results.txt
-# Sections: startup parity fidelity kvspeed throughput kernels soak (default: all).
+# Sections: startup parity fidelity kvspeed throughput kernels soak restore (default: all).
 # KVSCOPE_BUILD_DIR: the build (default build/). Takes ~25 minutes in all.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +13,7 @@ cli=$build/app/kvscope-cli
 shared=${KVSCOPE_SHARED:-$root/../shared}
 models=${KVSCOPE_RESULTS_MODELS:-/tmp/kvscope-results-models}
 sections=("$@")
-[[ ${#sections[@]} -gt 0 ]] || sections=(startup parity fidelity kvspeed throughput kernels soak)
+[[ ${#sections[@]} -gt 0 ]] || sections=(startup parity fidelity kvspeed throughput kernels soak restore)
 
 mkdir -p "$models"
 m40=$models/synth-40m-q8_0.gguf
@@ -93,9 +93,22 @@ soak() {
   "$build/tests/test_runtime" --gtest_filter='Soak.*' | grep -E '^soak |OK|FAILED'
 }
 
+# Reopening a long conversation: saved KV cache restored vs history re-prefilled.
+restore() {
+  echo; echo "## restore (time to first token reopening a 4096-token conversation)"
+  local m8k=$models/synth-40m-q8_0-ctx8k.gguf
+  [[ -f $m8k ]] || "$cli" make-model -o "$m8k" --layers 8 --dim 512 --ffn 1536 --heads 8 \
+    --kv-heads 4 --head-dim 64 --vocab 16000 --type Q8_0 --ctx 8192 >/dev/null
+  local kv
+  for kv in k=q8_0,v=turbo4 f16; do
+    "$cli" bench-restore -m "$m8k" --tokens 4096 --kv "$kv" --backend cpu --threads 2 --runs 3
+  done
+  "$cli" bench-restore -m "$m8k" --tokens 4096 --kv k=q8_0,v=turbo4 --backend vulkan --runs 1
+}
+
 for s in "${sections[@]}"; do
   case $s in
-    startup | parity | fidelity | kvspeed | throughput | kernels | soak) "$s" ;;
+    startup | parity | fidelity | kvspeed | throughput | kernels | soak | restore) "$s" ;;
     *) echo "error: unknown section '$s'" >&2; exit 2 ;;
   esac
 done
