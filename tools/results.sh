@@ -100,7 +100,7 @@ restore() {
   [[ -f $m8k ]] || "$cli" make-model -o "$m8k" --layers 8 --dim 512 --ffn 1536 --heads 8 \
     --kv-heads 4 --head-dim 64 --vocab 16000 --type Q8_0 --ctx 8192 >/dev/null
   local kv
-  for kv in k=q8_0,v=turbo4 f16; do
+  for kv in k=q8_0,v=turbo4 kv=f16; do
     "$cli" bench-restore -m "$m8k" --tokens 4096 --kv "$kv" --backend cpu --threads 2 --runs 3
   done
   "$cli" bench-restore -m "$m8k" --tokens 4096 --kv k=q8_0,v=turbo4 --backend vulkan --runs 1
