@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QThread>
+#include <cmath>
 #include <filesystem>
 #include <new>
 
@@ -195,10 +196,10 @@ void setKvFacts(ModelInfo& info, const runtime::Session& session) {
   const model::ModelConfig& c = session.config();
   const kv::IndexerOptions indexer = session.backend().indexer();
   const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, indexer);
-  info.kvBytesPerToken = 0;
-  for (const auto& l : session.backend().kvBytes())
-    info.kvBytesPerToken +=
-        static_cast<quint64>(c.nHeadKv * (l.key->rowBytes() + l.value->rowBytes() + sidecar) + 0.5);
+  const kv::KvLayout* layout = session.backend().kvLayout();
+  info.kvBytesPerToken =
+      (layout ? layout->tokenBytes() : 0) +
+      static_cast<quint64>(std::ceil(sidecar * c.nHeadKv * c.nLayer));
   // An auto policy is shown as chosen ("auto"); what it picked per layer
   // arrives with the KV reports.
   auto policy = kv::KvPolicy::parse(session.kvPolicy());

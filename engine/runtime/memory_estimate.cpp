@@ -8,6 +8,7 @@
 
 #include "kv/auto_policy.h"
 #include "kv/kv_index.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_policy.h"
 
 namespace kvscope::runtime {
@@ -28,11 +29,10 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     e.kvBytesPerToken += static_cast<uint64_t>(
         std::ceil(bits / 8.0 * c.nHeadKv * (c.headDim + c.headDimV) * c.nLayer));
   } else {
-    for (const kv::LayerSchemes& l : layers) {
-      KVS_ASSIGN_OR_RETURN(auto key, kv::makeScheme(l.key, {c.headDim, policy.seed}));
-      KVS_ASSIGN_OR_RETURN(auto value, kv::makeScheme(l.value, {c.headDimV, policy.seed}));
-      e.kvBytesPerToken += uint64_t{c.nHeadKv} * (key->rowBytes() + value->rowBytes());
-    }
+    KVS_ASSIGN_OR_RETURN(
+        const kv::KvLayout layout,
+        kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim}, layers, policy.seed));
+    e.kvBytesPerToken += layout.tokenBytes();
   }
   // The indexer's sidecar, rounded up to whole bytes per token.
   e.kvBytesPerToken += static_cast<uint64_t>(
