@@ -98,6 +98,18 @@ class KvRestoreTest : public testing::TestWithParam<Case> {
     return s.history();
   }
 
+  // A session under the test's policy that had the conversation, its cache
+  // saved to `path`; null (with a failure recorded) when something failed.
+  std::unique_ptr<Opened> conversationSavedTo(const std::filesystem::path& path) {
+    auto o = open(GetParam().policy);
+    if (!o) return nullptr;
+    converse(*o->session);
+    const Status saved = o->session->saveCache(path);
+    EXPECT_TRUE(saved.ok()) << saved.error().describe();
+    return saved.ok() && !HasFailure() ? std::move(o) : nullptr;
+  }
+  std::filesystem::path file() const { return m_dir / "chat.kvcache"; }
+
   // The next turn: the history and a few new tokens.
   std::vector<int32_t> nextTurn(const runtime::Session& s) {
     std::vector<int32_t> turn = s.history();
@@ -129,15 +141,13 @@ std::vector<float> lastLogits(backend::Backend& b, std::span<const int32_t> toke
 
 TEST_P(KvRestoreTest, ARestoredCacheGivesTheUninterruptedLogitsWithoutPrefill) {
   const std::string policy = GetParam().policy;
-  auto original = open(policy);
+  auto original = conversationSavedTo(file());
   ASSERT_TRUE(original);
-  const std::vector<int32_t> history = converse(*original->session);
-  const std::filesystem::path file = m_dir / "chat.kvcache";
-  ASSERT_TRUE(original->session->saveCache(file).ok());
+  const std::vector<int32_t> history = original->session->history();
 
   auto reopened = open(policy);
   ASSERT_TRUE(reopened);
-  const Status restored = reopened->session->restoreCache(file);
+  const Status restored = reopened->session->restoreCache(file());
   ASSERT_TRUE(restored.ok()) << restored.error().describe();
   EXPECT_EQ(reopened->session->history(), history);
   EXPECT_EQ(reopened->current()->cachedTokens(), history.size());
@@ -170,14 +180,11 @@ TEST_P(KvRestoreTest, ARestoredCacheGivesTheUninterruptedLogitsWithoutPrefill) {
 
 TEST_P(KvRestoreTest, ADamagedOrMismatchedFileLeavesTheSessionToReprefill) {
   const std::string policy = GetParam().policy;
-  auto original = open(policy);
+  auto original = conversationSavedTo(file());
   ASSERT_TRUE(original);
-  const std::vector<int32_t> history = converse(*original->session);
-  const std::filesystem::path file = m_dir / "chat.kvcache";
-  ASSERT_TRUE(original->session->saveCache(file).ok());
   std::string bytes;
   {
-    std::ifstream in(file, std::ios::binary);
+    std::ifstream in(file(), std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
   const auto writeVariant = [&](const std::string& name, const std::string& data) {
@@ -205,7 +212,7 @@ TEST_P(KvRestoreTest, ADamagedOrMismatchedFileLeavesTheSessionToReprefill) {
   // Another policy: refused by name.
   auto other = open("k=q4_0,v=q4_0");
   ASSERT_TRUE(other);
-  const Status wrongPolicy = other->session->restoreCache(file);
+  const Status wrongPolicy = other->session->restoreCache(file());
   ASSERT_FALSE(wrongPolicy.ok());
   EXPECT_NE(wrongPolicy.error().message.find("k=q4_0,v=q4_0"), std::string::npos)
       << wrongPolicy.error().message;
@@ -245,9 +252,12 @@ TEST(KvRestore, ACacheSavedOnOneBackendRestoresOnTheOther) {
   ASSERT_TRUE(model);
   const std::string policy = "k=q8_0,v=turbo4";
   const auto open = [&](const char* kind) {
-    const runtime::BackendFactory factory = runtime::makeBackendFactory(
-        model, {.kind = kind, .contextLimit = kContext, .threads = 2, .timing = false,
-                .vetDevice = false});
+    const runtime::BackendFactory factory =
+        runtime::makeBackendFactory(model, {.kind = kind,
+                                            .contextLimit = kContext,
+                                            .threads = 2,
+                                            .timing = false,
+                                            .vetDevice = false});
     auto b = factory(policy);
     auto tok = model::loadTokenizer(*model);
     EXPECT_TRUE(b.ok() && tok.ok());
@@ -261,8 +271,8 @@ TEST(KvRestore, ACacheSavedOnOneBackendRestoresOnTheOther) {
     runtime::GenerateOptions options;
     options.maxTokens = 16;
     options.sampler.temperature = 0.0f;
-    ASSERT_TRUE(source->generate(source->tokenizeCompletion("Once upon a time, a robot"), options)
-                    .ok());
+    ASSERT_TRUE(
+        source->generate(source->tokenizeCompletion("Once upon a time, a robot"), options).ok());
     ASSERT_TRUE(source->saveCache(file).ok());
     auto target = open(to);
     const Status st = target->restoreCache(file);
