@@ -100,10 +100,6 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   m_thinking->setToolTip(choices.readsThinking
                              ? tr("enable_thinking: whether the model reasons before answering")
                              : tr("This model's template has no thinking switch"));
-  auto* templateForm = new QFormLayout;
-  templateForm->setLabelAlignment(Qt::AlignRight);
-  templateForm->addRow(tr("Chat format"), m_renderer);
-  templateForm->addRow(tr("Thinking"), m_thinking);
   m_overflow->setObjectName(QStringLiteral("contextOverflow"));
   m_overflow->addItem(tr("Stop and say so"), QStringLiteral("stop"));
   m_overflow->addItem(tr("Leave out the middle (keep the first exchange)"),
@@ -112,7 +108,6 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   m_overflow->setToolTip(
       tr("When the conversation outgrows the context: messages left out stay in the chat, "
          "greyed, and the model no longer sees them"));
-  templateForm->addRow(tr("When the context is full"), m_overflow);
 
   auto* promptNote = new QLabel(tr("Sent before every message of this chat."));
   promptNote->setProperty("role", "caption");
@@ -137,12 +132,17 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   column->addWidget(m_systemPrompt, 1);
   column->addWidget(promptNote);
   column->addSpacing(10);
+  // Sampling and the chat's rendering share one form, so their labels line up.
   column->addWidget(section(tr("Sampling")));
+  form->addRow(samplingNote);
+  auto* gap = new QWidget;
+  gap->setFixedHeight(4);
+  form->addRow(gap);
+  form->addRow(section(tr("Chat")));
+  form->addRow(tr("Chat format"), m_renderer);
+  form->addRow(tr("Thinking"), m_thinking);
+  form->addRow(tr("When the context is full"), m_overflow);
   column->addLayout(form);
-  column->addWidget(samplingNote);
-  column->addSpacing(10);
-  column->addWidget(section(tr("Chat template")));
-  column->addLayout(templateForm);
   column->addSpacing(6);
   column->addWidget(buttons);
   showSampling(sampling);
