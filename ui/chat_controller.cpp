@@ -275,10 +275,11 @@ void ChatController::openConversation(const QString& id) {
     return;
   }
   abandonReply();
-  if (id != m_conversation.id) saveKvCache();
+  const bool other = id != m_conversation.id;  // the open chat already holds its cache
+  if (other) saveKvCache();
   m_conversation = *found;
   emit conversationReset();
-  restoreKvCache();
+  if (other) restoreKvCache();
 }
 
 void ChatController::deleteConversation(const QString& id) {
@@ -316,30 +317,37 @@ void ChatController::save() {
   m_store->save(m_conversation);
 }
 
+QString ChatController::kvCachePath() const {
+  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return {};
+  return m_store->kvCachePath(m_conversation.id);
+}
+
+ModelSettings::KvCacheLimits ChatController::kvCacheLimits() const {
+  return m_settings ? m_settings->kvCacheLimits() : ModelSettings::KvCacheLimits{};
+}
+
 void ChatController::saveKvCache() {
-  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
-  const QString path = m_store->kvCachePath(m_conversation.id);
+  const QString path = kvCachePath();
   if (path.isEmpty()) return;
-  const ModelSettings::KvCacheLimits limits =
-      m_settings ? m_settings->kvCacheLimits() : ModelSettings::KvCacheLimits{};
+  const ModelSettings::KvCacheLimits limits = kvCacheLimits();
   emit saveKvCacheRequested(m_conversation.id, path, limits.maxFileBytes, limits.maxFolderBytes);
 }
 
 void ChatController::restoreKvCache() {
-  if (!m_store || !hasModel() || isGenerating() || m_conversation.messages.isEmpty()) return;
-  const QString path = m_store->kvCachePath(m_conversation.id);
+  // Not while a reply or a re-encode runs: their answers follow m_turnId.
+  const QString path = kvCachePath();
+  if (path.isEmpty() || isGenerating() || isChangingPolicy()) return;
   // A turn of its own, so the inspector follows the restored cache's KV report.
-  if (!path.isEmpty()) emit restoreKvCacheRequested(++m_turnId, m_conversation.id, path);
+  emit restoreKvCacheRequested(++m_turnId, m_conversation.id, path);
 }
 
 void ChatController::saveKvCacheNow() {
   abandonReply();
   if (m_policyChanging) stop();  // a re-encode would hold the save back
-  if (!m_store || !hasModel() || m_conversation.messages.isEmpty()) return;
-  const QString path = m_store->kvCachePath(m_conversation.id);
-  if (path.isEmpty()) return;
-  const ModelSettings::KvCacheLimits limits =
-      m_settings ? m_settings->kvCacheLimits() : ModelSettings::KvCacheLimits{};
+  // A load in progress queued the save of this chat before it.
+  const QString path = kvCachePath();
+  if (path.isEmpty() || isLoading()) return;
+  const ModelSettings::KvCacheLimits limits = kvCacheLimits();
   const auto save = [&] {
     m_worker->saveKvCache(m_conversation.id, path, limits.maxFileBytes, limits.maxFolderBytes);
   };

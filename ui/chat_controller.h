@@ -29,12 +29,12 @@
 #include <QStringList>
 
 #include "ui/engine_types.h"
+#include "ui/model_settings.h"
 
 namespace kvscope::ui {
 
 class ConversationStore;
 class EngineWorker;
-class ModelSettings;
 
 class ChatController : public QObject {
   Q_OBJECT
@@ -206,6 +206,10 @@ class ChatController : public QObject {
   // Asks the worker to save / restore the open conversation's KV cache.
   void saveKvCache();
   void restoreKvCache();
+  // Where the open conversation's cache is saved; empty when there is nothing to
+  // save or restore (no store, no model, no messages).
+  QString kvCachePath() const;
+  ModelSettings::KvCacheLimits kvCacheLimits() const;
 
   EngineWorker* m_worker;
   ConversationStore* m_store;

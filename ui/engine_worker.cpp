@@ -663,7 +663,9 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
                                   const QString& path) {
   const std::filesystem::path file = path.toStdString();
   std::error_code ec;
-  if (!m_session || !std::filesystem::exists(file, ec)) return;
+  // Nothing to do without a file, or when the cache already holds this chat
+  // (its latest turns included).
+  if (!m_session || m_cacheOwner == conversationId || !std::filesystem::exists(file, ec)) return;
   TurnObserver observer(*this, turnId);
   Status st = okStatus();
   try {
@@ -672,7 +674,9 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
     st = makeError(ErrorCode::kOutOfMemory, "out of memory");
   }
   if (!st.ok()) {
-    std::filesystem::remove(file, ec);
+    // A damaged file goes; one made for another model or policy stays for
+    // them (a turn under this one replaces it when the chat is left).
+    if (st.error().code == ErrorCode::kBadFile) std::filesystem::remove(file, ec);
     emit kvCacheRestoreFailed(conversationId, QString::fromStdString(st.error().message));
     return;
   }

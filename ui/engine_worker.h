@@ -118,10 +118,10 @@ class EngineWorker : public QObject {
   void saveKvCache(const QString& conversationId, const QString& path, quint64 maxFileBytes,
                    quint64 maxFolderBytes);
   // Restores the KV cache of conversation `conversationId` from `path` without
-  // prefill: kvCacheRestored(), or kvCacheRestoreFailed() with the reason (the
-  // file is then removed: it can never fit this model and policy) and the
-  // cache as it was; nothing when there is no file. The restored cache's
-  // kvReported() carries `turnId`.
+  // prefill: kvCacheRestored(), or kvCacheRestoreFailed() with the reason and
+  // the cache as it was (a damaged file is removed; one made for another model
+  // or policy is kept); nothing when there is no file or the cache already
+  // holds that conversation. The restored cache's kvReported() carries `turnId`.
   void restoreKvCache(quint64 turnId, const QString& conversationId, const QString& path);
 
   // Serves the loaded model on 127.0.0.1 (server/server.h): answers serverStarted() or

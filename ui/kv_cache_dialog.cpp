@@ -33,8 +33,9 @@ KvCacheDialog::KvCacheDialog(const QString& folder, const ModelSettings::KvCache
   setMinimumWidth(440);
   auto* intro = new QLabel(
       tr("When you leave a chat or quit, its compressed KV cache is saved beside it, so "
-         "reopening it continues without re-reading the conversation. A cache saved for "
-         "another model or KV policy, or damaged, is set aside and the chat is re-read."));
+         "reopening it continues without re-reading the conversation. A cache made for "
+         "another model or KV policy is not used (and kept for them); a damaged one is "
+         "removed. Either way the chat is re-read."));
   intro->setWordWrap(true);
   m_perChat = mibBox(limits.maxFileBytes, 1, 1 << 20);
   m_perChat->setObjectName(QStringLiteral("kvCachePerChat"));

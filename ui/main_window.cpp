@@ -113,7 +113,9 @@ MainWindow::MainWindow(EngineWorker* worker, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
-  // The open chat's KV cache, while the engine still runs.
+  // The open chat's KV cache, while the engine still runs (served requests
+  // cancelled first, so the save does not wait behind them).
+  m_server->setOn(false);
   m_controller->saveKvCacheNow();
   // The controller saves through the store and settings; it goes first.
   delete m_controller;

@@ -112,12 +112,19 @@ Error bad(std::string_view what) {
   return makeError(ErrorCode::kBadFile, "the saved KV cache is damaged: {}", what);
 }
 
+// An unsigned integer (never a float or a negative number) in [lo, hi];
+// throws otherwise (the caller turns that into kBadFile).
+uint32_t unsignedIn(const nlohmann::json& v, const char* what, uint32_t lo, uint32_t hi) {
+  if (!v.is_number_unsigned())
+    throw std::out_of_range(fmt::format("{} is not an unsigned integer", what));
+  const auto x = v.get<uint64_t>();
+  if (x < lo || x > hi)
+    throw std::out_of_range(fmt::format("{} is {}, expected {} to {}", what, x, lo, hi));
+  return static_cast<uint32_t>(x);
+}
+
 uint32_t bounded(const nlohmann::json& j, const char* key, uint32_t lo, uint32_t hi) {
-  const auto v = j.at(key).get<uint64_t>();
-  if (v < lo || v > hi) {
-    throw std::out_of_range(fmt::format("'{}' is {}, expected {} to {}", key, v, lo, hi));
-  }
-  return static_cast<uint32_t>(v);
+  return unsignedIn(j.at(key), key, lo, hi);
 }
 
 // META's fields into `info` and the row sizes; throws on a missing or
@@ -152,10 +159,8 @@ Status parseMeta(const nlohmann::json& meta, KvFileInfo& info,
     if (!kv::isSchemeName(layer.key) || !kv::isSchemeName(layer.value))
       return makeError(ErrorCode::kBadFile, "the saved KV cache uses an unknown KV scheme");
     info.schemes.push_back(std::move(layer));
-    const auto k = b[0].get<uint32_t>(), v = b[1].get<uint32_t>();
-    if (k == 0 || v == 0 || k > 8 * kv::kMaxKvDim || v > 8 * kv::kMaxKvDim)
-      return bad("a row size is out of range");
-    rowBytes.push_back({k, v});
+    rowBytes.push_back({unsignedIn(b[0], "a row size", 1, 8 * kv::kMaxKvDim),
+                        unsignedIn(b[1], "a row size", 1, 8 * kv::kMaxKvDim)});
   }
   const nlohmann::json& policy = meta.at("policy");
   info.policy = policy.at("text").get<std::string>();
@@ -304,19 +309,17 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   for (const auto& l : r.m_rowBytes) tokenBytes += uint64_t{r.m_info.nHeadKv} * (l[0] + l[1]);
   if (s[2].bytes != tokenBytes * rows) return bad("the rows' size");
   r.m_in = std::move(in);
+  r.m_rowsOffset = s[2].offset;
+  r.m_rowsBytes = s[2].bytes;
   r.m_rowsLeft = s[2].bytes;
   r.m_rowsCrc = s[2].crc;
   return r;
 }
 
-Status KvFileReader::checkLayout(const kv::KvLayout& layout) const {
-  const kv::KvGeometry& g = layout.geometry();
-  if (g.nLayer != m_info.nLayer || g.nHeadKv != m_info.nHeadKv || g.headDim != m_info.headDim ||
-      layout.cacheSeed() != m_info.cacheSeed || layout.layerSchemes() != m_info.schemes) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "the saved KV cache's schemes or seed differ from the cache restored into");
-  }
-  for (uint32_t l = 0; l < g.nLayer; ++l) {
+Status KvFileReader::checkRowSizes(const kv::KvLayout& layout) const {
+  if (layout.geometry().nLayer != m_rowBytes.size())
+    return makeError(ErrorCode::kInternal, "a layout of another model");
+  for (uint32_t l = 0; l < layout.geometry().nLayer; ++l) {
     if (layout.rowBytes(l, kv::KvPart::kKey) != m_rowBytes[l][0] ||
         layout.rowBytes(l, kv::KvPart::kValue) != m_rowBytes[l][1]) {
       return makeError(ErrorCode::kBadFile,
@@ -328,6 +331,24 @@ Status KvFileReader::checkLayout(const kv::KvLayout& layout) const {
   return okStatus();
 }
 
+Status KvFileReader::verifyRows() {
+  if (m_rowsLeft != m_rowsBytes) return makeError(ErrorCode::kInternal, "rows already read");
+  std::vector<uint8_t> chunk(std::min<uint64_t>(m_rowsBytes, 1 << 20));
+  uint32_t crc = 0;
+  for (uint64_t left = m_rowsBytes; left > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+    if (!m_in->read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(n)))
+      return makeError(ErrorCode::kIo, "cannot read the saved KV cache's rows");
+    crc = crc32c({chunk.data(), n}, crc);
+    left -= n;
+  }
+  if (crc != m_rowsCrc) return bad("the rows' checksum does not match");
+  m_in->clear();
+  if (!m_in->seekg(static_cast<std::streamoff>(m_rowsOffset)))
+    return makeError(ErrorCode::kIo, "cannot read the saved KV cache's rows");
+  return okStatus();
+}
+
 Status KvFileReader::readRows(std::span<uint8_t> out) {
   if (out.size() > m_rowsLeft) return bad("more rows were asked for than it holds");
   if (!m_in->read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size())))
@@ -336,6 +357,11 @@ Status KvFileReader::readRows(std::span<uint8_t> out) {
   m_rowsLeft -= out.size();
   if (m_rowsLeft == 0 && m_rowsCrcSoFar != m_rowsCrc)
     return bad("the rows' checksum does not match");
+  return okStatus();
+}
+
+Status KvFileReader::finishRows() const {
+  if (m_rowsLeft != 0) return bad("its rows are longer than the cache they restore");
   return okStatus();
 }
 

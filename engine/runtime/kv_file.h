@@ -92,12 +92,17 @@ class KvFileReader {
 
   const KvFileInfo& info() const { return m_info; }
   uint32_t rows() const { return static_cast<uint32_t>(m_info.tokens.size()); }
-  // Checks that ROWS holds rows x layout.tokenBytes() bytes and that the
-  // file's row sizes are `layout`'s (a build whose scheme changed refuses it).
-  Status checkLayout(const kv::KvLayout& layout) const;
+  // Checks that `layout`, built from the file's schemes, stores rows of the
+  // sizes the file records (a build whose schemes changed refuses the file).
+  Status checkRowSizes(const kv::KvLayout& layout) const;
+  // Reads all of ROWS once to check its CRC, then rewinds to its start: for a
+  // restore that must be sure of the file before it empties a cache.
+  Status verifyRows();
   // Fills `out` with the next bytes of ROWS; past the end, or a CRC mismatch
   // when the last byte is read, is kBadFile.
   Status readRows(std::span<uint8_t> out);
+  // After the import: every byte of ROWS was read (and so its CRC checked).
+  Status finishRows() const;
 
  private:
   KvFileReader() = default;
@@ -106,6 +111,7 @@ class KvFileReader {
   KvFileInfo m_info;
   std::vector<std::vector<uint32_t>> m_rowBytes;  // [nLayer][K, V]
   std::unique_ptr<std::istream> m_in;
+  uint64_t m_rowsOffset = 0, m_rowsBytes = 0;
   uint64_t m_rowsLeft = 0;
   uint32_t m_rowsCrc = 0, m_rowsCrcSoFar = 0;
 };

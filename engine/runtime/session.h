@@ -126,10 +126,13 @@ class Session {
   // The file must come from the same model (fingerprint and shapes) and a
   // policy that stores the same rows as this session's; its attention
   // options (indexer) are this session's. Anything else (another model or
-  // policy, a damaged or truncated file, a context too short) is an error
-  // that leaves the session as it was. A fresh session restores into its own
-  // backend; otherwise, or when an auto policy must move from f16 to the
-  // schemes it chose, a new backend is built (the factory) and swapped in.
+  // policy: kInvalidArgument; a damaged or truncated file: kBadFile; a
+  // context too short) is an error that leaves the session as it was. The
+  // rows go into the session's own backend when it stores them the same way
+  // (its cache emptied only after the whole file checked out; only a failure
+  // past that point, such as running out of memory, leaves it empty); an
+  // auto policy that had chosen, or a two-phase cache saved in the other
+  // phase, gets a new backend (the factory), swapped in on success.
   Status restoreCache(const std::filesystem::path& path, Observer* observer = nullptr);
 
  private:

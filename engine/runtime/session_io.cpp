@@ -64,31 +64,36 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
   }
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy saved, kv::KvPolicy::parse(info.policy));
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy current, kv::KvPolicy::parse(m_kvPolicy));
-  if (!saved.sameCache(current) || saved.autoBits != current.autoBits) {
+  if (!saved.sameCache(current)) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache was made under policy '{}', this session uses '{}'",
                      info.policy.empty() ? "f16" : info.policy,
                      m_kvPolicy.empty() ? "f16" : m_kvPolicy);
   }
-  if (info.autoState == AutoState::kSettled && info.autoPlan &&
-      info.autoPlan->schemes() != info.schemes) {
+  if (info.autoState != AutoState::kNone && !saved.autoBits)
+    return makeError(ErrorCode::kBadFile,
+                     "the saved KV cache has an auto state but no auto policy");
+  if (info.autoState == AutoState::kSettled && info.autoPlan->schemes() != info.schemes)
     return makeError(ErrorCode::kBadFile, "the saved KV cache's auto plan is not its schemes");
-  }
 
-  // Into this session's backend when it is empty and stores what the file
-  // holds; otherwise into a new one, swapped in only on success.
+  // Into this session's backend when it stores what the file holds (emptied
+  // only once the whole file checked out); otherwise into a new one, swapped
+  // in only on success.
   backend::Backend* target = m_backend.get();
   std::unique_ptr<backend::Backend> built;
-  const bool sameRows = m_backend->kvLayout() &&
-                        m_backend->kvLayout()->layerSchemes() == info.schemes &&
-                        m_backend->kvLayout()->cacheSeed() == info.cacheSeed;
-  const bool twoPhasePending = saved.twoPhase && info.autoState == AutoState::kNone;
-  if (m_backend->cachedTokens() != 0 || (!sameRows && !twoPhasePending)) {
+  const kv::KvLayout* own = m_backend->kvLayout();
+  if (!own) {
+    return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
+                     m_backend->name());
+  }
+  const bool sameRows = own->layerSchemes() == info.schemes && own->cacheSeed() == info.cacheSeed;
+  if (!sameRows) {
     if (!m_factory) {
       return makeError(ErrorCode::kUnsupported,
-                       "this session was opened without a backend factory, so it can restore a "
-                       "cache only into its own empty one");
+                       "this session was opened without a backend factory, so it can restore "
+                       "only a cache stored as its own");
     }
+    // An auto policy that chose, or a two-phase cache in the other phase.
     const std::string policy = info.autoState == AutoState::kSettled
                                    ? saved.withLayers(info.schemes).toString()
                                    : info.policy;
@@ -97,18 +102,25 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
     KVS_ASSIGN_OR_RETURN(built, m_factory(policy));
     KVS_TRY(built->setIndexer(attention));
     target = built.get();
+  } else if (m_backend->cachedTokens() != 0) {
+    KVS_TRY(reader.verifyRows());
+    KVS_TRY(m_backend->trim(0));
+    m_history.clear();
   }
-  const kv::KvLayout* own = target->kvLayout();
-  if (!own) {
+  if (!target->kvLayout()) {
     return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
                      target->name());
   }
-  kv::KvGeometry geometry = own->geometry();
-  KVS_ASSIGN_OR_RETURN(const kv::KvLayout fileLayout,
-                       kv::KvLayout::create(geometry, info.schemes, info.cacheSeed));
-  KVS_TRY(reader.checkLayout(fileLayout));
+  KVS_ASSIGN_OR_RETURN(
+      const kv::KvLayout fileLayout,
+      kv::KvLayout::create(target->kvLayout()->geometry(), info.schemes, info.cacheSeed));
+  KVS_TRY(reader.checkRowSizes(fileLayout));
   KVS_TRY(target->importKv(fileLayout, reader.rows(),
                            [&](std::span<uint8_t> out) { return reader.readRows(out); }));
+  if (const Status all = reader.finishRows(); !all.ok()) {
+    (void)target->trim(0);
+    return all;
+  }
   if (built) m_backend = std::move(built);
   m_history = info.tokens;
   m_autoPlan = info.autoState == AutoState::kSettled ? info.autoPlan : std::nullopt;

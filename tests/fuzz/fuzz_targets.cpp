@@ -11,6 +11,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/kv_file.h"
 #include "runtime/session.h"
+#include "support/kv_file_parts.h"
 #ifdef KVSCOPE_FUZZ_CONVERSATION
 #include "ui/conversation_store.h"
 #endif
@@ -76,9 +77,9 @@ class HfTarget : public Target {
 // A saved KV cache (runtime/kv_file.h), restored into a session of the demo
 // model under the policy the file names, as the app reopens a conversation.
 // A mutation almost always breaks a CRC, which stops the reader at the header;
-// so every other input is resealed first (its section CRCs, size and header
-// CRC recomputed from the format in kv_file.h) to reach the metadata, token
-// and row checks and the import behind them.
+// so every other input is resealed first (support/kv_file_parts.h: section
+// CRCs, offsets, size and header CRC made to agree) to reach the metadata,
+// token and row checks and the import behind them.
 class KvCacheTarget : public Target {
  public:
   explicit KvCacheTarget(const fs::path& workDir) : m_file(workDir / "chat.kvcache") {
@@ -88,9 +89,11 @@ class KvCacheTarget : public Target {
     if (file.ok()) m_model = std::shared_ptr<const model::ModelFile>(std::move(file).value());
   }
   bool run(std::span<const uint8_t> input) override {
-    std::vector<uint8_t> bytes(input.begin(), input.end());
-    if (crc32c(input) & 1) reseal(bytes);
-    writeFile(m_file, bytes);
+    std::string bytes(input.begin(), input.end());
+    if (crc32c(input) & 1) {
+      if (auto parts = test::splitKvFile(bytes)) bytes = test::joinKvFile(*parts, bytes);
+    }
+    writeFile(m_file, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
     auto reader = runtime::KvFileReader::open(m_file);
     if (!reader.ok()) return false;
     runtime::Session* session = sessionFor(reader->info().policy);
@@ -101,27 +104,6 @@ class KvCacheTarget : public Target {
   }
 
  private:
-  static void reseal(std::vector<uint8_t>& b) {
-    constexpr size_t kHeader = 64, kEntry = 24, kSections = 3;
-    if (b.size() < kHeader + kSections * kEntry) return;
-    const auto u64 = [&](size_t at) {
-      uint64_t v;
-      std::memcpy(&v, &b[at], 8);
-      return v;
-    };
-    for (size_t i = 0; i < kSections; ++i) {
-      const size_t entry = kHeader + i * kEntry;
-      const uint64_t offset = u64(entry + 8), bytes = u64(entry + 16);
-      if (offset > b.size() || bytes > b.size() - offset) continue;
-      const uint32_t crc = crc32c({b.data() + offset, bytes});
-      std::memcpy(&b[entry + 4], &crc, 4);
-    }
-    const uint64_t size = b.size();
-    std::memcpy(&b[16], &size, 8);
-    std::memset(&b[24], 0, 4);
-    const uint32_t crc = crc32c({b.data(), kHeader + kSections * kEntry});
-    std::memcpy(&b[24], &crc, 4);
-  }
   // One session per policy text seen (a few: mutated texts mostly fail to parse).
   runtime::Session* sessionFor(const std::string& policy) {
     if (!m_model) return nullptr;

@@ -281,6 +281,15 @@ TEST(KvRestore, ACacheSavedOnOneBackendRestoresOnTheOther) {
     const std::vector<uint8_t> rows = exportedRows(target->backend());
     EXPECT_FALSE(rows.empty());
     EXPECT_TRUE(rows == exportedRows(source->backend())) << from << " to " << to;
+    // Read back through the pages, not the export: the same values decoded.
+    for (uint32_t l = 0; l < model->config().nLayer; ++l) {
+      for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
+        auto a = source->backend().readKv(l, p);
+        auto b = target->backend().readKv(l, p);
+        ASSERT_TRUE(a.ok() && b.ok());
+        EXPECT_TRUE(*a == *b) << from << " to " << to << ", layer " << l;
+      }
+    }
   }
   std::filesystem::remove(file);
 }

@@ -341,12 +341,10 @@ class ChatControllerTest : public QObject {
     QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
   }
 
-  // A conversation longer than the context: under rolling the oldest messages are left
-  // out (flagged, announced) and the reply comes; under stop the turn fails saying how
-  // to go on, and the conversation is kept.
   // Leaving a chat saves its KV cache beside it; reopening it restores the
   // cache, so the next reply reuses the whole conversation. A damaged cache is
-  // reported, removed, and the chat is re-read with nothing lost.
+  // reported, removed, and the chat is re-read with nothing lost; one made
+  // under another policy is reported and kept.
   void savedKvCacheRestoresAReopenedChat() {
     QTemporaryDir dir;
     ui::ConversationStore store(dir.path());
@@ -396,8 +394,24 @@ class ChatControllerTest : public QObject {
     QVERIFY(reread.promptTokens > 0);
     QVERIFY(reread.reusedTokens < first.promptTokens);
     QCOMPARE(chat.conversation().messages.size(), 6);
+
+    // Under another KV policy the cache is not used but kept for the old one.
+    chat.newChat();
+    chat.openConversation(id);  // the engine still holds this chat: nothing to restore
+    QSignalSpy notice2(&chat, &ChatController::kvCacheNotice);
+    QSignalSpy reloaded(&chat, &ChatController::modelLoaded);
+    chat.setBackendSettings({QStringLiteral("cpu"), -1, 0, QStringLiteral("k=q4_0,v=q4_0")});
+    chat.loadModel(ui::test::storiesModel());  // saves this chat's cache first
+    QVERIFY(reloaded.wait(kWaitMs));
+    QVERIFY(notice2.wait(kWaitMs));
+    QVERIFY2(notice2.last().at(0).toString().contains(QStringLiteral("k=q4_0,v=q4_0")),
+             qPrintable(notice2.last().at(0).toString()));
+    QVERIFY(QFile::exists(cache));
   }
 
+  // A conversation longer than the context: under rolling the oldest messages are left
+  // out (flagged, announced) and the reply comes; under stop the turn fails saying how
+  // to go on, and the conversation is kept.
   void contextOverflowLeavesOutOldMessages() {
     EngineThread engine(ui::test::fakeDevices);
     ChatController chat(engine.worker());

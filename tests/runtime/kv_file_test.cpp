@@ -1,0 +1,165 @@
+// The saved KV cache reader (runtime/kv_file.h) on a file the stories260K
+// session saves: it reads back what was written; every truncation, every
+// flipped header or table byte and a damaged section are refused; and
+// sections made consistent again around bad content (support/kv_file_parts.h)
+// are refused for that content — a row count the file cannot hold before
+// anything is allocated, a token outside the vocabulary, numbers that are not
+// unsigned integers, an auto state without an auto policy, row sizes this
+// build's schemes do not have.
+#include "runtime/kv_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/kv_file_parts.h"
+#include "support/stories_session.h"
+
+namespace kvscope::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class KvFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    m_path = fs::temp_directory_path() / ("kvscope-kv-file-" + std::to_string(::getpid()));
+    m_session = openStoriesSession(256);
+    ASSERT_TRUE(m_session);
+    runtime::GenerateOptions options;
+    options.maxTokens = 8;
+    options.sampler.temperature = 0.0f;
+    ASSERT_TRUE(
+        m_session->generate(m_session->tokenizeCompletion("Once upon a time"), options).ok());
+    ASSERT_TRUE(m_session->saveCache(m_path).ok());
+    std::ifstream in(m_path, std::ios::binary);
+    m_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  void TearDown() override { fs::remove(m_path); }
+
+  // The file with its META JSON changed by `edit`, consistent otherwise.
+  std::string withMeta(const std::function<void(nlohmann::json&)>& edit) const {
+    auto parts = splitKvFile(m_bytes);
+    EXPECT_TRUE(parts);
+    nlohmann::json meta = nlohmann::json::parse(parts->meta);
+    edit(meta);
+    parts->meta = meta.dump();
+    return joinKvFile(*parts, m_bytes);
+  }
+  // Restores `bytes` into a fresh session.
+  Status restore(const std::string& bytes) const {
+    std::ofstream(m_path, std::ios::binary) << bytes;
+    auto fresh = openStoriesSession(256);
+    EXPECT_TRUE(fresh);
+    return fresh ? fresh->restoreCache(m_path) : okStatus();
+  }
+
+  fs::path m_path;
+  std::unique_ptr<runtime::Session> m_session;
+  std::string m_bytes;
+};
+
+TEST_F(KvFile, ReadsBackWhatWasWritten) {
+  auto reader = runtime::KvFileReader::parse(m_bytes);
+  ASSERT_TRUE(reader.ok()) << reader.error().describe();
+  const runtime::KvFileInfo& info = reader->info();
+  EXPECT_EQ(info.tokens, m_session->history());
+  EXPECT_EQ(info.nLayer, m_session->config().nLayer);
+  EXPECT_EQ(info.schemes, m_session->backend().kvLayout()->layerSchemes());
+  EXPECT_EQ(info.cacheSeed, m_session->backend().kvLayout()->cacheSeed());
+  EXPECT_EQ(info.backend, "cpu");
+  std::vector<uint8_t> expected;
+  ASSERT_TRUE(m_session->backend()
+                  .exportKv([&](std::span<const uint8_t> run) {
+                    expected.insert(expected.end(), run.begin(), run.end());
+                    return okStatus();
+                  })
+                  .ok());
+  std::vector<uint8_t> rows(expected.size());
+  ASSERT_TRUE(reader->readRows(rows).ok());
+  EXPECT_EQ(rows, expected);
+  uint8_t more = 0;
+  EXPECT_FALSE(reader->readRows({&more, 1}).ok()) << "past the end";
+  // Rewritten from the same session: the same bytes.
+  auto parts = splitKvFile(m_bytes);
+  ASSERT_TRUE(parts);
+  EXPECT_EQ(joinKvFile(*parts, m_bytes), m_bytes);
+}
+
+TEST_F(KvFile, RefusesEveryTruncationAndEveryFlippedHeaderByte) {
+  for (size_t n = 0; n < m_bytes.size(); ++n) {
+    auto r = runtime::KvFileReader::parse(m_bytes.substr(0, n));
+    ASSERT_FALSE(r.ok()) << "truncated to " << n;
+    EXPECT_EQ(r.error().code, ErrorCode::kBadFile) << n;
+  }
+  EXPECT_FALSE(runtime::KvFileReader::parse(m_bytes + "x").ok()) << "a trailing byte";
+  for (size_t i = 0; i < 64 + 3 * 24; ++i) {
+    std::string flipped = m_bytes;
+    flipped[i] = static_cast<char>(flipped[i] ^ 0x01);
+    EXPECT_FALSE(runtime::KvFileReader::parse(flipped).ok()) << "byte " << i;
+  }
+  // A flipped row byte passes the header, and fails at the rows' checksum.
+  std::string flippedRow = m_bytes;
+  flippedRow[flippedRow.size() - 1] = static_cast<char>(flippedRow.back() ^ 0x01);
+  auto r = runtime::KvFileReader::parse(flippedRow);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->verifyRows().ok());
+  EXPECT_EQ(restore(flippedRow).error().code, ErrorCode::kBadFile);
+}
+
+TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
+  const auto refused = [](const std::string& bytes, const char* what) {
+    auto r = runtime::KvFileReader::parse(bytes);
+    EXPECT_FALSE(r.ok()) << what;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, ErrorCode::kBadFile) << what << ": " << r.error().message;
+    }
+  };
+  // The untouched file, reassembled, is accepted: the edits below are what is refused.
+  ASSERT_TRUE(runtime::KvFileReader::parse(withMeta([](nlohmann::json&) {})).ok());
+  refused(withMeta([](nlohmann::json& m) { m["cache"]["rows"] = runtime::kMaxKvFileRows; }),
+          "more rows than the file holds");
+  refused(withMeta([](nlohmann::json& m) { m["cache"]["rows"] = uint64_t{1} << 40; }),
+          "a row count past the bound");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["layers"] = 5.5; }), "a float layer count");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["layers"] = -5; }), "a negative count");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["vocab"] = 2; }), "a token past vocab");
+  refused(withMeta([](nlohmann::json& m) { m["cache"]["schemes"][0][1] = "nope"; }),
+          "an unknown scheme");
+  refused(withMeta([](nlohmann::json& m) { m["cache"]["schemes"].erase(0); }), "a layer missing");
+  refused(withMeta([](nlohmann::json& m) { m["policy"]["auto"] = "settled"; }),
+          "a settled auto state without its plan");
+  refused(withMeta([](nlohmann::json& m) { m.erase("model"); }), "no model");
+  refused(withMeta([](nlohmann::json& m) { m["format"] = "something else"; }), "another format");
+
+  // Consistent to the reader, refused by the restore.
+  const Status failedAuto = restore(withMeta([](nlohmann::json& m) {
+    m["policy"]["auto"] = "failed";
+    m["policy"]["auto_failure"] = "x";
+  }));
+  ASSERT_FALSE(failedAuto.ok());
+  EXPECT_EQ(failedAuto.error().code, ErrorCode::kBadFile) << failedAuto.error().message;
+  // Layer 0's K rows four bytes longer and the rows section as long as that
+  // claims: the sizes add up, but this build's f16 rows are not that size.
+  auto parts = splitKvFile(m_bytes);
+  ASSERT_TRUE(parts);
+  nlohmann::json meta = nlohmann::json::parse(parts->meta);
+  const uint32_t k = meta["cache"]["row_bytes"][0][0];
+  meta["cache"]["row_bytes"][0][0] = k + 4;
+  const uint64_t rows = meta["cache"]["rows"], heads = meta["model"]["kv_heads"];
+  parts->meta = meta.dump();
+  parts->rows.append(rows * heads * 4, '\0');
+  const std::string longer = joinKvFile(*parts, m_bytes);
+  ASSERT_TRUE(runtime::KvFileReader::parse(longer).ok());
+  const Status rowSize = restore(longer);
+  ASSERT_FALSE(rowSize.ok());
+  EXPECT_NE(rowSize.error().message.find("rows of another size"), std::string::npos)
+      << rowSize.error().message;
+  EXPECT_TRUE(restore(m_bytes).ok());
+}
+
+}  // namespace
+}  // namespace kvscope::test
