@@ -18,7 +18,11 @@ std::vector<Cached> listCaches(const fs::path& folder) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     std::error_code e;
-    if (!entry.is_regular_file(e) || entry.path().extension() != kKvCacheExtension) continue;
+    // Caches, and what a save cut short left behind (PATH.kvcache.tmp).
+    const std::string name = entry.path().filename().string();
+    const bool cache = name.ends_with(kKvCacheExtension) ||
+                       name.ends_with(std::string(kKvCacheExtension) + ".tmp");
+    if (!entry.is_regular_file(e) || !cache) continue;
     const uint64_t bytes = entry.file_size(e);
     const auto time = entry.last_write_time(e);
     if (!e) out.push_back({entry.path(), bytes, time});

@@ -2,7 +2,8 @@
 // The folder of saved KV caches (runtime/kv_file.h) the app keeps beside its
 // conversations: one "<conversation id>.kvcache" per conversation, within a
 // total size the user sets; when it is over, the caches used least recently
-// (oldest modification time) go first.
+// (oldest modification time) go first. Temporaries a save cut short left
+// behind (.kvcache.tmp) count as caches, so they go too.
 
 #include <cstdint>
 #include <filesystem>

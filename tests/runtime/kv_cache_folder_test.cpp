@@ -37,12 +37,14 @@ TEST_F(KvCacheFolder, EvictsTheOldestCachesUntilTheFolderFits) {
   const fs::path older = make("b.kvcache", 100, 20);
   const fs::path recent = make("c.kvcache", 100, 10);
   const fs::path other = make("notes.json", 1000, 40);
-  EXPECT_EQ(kvCacheFolderBytes(m_dir), 300u);
+  const fs::path leftover = make("d.kvcache.tmp", 50, 40);  // a save cut short
+  EXPECT_EQ(kvCacheFolderBytes(m_dir), 350u);
 
   const auto removed = evictKvCaches(m_dir, 150);
-  ASSERT_EQ(removed.size(), 2u);
-  EXPECT_EQ(removed[0], oldest);
-  EXPECT_EQ(removed[1], older);
+  ASSERT_EQ(removed.size(), 3u);
+  EXPECT_EQ(removed[0], leftover);
+  EXPECT_EQ(removed[1], oldest);
+  EXPECT_EQ(removed[2], older);
   EXPECT_TRUE(fs::exists(recent));
   EXPECT_TRUE(fs::exists(other));
   EXPECT_EQ(kvCacheFolderBytes(m_dir), 100u);
