@@ -83,14 +83,16 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(this, &ChatController::saveKvCacheRequested, worker, &EngineWorker::saveKvCache);
   connect(this, &ChatController::restoreKvCacheRequested, worker, &EngineWorker::restoreKvCache);
   connect(worker, &EngineWorker::kvCacheRestored, this,
-          [this](const QString& id, quint32 tokens) {
+          [this](const QString& id, quint32 tokens, bool fromDisk) {
             if (id != m_conversation.id || isGenerating()) return;
             m_cachedTokens = tokens;
             emit contextUsageChanged(m_cachedTokens, m_model.contextLimit);
             emit kvCacheRestored(tokens);
-            emit kvCacheNotice(QStringLiteral("Restored this chat's KV cache from disk (%1 "
-                                              "tokens): the next reply does not re-read it.")
-                                   .arg(tokens));
+            if (fromDisk) {
+              emit kvCacheNotice(QStringLiteral("Restored this chat's KV cache from disk (%1 "
+                                                "tokens): the next reply does not re-read it.")
+                                     .arg(tokens));
+            }
           });
   connect(worker, &EngineWorker::kvCacheRestoreFailed, this,
           [this](const QString& id, const QString& message) {

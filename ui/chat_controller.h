@@ -163,10 +163,12 @@ class ChatController : public QObject {
   // at `indices` are left out (ChatMessage::leftOut), and this turn prefills
   // `prefill` tokens.
   void messagesLeftOut(const QList<int>& indices, quint32 prefill);
-  // What happened to a saved KV cache, for the status bar: restored (the open
-  // conversation's `tokens` are cached again), not used, not saved, or older
-  // caches removed to stay within the folder's limit.
+  // What happened to a saved KV cache, for the status bar: restored from disk,
+  // not used, not saved, or older caches removed to stay within the folder's
+  // limit.
   void kvCacheNotice(const QString& message);
+  // The open conversation's `tokens` are cached again (restored from disk, or
+  // still held by the engine).
   void kvCacheRestored(quint32 tokens);
   // The stored conversations changed (one added, retitled or deleted).
   void conversationsChanged();

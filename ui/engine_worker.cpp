@@ -663,9 +663,13 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
                                   const QString& path) {
   const std::filesystem::path file = path.toStdString();
   std::error_code ec;
-  // Nothing to do without a file, or when the cache already holds this chat
-  // (its latest turns included).
-  if (!m_session || m_cacheOwner == conversationId || !std::filesystem::exists(file, ec)) return;
+  if (!m_session) return;
+  if (m_cacheOwner == conversationId) {  // the cache holds this chat, its latest turns too
+    emit kvCacheRestored(conversationId, static_cast<quint32>(m_session->history().size()),
+                         false);
+    return;
+  }
+  if (!std::filesystem::exists(file, ec)) return;
   TurnObserver observer(*this, turnId);
   Status st = okStatus();
   try {
@@ -681,7 +685,7 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
     return;
   }
   m_cacheOwner = conversationId;
-  emit kvCacheRestored(conversationId, static_cast<quint32>(m_session->history().size()));
+  emit kvCacheRestored(conversationId, static_cast<quint32>(m_session->history().size()), true);
 }
 
 IndexerReport EngineWorker::indexerReport(quint64 turnId, const runtime::IndexerSnapshot& s) {

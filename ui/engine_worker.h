@@ -120,8 +120,9 @@ class EngineWorker : public QObject {
   // Restores the KV cache of conversation `conversationId` from `path` without
   // prefill: kvCacheRestored(), or kvCacheRestoreFailed() with the reason and
   // the cache as it was (a damaged file is removed; one made for another model
-  // or policy is kept); nothing when there is no file or the cache already
-  // holds that conversation. The restored cache's kvReported() carries `turnId`.
+  // or policy is kept); nothing when there is no file. When the cache already
+  // holds that conversation, kvCacheRestored() without reading the file. The
+  // restored cache's kvReported() carries `turnId`.
   void restoreKvCache(quint64 turnId, const QString& conversationId, const QString& path);
 
   // Serves the loaded model on 127.0.0.1 (server/server.h): answers serverStarted() or
@@ -175,7 +176,8 @@ class EngineWorker : public QObject {
                     quint32 evicted);
   // `reason` empty: there was nothing of this conversation to save.
   void kvCacheNotSaved(const QString& conversationId, const QString& reason);
-  void kvCacheRestored(const QString& conversationId, quint32 tokens);
+  // `fromDisk` false: the cache already held the conversation (nothing read).
+  void kvCacheRestored(const QString& conversationId, quint32 tokens, bool fromDisk);
   void kvCacheRestoreFailed(const QString& conversationId, const QString& message);
 
   // `url` is the base clients use ("http://127.0.0.1:8080/v1").

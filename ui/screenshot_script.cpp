@@ -152,14 +152,19 @@ void ScreenshotScript::serve() {
 
 void ScreenshotScript::reopen() {
   ChatController* c = m_window.controller();
-  const QString id = c->conversation().id;
-  connect(c, &ChatController::kvCacheRestored, this,
-          [this] { QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture); });
+  if (m_reopenId.isEmpty()) {
+    // Another chat takes the engine's cache, so reopening reads the saved one.
+    m_reopenId = c->conversation().id;
+    c->newChat();
+    c->send(QStringLiteral("Say hello."));
+    return;
+  }
   connect(c, &ChatController::kvCacheNotice, this, [this](const QString& message) {
     if (message.contains(QStringLiteral("was not used"))) fail(message);
+    if (message.startsWith(QStringLiteral("Restored")))
+      QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture);
   });
-  c->newChat();
-  c->openConversation(id);
+  c->openConversation(m_reopenId);
 }
 
 void ScreenshotScript::capture() {

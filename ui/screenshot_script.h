@@ -12,8 +12,8 @@
 // and the window is captured once an outside client's two requests were answered (their
 // step and KV reports in the inspector, the status bar counting them). With `reopen`,
 // every reply runs to its end, then a new chat is started (which saves the conversation's
-// KV cache) and the conversation reopened, and the window is captured once its cache was
-// restored (the status bar saying so). Exits
+// KV cache) with a short exchange of its own, the conversation is reopened, and the window
+// is captured once its cache was restored from disk (the status bar saying so). Exits
 // the application with 0 when the picture was saved, 1 on any failure (with a message).
 
 #include <QObject>
@@ -66,7 +66,8 @@ class ScreenshotScript : public QObject {
   bool m_sawKv = false;
   bool m_sawIndexer = false;
   quint32 m_tokens = 0;
-  bool m_serving = false;  // the served requests' reports are the ones awaited
+  bool m_serving = false;
+  QString m_reopenId;  // reopen: the conversation to go back to, once set  // the served requests' reports are the ones awaited
   bool m_capturing = false;
   bool m_probed = false;
   bool m_discovered = false;
