@@ -76,17 +76,32 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
   if (info.autoState == AutoState::kSettled && info.autoPlan->schemes() != info.schemes)
     return makeError(ErrorCode::kBadFile, "the saved KV cache's auto plan is not its schemes");
 
+  // The file's rows as `b` would lay them out, once the file's row sizes and
+  // length are known to fit it.
+  const auto layoutFor = [&](const backend::Backend& b) -> Expected<kv::KvLayout> {
+    if (!b.kvLayout()) {
+      return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
+                       b.name());
+    }
+    KVS_ASSIGN_OR_RETURN(kv::KvLayout layout, kv::KvLayout::create(b.kvLayout()->geometry(),
+                                                                   info.schemes, info.cacheSeed));
+    KVS_TRY(reader.checkRowSizes(layout));
+    if (reader.rows() > b.contextLimit()) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "the saved KV cache holds {} tokens, more than this session's context of {}",
+                       reader.rows(), b.contextLimit());
+    }
+    return layout;
+  };
+
   // Into this session's backend when it stores what the file holds (emptied
   // only once the whole file checked out); otherwise into a new one, swapped
   // in only on success.
   backend::Backend* target = m_backend.get();
   std::unique_ptr<backend::Backend> built;
   const kv::KvLayout* own = m_backend->kvLayout();
-  if (!own) {
-    return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
-                     m_backend->name());
-  }
-  const bool sameRows = own->layerSchemes() == info.schemes && own->cacheSeed() == info.cacheSeed;
+  const bool sameRows =
+      own && own->layerSchemes() == info.schemes && own->cacheSeed() == info.cacheSeed;
   if (!sameRows) {
     if (!m_factory) {
       return makeError(ErrorCode::kUnsupported,
@@ -102,19 +117,13 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
     KVS_ASSIGN_OR_RETURN(built, m_factory(policy));
     KVS_TRY(built->setIndexer(attention));
     target = built.get();
-  } else if (m_backend->cachedTokens() != 0) {
+  }
+  KVS_ASSIGN_OR_RETURN(const kv::KvLayout fileLayout, layoutFor(*target));
+  if (!built && m_backend->cachedTokens() != 0) {
     KVS_TRY(reader.verifyRows());
     KVS_TRY(m_backend->trim(0));
     m_history.clear();
   }
-  if (!target->kvLayout()) {
-    return makeError(ErrorCode::kUnsupported, "the {} backend cannot restore a KV cache",
-                     target->name());
-  }
-  KVS_ASSIGN_OR_RETURN(
-      const kv::KvLayout fileLayout,
-      kv::KvLayout::create(target->kvLayout()->geometry(), info.schemes, info.cacheSeed));
-  KVS_TRY(reader.checkRowSizes(fileLayout));
   KVS_TRY(target->importKv(fileLayout, reader.rows(),
                            [&](std::span<uint8_t> out) { return reader.readRows(out); }));
   if (const Status all = reader.finishRows(); !all.ok()) {

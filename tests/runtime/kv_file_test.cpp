@@ -161,5 +161,22 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   EXPECT_TRUE(restore(m_bytes).ok());
 }
 
+TEST_F(KvFile, ACacheLongerThanTheContextLeavesABusySessionAsItWas) {
+  auto small = openStoriesSession(8);
+  ASSERT_TRUE(small);
+  runtime::GenerateOptions options;
+  options.maxTokens = 2;
+  options.sampler.temperature = 0.0f;
+  ASSERT_TRUE(small->generate(small->tokenizeCompletion("Once"), options).ok());
+  const std::vector<int32_t> before = small->history();
+  ASSERT_FALSE(before.empty());
+  ASSERT_GT(m_session->history().size(), 8u);
+  const Status st = small->restoreCache(m_path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("context"), std::string::npos) << st.error().message;
+  EXPECT_EQ(small->history(), before);
+  EXPECT_EQ(small->backend().cachedTokens(), before.size());
+}
+
 }  // namespace
 }  // namespace kvscope::test
