@@ -681,6 +681,7 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
     // A damaged file goes; one made for another model or policy stays for
     // them (a turn under this one replaces it when the chat is left).
     if (st.error().code == ErrorCode::kBadFile) std::filesystem::remove(file, ec);
+    if (m_session->history().empty()) m_cacheOwner.clear();  // emptied, then failed
     emit kvCacheRestoreFailed(conversationId, QString::fromStdString(st.error().message));
     return;
   }
