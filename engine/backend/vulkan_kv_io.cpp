@@ -7,28 +7,43 @@
 #include "backend/vulkan_backend.h"
 
 namespace kvscope::backend {
+namespace {
+
+// The canonical order over blocks of one (layer, part) laid out page after
+// page, [page][nHeadKv][R][rowBytes]: f(offset, bytes) per head and page.
+template <typename F>
+Status forEachRun(const kv::KvLayout& layout, uint32_t layer, kv::KvPart part, uint32_t rows,
+                  F&& f) {
+  const uint32_t perPage = layout.geometry().rowsPerPage;
+  const uint32_t rowBytes = layout.rowBytes(layer, part);
+  const size_t blockBytes = layout.partBytes(layer, part);
+  for (uint32_t h = 0; h < layout.geometry().nHeadKv; ++h) {
+    for (uint32_t first = 0; first < rows; first += perPage) {
+      const uint32_t count = std::min(perPage, rows - first);
+      KVS_TRY(f((first / perPage) * blockBytes + size_t{h} * perPage * rowBytes,
+                size_t{count} * rowBytes));
+    }
+  }
+  return okStatus();
+}
+
+}  // namespace
 
 Status VulkanBackend::exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const {
   const kv::KvGeometry& g = m_kvLayout.geometry();
-  const uint32_t perPage = g.rowsPerPage;
   const size_t pages = m_kvLayout.pagesFor(m_rows);
   std::vector<uint8_t> blocks;  // [page][nHeadKv][R][rowBytes] of one (layer, part)
   for (uint32_t l = 0; l < g.nLayer; ++l) {
     for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       const size_t blockBytes = m_kvLayout.partBytes(l, p);
-      const uint32_t rowBytes = m_kvLayout.rowBytes(l, p);
       blocks.resize(blockBytes * pages);
       for (size_t page = 0; page < pages; ++page) {
         KVS_TRY(m_pages[page].download(&blocks[page * blockBytes], blockBytes,
                                        m_kvLayout.partOffset(l, p)));
       }
-      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
-        for (uint32_t first = 0; first < m_rows; first += perPage) {
-          const uint32_t count = std::min(perPage, m_rows - first);
-          const size_t at = (first / perPage) * blockBytes + size_t{h} * perPage * rowBytes;
-          KVS_TRY(write({&blocks[at], size_t{count} * rowBytes}));
-        }
-      }
+      KVS_TRY(forEachRun(m_kvLayout, l, p, m_rows, [&](size_t at, size_t bytes) {
+        return write({&blocks[at], bytes});
+      }));
     }
   }
   return okStatus();
@@ -49,22 +64,16 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
   }
   KVS_TRY(ensurePages(rows));
   const kv::KvGeometry& g = m_kvLayout.geometry();
-  const uint32_t perPage = g.rowsPerPage;
   const size_t pages = m_kvLayout.pagesFor(rows);
   std::vector<uint8_t> blocks;
   const auto importAll = [&]() -> Status {
     for (uint32_t l = 0; l < g.nLayer; ++l) {
       for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         const size_t blockBytes = m_kvLayout.partBytes(l, p);
-        const uint32_t rowBytes = m_kvLayout.rowBytes(l, p);
         blocks.assign(blockBytes * pages, 0);
-        for (uint32_t h = 0; h < g.nHeadKv; ++h) {
-          for (uint32_t first = 0; first < rows; first += perPage) {
-            const uint32_t count = std::min(perPage, rows - first);
-            const size_t at = (first / perPage) * blockBytes + size_t{h} * perPage * rowBytes;
-            KVS_TRY(read({&blocks[at], size_t{count} * rowBytes}));
-          }
-        }
+        KVS_TRY(forEachRun(m_kvLayout, l, p, rows, [&](size_t at, size_t bytes) {
+          return read({&blocks[at], bytes});
+        }));
         for (size_t page = 0; page < pages; ++page) {
           KVS_TRY(m_pages[page].upload(&blocks[page * blockBytes], blockBytes,
                                        m_kvLayout.partOffset(l, p)));

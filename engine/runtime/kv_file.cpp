@@ -1,5 +1,6 @@
 #include "runtime/kv_file.h"
 
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -56,13 +57,9 @@ std::string hex(uint64_t v) {
 Expected<uint64_t> parseHex(const nlohmann::json& j, const char* what) {
   const std::string s = j.get<std::string>();
   uint64_t v = 0;
-  if (s.size() != 16)
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (s.size() != 16 || ec != std::errc() || end != s.data() + s.size())
     return makeError(ErrorCode::kBadFile, "the saved KV cache's {} is malformed", what);
-  for (char c : s) {
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return makeError(ErrorCode::kBadFile, "the saved KV cache's {} is malformed", what);
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
   return v;
 }
 

@@ -155,7 +155,11 @@ class Session {
   // cache stays f16 and the KV snapshot says why).
   Status settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits);
 
+  // model::modelFingerprint of m_model, computed at the first save or restore.
+  uint64_t modelFingerprint() const;
+
   std::shared_ptr<const model::ModelFile> m_model;
+  mutable std::optional<uint64_t> m_fingerprint;
   std::unique_ptr<backend::Backend> m_backend;
   BackendFactory m_factory;
   std::string m_kvPolicy;

@@ -9,6 +9,11 @@
 
 namespace kvscope::runtime {
 
+uint64_t Session::modelFingerprint() const {
+  if (!m_fingerprint) m_fingerprint = model::modelFingerprint(config().architecture, *m_model);
+  return *m_fingerprint;
+}
+
 Status Session::saveCache(const std::filesystem::path& path) const {
   const kv::KvLayout* layout = m_backend->kvLayout();
   if (!m_model || !layout) {
@@ -24,7 +29,7 @@ Status Session::saveCache(const std::filesystem::path& path) const {
   info.backend = std::string(m_backend->name());
   info.architecture = c.architecture;
   info.modelName = m_model->path().filename().string();
-  info.fingerprint = model::modelFingerprint(c.architecture, *m_model);
+  info.fingerprint = modelFingerprint();
   info.nLayer = c.nLayer;
   info.nHeadKv = c.nHeadKv;
   info.headDim = c.headDim;
@@ -52,7 +57,7 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
   KVS_ASSIGN_OR_RETURN(KvFileReader reader, KvFileReader::open(path));
   const KvFileInfo& info = reader.info();
   const model::ModelConfig& c = config();
-  const uint64_t fingerprint = model::modelFingerprint(c.architecture, *m_model);
+  const uint64_t fingerprint = modelFingerprint();
   if (info.fingerprint != fingerprint || info.architecture != c.architecture ||
       info.nLayer != c.nLayer || info.nHeadKv != c.nHeadKv || info.headDim != c.headDim ||
       info.nVocab != c.nVocab) {
