@@ -425,9 +425,11 @@ void ChatController::onReplyText(quint64 turnId, const QString& piece) {
   emit replyText(m_replyIndex, piece);
 }
 
-// The local server's requests show in the panels like the chat's own turns.
+// Only the chat's own turns: the local server's requests run in slots of their own
+// (server/session_slots.h), so their reports describe caches that are not this chat's;
+// the status bar's server entry shows them.
 bool ChatController::followsTurn(quint64 turnId) const {
-  return turnId == m_turnId || EngineWorker::isServedTurn(turnId);
+  return turnId == m_turnId;
 }
 
 void ChatController::onStep(const StepReport& report) {

@@ -356,23 +356,26 @@ EngineWorker::EngineWorker(DeviceLister lister, QObject* parent)
 // Posts the server's jobs to the worker's thread as queued calls: they run between the
 // chat's turns, in the order posted. A job posted while no model is loaded has nothing to
 // run on; the server was stopped before the model went, so its request is already
-// answered.
+// answered. The server's slots are siblings of the chat's session (Session::sibling):
+// served requests never touch the chat's cache, and keep the chat format serving
+// started with.
 class EngineWorker::Runner final : public server::SessionRunner {
  public:
   explicit Runner(EngineWorker& worker) : m_worker(worker) {}
-  void post(std::function<void(runtime::Session&)> job) override {
+  void post(std::function<void()> job) override {
     EngineWorker* worker = &m_worker;
     QMetaObject::invokeMethod(
         worker,
         [worker, job = std::move(job)] {
-          if (!worker->m_session) return;
-          // Chat turns set their own chat format; served requests keep the one
-          // serving started with.
-          worker->m_session->setChatSettings(worker->m_servedChat);
-          worker->m_cacheOwner.clear();  // the request's tokens replace the chat's
-          job(*worker->m_session);
+          if (worker->m_session) job();
         },
         Qt::QueuedConnection);
+  }
+  Expected<std::unique_ptr<runtime::Session>> makeSession() override {
+    if (!m_worker.m_session) return makeError(ErrorCode::kInternal, "no model is loaded");
+    KVS_ASSIGN_OR_RETURN(auto session, m_worker.m_session->sibling());
+    session->setChatSettings(m_worker.m_servedChat);
+    return session;
   }
 
  private:
@@ -787,6 +790,9 @@ void EngineWorker::startServer(const ServeRequest& request) {
   server::ServerOptions options;
   options.port = request.port;
   options.modelId = servedModelId(m_info.path).toStdString();
+  // Each slot beside the chat holds a KV cache of its own; on a GPU each also
+  // uploads the weights again, so there one slot serves every client in turn.
+  options.slotCount = m_session->backend().name() == std::string_view("cpu") ? 2 : 1;
   options.defaults = generateOptions(request.sampling);
   if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
       overflow.ok())

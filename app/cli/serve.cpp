@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,7 +26,9 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string apiKey;
+  std::vector<std::string> allowHosts;
   size_t queue = 8;
+  size_t slots = 2;
   uint32_t maxTokens = 0;
   bool indexerDiagnostic = false;
   std::string overflow = "stop";
@@ -77,8 +81,10 @@ int runServe(const ServeArgs& a, const GlobalOptions& global) {
   options.host = a.host;
   options.port = a.port;
   options.apiKey = a.apiKey;
+  options.allowedHosts = a.allowHosts;
   options.modelId = *id;
   options.queueLimit = a.queue;
+  options.slotCount = a.slots;
   options.contextOverflow = runtime::parseContextOverflow(a.overflow).value();
   // Without -n a reply may run until the context is full, as OpenAI's API.
   options.defaults.maxTokens = a.maxTokens ? a.maxTokens : std::numeric_limits<uint32_t>::max();
@@ -125,8 +131,18 @@ void registerServe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", args.apiKey,
                   "Require 'Authorization: Bearer KEY' on every request but /health");
+  cmd->add_option("--allow-host", args.allowHosts,
+                  "Also answer requests that name the server NAME (Host header) and browser "
+                  "pages from NAME (Origin); repeatable, '*' for any. IP addresses and localhost "
+                  "are always answered");
   cmd->add_option("--queue", args.queue, "Requests that may wait for the model; more get 429")
       ->default_val(args.queue);
+  cmd->add_option("--slots", args.slots,
+                  "Conversations kept at once, each in a KV cache of its own: a request reuses "
+                  "the slot whose cache shares most of its prompt, else the least recently "
+                  "used one (on a GPU each slot also holds a copy of the weights)")
+      ->default_val(args.slots)
+      ->check(CLI::Range(1, 64));
   cmd->add_option("-n,--n-predict", args.maxTokens,
                   "Most tokens per reply when a request sets no max_tokens (default: until the "
                   "context is full)");

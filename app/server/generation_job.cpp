@@ -82,12 +82,15 @@ const SamplingRequest& GenerationJob::sampling() const {
   return m_kind == Kind::kChat ? m_chat.sampling : m_completion.sampling;
 }
 
-GenerationJob::Phase GenerationJob::waitStarted(ApiError& error) {
+GenerationJob::Phase GenerationJob::waitStarted(ApiError& error,
+                                                std::chrono::milliseconds timeout) {
   std::unique_lock lock(m_mutex);
-  m_changed.wait(lock, [&] { return m_phase != Phase::kQueued || m_cancelled.load(); });
+  m_changed.wait_for(lock, timeout,
+                     [&] { return m_phase != Phase::kQueued || m_cancelled.load(); });
   if (m_phase == Phase::kQueued) {
-    // Cancelled while queued: only the server stopping does that (the
-    // HTTP thread is here, so the client cannot have been noticed leaving).
+    if (!m_cancelled.load()) return Phase::kQueued;
+    // Cancelled while queued: the server stopping, or the client gone (then
+    // nobody reads the answer).
     error = cancelledError(true);
     return Phase::kFailed;
   }
@@ -152,7 +155,7 @@ void GenerationJob::fail(ApiError error) {
   m_changed.notify_all();
 }
 
-std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
+std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
                                  const runtime::GenerateOptions& defaults,
                                  runtime::ContextOverflow overflow, runtime::Observer* observer,
                                  std::string& warning) {
@@ -160,10 +163,17 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
     job.fail(cancelledError(false));
     return std::nullopt;
   }
+  auto first = slots.any();
+  if (!first.ok()) {
+    job.fail({.status = 500, .message = first.error().message, .type = "server_error"});
+    return std::nullopt;
+  }
+  // Every slot renders and tokenizes alike; the prompt then picks its slot.
+  runtime::Session& renderer = **first;
   const bool chat = job.kind() == GenerationJob::Kind::kChat;
   const char* param = chat ? "messages" : "prompt";
   const runtime::GenerateOptions options = requestOptions(job.sampling(), defaults);
-  const uint32_t limit = session.backend().contextLimit();
+  const uint32_t limit = renderer.backend().contextLimit();
   const uint32_t reserve = runtime::replyReserve(overflow, options.maxTokens, limit);
   auto tooLong = [&](const std::string& message) {
     job.fail(
@@ -173,8 +183,8 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
   if (chat) {
     // A template that refuses the conversation (e.g. a system message it does
     // not support) is the request's problem: 400 with the template's message.
-    const auto rendered =
-        session.renderChat(job.chat().messages, /*addGenerationPrompt=*/true, job.chat().toolsJson);
+    const auto rendered = renderer.renderChat(job.chat().messages, /*addGenerationPrompt=*/true,
+                                              job.chat().toolsJson);
     if (!rendered.ok()) {
       // The model's template refused these messages (its raise_exception,
       // e.g. roles that do not alternate): the request's doing, so a 400.
@@ -182,9 +192,9 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
       return std::nullopt;
     }
     warning = rendered->warning;
-    prompt = session.tokenizeChat(*rendered);
+    prompt = renderer.tokenizeChat(*rendered);
     if (uint64_t{prompt.size()} + reserve > limit) {
-      auto fit = runtime::fitChat(session, job.chat().messages, overflow, reserve,
+      auto fit = runtime::fitChat(renderer, job.chat().messages, overflow, reserve,
                                   /*addGenerationPrompt=*/true, job.chat().toolsJson);
       if (!fit.ok()) {
         tooLong(fit.error().message);
@@ -194,8 +204,8 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
     }
   } else {
     uint32_t dropped = 0;
-    auto fit = runtime::fitPrompt(session.tokenizeCompletion(job.completion().prompt), overflow,
-                                  limit, reserve, session.tokenizer().vocab().bos, dropped);
+    auto fit = runtime::fitPrompt(renderer.tokenizeCompletion(job.completion().prompt), overflow,
+                                  limit, reserve, renderer.tokenizer().vocab().bos, dropped);
     if (!fit.ok()) {
       tooLong(fit.error().message);
       return std::nullopt;
@@ -206,6 +216,12 @@ std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
     job.fail({.status = 400, .message = "the prompt is empty", .param = param});
     return std::nullopt;
   }
+  auto slot = slots.acquire(prompt);
+  if (!slot.ok()) {
+    job.fail({.status = 500, .message = slot.error().message, .type = "server_error"});
+    return std::nullopt;
+  }
+  runtime::Session& session = **slot;
   job.start();
   JobObserver relay(session, job, observer);
   auto result = session.generate(prompt, options, &relay);

@@ -17,6 +17,7 @@
 #include "runtime/context_overflow.h"
 #include "runtime/session.h"
 #include "server/openai_api.h"
+#include "server/session_slots.h"
 
 namespace kvscope::server {
 
@@ -42,9 +43,10 @@ class GenerationJob {
   const ChatRequest& chat() const { return m_chat; }
   const CompletionRequest& completion() const { return m_completion; }
 
-  // HTTP side. Blocks until the job left the queue: kRunning, or kFailed with
-  // the error (a cancelled job fails with 503 or 499).
-  Phase waitStarted(ApiError& error);
+  // HTTP side. Blocks up to `timeout` until the job left the queue: kRunning,
+  // or kFailed with the error (a job the server cancelled fails with 503);
+  // kQueued when it is still waiting.
+  Phase waitStarted(ApiError& error, std::chrono::milliseconds timeout);
   // Blocks up to `timeout` for new text or the end; takes what there is.
   Update take(std::chrono::milliseconds timeout);
 
@@ -80,14 +82,16 @@ struct JobOutcome {
   bool cancelled = false;  // stopped because the job was cancelled
 };
 
-// Runs `job` on `session` (the session's thread): renders its messages with
-// the chat template (or tokenizes its prompt); when the prompt does not fit
-// the context, applies `overflow` (runtime/context_overflow.h) or fails it
-// with 400 context_length_exceeded; then generates with `defaults` overridden
-// by the request, releasing text as stop sequences allow. `observer` gets the
-// Session's reports too. Null when the job failed or was cancelled before it
-// generated anything. `warning` receives the chat template's warning, if any.
-std::optional<JobOutcome> runJob(runtime::Session& session, GenerationJob& job,
+// Runs `job` in one of `slots` (the session's thread): renders its messages
+// with the chat template (or tokenizes its prompt); when the prompt does not
+// fit the context, applies `overflow` (runtime/context_overflow.h) or fails it
+// with 400 context_length_exceeded; then generates, in the slot the prompt
+// reuses most of, with `defaults` overridden by the request, releasing text
+// as stop sequences allow. `observer` gets the Session's reports too. Null
+// when the job failed or was cancelled before it generated anything (a job
+// cancelled while queued is dropped before its prompt is read). `warning`
+// receives the chat template's warning, if any.
+std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
                                  const runtime::GenerateOptions& defaults,
                                  runtime::ContextOverflow overflow, runtime::Observer* observer,
                                  std::string& warning);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_depth.h"
+
 namespace kvscope::server {
 namespace {
 
@@ -18,8 +20,15 @@ ApiError badField(std::string param, std::string message) {
                   .code = ""};
 }
 
-// The body as a JSON object, or the error that says why it is not one.
+// The body as a JSON object, or the error that says why it is not one. The
+// nesting is checked on the text first: every later walk (dump(), the chat
+// template's tools) recurses once per level.
 std::optional<ApiError> parseObject(std::string_view body, json& out) {
+  if (jsonNestingDepth(body) > kMaxJsonDepth) {
+    return badField("", fmt::format("the request body nests arrays and objects deeper than {} "
+                                    "levels",
+                                    kMaxJsonDepth));
+  }
   try {
     out = json::parse(body);
   } catch (const json::parse_error& e) {

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "server/client_probe.h"
+#include "server/host_check.h"
 #include "server/kv_json.h"
 #include "server/metrics.h"
 
@@ -99,12 +101,16 @@ struct Server::State {
     State& m_state;
   };
 
-  State(ServerOptions o, ServerHooks h)
-      : options(std::move(o)), hooks(std::move(h)), relay(*this) {}
+  State(ServerOptions o, ServerHooks h, SessionRunner& runner)
+      : options(std::move(o)),
+        hooks(std::move(h)),
+        relay(*this),
+        slots(options.slotCount, [&runner] { return runner.makeSession(); }) {}
 
   const ServerOptions options;
   const ServerHooks hooks;
   Relay relay;
+  SessionSlots slots;  // the session's thread only
 
   mutable std::mutex mutex;  // guards everything below
   std::condition_variable idle;
@@ -155,7 +161,7 @@ struct Server::State {
   }
 
   // The session's thread: runs one job and does its bookkeeping.
-  void run(runtime::Session& session, const std::shared_ptr<GenerationJob>& job) {
+  void run(const std::shared_ptr<GenerationJob>& job) {
     if (!enter()) {
       job->cancel();  // its HTTP thread is already gone or leaving
       std::lock_guard lock(mutex);
@@ -165,7 +171,7 @@ struct Server::State {
     std::optional<JobOutcome> outcome;
     std::string warning;
     try {
-      outcome = runJob(session, *job, options.defaults, options.contextOverflow, &relay, warning);
+      outcome = runJob(slots, *job, options.defaults, options.contextOverflow, &relay, warning);
     } catch (const std::exception& e) {
       job->fail({.status = 500, .message = e.what(), .type = "server_error"});
     }
@@ -315,8 +321,23 @@ void serveGeneration(const std::shared_ptr<Server::State>& state, SessionRunner&
     if (refused->status == 429) res.set_header("Retry-After", "1");
     return reply(res, *refused);
   }
-  runner.post([state, job](runtime::Session& session) { state->run(session, job); });
-  if (job->waitStarted(error) == GenerationJob::Phase::kFailed) return reply(res, error);
+  runner.post([state, job] { state->run(job); });
+  // While it waits, a client that leaves cancels it, so it is dropped before
+  // its prompt is read.
+  const ClientProbe client(req);
+  bool left = false;
+  GenerationJob::Phase phase = GenerationJob::Phase::kQueued;
+  while ((phase = job->waitStarted(error, kPollInterval)) == GenerationJob::Phase::kQueued) {
+    if (!left && client.gone()) {
+      left = true;
+      job->cancel();
+    }
+  }
+  if (left) {
+    // Nobody reads it; the request counters show why the request ended.
+    error = {.status = 499, .message = "the client closed the connection", .type = "server_error"};
+  }
+  if (phase == GenerationJob::Phase::kFailed) return reply(res, error);
 
   ResponseMeta meta{.id = requestId(kind),
                     .created = static_cast<int64_t>(std::time(nullptr)),
@@ -333,7 +354,7 @@ void serveGeneration(const std::shared_ptr<Server::State>& state, SessionRunner&
 }  // namespace
 
 Server::Server(ServerOptions options, SessionRunner& runner, ServerHooks hooks)
-    : m_state(std::make_shared<State>(std::move(options), std::move(hooks))),
+    : m_state(std::make_shared<State>(std::move(options), std::move(hooks), runner)),
       m_runner(runner),
       m_http(std::make_unique<httplib::Server>()) {
   routes();
@@ -362,7 +383,27 @@ void Server::routes() {
   http.set_keep_alive_timeout(1);
 
   http.set_pre_routing_handler([state](const httplib::Request& req, httplib::Response& res) {
-    const std::string& key = state->options.apiKey;
+    const ServerOptions& o = state->options;
+    const std::string host = req.get_header_value("Host");
+    if (!hostAllowed(host, o.allowedHosts)) {
+      reply(res, {.status = 403,
+                  .message = fmt::format("requests for host '{}' are not answered: use an IP "
+                                         "address or localhost, or allow the name (--allow-host)",
+                                         host),
+                  .code = "host_not_allowed"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string origin = req.get_header_value("Origin");
+    if (!originAllowed(origin, o.host, o.allowedHosts)) {
+      reply(res, {.status = 403,
+                  .message = fmt::format("requests from web pages at '{}' are not answered: only "
+                                         "pages on this machine may call this server, or hosts "
+                                         "allowed with --allow-host",
+                                         origin),
+                  .code = "origin_not_allowed"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string& key = o.apiKey;
     if (key.empty() || req.path == "/health" || authorized(req, key))
       return httplib::Server::HandlerResponse::Unhandled;
     reply(res, {.status = 401,
@@ -446,9 +487,14 @@ Status Server::start() {
   }
   // The first snapshot, so /v1/kv and /metrics show the cache before any request.
   const std::shared_ptr<State> state = m_state;
-  m_runner.post([state](runtime::Session& session) {
+  m_runner.post([state] {
     if (!state->enter()) return;
-    state->relay.onKv(runtime::snapshotKv(session.backend()));
+    auto session = state->slots.any();
+    if (session.ok()) {
+      state->relay.onKv(runtime::snapshotKv((*session)->backend()));
+    } else if (state->hooks.log) {
+      state->hooks.log(session.error().message);
+    }
     state->leave();
   });
   auto ended = std::make_shared<std::atomic<bool>>(false);

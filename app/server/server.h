@@ -8,15 +8,24 @@
 //   GET  /metrics               Prometheus text (metrics.h)
 //   GET  /health                {"status":"ok"}; never needs the API key
 //
+// Every request must name the server by an IP address, localhost or a name
+// the operator allowed (Host), and a browser's request must come from a page
+// on this machine (Origin): anything else is 403, against DNS rebinding and
+// cross-site requests (server/host_check.h). Request bodies nest at most
+// kMaxJsonDepth levels (400 beyond).
+//
 // Threads: HTTP requests are parsed and answered on the server's own
 // threads; every call into the engine runs as a job posted to the
 // SessionRunner, which runs jobs one at a time, in the order posted, on the
-// thread that owns the Session. So the Session stays single-threaded and
-// requests are served in arrival order; the KV cache persists between them,
-// and a request whose prompt shares a prefix with what is cached reuses it
-// (usage.prompt_tokens_details.cached_tokens). At most `queueLimit` requests
-// wait behind the one running; more are refused with 429. A client that
-// disconnects cancels its generation within about 100 ms plus one engine step.
+// engine's thread. So the sessions stay single-threaded and requests are
+// served in arrival order. Requests run in the server's own session slots
+// (server/session_slots.h), never in a conversation the app holds; a slot's
+// KV cache persists between requests, and a request whose prompt shares a
+// prefix with a slot's cache reuses it (usage.prompt_tokens_details.
+// cached_tokens). At most `queueLimit` requests wait behind the one running;
+// more are refused with 429. A client that disconnects cancels its
+// generation within about 100 ms plus one engine step; one that leaves while
+// its request waits is dropped before its prompt is read.
 //
 // Errors are OpenAI-style JSON ({"error":{message,type,param,code}}); a
 // request never takes the server down. A generation that fails after its
@@ -29,12 +38,14 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "runtime/observer.h"
 #include "runtime/session.h"
 #include "server/generation_job.h"
 #include "server/openai_api.h"
+#include "server/session_slots.h"
 
 namespace httplib {
 class Server;
@@ -44,10 +55,15 @@ namespace kvscope::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                 // 0: any free port (Server::port() tells which)
-  std::string apiKey;              // non-empty: requests need "Authorization: Bearer KEY"
+  int port = 8080;     // 0: any free port (Server::port() tells which)
+  std::string apiKey;  // non-empty: requests need "Authorization: Bearer KEY"
+  // Host names answered besides IP literals and localhost, and the web
+  // origins' hosts allowed besides loopback (server/host_check.h); "*": any.
+  // Other requests get 403.
+  std::vector<std::string> allowedHosts;
   std::string modelId;             // what /v1/models lists; requests naming another get 404
   size_t queueLimit = 8;           // requests that may wait behind the running one
+  size_t slotCount = 2;            // sessions requests run in, each with its KV cache
   size_t maxBodyBytes = 8u << 20;  // larger bodies get 413
   // What a request leaves out: its sampler, max tokens and prefill chunking.
   runtime::GenerateOptions defaults;
@@ -55,15 +71,18 @@ struct ServerOptions {
   runtime::ContextOverflow contextOverflow = runtime::ContextOverflow::kStop;
 };
 
-// Where the server's jobs run.
+// Where the server's jobs run and where its sessions come from.
 class SessionRunner {
  public:
   virtual ~SessionRunner() = default;
-  // Runs `job` later on the thread that owns the Session, after every job
-  // posted before it. Called from the server's HTTP threads; must not block.
-  // Every posted job must eventually run (a job cancelled meanwhile returns
-  // at once), or its HTTP request waits until the server stops.
-  virtual void post(std::function<void(runtime::Session&)> job) = 0;
+  // Runs `job` later on the engine's thread, after every job posted before
+  // it. Called from the server's HTTP threads; must not block. Every posted
+  // job must eventually run (a job cancelled meanwhile returns at once), or
+  // its HTTP request waits until the server stops.
+  virtual void post(std::function<void()> job) = 0;
+  // The session of the server's first slot (its other slots are siblings of
+  // it: Session::sibling). Called from a job, on the engine's thread.
+  virtual Expected<std::unique_ptr<runtime::Session>> makeSession() = 0;
 };
 
 // One finished generation, as a chat turn for the app's history.

@@ -14,7 +14,13 @@ SessionThread::~SessionThread() {
   m_thread.join();
 }
 
-void SessionThread::post(std::function<void(runtime::Session&)> job) {
+Expected<std::unique_ptr<runtime::Session>> SessionThread::makeSession() {
+  if (!m_session)
+    return makeError(ErrorCode::kInternal, "the served session was handed over already");
+  return std::move(m_session);
+}
+
+void SessionThread::post(std::function<void()> job) {
   {
     std::lock_guard lock(m_mutex);
     m_jobs.push_back(std::move(job));
@@ -24,7 +30,7 @@ void SessionThread::post(std::function<void(runtime::Session&)> job) {
 
 void SessionThread::loop() {
   while (true) {
-    std::function<void(runtime::Session&)> job;
+    std::function<void()> job;
     {
       std::unique_lock lock(m_mutex);
       m_posted.wait(lock, [&] { return !m_jobs.empty() || m_closing; });
@@ -32,7 +38,7 @@ void SessionThread::loop() {
       job = std::move(m_jobs.front());
       m_jobs.pop_front();
     }
-    job(*m_session);
+    job();
   }
 }
 

@@ -8,7 +8,9 @@
 #include "backend/cpu_indexer.h"
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
+#include "backend/cpu_quant_decode.h"
 #include "backend/rope_factors.h"
+#include "gguf/dequant.h"
 
 namespace kvscope::backend {
 
@@ -21,6 +23,15 @@ void addBias(std::span<float> rows, std::span<const float> bias, uint32_t n) {
     for (size_t i = 0; i < bias.size(); ++i) rows[t * bias.size() + i] += bias[i];
 }
 
+// Products decode F32, F16, BF16 and the block types cpu_quant_decode.h
+// knows; embedding rows and vectors go through gguf::dequantize.
+bool cpuDecodes(gguf::TensorType type, model::WeightRole role) {
+  if (role != model::WeightRole::kMatrix) return gguf::canDequantize(type);
+  using gguf::TensorType;
+  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
+         cpu::canDecodeRow(type);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
@@ -28,6 +39,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(b->m_weights, model::bindWeights(c, *model));
+  KVS_TRY(model::checkWeightTypes(b->m_weights, "CPU", cpuDecodes));
   const std::vector<kv::LayerSchemes> f16(c.nLayer);
   const std::vector<kv::LayerSchemes>& schemes =
       options.kvSchemes.empty() ? f16 : options.kvSchemes;
@@ -45,12 +57,12 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_errorStride = options.errorStride;
   KVS_TRY(b->setIndexer(options.indexer));
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
-  for (const auto& t : model->all()) {
-    if (t.shape.size() != 1) continue;
+  model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole role) {
+    if (role != model::WeightRole::kVector) return;
     std::vector<float> v(t.shape[0]);
     cpu::dequantizeRow(t, 0, v);
     b->m_vectors.emplace(&t, std::move(v));
-  }
+  });
   b->m_model = std::move(model);
   return b;
 }

@@ -7,6 +7,7 @@
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/rope_factors.h"
+#include "gguf/dequant.h"
 #include "kv/kv_index.h"
 
 namespace kvscope::backend {
@@ -24,6 +25,17 @@ struct VulkanBackend::Activations {
   gpu::AttentionScratch scratch;
 };
 
+namespace {
+
+// Products run on WeightKernels' types; embedding rows are looked up on the
+// host (gguf::dequantize) and vectors are widened to float32 at upload.
+bool vulkanDecodes(gguf::TensorType type, model::WeightRole role) {
+  if (role != model::WeightRole::kMatrix) return gguf::canDequantize(type);
+  return gpu::WeightKernels::supportsType(type);
+}
+
+}  // namespace
+
 VulkanBackend::~VulkanBackend() = default;
 
 std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
@@ -39,6 +51,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<c
   b->m_options = options;
   const auto& c = b->m_model->config();
   KVS_ASSIGN_OR_RETURN(b->m_bound, model::bindWeights(c, *b->m_model));
+  KVS_TRY(model::checkWeightTypes(b->m_bound, "Vulkan", vulkanDecodes));
   KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_bound.ropeFreqs));
   gpu::ContextOptions co;
   co.device = options.device;
@@ -106,10 +119,6 @@ Expected<VulkanBackend::DeviceMatrix> VulkanBackend::uploadMatrix(const model::T
   m.type = t.type;
   m.cols = static_cast<uint32_t>(t.shape[0]);
   m.rows = static_cast<uint32_t>(t.shape[1]);
-  if (!gpu::WeightKernels::supportsType(t.type)) {
-    return makeError(ErrorCode::kUnsupported, "tensor '{}' has type {}, which the Vulkan backend does not run yet",
-                     t.name, gguf::traits(t.type).name);
-  }
   KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(t.type, m.cols, t.data));
   KVS_ASSIGN_OR_RETURN(m.buffer, gpu::Buffer::create(*m_ctx, bytes.size()));
   KVS_TRY(m.buffer.upload(bytes.data(), bytes.size()));

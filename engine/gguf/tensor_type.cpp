@@ -44,6 +44,32 @@ std::optional<TypeTraits> typeTraits(uint32_t rawType) {
       return TypeTraits{"Q6_K", 256, 210};  // 128+64+16 B, d
     case TensorType::kQ8_K:
       return TypeTraits{"Q8_K", 256, 292};  // f32 d, 256 int8, 16 int16
+    // The i-quants, ternary and MXFP4 types: geometry only (sizes from
+    // ggml-common.h's block structs); no kernel here decodes them yet.
+    case TensorType::kIQ2_XXS:
+      return TypeTraits{"IQ2_XXS", 256, 66};  // d, 32 u16
+    case TensorType::kIQ2_XS:
+      return TypeTraits{"IQ2_XS", 256, 74};  // d, 32 u16, 8 B scales
+    case TensorType::kIQ3_XXS:
+      return TypeTraits{"IQ3_XXS", 256, 98};  // d, 96 B
+    case TensorType::kIQ1_S:
+      return TypeTraits{"IQ1_S", 256, 50};  // d, 32 B, 8 u16
+    case TensorType::kIQ4_NL:
+      return TypeTraits{"IQ4_NL", 32, 18};  // d, 16 B nibbles
+    case TensorType::kIQ3_S:
+      return TypeTraits{"IQ3_S", 256, 110};  // d, 64+8+32 B, 4 B scales
+    case TensorType::kIQ2_S:
+      return TypeTraits{"IQ2_S", 256, 82};  // d, 64+8+8 B
+    case TensorType::kIQ4_XS:
+      return TypeTraits{"IQ4_XS", 256, 136};  // d, u16, 4+128 B
+    case TensorType::kIQ1_M:
+      return TypeTraits{"IQ1_M", 256, 56};  // 32+16+8 B
+    case TensorType::kTQ1_0:
+      return TypeTraits{"TQ1_0", 256, 54};  // 48+4 B, d
+    case TensorType::kTQ2_0:
+      return TypeTraits{"TQ2_0", 256, 66};  // 64 B, d
+    case TensorType::kMXFP4:
+      return TypeTraits{"MXFP4", 32, 17};  // E8M0 scale, 16 B nibbles
     case TensorType::kI8:
       return TypeTraits{"I8", 1, 1};
     case TensorType::kI16:
@@ -58,6 +84,11 @@ std::optional<TypeTraits> typeTraits(uint32_t rawType) {
       return TypeTraits{"BF16", 1, 2};
   }
   return std::nullopt;
+}
+
+std::string typeName(uint32_t rawType) {
+  if (const std::optional<TypeTraits> t = typeTraits(rawType)) return std::string(t->name);
+  return "type " + std::to_string(rawType);
 }
 
 TypeTraits traits(TensorType type) {

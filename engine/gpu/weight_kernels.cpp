@@ -86,7 +86,7 @@ Error unsupportedType(TensorType type) {
   return makeError(ErrorCode::kUnsupported,
                    "GGUF tensor type {} has no GPU weight kernel (supported: F32, F16, BF16, Q8_0, "
                    "Q4_0, Q4_K, Q5_K, Q6_K)",
-                   static_cast<uint32_t>(type));
+                   gguf::typeName(static_cast<uint32_t>(type)));
 }
 
 std::string upper(const char* name) {
@@ -187,9 +187,9 @@ Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kerne
     // has no such constant); 3: the epilogue.
     std::vector<uint32_t> spec;
     if (cpu) {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
-                               : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens,
-                                                       epilogue};
+      spec = kernel == kMatvec
+                 ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
+                 : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
     } else {
       spec = kernel == kMatvec ? std::vector<uint32_t>{kGpuWorkgroup, kGpuMatvecRows, 1, epilogue}
                                : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};

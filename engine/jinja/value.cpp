@@ -66,10 +66,24 @@ Value Value::none() {
   return v;
 }
 
+namespace {
+
+Value fromJsonAt(const nlohmann::ordered_json& json, size_t depth);
+
+}  // namespace
+
 Value Value::fromJson(const nlohmann::ordered_json& json) {
+  return fromJsonAt(json, 0);
+}
+
+namespace {
+
+Value fromJsonAt(const nlohmann::ordered_json& json, size_t depth) {
+  if (depth > kMaxJsonDepth)
+    throw TemplateError{fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth)};
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
-      return none();
+      return Value::none();
     case nlohmann::ordered_json::value_t::boolean:
       return json.get<bool>();
     case nlohmann::ordered_json::value_t::number_integer:
@@ -82,18 +96,21 @@ Value Value::fromJson(const nlohmann::ordered_json& json) {
       return json.get<std::string>();
     case nlohmann::ordered_json::value_t::array: {
       Array items;
-      for (const auto& item : json) items.push_back(fromJson(item));
+      for (const auto& item : json) items.push_back(fromJsonAt(item, depth + 1));
       return items;
     }
     case nlohmann::ordered_json::value_t::object: {
       Object object;
-      for (const auto& [key, item] : json.items()) object.set(Value(key), fromJson(item));
+      for (const auto& [key, item] : json.items())
+        object.set(Value(key), fromJsonAt(item, depth + 1));
       return object;
     }
     default:
-      return none();
+      return Value::none();
   }
 }
+
+}  // namespace
 
 int64_t Value::asInt() const {
   if (isBool()) return asBool() ? 1 : 0;
@@ -146,20 +163,24 @@ std::string formatFloat(double value) {
   for (char c : mantissa) {
     if (c != '.') digits += c;
   }
+  // Built with append() alone: GCC 12 at -O3 reports a false -Wrestrict on
+  // chains of std::string operator+ here (its bug 105329).
   std::string out = negative ? "-" : "";
   if (exponent >= -4 && exponent < 16) {
     if (exponent < 0) {
-      out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+      out.append("0.").append(static_cast<size_t>(-exponent - 1), '0').append(digits);
     } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
-      out += digits + std::string(static_cast<size_t>(exponent) + 1 - digits.size(), '0') + ".0";
+      out.append(digits)
+          .append(static_cast<size_t>(exponent) + 1 - digits.size(), '0')
+          .append(".0");
     } else {
-      out += digits.substr(0, static_cast<size_t>(exponent) + 1) + "." +
-             digits.substr(static_cast<size_t>(exponent) + 1);
+      const size_t point = static_cast<size_t>(exponent) + 1;
+      out.append(digits, 0, point).append(".").append(digits, point);
     }
     return out;
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  out.append(digits, 0, 1);
+  if (digits.size() > 1) out.append(".").append(digits, 1);
   out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out;
 }

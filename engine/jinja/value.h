@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
+
 namespace kvscope::jinja {
 
 // A user-facing template error (bad syntax, a type error, raise_exception).
@@ -81,6 +83,7 @@ class Value {
   static Value tuple(Array items);
 
   // JSON as Python's json.loads gives it (objects keep their key order).
+  // Throws a TemplateError past kMaxJsonDepth levels (core/json_depth.h).
   static Value fromJson(const nlohmann::ordered_json& json);
 
   Kind kind() const { return static_cast<Kind>(m_v.index()); }

@@ -2,17 +2,25 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "core/json_depth.h"
 
 namespace kvscope::model {
 namespace {
 
 Expected<nlohmann::json> readJson(const std::filesystem::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return makeError(ErrorCode::kNotFound, "cannot read {}", path.string());
-  auto j = nlohmann::json::parse(in, nullptr, false);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (jsonNestingDepth(text) > kMaxJsonDepth) {
+    return makeError(ErrorCode::kBadFile, "{} nests deeper than {} levels", path.string(),
+                     kMaxJsonDepth);
+  }
+  auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded())
     return makeError(ErrorCode::kBadFile, "{} is not valid JSON", path.string());
   return j;

@@ -61,4 +61,45 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   return w;
 }
 
+void forEachWeight(const ModelWeights& w,
+                   const std::function<void(const TensorView&, WeightRole)>& fn) {
+  const auto vector = [&](const TensorView* t) {
+    if (t) fn(*t, WeightRole::kVector);
+  };
+  fn(*w.tokenEmbd, WeightRole::kEmbedding);
+  vector(w.outputNorm);
+  fn(*w.output, WeightRole::kMatrix);
+  vector(w.ropeFreqs);
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* t : {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm})
+      vector(t);
+    for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down})
+      fn(*t, WeightRole::kMatrix);
+  }
+}
+
+Status checkWeightTypes(const ModelWeights& weights, std::string_view backend,
+                        DecodesType decodes) {
+  const TensorView* refused = nullptr;
+  WeightRole role = WeightRole::kMatrix;
+  forEachWeight(weights, [&](const TensorView& t, WeightRole r) {
+    if (refused || decodes(t.type, r)) return;
+    refused = &t;
+    role = r;
+  });
+  if (!refused) return okStatus();
+  std::string runs;
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    if (!gguf::typeTraits(raw) || !decodes(static_cast<gguf::TensorType>(raw), role)) continue;
+    runs += (runs.empty() ? "" : ", ") + gguf::typeName(raw);
+  }
+  const char* what = role == WeightRole::kMatrix      ? "weight matrices"
+                     : role == WeightRole::kEmbedding ? "token embeddings"
+                                                      : "norm and bias vectors";
+  return makeError(ErrorCode::kUnsupported,
+                   "tensor '{}' has type {}, which the {} backend cannot decode; its {} may be {}",
+                   refused->name, gguf::typeName(static_cast<uint32_t>(refused->type)), backend,
+                   what, runs);
+}
+
 }  // namespace kvscope::model

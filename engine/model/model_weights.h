@@ -5,6 +5,8 @@
 // name and both shapes, not with garbage output later.
 // Shapes are GGUF order ({in, out} for projections).
 
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -39,5 +41,23 @@ struct ModelWeights {
 };
 
 Expected<ModelWeights> bindWeights(const ModelConfig& config, const WeightSource& source);
+
+// How a forward pass reads a bound tensor, which decides the kernels that
+// decode it: a matrix in products, the embedding one row per token, a vector
+// (norm, bias, RoPE factors) once, to floats, at load.
+enum class WeightRole { kMatrix, kEmbedding, kVector };
+
+// Calls `fn` for every bound tensor in load order, with its role; a tied
+// output matrix comes once as the embedding and once as a matrix.
+void forEachWeight(const ModelWeights& weights,
+                   const std::function<void(const TensorView&, WeightRole)>& fn);
+
+// Whether a backend decodes `type` in `role`.
+using DecodesType = bool (*)(gguf::TensorType type, WeightRole role);
+
+// The check every backend makes when it is created, before it reads any
+// weight: the first bound tensor whose type `decodes` refuses is kUnsupported,
+// naming the tensor, its type and `backend`, and listing the types it does run.
+Status checkWeightTypes(const ModelWeights& weights, std::string_view backend, DecodesType decodes);
 
 }  // namespace kvscope::model

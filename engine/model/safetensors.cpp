@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
+
 namespace kvscope::model {
 namespace {
 
@@ -64,7 +66,11 @@ Status SafetensorsFile::parse(const std::filesystem::path& path) {
   if (headerLen > kMaxHeader || headerLen > m_size - 8) {
     return makeError(ErrorCode::kBadFile, "{}: header length {} exceeds the file", p, headerLen);
   }
-  auto header = nlohmann::json::parse(m_base + 8, m_base + 8 + headerLen, nullptr, false);
+  const std::string_view headerText(reinterpret_cast<const char*>(m_base + 8), headerLen);
+  if (jsonNestingDepth(headerText) > kMaxJsonDepth)
+    return makeError(ErrorCode::kBadFile, "{}: header nests deeper than {} levels", p,
+                     kMaxJsonDepth);
+  auto header = nlohmann::json::parse(headerText, nullptr, false);
   if (header.is_discarded() || !header.is_object())
     return makeError(ErrorCode::kBadFile, "{}: header is not JSON", p);
   const uint8_t* data = m_base + 8 + headerLen;

@@ -7,6 +7,7 @@
 
 #include "core/paths.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/quantize.h"
 #include "model/gguf_export.h"
 
 namespace kvscope::model {
@@ -21,6 +22,11 @@ class Filler {
     std::normal_distribution<float> d(mean, stddev);
     std::vector<float> v(n);
     for (float& x : v) x = d(m_rng);
+    return v;
+  }
+  std::vector<uint8_t> bytes(size_t n) {
+    std::vector<uint8_t> v(n);
+    for (uint8_t& b : v) b = static_cast<uint8_t>(m_rng());
     return v;
   }
 
@@ -60,8 +66,18 @@ void addVocab(gguf::GgufWriter& w, uint32_t n) {
   w.set("tokenizer.ggml.unknown_token_id", gguf::uint32Value(0));
 }
 
-Status addWeight(gguf::GgufWriter& w, Filler& f, const std::string& name, uint64_t in, uint64_t out,
-                 TensorType type) {
+// A 2-D weight {in, out} of the spec's type for `name`.
+Status addWeight(gguf::GgufWriter& w, Filler& f, const SyntheticModelSpec& s,
+                 const std::string& name, uint64_t in, uint64_t out) {
+  const auto it = s.tensorTypes.find(name);
+  const TensorType type = it == s.tensorTypes.end() ? s.weightType : it->second;
+  if (!gguf::canQuantize(type)) {
+    const std::optional<uint64_t> size = gguf::byteSize(type, in * out);
+    if (!size)
+      return makeError(ErrorCode::kInvalidArgument, "{} values are not whole {} blocks", in * out,
+                       gguf::traits(type).name);
+    return w.addTensor(name, {in, out}, type, f.bytes(*size));
+  }
   auto values = f.normal(in * out, 1.0f / std::sqrt(static_cast<float>(in)));
   if (type == TensorType::kF32) {
     std::vector<uint8_t> bytes(values.size() * 4);
@@ -107,16 +123,16 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   const uint32_t q = s.nHead * s.headDim, kv = s.nHeadKv * s.headDim;
   // Embeddings stay F32 unless quantized output is asked for; like llama.cpp
   // files, token_embd may be quantized too.
-  KVS_TRY(addWeight(w, f, "token_embd.weight", s.nEmbd, s.nVocab, s.weightType));
+  KVS_TRY(addWeight(w, f, s, "token_embd.weight", s.nEmbd, s.nVocab));
   KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), "output_norm.weight"));
-  if (!s.tiedEmbeddings) KVS_TRY(addWeight(w, f, "output.weight", s.nEmbd, s.nVocab, s.weightType));
+  if (!s.tiedEmbeddings) KVS_TRY(addWeight(w, f, s, "output.weight", s.nEmbd, s.nVocab));
   for (uint32_t i = 0; i < s.nLayer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "attn_norm.weight"));
-    KVS_TRY(addWeight(w, f, p + "attn_q.weight", s.nEmbd, q, s.weightType));
-    KVS_TRY(addWeight(w, f, p + "attn_k.weight", s.nEmbd, kv, s.weightType));
-    KVS_TRY(addWeight(w, f, p + "attn_v.weight", s.nEmbd, kv, s.weightType));
-    KVS_TRY(addWeight(w, f, p + "attn_output.weight", q, s.nEmbd, s.weightType));
+    KVS_TRY(addWeight(w, f, s, p + "attn_q.weight", s.nEmbd, q));
+    KVS_TRY(addWeight(w, f, s, p + "attn_k.weight", s.nEmbd, kv));
+    KVS_TRY(addWeight(w, f, s, p + "attn_v.weight", s.nEmbd, kv));
+    KVS_TRY(addWeight(w, f, s, p + "attn_output.weight", q, s.nEmbd));
     if (bias) {
       KVS_TRY(addVector(w, f.normal(q, 0.1f), p + "attn_q.bias"));
       KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_k.bias"));
@@ -127,9 +143,9 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
       KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_k_norm.weight"));
     }
     KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "ffn_norm.weight"));
-    KVS_TRY(addWeight(w, f, p + "ffn_gate.weight", s.nEmbd, s.nFf, s.weightType));
-    KVS_TRY(addWeight(w, f, p + "ffn_up.weight", s.nEmbd, s.nFf, s.weightType));
-    KVS_TRY(addWeight(w, f, p + "ffn_down.weight", s.nFf, s.nEmbd, s.weightType));
+    KVS_TRY(addWeight(w, f, s, p + "ffn_gate.weight", s.nEmbd, s.nFf));
+    KVS_TRY(addWeight(w, f, s, p + "ffn_up.weight", s.nEmbd, s.nFf));
+    KVS_TRY(addWeight(w, f, s, p + "ffn_down.weight", s.nFf, s.nEmbd));
   }
   return w.toBytes();
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct SyntheticModelSpec {
   float ropeTheta = 10000.0f;
   bool tiedEmbeddings = false;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
+  // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over
+  // weightType. A type gguf/quantize.h cannot produce (IQ4_XS, MXFP4, …) gets
+  // seeded random block bytes: a file as a user could hand the app.
+  std::map<std::string, gguf::TensorType> tensorTypes;
   uint32_t seed = 1;
 };
 

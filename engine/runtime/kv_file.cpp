@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/checksum.h"
+#include "core/json_depth.h"
 #include "runtime/auto_plan_json.h"
 
 namespace kvscope::runtime {
@@ -282,6 +283,7 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   if (!in->read(meta.data(), static_cast<std::streamsize>(meta.size())))
     return makeError(ErrorCode::kIo, "cannot read the saved KV cache");
   if (crc32c(bytesOf(meta)) != s[0].crc) return bad("the metadata's checksum does not match");
+  if (jsonNestingDepth(meta) > kMaxJsonDepth) return bad("the metadata nests too deeply");
   uint32_t rows = 0;
   try {
     KVS_TRY(parseMeta(nlohmann::json::parse(meta), r.m_info, r.m_rowBytes, rows));

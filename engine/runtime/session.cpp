@@ -42,19 +42,43 @@ const char* stopReasonName(StopReason reason) {
 Session::Session(std::shared_ptr<const model::ModelFile> model,
                  std::unique_ptr<backend::Backend> backend, tokenizer::Tokenizer tokenizer,
                  BackendFactory factory, std::string kvPolicy)
+    : Session(std::move(model), std::move(backend),
+              std::make_shared<const tokenizer::Tokenizer>(std::move(tokenizer)),
+              std::move(factory), std::move(kvPolicy)) {}
+
+Session::Session(std::shared_ptr<const model::ModelFile> model,
+                 std::unique_ptr<backend::Backend> backend,
+                 std::shared_ptr<const tokenizer::Tokenizer> tokenizer, BackendFactory factory,
+                 std::string kvPolicy)
     : m_model(std::move(model)),
       m_backend(std::move(backend)),
       m_factory(std::move(factory)),
       m_tokenizer(std::move(tokenizer)),
-      m_chatTemplate(m_tokenizer.vocab().chatTemplate, modelName(m_model.get())) {
-  for (const auto& [name, source] : m_tokenizer.vocab().namedChatTemplates) {
+      m_chatTemplate(m_tokenizer->vocab().chatTemplate, modelName(m_model.get())) {
+  for (const auto& [name, source] : m_tokenizer->vocab().namedChatTemplates) {
     if (name == "tool_use") m_toolTemplate.emplace(source, modelName(m_model.get()));
   }
   setPolicyText(std::move(kvPolicy));
 }
 
+Expected<std::unique_ptr<Session>> Session::sibling() const {
+  if (!m_factory) {
+    return makeError(ErrorCode::kUnsupported,
+                     "this session was opened without a backend factory, so it cannot open "
+                     "another conversation on its model");
+  }
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend, m_factory(m_kvPolicy));
+  KVS_TRY(backend->setIndexer(m_backend->indexer()));
+  std::unique_ptr<Session> s(
+      new Session(m_model, std::move(backend), m_tokenizer, m_factory, m_kvPolicy));
+  s->m_chatTemplate = m_chatTemplate;
+  s->m_toolTemplate = m_toolTemplate;
+  s->m_chatSettings = m_chatSettings;
+  return s;
+}
+
 std::vector<int32_t> Session::tokenizeCompletion(std::string_view text) const {
-  return m_tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
+  return m_tokenizer->encode(text, {.addSpecial = true, .parseSpecial = false});
 }
 
 void Session::setChatTemplateSource(std::string source) {
@@ -65,24 +89,25 @@ void Session::setChatTemplateSource(std::string source) {
 Expected<tokenizer::ChatPrompt> Session::renderChat(
     std::span<const tokenizer::ChatMessage> messages, bool addGenerationPrompt,
     std::string toolsJson) const {
-  const auto& v = m_tokenizer.vocab();
+  const auto& v = m_tokenizer->vocab();
   tokenizer::ChatOptions options;
   options.addGenerationPrompt = addGenerationPrompt;
-  if (v.bos != tokenizer::kNoToken) options.bosToken = std::string(m_tokenizer.piece(v.bos, true));
-  if (v.eos != tokenizer::kNoToken) options.eosToken = std::string(m_tokenizer.piece(v.eos, true));
+  if (v.bos != tokenizer::kNoToken) options.bosToken = std::string(m_tokenizer->piece(v.bos, true));
+  if (v.eos != tokenizer::kNoToken) options.eosToken = std::string(m_tokenizer->piece(v.eos, true));
   options.renderer = m_chatSettings.renderer;
   options.enableThinking = m_chatSettings.enableThinking;
   options.toolsJson = std::move(toolsJson);
   const tokenizer::ChatTemplate& chat =
       !options.toolsJson.empty() && m_toolTemplate ? *m_toolTemplate : m_chatTemplate;
   KVS_ASSIGN_OR_RETURN(tokenizer::ChatPrompt prompt, chat.render(messages, options));
-  if (prompt.plain && m_chatTemplate.empty() && prompt.renderer == tokenizer::ChatRenderer::kTemplate)
-    prompt.warning = tokenizer::missingTemplateWarning(m_tokenizer);
+  if (prompt.plain && m_chatTemplate.empty() &&
+      prompt.renderer == tokenizer::ChatRenderer::kTemplate)
+    prompt.warning = tokenizer::missingTemplateWarning(*m_tokenizer);
   return prompt;
 }
 
 std::vector<int32_t> Session::tokenizeChat(const tokenizer::ChatPrompt& prompt) const {
-  return tokenizer::encodeChatPrompt(m_tokenizer, prompt);
+  return tokenizer::encodeChatPrompt(*m_tokenizer, prompt);
 }
 
 Status Session::trim(uint32_t n) {
@@ -301,7 +326,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
   // The inspector follows the cache while decoding, at a rate a person can read.
   auto lastKv = Clock::now();
   report(observer);
-  tokenizer::IncrementalDecoder decoder(m_tokenizer, {.stripLeadingSpace = false});
+  tokenizer::IncrementalDecoder decoder(*m_tokenizer, {.stripLeadingSpace = false});
   result.stop = StopReason::kMaxTokens;
   while (result.tokens.size() < options.maxTokens) {
     if (m_stop.load()) {
@@ -310,7 +335,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     }
     const int32_t token = sampler.sample(logits.last());
     sampler.accept(token);
-    if (m_tokenizer.isEndOfGeneration(token)) {
+    if (m_tokenizer->isEndOfGeneration(token)) {
       result.stop = StopReason::kEndOfGeneration;
       break;
     }

@@ -63,7 +63,14 @@ class Session {
   Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
           tokenizer::Tokenizer tokenizer, BackendFactory factory = {}, std::string kvPolicy = {});
 
-  const tokenizer::Tokenizer& tokenizer() const { return m_tokenizer; }
+  // A new conversation beside this one: the same model and tokenizer, chat
+  // template and settings, attention options and KV policy (an auto policy
+  // measures anew), on a backend the factory builds, with an empty cache.
+  // The local server's slots are siblings of the chat's session. On a GPU a
+  // sibling uploads the weights again. kUnsupported without a factory.
+  Expected<std::unique_ptr<Session>> sibling() const;
+
+  const tokenizer::Tokenizer& tokenizer() const { return *m_tokenizer; }
   const backend::Backend& backend() const { return *m_backend; }
   const model::ModelConfig& config() const { return m_backend->config(); }
   // Every token in the cache: prompts and generated tokens, in order.
@@ -136,6 +143,9 @@ class Session {
   Status restoreCache(const std::filesystem::path& path, Observer* observer = nullptr);
 
  private:
+  Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
+          std::shared_ptr<const tokenizer::Tokenizer> tokenizer, BackendFactory factory,
+          std::string kvPolicy);
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
   // onKv, and onIndexer while the indexer is on.
@@ -166,7 +176,7 @@ class Session {
   bool m_autoPolicy = false;  // m_kvPolicy is auto[:BITS]
   std::string m_autoFailure;  // why auto could not re-encode (then it stays f16)
   std::optional<kv::AutoPlan> m_autoPlan;
-  tokenizer::Tokenizer m_tokenizer;
+  std::shared_ptr<const tokenizer::Tokenizer> m_tokenizer;  // shared with siblings
   tokenizer::ChatTemplate m_chatTemplate;
   std::optional<tokenizer::ChatTemplate> m_toolTemplate;  // the model's "tool_use" variant
   ChatSettings m_chatSettings;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "jinja/template.h"
 
 namespace kvscope::tokenizer {
@@ -95,18 +96,27 @@ Expected<ChatPrompt> ChatTemplate::render(const nlohmann::ordered_json& messages
   if (m_parseError) return *m_parseError;
 
   jinja::Object vars;
-  vars.set("messages", jinja::Value::fromJson(messages));
-  vars.set("add_generation_prompt", options.addGenerationPrompt);
-  vars.set("bos_token", options.bosToken);
-  vars.set("eos_token", options.eosToken);
   jinja::Value tools = jinja::Value::none();
   if (!options.toolsJson.empty()) {
+    if (jsonNestingDepth(options.toolsJson) > kMaxJsonDepth) {
+      return makeError(ErrorCode::kInvalidArgument, "tools nest deeper than {} levels",
+                       kMaxJsonDepth);
+    }
     const auto json = nlohmann::ordered_json::parse(options.toolsJson, nullptr, false);
     if (json.is_discarded() || !json.is_array()) {
       return makeError(ErrorCode::kInvalidArgument, "tools must be a JSON array");
     }
-    tools = jinja::Value::fromJson(json);
+    try {
+      tools = jinja::Value::fromJson(json);
+    } catch (const jinja::TemplateError& e) {
+      return makeError(ErrorCode::kInvalidArgument, "tools: {}", e.message);
+    }
   }
+  // The messages are built above from ChatMessage strings: three levels deep.
+  vars.set("messages", jinja::Value::fromJson(messages));
+  vars.set("add_generation_prompt", options.addGenerationPrompt);
+  vars.set("bos_token", options.bosToken);
+  vars.set("eos_token", options.eosToken);
   vars.set("tools", tools);
   vars.set("documents", jinja::Value::none());
   if (options.enableThinking) vars.set("enable_thinking", *options.enableThinking);

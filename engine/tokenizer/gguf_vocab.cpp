@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "core/log.h"
 #include "tokenizer/hf_pipeline.h"
 
@@ -105,6 +106,9 @@ void readSpecialIds(const gguf::GgufFile& file, Vocab& vocab) {
 Status readPipeline(const gguf::GgufFile& file, Vocab& vocab) {
   const auto text = file.getString(kPipelineKey);
   if (!text) return okStatus();
+  if (jsonNestingDepth(*text) > kMaxJsonDepth)
+    return makeError(ErrorCode::kBadFile, "{} nests deeper than {} levels", kPipelineKey,
+                     kMaxJsonDepth);
   const auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded())
     return makeError(ErrorCode::kBadFile, "{} is not valid JSON", kPipelineKey);

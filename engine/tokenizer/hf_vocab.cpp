@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "core/text_file.h"
 #include "tokenizer/hf_pipeline.h"
 
@@ -21,7 +22,12 @@ Expected<Json> readJson(const std::filesystem::path& path) {
   if (!in) return makeError(ErrorCode::kNotFound, "cannot open '{}'", path.string());
   std::stringstream buffer;
   buffer << in.rdbuf();
-  Json json = Json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = buffer.str();
+  if (jsonNestingDepth(text) > kMaxJsonDepth) {
+    return makeError(ErrorCode::kBadFile, "'{}' nests deeper than {} levels", path.string(),
+                     kMaxJsonDepth);
+  }
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     return makeError(ErrorCode::kBadFile, "'{}' is not valid JSON", path.string());
   }

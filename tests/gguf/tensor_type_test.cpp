@@ -34,6 +34,18 @@ TEST(TensorType, BlockGeometry) {
       {TensorType::kI32, "I32", 1, 4},
       {TensorType::kI64, "I64", 1, 8},
       {TensorType::kF64, "F64", 1, 8},
+      {TensorType::kIQ2_XXS, "IQ2_XXS", 256, 2 + 64},
+      {TensorType::kIQ2_XS, "IQ2_XS", 256, 2 + 64 + 8},
+      {TensorType::kIQ3_XXS, "IQ3_XXS", 256, 2 + 96},
+      {TensorType::kIQ1_S, "IQ1_S", 256, 2 + 32 + 16},
+      {TensorType::kIQ4_NL, "IQ4_NL", 32, 2 + 16},
+      {TensorType::kIQ3_S, "IQ3_S", 256, 2 + 64 + 8 + 32 + 4},
+      {TensorType::kIQ2_S, "IQ2_S", 256, 2 + 64 + 8 + 8},
+      {TensorType::kIQ4_XS, "IQ4_XS", 256, 2 + 2 + 4 + 128},
+      {TensorType::kIQ1_M, "IQ1_M", 256, 32 + 16 + 8},
+      {TensorType::kTQ1_0, "TQ1_0", 256, 48 + 4 + 2},
+      {TensorType::kTQ2_0, "TQ2_0", 256, 64 + 2},
+      {TensorType::kMXFP4, "MXFP4", 32, 1 + 16},
   };
   for (const Row& r : rows) {
     const auto t = typeTraits(static_cast<uint32_t>(r.type));
@@ -46,8 +58,13 @@ TEST(TensorType, BlockGeometry) {
 }
 
 TEST(TensorType, UnknownNumbers) {
-  for (uint32_t raw : {4u, 5u, 16u, 17u, 23u, 29u, 31u, 39u, 1000u, 0xffffffffu})
+  // 4 and 5 (Q4_2, Q4_3) and 31-33, 36-38 (repacked variants) were removed from GGUF.
+  for (uint32_t raw : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 40u, 1000u, 0xffffffffu}) {
     EXPECT_FALSE(typeTraits(raw).has_value()) << raw;
+    EXPECT_EQ(typeName(raw), "type " + std::to_string(raw));
+  }
+  EXPECT_EQ(typeName(23), "IQ4_XS");
+  EXPECT_EQ(typeName(39), "MXFP4");
 }
 
 TEST(TensorType, ByteSize) {

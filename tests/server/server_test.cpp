@@ -33,18 +33,26 @@ std::unique_ptr<runtime::Session> openDemoSession(uint32_t context = 0) {
   if (!model) return nullptr;
   auto tokenizer = model::loadTokenizer(*model);
   EXPECT_TRUE(tokenizer.ok());
-  auto backend =
-      runtime::makeBackend(model, {.kind = "cpu", .contextLimit = context, .threads = 1});
+  const runtime::BackendChoice choice{.kind = "cpu", .contextLimit = context, .threads = 1};
+  auto backend = runtime::makeBackend(model, choice);
   EXPECT_TRUE(backend.ok()) << backend.error().describe();
   if (!tokenizer.ok() || !backend.ok()) return nullptr;
-  return std::make_unique<runtime::Session>(model, std::move(*backend), std::move(*tokenizer));
+  // With a factory, so the server can open more slots (Session::sibling).
+  return std::make_unique<runtime::Session>(model, std::move(*backend), std::move(*tokenizer),
+                                            runtime::makeBackendFactory(model, choice));
 }
 
 // Holds the posted jobs until the test runs them, so the queue's state is
 // exactly what the test made it.
 class ManualRunner : public SessionRunner {
  public:
-  void post(std::function<void(runtime::Session&)> job) override {
+  explicit ManualRunner(std::unique_ptr<runtime::Session> session)
+      : m_session(std::move(session)) {}
+  Expected<std::unique_ptr<runtime::Session>> makeSession() override {
+    if (!m_session) return makeError(ErrorCode::kInternal, "handed over already");
+    return std::move(m_session);
+  }
+  void post(std::function<void()> job) override {
     {
       std::lock_guard lock(m_mutex);
       m_jobs.push_back(std::move(job));
@@ -55,19 +63,20 @@ class ManualRunner : public SessionRunner {
     std::unique_lock lock(m_mutex);
     return m_posted.wait_for(lock, kWait, [&] { return m_jobs.size() >= n; });
   }
-  void runAll(runtime::Session& session) {
-    std::deque<std::function<void(runtime::Session&)>> jobs;
+  void runAll() {
+    std::deque<std::function<void()>> jobs;
     {
       std::lock_guard lock(m_mutex);
       jobs.swap(m_jobs);
     }
-    for (auto& job : jobs) job(session);
+    for (auto& job : jobs) job();
   }
 
  private:
+  std::unique_ptr<runtime::Session> m_session;
   std::mutex m_mutex;
   std::condition_variable m_posted;
-  std::deque<std::function<void(runtime::Session&)>> m_jobs;
+  std::deque<std::function<void()>> m_jobs;
 };
 
 ServerOptions loopback() {
@@ -115,7 +124,7 @@ void expectError(const httplib::Result& r, int status, const std::string& param 
 TEST(Server, FullQueueAnswers429AndServingGoesOn) {
   auto session = openDemoSession();
   ASSERT_TRUE(session);
-  ManualRunner runner;
+  ManualRunner runner(std::move(session));
   ServerOptions options = loopback();
   options.queueLimit = 1;  // one running + one waiting
   Server server(options, runner);
@@ -136,7 +145,7 @@ TEST(Server, FullQueueAnswers429AndServingGoesOn) {
   EXPECT_EQ(json::parse(refused->body)["error"]["code"], "rate_limit_exceeded");
   EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
 
-  runner.runAll(*session);
+  runner.runAll();
   for (auto* f : {&a, &b}) {
     const auto r = f->get();
     ASSERT_TRUE(r);
@@ -157,7 +166,7 @@ TEST(Server, FullQueueAnswers429AndServingGoesOn) {
 }
 
 TEST(Server, APortInUseIsAnError) {
-  ManualRunner runner;
+  ManualRunner runner(nullptr);
   Server first(loopback(), runner);
   ASSERT_TRUE(first.start().ok());
   ServerOptions options = loopback();
@@ -297,7 +306,7 @@ TEST(Server, ClientThatDisconnectsCancelsItsGeneration) {
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const std::string body = json{{"prompt", "Once upon a time"}, {"temperature", 0}}.dump();
   const std::string request =
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
       "application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));

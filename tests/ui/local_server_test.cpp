@@ -1,8 +1,8 @@
 // "Serve on localhost": LocalServer + EngineWorker serving stories260K (CPU backend) to an
 // HTTP client on a free loopback port. A served reply is the engine's own greedy reply
-// (runtime::Session without any UI or server in between); served requests reach the
-// inspector's feeds (the ChatController's step and KV reports) with served turn ids;
-// serving pauses while the model changes and resumes for the next one; a port in use
+// (runtime::Session without any UI or server in between); served requests run in slots
+// of their own and leave the open chat's cache, gauge and inspector feeds alone; serving
+// pauses while the model changes and resumes for the next one; a port in use
 // turns serving off with a message.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -86,13 +86,25 @@ class LocalServerTest : public QObject {
     qunsetenv("KVSCOPE_DEVICE");
   }
 
-  void servesTheLoadedModelAndReportsLikeAChatTurn() {
+  void servesTheLoadedModelAndLeavesTheChatAlone() {
     EngineThread engine(ui::test::fakeDevices);
     ChatController chat(engine.worker());
     QVERIFY(load(chat));
+    ui::SamplingSettings sampling = chat.sampling();
+    sampling.temperature = 0.0;
+    sampling.maxTokens = 12;
+    chat.setSampling(sampling);
+    // The chat holds a conversation first: its cache and gauge must survive the requests.
+    QSignalSpy replies(&chat, &ChatController::replyFinished);
+    chat.send(QStringLiteral("Once upon a time"));
+    QVERIFY(replies.wait(kWaitMs));
+    const quint32 chatCached = chat.cachedTokens();
+    QVERIFY(chatCached > 0);
+
     LocalServer server(engine.worker(), &chat, 0);
     QSignalSpy steps(&chat, &ChatController::stepReported);
     QSignalSpy kv(&chat, &ChatController::kvReported);
+    QSignalSpy gauge(&chat, &ChatController::contextUsageChanged);
     server.setOn(true);
     QTRY_COMPARE_WITH_TIMEOUT(server.state(), State::kServing, kWaitMs);
     QVERIFY(server.url().startsWith(QStringLiteral("http://127.0.0.1:")));
@@ -105,35 +117,34 @@ class LocalServerTest : public QObject {
     QVERIFY(models && models->status == 200);
     QCOMPARE(nlohmann::json::parse(models->body)["data"][0]["id"].get<std::string>(),
              "stories260K.gguf");
-    auto r = client.Post("/v1/chat/completions", chatBody("Once upon a time", 30).dump(),
-                         "application/json");
-    QVERIFY(r);
-    QCOMPARE(r->status, 200);
-    const auto reply = nlohmann::json::parse(r->body);
-    QCOMPARE(reply["choices"][0]["message"]["content"].get<std::string>(),
-             ui::test::referenceReply(QStringLiteral("Once upon a time"), 30));
-    const auto completionTokens = reply["usage"]["completion_tokens"].get<quint32>();
-
-    QTRY_COMPARE_WITH_TIMEOUT(server.servedRequests(), quint64{1}, kWaitMs);
+    for (int i = 0; i < 2; ++i) {
+      auto r = client.Post("/v1/chat/completions", chatBody("Once upon a time", 30).dump(),
+                           "application/json");
+      QVERIFY(r);
+      QCOMPARE(r->status, 200);
+      const auto reply = nlohmann::json::parse(r->body);
+      QCOMPARE(reply["choices"][0]["message"]["content"].get<std::string>(),
+               ui::test::referenceReply(QStringLiteral("Once upon a time"), 30));
+      // The second request finds the first one's tokens in its slot.
+      if (i == 1) QVERIFY(reply["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0);
+      QTRY_COMPARE_WITH_TIMEOUT(server.servedRequests(), quint64(i + 1), kWaitMs);
+    }
     QTRY_COMPARE(server.activeRequests(), quint32{0});
     const ui::ServedReport& last = server.lastServed();
     QVERIFY(EngineWorker::isServedTurn(last.turnId));
     QVERIFY(last.chat);
-    QCOMPARE(last.generatedTokens, completionTokens);
     QVERIFY(!last.cancelled);
-    // The inspector's feeds carried the request under its turn id.
-    quint32 finalCached = 0;
-    for (const auto& args : steps) {
-      const auto step = args.at(0).value<ui::StepReport>();
-      if (step.turnId == last.turnId && step.generatedTokens == completionTokens)
-        finalCached = step.cachedTokens;
-    }
-    QVERIFY(finalCached > last.promptTokens);
-    bool sawKv = false;
-    for (const auto& args : kv) sawKv |= args.at(0).value<ui::KvReport>().turnId == last.turnId;
-    QVERIFY(sawKv);
-    // The context gauge follows the cache the request left.
-    QCOMPARE(chat.cachedTokens(), finalCached);
+
+    // Nothing of the requests reached the chat's gauge or the inspector's feeds.
+    QCOMPARE(steps.count(), 0);
+    QCOMPARE(kv.count(), 0);
+    QCOMPARE(gauge.count(), 0);
+    QCOMPARE(chat.cachedTokens(), chatCached);
+    // The chat's next turn reuses its whole conversation: its cache was not touched.
+    chat.send(QStringLiteral("The end"));
+    QVERIFY(replies.wait(kWaitMs));
+    const auto stats = replies.last().at(1).value<ui::ReplyStats>();
+    QCOMPARE(stats.reusedTokens, chatCached);
 
     server.setOn(false);
     QCOMPARE(server.state(), State::kOff);
