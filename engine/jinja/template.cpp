@@ -96,6 +96,10 @@ class Interpreter {
       if (!ns.isObject() || !ns.asObject().isNamespace) {
         fail(fmt::format("cannot assign attribute on non-namespace object '{}'", target.names[0]));
       }
+      // Namespaces never chain through assignments, so no loop can build an
+      // unbounded chain of them (jinja::Value::holdsNamespace).
+      if (value.holdsNamespace())
+        fail(fmt::format("'{}.{}' cannot hold a namespace", target.names[0], target.attribute));
       ns.mutableObject().set(target.attribute, value);
       return;
     }
@@ -152,12 +156,14 @@ class Interpreter {
     if (s.condition) {
       Array kept;
       for (const Value& item : items) {
+        step(m_line);  // an iteration is a step even when its body is empty
         assign(s.target, item);
         if (eval(*s.condition).truthy()) kept.push_back(item);
       }
       items = std::move(kept);
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      step(m_line);
       frame.clear();  // jinja2: what one iteration sets is gone in the next
       assign(s.target, items[i]);
       frame["loop"] = loopObject(items, i);

@@ -54,6 +54,27 @@ Value Value::undefined(std::string name) {
   return v;
 }
 
+Value::Value(Array a) {
+  for (const Value& item : a) {
+    m_depth = std::max(m_depth, item.m_depth);
+    m_holdsNamespace |= item.m_holdsNamespace;
+  }
+  if (++m_depth > kMaxValueDepth)
+    throw TemplateError{fmt::format("a list nested deeper than {} levels", kMaxValueDepth)};
+  m_v = std::make_shared<Array>(std::move(a));
+}
+
+Value::Value(Object o) {
+  m_holdsNamespace = o.isNamespace;
+  for (const auto& [key, item] : o.items) {
+    m_depth = std::max({m_depth, key.m_depth, item.m_depth});
+    m_holdsNamespace |= key.m_holdsNamespace || item.m_holdsNamespace;
+  }
+  if (++m_depth > kMaxValueDepth)
+    throw TemplateError{fmt::format("a dict nested deeper than {} levels", kMaxValueDepth)};
+  m_v = std::make_shared<Object>(std::move(o));
+}
+
 Value Value::tuple(Array items) {
   Value v(std::move(items));
   v.m_tuple = true;

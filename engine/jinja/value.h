@@ -76,8 +76,11 @@ class Value {
   Value(double d) : m_v(d) {}                    // NOLINT(google-explicit-constructor)
   Value(std::string s) : m_v(std::move(s)) {}    // NOLINT(google-explicit-constructor)
   Value(const char* s) : m_v(std::string(s)) {}  // NOLINT(google-explicit-constructor)
-  Value(Array a) : m_v(std::make_shared<Array>(std::move(a))) {}        // NOLINT
-  Value(Object o) : m_v(std::make_shared<Object>(std::move(o))) {}      // NOLINT
+  // A list or dict nests at most kMaxValueDepth levels: deeper is a
+  // TemplateError, so printing, comparing and freeing a value never recurse
+  // past a fixed bound whatever a template builds in a loop.
+  Value(Array a);                                                       // NOLINT
+  Value(Object o);                                                      // NOLINT
   Value(Callable c) : m_v(std::make_shared<Callable>(std::move(c))) {}  // NOLINT
   // A tuple: a list that prints as (a, b), as dict.items() pairs do.
   static Value tuple(Array items);
@@ -120,6 +123,14 @@ class Value {
   bool equals(const Value& other) const;
   // "string", "list", "dict", … for error messages.
   std::string_view typeName() const;
+  // Levels of lists and dicts, as counted when the value was built (a
+  // namespace's later attributes are not counted: they hold no namespace, so
+  // they add at most kMaxValueDepth).
+  int depth() const { return m_depth; }
+  // Whether a namespace is reachable from this value. Template code may not
+  // store such a value in a namespace attribute, so namespaces never chain
+  // through assignments, and depth() stays a bound.
+  bool holdsNamespace() const { return m_holdsNamespace; }
 
  private:
   struct Undefined {
@@ -129,7 +140,11 @@ class Value {
                std::shared_ptr<Array>, std::shared_ptr<Object>, std::shared_ptr<Callable>>
       m_v;
   bool m_tuple = false;
+  bool m_holdsNamespace = false;
+  int m_depth = 0;
 };
+
+inline constexpr int kMaxValueDepth = 256;
 
 // Python's repr() of a float ("1.0", "0.1", "1e+16").
 std::string formatFloat(double value);
