@@ -139,6 +139,8 @@ struct ReplyStats {
   double decodeTokensPerSecond = 0.0;
   StopReason stop = StopReason::kNone;
   quint64 seed = 0;  // the sampler's seed, to reproduce the reply
+  quint32 contextShifts = 0;  // StepReport's
+  quint32 shiftedTokens = 0;
   bool valid() const { return stop != StopReason::kNone; }
 };
 
@@ -217,6 +219,8 @@ struct StepReport {
   double lastStepMs = 0.0;
   double prefillTokensPerSecond = 0.0;
   double decodeTokensPerSecond = 0.0;
+  quint32 contextShifts = 0;  // the reply reached the end of the context and went on
+  quint32 shiftedTokens = 0;  // oldest tokens those shifts dropped
   QList<KernelTime> kernels;  // device time of the last step by kernel class
 };
 

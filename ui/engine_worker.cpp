@@ -101,6 +101,8 @@ StepReport stepReport(quint64 turnId, const runtime::StepStats& s) {
   r.lastStepMs = s.lastStepMs;
   r.prefillTokensPerSecond = s.prefillTokensPerSecond();
   r.decodeTokensPerSecond = s.decodeTokensPerSecond();
+  r.contextShifts = s.contextShifts;
+  r.shiftedTokens = s.shiftedTokens;
   for (const auto& k : s.kernels)
     r.kernels.append({QString::fromStdString(k.kernelClass), k.dispatches, k.ms});
   return r;
@@ -151,6 +153,8 @@ ReplyStats replyStats(const runtime::GenerationResult& result) {
   r.decodeTokensPerSecond = s.decodeTokensPerSecond();
   r.stop = stopReason(result.stop);
   r.seed = result.seed;
+  r.contextShifts = s.contextShifts;
+  r.shiftedTokens = s.shiftedTokens;
   return r;
 }
 
@@ -574,7 +578,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     emit turnFailed(id, message, {});
     return;
   }
-  const runtime::GenerateOptions options = generateOptions(request.sampling);
+  runtime::GenerateOptions options = generateOptions(request.sampling);
   if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
     emit turnFailed(id, QString::fromStdString(valid.error().message), {});
     return;
@@ -608,6 +612,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   applyIndexerDiagnostic();
   m_cacheOwner = request.conversationId;
+  options.shift = runtime::chatShift(*m_session, fit->messages, policy, tokens);
   auto result = m_session->generate(tokens, options, &observer);
   observer.flushText();
   if (!result.ok()) {

@@ -85,6 +85,11 @@ QString replyStatsText(const ReplyStats& stats) {
                  .arg(prompted)
                  .arg(locale.toString(stats.prefillTokensPerSecond, 'f', 0));
   }
+  if (stats.contextShifts > 0) {
+    parts << QObject::tr("context shifted %n time(s), %1 oldest tokens dropped", nullptr,
+                         static_cast<int>(stats.contextShifts))
+                 .arg(locale.toString(stats.shiftedTokens));
+  }
   const QString stop = stopText(stats.stop);
   if (!stop.isEmpty()) parts << stop;
   return parts.join(QStringLiteral("  ·  "));

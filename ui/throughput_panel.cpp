@@ -270,7 +270,13 @@ void ThroughputPanel::addDecodeSample(const StepReport& report) {
 void ThroughputPanel::updateTiles(const StepReport& report) {
   const ThemeColors& c = themeColors();
   m_decode->setValue(rate(report.decodeTokensPerSecond), c.decode);
-  m_decode->setDetail(tr("tok/s · %1 generated").arg(report.generatedTokens));
+  QString decodeDetail = tr("tok/s · %1 generated").arg(report.generatedTokens);
+  if (report.contextShifts > 0) {
+    decodeDetail += tr(" · context shifted %n time(s) (%1 tokens dropped)", nullptr,
+                       static_cast<int>(report.contextShifts))
+                        .arg(report.shiftedTokens);
+  }
+  m_decode->setDetail(decodeDetail);
   m_prefill->setValue(rate(report.prefillTokensPerSecond), c.prefill);
   const quint32 fresh = report.promptTokens - qMin(report.promptTokens, report.reusedTokens);
   m_prefill->setDetail(tr("tok/s · %1 new, %2 reused").arg(fresh).arg(report.reusedTokens));

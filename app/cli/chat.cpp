@@ -227,6 +227,7 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     }
     Stream stream;
     g_active = &s;
+    go.shift = runtime::chatShift(s, fit->messages, overflow, fit->tokens);
     auto r = s.generate(fit->tokens, go, &stream);
     g_active = nullptr;
     if (!r.ok()) {
@@ -239,6 +240,10 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     if (const kv::AutoPlan* plan = s.autoPlan(); plan && !autoShown) {
       fmt::print(stderr, "\n{}", runtime::describeAutoPlan(*plan));
       autoShown = true;
+    }
+    if (r->stats.contextShifts > 0) {
+      fmt::print(stderr, "\n[context shifted {} times: {} oldest tokens dropped]", r->stats.contextShifts,
+                 r->stats.shiftedTokens);
     }
     fmt::print(stderr, "\n[{} tokens, {:.1f} tok/s{}]\n", r->tokens.size(),
                r->stats.decodeTokensPerSecond(),

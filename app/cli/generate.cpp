@@ -53,6 +53,7 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
   go.maxTokens = a.tokens;
   go.sampler = a.model.sampler;
   if (a.model.seedSet) go.sampler.seed = a.model.seed;
+  go.shift = runtime::promptShift(*prompt, overflow, s.tokenizer().vocab().bos, limit);
   StreamToStdout stream;
   if (!a.json) std::fputs(a.prompt.c_str(), stdout);
   auto r = s.generate(*prompt, go, a.json ? nullptr : &stream);
@@ -70,6 +71,8 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                           {"seed", r->seed},
                           {"prefill_tps", st.prefillTokensPerSecond()},
                           {"decode_tps", st.decodeTokensPerSecond()},
+                          {"context_shifts", st.contextShifts},
+                          {"shifted_tokens", st.shiftedTokens},
                           {"kv_policy", s.kvPolicy()}};
     if (const kv::AutoPlan* plan = s.autoPlan()) out["auto"] = runtime::autoPlanJson(*plan);
     fmt::print("{}\n", out.dump(2));
@@ -79,6 +82,10 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                "stop: {}; seed {}]\n",
                prompt->size(), st.prefillTokensPerSecond(), r->tokens.size(),
                st.decodeTokensPerSecond(), runtime::stopReasonName(r->stop), r->seed);
+    if (st.contextShifts > 0) {
+      fmt::print(stderr, "[context shifted {} times ({}): {} oldest tokens dropped, {:.0f} ms]\n",
+                 st.contextShifts, a.overflow, st.shiftedTokens, st.shiftMs);
+    }
     if (const kv::AutoPlan* plan = s.autoPlan())
       fmt::print(stderr, "{}", runtime::describeAutoPlan(*plan));
   }

@@ -172,7 +172,7 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
   runtime::Session& renderer = **first;
   const bool chat = job.kind() == GenerationJob::Kind::kChat;
   const char* param = chat ? "messages" : "prompt";
-  const runtime::GenerateOptions options = requestOptions(job.sampling(), defaults);
+  runtime::GenerateOptions options = requestOptions(job.sampling(), defaults);
   const uint32_t limit = renderer.backend().contextLimit();
   const uint32_t reserve = runtime::replyReserve(overflow, options.maxTokens, limit);
   auto tooLong = [&](const std::string& message) {
@@ -180,6 +180,7 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
         {.status = 400, .message = message, .param = param, .code = "context_length_exceeded"});
   };
   std::vector<int32_t> prompt;
+  std::vector<tokenizer::ChatMessage> kept;  // a chat's messages after the overflow policy
   if (chat) {
     // A template that refuses the conversation (e.g. a system message it does
     // not support) is the request's problem: 400 with the template's message.
@@ -193,6 +194,7 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
     }
     warning = rendered->warning;
     prompt = renderer.tokenizeChat(*rendered);
+    kept = job.chat().messages;
     if (uint64_t{prompt.size()} + reserve > limit) {
       auto fit = runtime::fitChat(renderer, job.chat().messages, overflow, reserve,
                                   /*addGenerationPrompt=*/true, job.chat().toolsJson);
@@ -201,7 +203,9 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
         return std::nullopt;
       }
       prompt = std::move(fit->tokens);
+      kept = std::move(fit->messages);
     }
+    options.shift = runtime::chatShift(renderer, kept, overflow, prompt);
   } else {
     uint32_t dropped = 0;
     auto fit = runtime::fitPrompt(renderer.tokenizeCompletion(job.completion().prompt), overflow,
@@ -211,6 +215,8 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
       return std::nullopt;
     }
     prompt = std::move(*fit);
+    options.shift =
+        runtime::promptShift(prompt, overflow, renderer.tokenizer().vocab().bos, limit);
   }
   if (prompt.empty()) {
     job.fail({.status = 400, .message = "the prompt is empty", .param = param});

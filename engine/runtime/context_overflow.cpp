@@ -53,6 +53,37 @@ uint32_t replyReserve(ContextOverflow overflow, uint32_t maxTokens, uint32_t con
   return std::min(maxTokens, contextLimit / 4);
 }
 
+ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMessage> messages,
+                       ContextOverflow overflow, std::span<const int32_t> prompt) {
+  if (overflow == ContextOverflow::kStop) return {};
+  const int32_t bos = session.tokenizer().vocab().bos;
+  ContextShift shift{.enabled = true, .keep = !prompt.empty() && prompt[0] == bos ? 1u : 0u};
+  size_t head = 0;
+  while (head < messages.size() && messages[head].role == "system") ++head;
+  if (overflow == ContextOverflow::kTruncateMiddle && head < messages.size()) {
+    ++head;  // the first exchange: its message and the replies up to the next user message
+    while (head < messages.size() && messages[head].role != "user") ++head;
+    if (head == messages.size()) return shift;  // the first exchange is the conversation
+  }
+  if (head == 0) return shift;
+  // A template may refuse a conversation of system messages alone: then only BOS stays.
+  const auto rendered = session.renderChat(messages.first(head), /*addGenerationPrompt=*/false);
+  if (!rendered.ok()) return shift;
+  const std::vector<int32_t> kept = session.tokenizeChat(*rendered);
+  const auto [a, b] = std::mismatch(prompt.begin(), prompt.end(), kept.begin(), kept.end());
+  shift.keep = std::max(shift.keep, static_cast<uint32_t>(a - prompt.begin()));
+  return shift;
+}
+
+ContextShift promptShift(std::span<const int32_t> prompt, ContextOverflow overflow, int32_t bos,
+                         uint32_t limit) {
+  if (overflow == ContextOverflow::kStop) return {};
+  const uint32_t start = !prompt.empty() && prompt[0] == bos ? 1u : 0u;
+  if (overflow == ContextOverflow::kRolling) return {.enabled = true, .keep = start};
+  return {.enabled = true,
+          .keep = std::max(start, std::min(static_cast<uint32_t>(prompt.size()), limit / 4))};
+}
+
 Expected<FittedChat> fitChat(const Session& session,
                              std::span<const tokenizer::ChatMessage> messages,
                              ContextOverflow overflow, uint32_t reserve, bool addGenerationPrompt,

@@ -63,6 +63,18 @@ Expected<FittedChat> fitChat(const Session& session,
                              ContextOverflow overflow, uint32_t reserve,
                              bool addGenerationPrompt = true, const std::string& toolsJson = {});
 
+// The context shift a reply gets under `overflow` (GenerateOptions::shift):
+// none under kStop; otherwise on, keeping what the policy keeps when it drops
+// turns: the leading system messages (rolling), or those and the first
+// exchange (truncate-middle), as the tokens `prompt` (this conversation,
+// rendered and tokenized) starts with; at least its BOS.
+ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMessage> messages,
+                       ContextOverflow overflow, std::span<const int32_t> prompt);
+// The same for a plain prompt: its BOS (rolling), or its first quarter of the
+// context (truncate-middle).
+ContextShift promptShift(std::span<const int32_t> prompt, ContextOverflow overflow, int32_t bos,
+                         uint32_t limit);
+
 // The token-level form: a prompt longer than `limit` is cut to `limit` -
 // `reserve` tokens, keeping its first token when that is `bos` (-1: none);
 // `dropped` receives how many tokens were removed.

@@ -28,6 +28,11 @@ struct StepStats {
   uint32_t decodeSteps = 0;  // forward passes after the prompt
   double decodeMs = 0.0;     // all decode steps so far
   double lastStepMs = 0.0;
+  // Context shifts in this reply (GenerateOptions::shift): how many, the
+  // tokens they dropped, and the time spent re-running the kept ones.
+  uint32_t contextShifts = 0;
+  uint32_t shiftedTokens = 0;
+  double shiftMs = 0.0;
   std::vector<backend::KernelTiming> kernels;  // device time of the last step by kernel class
   double prefillTokensPerSecond() const {
     return prefillMs > 0 ? (promptTokens - reusedTokens) * 1e3 / prefillMs : 0;

@@ -263,6 +263,27 @@ void Session::report(Observer* observer) const {
   if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));
 }
 
+Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {
+  const auto t0 = Clock::now();
+  const size_t n = m_history.size();
+  keep = std::min<uint32_t>(keep, m_backend->contextLimit() / 4);
+  if (n <= keep + 1) return makeError(ErrorCode::kInternal, "nothing to shift out of the context");
+  const size_t dropped = std::max<size_t>((n - keep) / 2, 1);
+  std::vector<int32_t> tail(m_history.begin() + keep + dropped, m_history.end());
+  KVS_TRY(trim(keep));
+  backend::Logits unused;
+  for (size_t done = 0; done < tail.size();) {
+    const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), tail.size() - done);
+    KVS_TRY(m_backend->forward({std::span(tail).subspan(done, take)}, unused));
+    m_history.insert(m_history.end(), tail.begin() + done, tail.begin() + done + take);
+    done += take;
+  }
+  ++stats.contextShifts;
+  stats.shiftedTokens += static_cast<uint32_t>(dropped);
+  stats.shiftMs += msSince(t0);
+  return okStatus();
+}
+
 // Reuses the cached prefix, trims the rest and runs the new prompt tokens in
 // chunks; leaves the logits of the prompt's last token in `logits`.
 Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -343,11 +364,15 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     const std::string piece = decoder.push(token);
     result.text += piece;
     if (observer) observer->onToken(piece, token);
-    if (m_history.size() >= limit) {
+    if (m_history.size() >= limit && !options.shift.enabled) {
       result.stop = StopReason::kContextFull;
       break;
     }
     if (result.tokens.size() == options.maxTokens) break;  // no need to run the last token
+    if (m_history.size() >= limit) {
+      KVS_TRY(shiftContext(options.shift.keep, options.prefillChunk, stats));
+      report(observer);
+    }
     const auto t0 = Clock::now();
     KVS_TRY(m_backend->forward({std::span(&token, 1)}, logits));
     m_history.push_back(token);

@@ -42,10 +42,23 @@ namespace kvscope::runtime {
 enum class StopReason { kEndOfGeneration, kMaxTokens, kStopRequested, kContextFull };
 const char* stopReasonName(StopReason reason);
 
+// What a reply does when it reaches the end of the context. Off, it stops
+// there (StopReason::kContextFull). On, it shifts the context and goes on: the
+// first `keep` cached tokens stay (BOS, the system prompt), the older half of
+// the tokens after them are dropped, and the newer half is run again at its
+// new positions (a prefill, since rotated and quantized K rows cannot be moved
+// in place), so the reply continues with the newest half of the context as
+// its memory. Each shift is counted in StepStats.
+struct ContextShift {
+  bool enabled = false;
+  uint32_t keep = 0;  // capped at a quarter of the context, so a shift frees room
+};
+
 struct GenerateOptions {
   uint32_t maxTokens = 256;
   SamplerConfig sampler;
   uint32_t prefillChunk = 256;  // tokens per prefill batch (progress granularity)
+  ContextShift shift;
 };
 
 struct GenerationResult {
@@ -148,6 +161,9 @@ class Session {
           std::string kvPolicy);
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
+  // Drops the older half of the history after the first `keep` tokens and
+  // runs the newer half again behind them (ContextShift).
+  Status shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats);
   // onKv, and onIndexer while the indexer is on.
   void report(Observer* observer) const;
   // A backend built under `policy` with `tokens` run through it (chunks of

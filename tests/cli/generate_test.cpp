@@ -87,6 +87,27 @@ TEST(CliGenerate, ContextOverflowKeepsTheTailOrTheEnds) {
   EXPECT_NE(bad.exitCode, 0);
 }
 
+// A reply longer than the context goes on under rolling and truncate-middle
+// (context shift), and stops at the end of the context under stop.
+TEST(CliGenerate, AReplyPastTheContextGoesOnUnlessTheOverflowIsStop) {
+  KVS_REQUIRE_FIXTURE(kModel);
+  for (const char* overflow : {"rolling", "truncate-middle"}) {
+    auto r = runCli("generate -m " + kModel + " -p 'Once upon a time' -c 64 -n 120 --temp 0 " +
+                    "--json --context-overflow " + overflow);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"].size(), 120u) << overflow;
+    EXPECT_EQ(j["stop"], "max_tokens") << overflow;
+    EXPECT_GE(j["context_shifts"].get<int>(), 2) << overflow;
+  }
+  auto stop = runCli("generate -m " + kModel + " -p 'Once upon a time' -c 64 -n 120 --temp 0 --json");
+  ASSERT_EQ(stop.exitCode, 0) << stop.err;
+  const auto j = nlohmann::json::parse(stop.out);
+  EXPECT_EQ(j["stop"], "context_full");
+  EXPECT_LT(j["tokens"].size(), 64u);
+  EXPECT_EQ(j["context_shifts"], 0);
+}
+
 // A chat longer than the context goes on under rolling, saying what it left out.
 TEST(CliChat, ContextOverflowLeavesOutOldTurns) {
   KVS_REQUIRE_FIXTURE(kModel);
