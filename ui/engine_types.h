@@ -108,7 +108,9 @@ struct SamplingSettings {
   double minP = 0.05;
   double repeatPenalty = 1.0;
   int repeatLastN = 64;
-  int maxTokens = 512;
+  // The longest reply; 0 (the default): a quarter of the context, so a reply
+  // never fills the context and the next message still fits.
+  int maxTokens = 0;
   qint64 seed = -1;  // -1: a fresh random seed each reply
   QString systemPrompt;
   // How chats render (tokenizer/chat_template.h): the model's Jinja template,
@@ -117,8 +119,10 @@ struct SamplingSettings {
   QString chatRenderer = QStringLiteral("template");  // "template", "builtin", "plain"
   QString thinking = QStringLiteral("default");       // "default", "on", "off"
   // A conversation longer than the context (runtime/context_overflow.h):
-  // "stop", "truncate-middle" or "rolling".
-  QString contextOverflow = QStringLiteral("stop");
+  // "stop", "truncate-middle" or "rolling". The default never dead-ends a
+  // chat, and keeps the first exchange (where people state what they want)
+  // as well as the newest turns; a reply past the end shifts the context.
+  QString contextOverflow = QStringLiteral("truncate-middle");
   bool operator==(const SamplingSettings&) const = default;
 };
 
@@ -259,6 +263,8 @@ struct KvReport {
   quint64 allocatedBytes = 0;  // pages reserved, including rows not yet filled
   QList<KvLayerReport> layers;
   QString autoStatus;  // what the auto policy did ("" when it is not in use)
+  bool autoMeasuring = false;   // auto keeps f16 on purpose until autoMeasureTokens
+  quint32 autoMeasureTokens = 0;
   double compressionRatio() const { return bytes > 0 ? double(f16Bytes) / double(bytes) : 1.0; }
 };
 

@@ -136,6 +136,8 @@ KvReport kvReport(quint64 turnId, const runtime::KvSnapshot& s) {
     r.layers.append(layer);
   }
   r.autoStatus = QString::fromStdString(s.autoStatus);
+  r.autoMeasuring = s.autoMeasuring;
+  r.autoMeasureTokens = s.autoMeasureTokens;
   return r;
 }
 
@@ -158,9 +160,10 @@ ReplyStats replyStats(const runtime::GenerationResult& result) {
   return r;
 }
 
-runtime::GenerateOptions generateOptions(const SamplingSettings& s) {
+runtime::GenerateOptions generateOptions(const SamplingSettings& s, uint32_t contextLimit) {
   runtime::GenerateOptions o;
-  o.maxTokens = static_cast<uint32_t>(std::max(s.maxTokens, 1));
+  o.maxTokens = s.maxTokens > 0 ? static_cast<uint32_t>(s.maxTokens)
+                                : std::max<uint32_t>(1, contextLimit / 4);
   o.sampler.temperature = static_cast<float>(s.temperature);
   o.sampler.topK = s.topK;
   o.sampler.topP = static_cast<float>(s.topP);
@@ -578,7 +581,8 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     emit turnFailed(id, message, {});
     return;
   }
-  runtime::GenerateOptions options = generateOptions(request.sampling);
+  runtime::GenerateOptions options =
+      generateOptions(request.sampling, m_session->backend().contextLimit());
   if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
     emit turnFailed(id, QString::fromStdString(valid.error().message), {});
     return;
@@ -798,7 +802,7 @@ void EngineWorker::startServer(const ServeRequest& request) {
   // Each slot beside the chat holds a KV cache of its own; on a GPU each also
   // uploads the weights again, so there one slot serves every client in turn.
   options.slotCount = m_session->backend().name() == std::string_view("cpu") ? 2 : 1;
-  options.defaults = generateOptions(request.sampling);
+  options.defaults = generateOptions(request.sampling, m_session->backend().contextLimit());
   if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
       overflow.ok())
     options.contextOverflow = *overflow;

@@ -383,6 +383,13 @@ void KvMemoryPanel::refresh() {
                                     : tr("uncompressed: the f16 size"));
   m_bits->setValue(s.bytes > 0 ? locale.toString(s.bitsPerValue, 'f', 2) : QStringLiteral("–"));
   m_bits->setDetail(tr("K %1 · V %2").arg(bits(s.keyBitsPerValue), bits(s.valueBitsPerValue)));
+  if (m_report.autoMeasuring) {
+    // Not a compression failure: auto caches f16 while it measures this conversation.
+    m_ratio->setValue(tr("measuring"), c.accent);
+    m_ratio->setDetail(tr("auto keeps f16 until %1 tokens, then compresses each layer")
+                           .arg(locale.toString(m_report.autoMeasureTokens)));
+    m_bits->setDetail(tr("f16 on purpose while auto measures"));
+  }
   if (s.usableContext > 0 && s.trainedContextBinds) {
     m_fits->setValue(tr("%1 tokens").arg(tokenCount(s.usableContext)));
     m_fits->setDetail(s.maxContext > 0

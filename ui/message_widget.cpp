@@ -328,6 +328,8 @@ void MessageWidget::setStats(const ReplyStats& stats) {
 }
 
 void MessageWidget::setError(const QString& message) {
+  // The reply ended: "Generating…" goes at once, whatever it was replaced by.
+  if (!message.isEmpty() && m_stats) m_stats->setText(tr("Reply failed"));
   if (!m_error) return;
   m_error->setText(message.isEmpty() ? QString() : tr("⚠ %1").arg(message));
   m_error->setVisible(!message.isEmpty());

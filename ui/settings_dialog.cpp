@@ -48,7 +48,7 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
       m_minP(decimal(0, 1, 0.01, 2)),
       m_repeatPenalty(decimal(1, 2, 0.01, 2)),
       m_repeatLastN(integer(0, 4096)),
-      m_maxTokens(integer(1, 1 << 20)),
+      m_maxTokens(integer(0, 1 << 20)),
       m_seed(integer(-1, std::numeric_limits<int>::max())),
       m_renderer(new QComboBox),
       m_thinking(new QComboBox),
@@ -69,6 +69,7 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   m_repeatPenalty->setObjectName(QStringLiteral("repeatPenalty"));
   m_maxTokens->setObjectName(QStringLiteral("maxTokens"));
   m_maxTokens->setSuffix(tr(" tokens"));
+  m_maxTokens->setSpecialValueText(tr("a quarter of the context"));
   m_seed->setObjectName(QStringLiteral("seed"));
   m_seed->setSpecialValueText(tr("random"));
 

@@ -62,6 +62,7 @@ json kvJson(const runtime::KvSnapshot& kv, const runtime::IndexerSnapshot* index
       {"allocated_bytes", kv.allocatedBytes()},
       {"f16_bytes", kv.f16Bytes()},
       {"auto_status", kv.autoStatus},
+      {"auto_measuring", kv.autoMeasuring},
       {"layers", layers},
       {"indexer", indexer && indexer->options.enabled() ? indexerJson(*indexer) : json(nullptr)}};
 }

@@ -38,6 +38,10 @@ struct KvSnapshot {
   // Under an auto policy, what it did: "measuring …" until the first prompt
   // has run, then the budget and the policy it chose; empty otherwise.
   std::string autoStatus;
+  // An auto policy still measuring: the cache is f16 on purpose until the
+  // conversation reaches autoMeasureTokens tokens.
+  bool autoMeasuring = false;
+  uint32_t autoMeasureTokens = 0;
 
   // Bytes the cached rows take (codes + scales + padding), all layers.
   uint64_t usedBytes() const;

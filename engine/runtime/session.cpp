@@ -254,10 +254,16 @@ void Session::report(Observer* observer) const {
     kv.autoStatus = fmt::format("{} could not re-encode the cache ({}); it stays f16", m_kvPolicy,
                                 m_autoFailure);
   } else if (autoPending()) {
-    kv.autoStatus = fmt::format(
-        "{}: f16 until the first prompt has run; then each layer's schemes are chosen from its "
-        "rows",
-        m_kvPolicy);
+    kv.autoMeasuring = true;
+    kv.autoMeasureTokens = kv::kAutoMinTokens;
+    kv.autoStatus =
+        m_history.empty()
+            ? fmt::format("{} is measuring: the cache is f16 until the first prompt has run (at "
+                          "least {} tokens); then each layer's schemes are chosen from its rows",
+                          m_kvPolicy, kv::kAutoMinTokens)
+            : fmt::format("{} is measuring: the cache stays f16 until the conversation reaches "
+                          "{} tokens (now {}); then each layer's schemes are chosen from its rows",
+                          m_kvPolicy, kv::kAutoMinTokens, m_history.size());
   }
   observer->onKv(kv);
   if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));

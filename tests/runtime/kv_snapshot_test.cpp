@@ -1,12 +1,16 @@
 // KvSnapshot and Observer::onKv on stories260K (5 layers, 4 KV heads, head_dim 8): the
 // accounting equals the analytic f16 size, and the Session reports the cache at the end
 // of every generation with the final row count.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
 #include "model/model_tokenizer.h"
+#include "kv/auto_policy.h"
+#include "runtime/backend_factory.h"
 #include "runtime/kv_snapshot.h"
 #include "runtime/session.h"
+#include "support/demo_model.h"
 #include "support/stories_session.h"
 #include "support/test_support.h"
 
@@ -63,6 +67,38 @@ TEST_F(KvSnapshotTest, SessionReportsTheCacheAtTheEndOfAGeneration) {
     EXPECT_EQ(layer.key.codes, uint64_t{last.rows} * 4 * 8 * 2);
     EXPECT_EQ(layer.key.scales, 0u);
   }
+}
+
+// Under auto, a conversation shorter than kAutoMinTokens is f16 on purpose:
+// the snapshot says it is measuring and how far the conversation has come,
+// until auto chooses.
+TEST_F(KvSnapshotTest, AutoSaysItIsMeasuringUntilItChooses) {
+  auto model = openDemoModel();
+  ASSERT_TRUE(model);
+  const runtime::BackendChoice choice{.kind = "cpu", .threads = 1, .kvPolicy = "auto"};
+  auto backend = runtime::makeBackend(model, choice);
+  ASSERT_TRUE(backend.ok()) << backend.error().describe();
+  runtime::Session s(model, std::move(*backend), model::loadTokenizer(*model).value(),
+                     runtime::makeBackendFactory(model, choice), "auto");
+  runtime::GenerateOptions o;
+  o.maxTokens = 4;
+  o.sampler.temperature = 0.0f;
+  KvRecorder recorder;
+  ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time"), o, &recorder).ok());
+  const runtime::KvSnapshot& measuring = recorder.snapshots.back();
+  EXPECT_TRUE(measuring.autoMeasuring);
+  EXPECT_EQ(measuring.autoMeasureTokens, kv::kAutoMinTokens);
+  EXPECT_NE(measuring.autoStatus.find(fmt::format("reaches {} tokens (now {})", kv::kAutoMinTokens,
+                                                  s.history().size())),
+            std::string::npos)
+      << measuring.autoStatus;
+  o.maxTokens = 80;
+  recorder.snapshots.clear();
+  ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time there was a dog"), o, &recorder)
+                  .ok());
+  EXPECT_FALSE(recorder.snapshots.back().autoMeasuring);
+  EXPECT_NE(recorder.snapshots.back().autoStatus.find("chose"), std::string::npos)
+      << recorder.snapshots.back().autoStatus;
 }
 
 }  // namespace
