@@ -17,6 +17,9 @@ struct DeviceSummary {
   QString apiVersion;  // "1.3.230"
   QString driverInfo;  // "Mesa 22.3.6 (LLVM 15.0.6)"
   quint64 deviceLocalBytes = 0;
+  // A Vulkan implementation on the CPU (Mesa's lavapipe): no GPU, and slower than
+  // kvscope's own CPU backend.
+  bool cpuEmulated = false;
 
   // One line for the status bar: "llvmpipe (LLVM 15.0.6, 256 bits) · CPU · Vulkan 1.3.230".
   QString statusText() const;

@@ -48,6 +48,7 @@ enum class LoadStage {
 // What the UI shows about the loaded model (status bar, inspector, model picker).
 struct ModelInfo {
   QString path;
+  bool demo = false;           // kvscope's own 0.9M-parameter demo model (resources/models)
   BackendSettings loadedWith;  // the settings of the load that produced this model
   QString name;                // general.name, else the file or folder name
   QString architecture;        // "llama", "qwen2", …

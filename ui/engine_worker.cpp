@@ -8,6 +8,7 @@
 #include <new>
 
 #include "kv/kv_policy.h"
+#include "model/default_model.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/context_overflow.h"
@@ -46,6 +47,7 @@ DeviceSummary summarize(const gpu::DeviceInfo& info) {
   s.apiVersion = QString::fromStdString(info.apiVersion);
   s.driverInfo = QString::fromStdString(info.driverInfo);
   s.deviceLocalBytes = info.deviceLocalBytes;
+  s.cpuEmulated = info.type == gpu::DeviceType::kCpu;
   return s;
 }
 
@@ -253,6 +255,10 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
   info.headDim = c.headDim;
   info.nVocab = c.nVocab;
   info.trainedContext = c.contextLength;
+  if (auto demo = model::findDefaultModel(); demo.ok()) {
+    std::error_code ec;
+    info.demo = std::filesystem::equivalent(*demo, request.path.toStdString(), ec);
+  }
   info.contextLimit = session.backend().contextLimit();
   info.weightBytes = file.weightBytes();
   setKvFacts(info, session);

@@ -477,13 +477,14 @@ void MainWindow::discoverModels() {
 }
 
 void MainWindow::showModel(const ModelInfo& info) {
-  m_chat->setModel(info.name);
+  // The demo is introduced for what it is: a tiny model trained on children's stories.
+  m_chat->setModel(info.demo ? tr("the kvscope demo model (0.9M parameters)") : info.name);
   m_composer->setModelLoaded(true);
   const QString policy = m_controller->backendSettings().kvPolicy;
   m_inspector->setModel(info, policy, deviceBytes());
   m_settingsButton->show();
   m_conversations->setNewChatEnabled(true);
-  m_modelButton->setText(info.name);
+  m_modelButton->setText(info.demo ? tr("Demo model · 0.9M parameters") : info.name);
   m_modelStatus->setText(modelSummary(info, policy));
   m_modelStatus->setToolTip(info.templateWarning.isEmpty()
                                 ? info.path

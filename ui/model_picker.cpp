@@ -285,15 +285,32 @@ void ModelPicker::setModels(const QList<ModelEntry>& models) {
 void ModelPicker::setDevices(const QList<DeviceSummary>& devices, int chosen) {
   m_devices = devices;
   m_device->clear();
+  bool anyGpu = false;
   for (int i = 0; i < devices.size(); ++i) {
     const DeviceSummary& device = devices.at(i);
+    anyGpu |= !device.cpuEmulated;
     QString label = device.name;
+    if (device.cpuEmulated) label += tr(" · CPU-emulated, no GPU");
     if (device.deviceLocalBytes > 0)
       label += QStringLiteral(" · %1").arg(formatBytes(device.deviceLocalBytes));
     m_device->addItem(label, device.index);
     m_device->setItemData(i, device.detailText(), Qt::ToolTipRole);
   }
   if (chosen >= 0 && chosen < devices.size()) m_device->setCurrentIndex(chosen);
+  // Without a GPU, Vulkan runs on a CPU emulation: offered for testing, not as the GPU.
+  const int vulkan = m_backend->findData(QStringLiteral("vulkan"));
+  m_backend->setItemText(vulkan, anyGpu ? tr("Vulkan (GPU)")
+                                        : tr("Vulkan on CPU emulation (testing; much slower)"));
+  m_backend->setItemText(m_backend->findData(QStringLiteral("auto")),
+                         anyGpu ? tr("Automatic (GPU if present, else CPU)")
+                                : tr("Automatic (CPU: this computer has no GPU)"));
+}
+
+bool ModelPicker::emulatedDeviceChosen() const {
+  if (m_backend->currentData().toString() != QStringLiteral("vulkan")) return false;
+  const int index = m_device->currentIndex();
+  if (index >= 0 && index < m_devices.size()) return m_devices.at(index).cpuEmulated;
+  return !m_devices.isEmpty() && m_devices.first().cpuEmulated;
 }
 
 void ModelPicker::setSettings(const BackendSettings& settings) {
@@ -363,12 +380,12 @@ void ModelPicker::selectionChanged() {
   m_name->setText(entry ? entry->name : tr("No model selected"));
   m_details->setText(entry ? entryLine(*entry) : QString());
   m_path->setText(path);
-  if (entry && entry->contextLength > 0) {
-    m_context->setMaximum(static_cast<int>(entry->contextLength));
-    m_context->setToolTip(tr("The model was trained for %1 tokens").arg(entry->contextLength));
-  } else {
-    m_context->setMaximum(1 << 20);
-  }
+  // Any length the device holds may be asked for; past the trained context the
+  // estimate below says so.
+  m_trainedContext = entry ? entry->contextLength : 0;
+  m_context->setToolTip(m_trainedContext > 0
+                            ? tr("The model was trained for %1 tokens").arg(m_trainedContext)
+                            : QString());
   m_estimate->setText(path.isEmpty() ? QString() : tr("Estimating…"));
   m_memory->set(0, 0, 0);
   setBusy(m_busy);
@@ -400,6 +417,19 @@ void ModelPicker::showEstimate(const QString& path, const MemoryEstimate& estima
                                  : tr("Needs more than the device's %1; try a shorter context or "
                                       "a smaller KV policy.")
                                        .arg(formatBytes(capacity)));
+  }
+  if (emulatedDeviceChosen()) {
+    text += QStringLiteral("<br><span style=\"color:%1\">%2</span>")
+                .arg(themeColors().warning.name(),
+                     tr("This Vulkan device emulates a GPU on the CPU: the CPU backend runs "
+                        "this model many times faster (docs/RESULTS.md)."));
+  }
+  if (m_trainedContext > 0 && estimate.contextLength > m_trainedContext) {
+    text += QStringLiteral("<br><span style=\"color:%1\">%2</span>")
+                .arg(themeColors().warning.name(),
+                     tr("Past the %1 tokens the model was trained for: replies that reach "
+                        "further may lose coherence.")
+                         .arg(locale.toString(m_trainedContext)));
   }
   m_estimate->setText(text);
 }

@@ -65,6 +65,8 @@ class ModelPicker : public QDialog {
   void addFolder();
   void setBusy(bool busy);
   quint64 deviceBytes() const;
+  // Vulkan on a device that is a CPU emulation (lavapipe) is chosen.
+  bool emulatedDeviceChosen() const;
 
   QList<ModelEntry> m_models;
   QList<DeviceSummary> m_devices;
@@ -81,6 +83,7 @@ class ModelPicker : public QDialog {
   QLabel* m_status;
   QProgressBar* m_progress;
   QPushButton* m_load;
+  quint32 m_trainedContext = 0;  // of the selected model; 0: unknown
   QTimer m_estimateDelay;  // spin-box typing asks once, not per keystroke
   bool m_busy = false;
 };

@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 
 #include "kv/auto_policy.h"
+#include "kv/kv_scheme.h"
 #include "ui/theme.h"
 
 namespace kvscope::ui {
@@ -117,31 +118,44 @@ QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCente
 
 }  // namespace
 
-QList<PolicyPreset> policyPresets(const QStringList& available) {
-  const QList<PolicyPreset> all{
-      {QObject::tr("f16 (reference)"), QStringLiteral("k=f16,v=f16")},
-      {QObject::tr("Auto · measured per layer, %1 bits").arg(kv::kDefaultAutoBits), kAuto},
-      {QObject::tr("Near-lossless · 8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
-      {QObject::tr("Balanced · 8-bit K, turbo4b V"), QStringLiteral("k=q8_0,v=turbo4b")},
-      {QObject::tr("Balanced · 8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
-      {QObject::tr("Compact · 8-bit K, turbo3 V"), QStringLiteral("k=q8_0,v=turbo3")},
-      {QObject::tr("4.5 bits · turbo4b K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
-      {QObject::tr("Smallest · turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
+QList<PolicyPreset> policyPresets(const QStringList& available, uint32_t headDim) {
+  // What each preset is; its name leads with the bits per value it stores.
+  const QList<PolicyPreset> kinds{
+      {QObject::tr("f16, uncompressed"), QStringLiteral("k=f16,v=f16")},
+      {QObject::tr("Auto, chosen per layer"), kAuto},
+      {QObject::tr("8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
+      {QObject::tr("8-bit K, turbo4b V"), QStringLiteral("k=q8_0,v=turbo4b")},
+      {QObject::tr("8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
+      {QObject::tr("8-bit K, turbo3 V"), QStringLiteral("k=q8_0,v=turbo3")},
+      {QObject::tr("turbo4b K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
+      {QObject::tr("turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
   };
+  const auto bitsOf = [headDim](const QString& scheme) {
+    auto s = kv::makeScheme(scheme.toStdString(), {.dim = headDim});
+    return s.ok() ? (*s)->bitsPerValue() : 16.0;
+  };
+  QList<std::pair<double, PolicyPreset>> sized;
+  for (const PolicyPreset& kind : kinds) {
+    double bits = kv::kDefaultAutoBits;
+    if (kind.policy != kAuto) {
+      const Choice c = parseChoice(kind.policy);
+      if (!available.contains(c.key) || !available.contains(c.value)) continue;
+      bits = (bitsOf(c.key) + bitsOf(c.value)) / 2;
+    }
+    sized.append({bits, {QObject::tr("%1 bits · %2").arg(QLocale().toString(bits, 'f', 1),
+                                                          kind.name),
+                         kind.policy}});
+  }
+  std::stable_sort(sized.begin(), sized.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   QStringList autoNeeds;  // auto chooses among these
   for (std::string_view name : kv::autoCandidates())
     autoNeeds << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+  const bool autoRuns = std::all_of(autoNeeds.begin(), autoNeeds.end(),
+                                    [&](const QString& s) { return available.contains(s); });
   QList<PolicyPreset> presets;
-  for (const PolicyPreset& preset : all) {
-    if (preset.policy == kAuto) {
-      if (std::all_of(autoNeeds.begin(), autoNeeds.end(),
-                      [&](const QString& s) { return available.contains(s); }))
-        presets.append(preset);
-      continue;
-    }
-    const Choice c = parseChoice(preset.policy);
-    if (available.contains(c.key) && available.contains(c.value)) presets.append(preset);
-  }
+  for (const auto& [bits, preset] : sized)
+    if (preset.policy != kAuto || autoRuns) presets.append(preset);
   return presets;
 }
 

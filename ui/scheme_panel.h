@@ -27,13 +27,14 @@ class QTableWidget;
 namespace kvscope::ui {
 
 struct PolicyPreset {
-  QString name;    // "Balanced"
-  QString policy;  // "k=q8_0,v=q4_0"
+  QString name;    // "6.1 bits · 8-bit K, turbo4 V"
+  QString policy;  // "k=q8_0,v=turbo4"
 };
 
-// The presets whose schemes are all in `available`: f16 first, then those that keep 8-bit
-// keys (softmax amplifies K error), then the smallest.
-QList<PolicyPreset> policyPresets(const QStringList& available);
+// The presets whose schemes are all in `available`, named by their bits per value
+// (K and V averaged, at head_dim `headDim`; auto by its budget) and ordered from the
+// largest (f16) to the smallest.
+QList<PolicyPreset> policyPresets(const QStringList& available, uint32_t headDim = 128);
 
 class SchemePanel : public InspectorPanel {
   Q_OBJECT

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "kv/kv_policy.h"
 #include "runtime/backend_factory.h"
 #include "runtime/kv_auto.h"
@@ -132,7 +133,7 @@ struct BenchOutput {
 Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::string& kind,
                     const std::string& kv, BenchOutput& out) {
   const auto t0 = Clock::now();
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(a.model));
+  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
   std::shared_ptr<const model::ModelFile> m(std::move(file));
   uint32_t maxDepth = 0;
   for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
@@ -230,7 +231,8 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
     fmt::print("{}\n", results.dump(2));
     return 0;
   }
-  fmt::print("model: {}  prefill {} tokens, decode {} tokens\n\n", a.model, a.prefill, a.decode);
+  fmt::print("model: {}  prefill {} tokens, decode {} tokens\n\n",
+             a.model.empty() ? std::string("the demo model") : a.model, a.prefill, a.decode);
   fmt::print(
       "| backend | KV cache           | depth  | prefill t/s  | decode t/s  | cold start s| peak "
       "RSS "
@@ -249,7 +251,7 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static BenchArgs args;
   auto* cmd = app.add_subcommand(
       "bench", "Measure prefill and decode tokens/s per backend and context depth");
-  cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
+  addModelPathOption(cmd, args.model);
   cmd->add_option("-p,--n-prompt", args.prefill, "Prefill tokens to time")
       ->default_val(args.prefill);
   cmd->add_option("-n,--n-gen", args.decode, "Decode tokens to time")->default_val(args.decode);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
@@ -43,7 +44,7 @@ double median(std::vector<double> v) {
 }
 
 Status run(const RestoreArgs& a) {
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(a.model));
+  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   runtime::BackendChoice choice;
   choice.kind = a.backend;
@@ -123,7 +124,7 @@ void registerBenchRestore(CLI::App& app, const GlobalOptions&, int& exitCode) {
   auto* cmd = app.add_subcommand(
       "bench-restore",
       "Time to first token reopening a long conversation: saved KV cache restored vs re-prefilled");
-  cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
+  addModelPathOption(cmd, args.model);
   cmd->add_option("--backend", args.backend, "cpu or vulkan")->default_val(args.backend);
   cmd->add_option("--kv", args.kv, "KV cache policy")->default_val(args.kv);
   cmd->add_option("--tokens", args.tokens, "Conversation length in tokens")

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
 
   kvscope::cli::GlobalOptions global;
   app.add_option("--device", global.device, "Vulkan device index (see `devices`); also KVSCOPE_DEVICE");
+  // Options of the root (--device) may also follow the subcommand.
+  app.fallthrough();
 
   int exitCode = 0;
   kvscope::cli::registerDevices(app, global, exitCode);

@@ -49,7 +49,7 @@ struct Evaluation {
 Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
                               const GlobalOptions& global) {
   KVS_ASSIGN_OR_RETURN(const std::string text, readText(a.file));
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(a.model));
+  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   // Completion tokenization, BOS as the vocabulary asks (Session::tokenizeCompletion).
@@ -67,7 +67,7 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
   KVS_ASSIGN_OR_RETURN(auto result,
                        runtime::evaluateKvPolicy(model, tokens, choice, {.prefill = a.prefill}));
   const std::string& name = model->config().name;
-  return Evaluation{name.empty() ? std::filesystem::path(a.model).filename().string() : name,
+  return Evaluation{name.empty() ? model->path().filename().string() : name,
                     std::move(result)};
 }
 
@@ -172,7 +172,7 @@ void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static EvalArgs args;
   auto* cmd = app.add_subcommand(
       "eval", "KV cache fidelity of a policy against the f16 cache (KLD, top-1, perplexity)");
-  cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
+  addModelPathOption(cmd, args.model);
   cmd->add_option("-f,--file", args.file, "Text to feed (forced decoding)")->required();
   cmd->add_option("--prefill", args.prefill, "Tokens run as one batch before forced decoding")
       ->default_val(args.prefill);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "model/model_file.h"
 #include "model/model_tokenizer.h"
 #include "tokenizer/chat_template.h"
@@ -131,10 +132,10 @@ void registerInspect(CLI::App& app, const GlobalOptions&, int& exitCode) {
                                  "Show a model's architecture, sizes, tokenizer and chat template");
   static std::string path;
   static bool json = false;
-  cmd->add_option("-m,--model", path, "GGUF file or Hugging Face folder")->required();
+  addModelPathOption(cmd, path);
   cmd->add_flag("--json", json, "Print JSON");
   cmd->callback([&exitCode] {
-    auto m = model::ModelFile::open(path);
+    auto m = openModelOrDemo(path);
     if (!m.ok()) {
       fmt::print(stderr, "error: {}\n", m.error().message);
       exitCode = 1;

@@ -105,14 +105,32 @@ Status applyChatTemplateOptions(const ChatTemplateOptions& o, runtime::Session& 
   return okStatus();
 }
 
+Expected<std::unique_ptr<model::ModelFile>> openModelOrDemo(const std::string& path) {
+  if (!path.empty()) return model::ModelFile::open(path);
+  KVS_ASSIGN_OR_RETURN(const std::filesystem::path demo, model::findDefaultModel());
+  return model::ModelFile::open(demo);
+}
+
+void addModelPathOption(CLI::App* cmd, std::string& path) {
+  cmd->add_option("-m,--model", path,
+                  "GGUF file or Hugging Face folder (default: kvscope's 0.9M-parameter demo model)");
+}
+
+void warnPastTrainedContext(uint32_t context, const model::ModelFile& model) {
+  const uint32_t trained = model.config().contextLength;
+  if (context > trained) {
+    fmt::print(stderr,
+               "warning: a context of {} tokens is past the {} tokens {} was trained for; "
+               "replies that reach past {} may lose coherence\n",
+               context, trained, model.path().filename().string(), trained);
+  }
+}
+
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
                                                         const GlobalOptions& global) {
-  std::filesystem::path path = o.model;
-  if (path.empty()) {
-    KVS_ASSIGN_OR_RETURN(path, model::findDefaultModel());
-  }
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(path));
+  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(o.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
+  warnPastTrainedContext(o.context, *model);
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
   std::string notice;
   runtime::BackendChoice choice{.kind = o.backend,

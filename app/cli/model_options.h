@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "model/model_file.h"
 #include "runtime/session.h"
 
 namespace kvscope::cli {
@@ -51,6 +52,14 @@ Status applyChatTemplateOptions(const ChatTemplateOptions& options, runtime::Ses
 // --context-overflow stop|truncate-middle|rolling (runtime/context_overflow.h):
 // what generate, chat and serve do with a prompt the context cannot hold.
 void addContextOverflowOption(CLI::App* cmd, std::string& overflow);
+
+// The model at `path`, or the demo model (model/default_model.h) when it is
+// empty: what -m means in every subcommand.
+Expected<std::unique_ptr<model::ModelFile>> openModelOrDemo(const std::string& path);
+// -m,--model for subcommands that take only a model path.
+void addModelPathOption(CLI::App* cmd, std::string& path);
+// A warning on stderr when `context` is past the model's trained context.
+void warnPastTrainedContext(uint32_t context, const model::ModelFile& model);
 
 // Opens the model and builds a Session; the error is user-readable.
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& options,

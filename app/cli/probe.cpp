@@ -38,7 +38,7 @@ struct ProbeRuns {
 };
 
 Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
-  KVS_ASSIGN_OR_RETURN(auto file, model::ModelFile::open(a.model));
+  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   ProbeRuns runs;
@@ -113,7 +113,7 @@ void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   static ProbeArgs args;
   auto* cmd = app.add_subcommand(
       "probe", "Retrieval probe: copy a random span planted at a depth of the context");
-  cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
+  addModelPathOption(cmd, args.model);
   cmd->add_option("-c,--ctx", args.context, "Tokens of context (default: the model's)");
   cmd->add_option("--depth", args.depth, "Where the span is planted, 0 (start) to 1 (end)")
       ->default_val(args.depth)

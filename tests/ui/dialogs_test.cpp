@@ -7,6 +7,8 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QListWidget>
+#include <QLocale>
+#include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -73,13 +75,58 @@ class DialogsTest : public QObject {
     QVERIFY(text->text().contains(QStringLiteral("Needs more")));
   }
 
-  void contextIsCappedAtTheTrainedLength() {
+  // Past the trained context is allowed (typing 16384 gives 16384, not 1638), with a
+  // warning in the estimate; within it there is no warning.
+  void contextPastTheTrainedLengthIsWarned() {
     ModelPicker picker;
     picker.setModels({entry("/m/a.gguf", "A")});
     auto* context = picker.findChild<QSpinBox*>(QStringLiteral("contextLength"));
-    QCOMPARE(context->maximum(), 8192);
-    context->setValue(100000);
-    QCOMPARE(picker.settings().contextLimit, quint32{8192});
+    context->clear();
+    QTest::keyClicks(context, QStringLiteral("16384"));
+    QCOMPARE(picker.settings().contextLimit, quint32{16384});
+    auto* text = picker.findChild<QLabel*>(QStringLiteral("memoryEstimate"));
+    MemoryEstimate estimate;
+    estimate.weightBytes = 700u << 20;
+    estimate.kvBytes = 512u << 20;
+    estimate.contextLength = 16384;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY2(text->text().contains(QStringLiteral("Past the %1 tokens the model was trained")
+                                       .arg(QLocale().toString(8192))),
+             qPrintable(text->text()));
+    estimate.contextLength = 8192;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY(!text->text().contains(QStringLiteral("Past the")));
+  }
+
+  // Without a GPU, Vulkan is offered as the CPU emulation it is, with a warning.
+  void aCpuEmulatedDeviceIsNotOfferedAsTheGpu() {
+    ModelPicker picker;
+    DeviceSummary lavapipe;
+    lavapipe.index = 0;
+    lavapipe.name = QStringLiteral("llvmpipe (LLVM 15.0.6, 256 bits)");
+    lavapipe.kind = QStringLiteral("CPU");
+    lavapipe.cpuEmulated = true;
+    picker.setDevices({lavapipe}, 0);
+    auto* backend = picker.findChild<QComboBox*>(QStringLiteral("backendKind"));
+    const int vulkan = backend->findData(QStringLiteral("vulkan"));
+    QVERIFY(!backend->itemText(vulkan).contains(QStringLiteral("GPU")));
+    QVERIFY(backend->itemText(vulkan).contains(QStringLiteral("CPU emulation")));
+    auto* device = picker.findChild<QComboBox*>(QStringLiteral("devicePicker"));
+    QVERIFY(device->itemText(0).contains(QStringLiteral("CPU-emulated")));
+    picker.setModels({entry("/m/a.gguf", "A")});
+    backend->setCurrentIndex(vulkan);
+    MemoryEstimate estimate;
+    estimate.contextLength = 4096;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    auto* text = picker.findChild<QLabel*>(QStringLiteral("memoryEstimate"));
+    QVERIFY2(text->text().contains(QStringLiteral("emulates a GPU on the CPU")),
+             qPrintable(text->text()));
+    // A real GPU keeps the usual labels.
+    DeviceSummary gpu = lavapipe;
+    gpu.name = QStringLiteral("NVIDIA H100");
+    gpu.cpuEmulated = false;
+    picker.setDevices({gpu}, 0);
+    QCOMPARE(backend->itemText(vulkan), QStringLiteral("Vulkan (GPU)"));
   }
 
   void loadSendsTheChosenSettingsAndShowsFailures() {

@@ -219,20 +219,33 @@ class InspectorPanelsTest : public QObject {
     const QStringList some = names(
         policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q4_0")}));
     QCOMPARE(some, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0"}));
-    // Every preset once its schemes exist: 8-bit keys before the smallest.
+    // Every preset once its schemes exist, from the largest to the smallest.
     const QStringList all = names(
         policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
                        QStringLiteral("turbo3"), QStringLiteral("turbo2")}));
     QCOMPARE(all, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4", "k=q8_0,v=turbo3",
                                "k=turbo4,v=turbo2"}));
-    // Auto and the turbo*b presets once their candidates exist.
-    const QStringList withBlocks = names(
+    // Auto and the turbo*b presets once their candidates exist; auto by its budget.
+    const QList<PolicyPreset> withBlocks =
         policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
                        QStringLiteral("turbo3"), QStringLiteral("turbo2"),
-                       QStringLiteral("turbo4b"), QStringLiteral("turbo3b")}));
-    QCOMPARE(withBlocks, (QStringList{"k=f16,v=f16", "auto", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4b",
-                                      "k=q8_0,v=turbo4", "k=q8_0,v=turbo3", "k=turbo4b,v=turbo4b",
-                                      "k=turbo4,v=turbo2"}));
+                       QStringLiteral("turbo4b"), QStringLiteral("turbo3b")});
+    QCOMPARE(names(withBlocks).size(), 8);
+    // Each name leads with its bits per value, which fall from preset to preset, and no
+    // two presets share a name.
+    QStringList seen;
+    double previous = 1e9;
+    for (const PolicyPreset& p : withBlocks) {
+      const double bits = QLocale().toDouble(p.name.section(QLatin1Char(' '), 0, 0));
+      QVERIFY2(bits > 0 && bits <= previous, qPrintable(p.name));
+      previous = bits;
+      QVERIFY2(!seen.contains(p.name), qPrintable(p.name));
+      seen << p.name;
+    }
+    QCOMPARE(withBlocks.first().name, QStringLiteral("16.0 bits · f16, uncompressed"));
+    // 8-bit K and V: q8_0 stores 34 bytes per 32 values.
+    QVERIFY(seen.contains(QStringLiteral("8.5 bits · 8-bit K and V")));
+    QVERIFY(seen.contains(QStringLiteral("5.5 bits · Auto, chosen per layer")));
   }
 
   void schemePanelShowsWhatAutoChose() {
