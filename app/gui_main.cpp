@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
     plan.prompts = parser.values(demoChat);
     plan.systemPrompt = parser.value(demoSystem);
     if (parser.isSet(demoBackend)) plan.backend.kind = parser.value(demoBackend);
-    plan.backend.kvPolicy = parser.value(demoPolicy);
+    // Without --demo-kv-policy, the app's default policy (auto).
+    if (parser.isSet(demoPolicy)) plan.backend.kvPolicy = parser.value(demoPolicy);
     plan.backend.contextLimit = parser.value(demoContext).toUInt();
     if (parser.isSet(demoTokens)) plan.minTokens = parser.value(demoTokens).toInt();
     plan.maxTokens = parser.value(demoMaxTokens).toInt();

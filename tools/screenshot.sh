@@ -20,6 +20,14 @@
 #   tools/screenshot.sh reopen [OUT.png]   the chat conversation, then New Chat (its KV cache
 #                                          saved) and the conversation reopened, captured
 #                                          once the cache was restored (default reopened.png)
+#   tools/screenshot.sh firstrun [OUT.png] the demo model with the app's own defaults (auto
+#                                          policy, replies a quarter of the context, the
+#                                          middle left out when the chat outgrows it): five
+#                                          prompts, well past the 512-token context, captured
+#                                          while the fifth reply streams (default first-run.png)
+#   tools/screenshot.sh measuring [OUT.png] the demo model under auto after a short first
+#                                          reply, while auto still measures in f16, on the KV
+#                                          memory tab (default auto-measuring.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -137,17 +145,46 @@ shoot_reopen() {
     shoot_chat "${1:-$shots/reopened.png}"
 }
 
+shoot_defaults() {
+  local out=$1
+  shift
+  mkdir -p "$(dirname "$out")"
+  run_app --screenshot "$out" --demo-model "$root/resources/models/kvscope-demo.gguf" \
+    --demo-backend cpu "$@"
+  echo "saved $out"
+}
+
+shoot_firstrun() {
+  shoot_defaults "${1:-$shots/first-run.png}" --demo-tokens 24 \
+    --demo-chat "Say hello." \
+    --demo-chat "Tell me a story about a dog." \
+    --demo-chat "Tell me another one, about a cat." \
+    --demo-chat "And one about a little bird." \
+    --demo-chat "One more, about a fish in the sea."
+}
+
+shoot_measuring() {
+  # An 8-token reply keeps the conversation under the 64 tokens auto measures.
+  shoot_defaults "${1:-$shots/auto-measuring.png}" --demo-tokens 6 --demo-max-tokens 8 \
+    --demo-chat "Say hello."
+}
+
 case ${1:-all} in
-  all) shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve && shoot_reopen ;;
+  all)
+    shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve && shoot_reopen &&
+      shoot_firstrun && shoot_measuring
+    ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
   indexer) shoot_indexer "${2:-}" ;;
   lab) shoot_lab "${2:-}" ;;
   serve) shoot_serve "${2:-}" ;;
   reopen) shoot_reopen "${2:-}" ;;
+  firstrun) shoot_firstrun "${2:-}" ;;
+  measuring) shoot_measuring "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty [OUT.png] | chat [OUT.png] | indexer [OUT.png] | lab [OUT.png] | serve [OUT.png] | reopen [OUT.png]]" >&2
+    echo "usage: tools/screenshot.sh [all | empty | chat | indexer | lab | serve | reopen | firstrun | measuring] [OUT.png]" >&2
     exit 2
     ;;
 esac

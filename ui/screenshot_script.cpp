@@ -66,12 +66,10 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
       reopen();
   });
   connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
-    if (EngineWorker::isServedTurn(report.turnId) != m_serving) return;
     m_tokens = report.generatedTokens;
     checkReady();
   });
-  connect(c, &ChatController::kvReported, this, [this](const KvReport& report) {
-    if (EngineWorker::isServedTurn(report.turnId) != m_serving) return;
+  connect(c, &ChatController::kvReported, this, [this] {
     m_sawKv = true;
     checkReady();
   });
@@ -114,8 +112,14 @@ void ScreenshotScript::checkReady() {
   if (m_plan.compare || m_plan.reopen) return;  // captured after the replies instead
   if (m_plan.servePort != 0) {
     // Both of the client's requests answered (a small model streams faster than a
-    // picture can be taken mid-request), their reports in the inspector.
-    if (!m_serving || m_window.localServer()->servedRequests() < kServedForPicture) return;
+    // picture can be taken mid-request); they ran in the server's own slots, so the
+    // status bar counts them and the chat's panels stay as they were.
+    if (!m_serving || m_capturing || m_window.localServer()->servedRequests() < kServedForPicture)
+      return;
+    m_capturing = true;
+    m_window.inspector()->flush();
+    QTimer::singleShot(kStreamingSettleMs, this, &ScreenshotScript::capture);
+    return;
   }
   if (!m_lastTurn || m_capturing || !m_sawKv || m_tokens < quint32(m_plan.minTokens)) return;
   if (m_plan.inspectorTab == 2 && !m_sawIndexer) return;
@@ -141,8 +145,6 @@ void ScreenshotScript::compare() {
 // The client is tools/screenshot.sh, which sends requests once the port answers.
 void ScreenshotScript::serve() {
   m_serving = true;
-  m_sawKv = false;
-  m_tokens = 0;
   LocalServer* server = m_window.localServer();
   connect(server, &LocalServer::failed, this, &ScreenshotScript::fail);
   connect(server, &LocalServer::changed, this, &ScreenshotScript::checkReady);
