@@ -86,9 +86,12 @@ QString replyStatsText(const ReplyStats& stats) {
                  .arg(locale.toString(stats.prefillTokensPerSecond, 'f', 0));
   }
   if (stats.contextShifts > 0) {
-    parts << QObject::tr("context shifted %n time(s), %1 oldest tokens dropped", nullptr,
-                         static_cast<int>(stats.contextShifts))
-                 .arg(locale.toString(stats.shiftedTokens));
+    parts << (stats.contextShifts == 1
+                  ? QObject::tr("context shifted once, %1 oldest tokens dropped")
+                        .arg(locale.toString(stats.shiftedTokens))
+                  : QObject::tr("context shifted %1 times, %2 oldest tokens dropped")
+                        .arg(stats.contextShifts)
+                        .arg(locale.toString(stats.shiftedTokens)));
   }
   const QString stop = stopText(stats.stop);
   if (!stop.isEmpty()) parts << stop;

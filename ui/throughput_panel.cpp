@@ -272,8 +272,8 @@ void ThroughputPanel::updateTiles(const StepReport& report) {
   m_decode->setValue(rate(report.decodeTokensPerSecond), c.decode);
   QString decodeDetail = tr("tok/s · %1 generated").arg(report.generatedTokens);
   if (report.contextShifts > 0) {
-    decodeDetail += tr(" · context shifted %n time(s) (%1 tokens dropped)", nullptr,
-                       static_cast<int>(report.contextShifts))
+    decodeDetail += tr(" · context shifted %1× (%2 tokens dropped)")
+                        .arg(report.contextShifts)
                         .arg(report.shiftedTokens);
   }
   m_decode->setDetail(decodeDetail);

@@ -95,6 +95,14 @@ class ChatViewTest : public QObject {
     stats.generatedTokens = 1;
     stats.stop = StopReason::kEndOfGeneration;
     QCOMPARE(replyStatsText(stats), QStringLiteral("1 token"));
+    // A reply that went past the end of the context says how often it shifted.
+    stats.generatedTokens = 120;
+    stats.contextShifts = 2;
+    stats.shiftedTokens = 62;
+    stats.stop = StopReason::kMaxTokens;
+    QVERIFY2(replyStatsText(stats).contains(
+                 QStringLiteral("context shifted 2 times, 62 oldest tokens dropped")),
+             qPrintable(replyStatsText(stats)));
   }
 
   void markdownRendersListsAndCode() {
@@ -201,6 +209,9 @@ class ChatViewTest : public QObject {
     auto* inline_ = view.message(1)->findChild<QLabel*>(QStringLiteral("replyError"));
     QVERIFY(inline_->isVisibleTo(view.message(1)));
     QVERIFY(inline_->text().contains(QStringLiteral("Out of device memory")));
+    // The reply says at once that it ended: no "Generating…" left behind.
+    auto* statsLabel = view.message(1)->findChild<QLabel*>(QStringLiteral("replyStats"));
+    QCOMPARE(statsLabel->text(), QStringLiteral("Reply failed"));
     QTest::mouseClick(view.findChild<QToolButton*>(QStringLiteral("dismissErrorButton")),
                       Qt::LeftButton);
     QVERIFY(view.errorText().isEmpty());
