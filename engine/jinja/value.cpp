@@ -184,8 +184,6 @@ std::string formatFloat(double value) {
   for (char c : mantissa) {
     if (c != '.') digits += c;
   }
-  // Built with append() alone: GCC 12 at -O3 reports a false -Wrestrict on
-  // chains of std::string operator+ here (its bug 105329).
   std::string out = negative ? "-" : "";
   if (exponent >= -4 && exponent < 16) {
     if (exponent < 0) {
