@@ -603,7 +603,16 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   auto fit = runtime::fitChat(*m_session, messages, policy,
                               runtime::replyReserve(policy, options.maxTokens, limit));
   if (!fit.ok()) {
-    emit turnFailed(id, QString::fromStdString(fit.error().message), {});
+    QString message = QString::fromStdString(fit.error().message);
+    if (policy == runtime::ContextOverflow::kStop &&
+        fit.error().code == ErrorCode::kInvalidArgument) {
+      // The engine's message names CLI options; say it with the app's own controls.
+      message = tr("This conversation no longer fits the model's context of %1 tokens. Start a "
+                   "new chat (Chat › New Chat), or let the oldest turns go: System prompt & "
+                   "sampling › When the context is full › Leave out the middle.")
+                    .arg(limit);
+    }
+    emit turnFailed(id, message, {});
     return;
   }
   QList<int> leftOut;
@@ -622,7 +631,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   applyIndexerDiagnostic();
   m_cacheOwner = request.conversationId;
-  options.shift = runtime::chatShift(*m_session, fit->messages, policy, tokens);
+  options.shift = runtime::chatShift(*m_session, fit->messages, policy, tokens, options.maxTokens);
   auto result = m_session->generate(tokens, options, &observer);
   observer.flushText();
   if (!result.ok()) {

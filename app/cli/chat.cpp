@@ -227,7 +227,7 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     }
     Stream stream;
     g_active = &s;
-    go.shift = runtime::chatShift(s, fit->messages, overflow, fit->tokens);
+    go.shift = runtime::chatShift(s, fit->messages, overflow, fit->tokens, go.maxTokens);
     auto r = s.generate(fit->tokens, go, &stream);
     g_active = nullptr;
     if (!r.ok()) {

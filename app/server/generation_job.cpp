@@ -205,7 +205,8 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
       prompt = std::move(fit->tokens);
       kept = std::move(fit->messages);
     }
-    options.shift = runtime::chatShift(renderer, kept, overflow, prompt);
+    options.shift = runtime::chatShift(renderer, kept, overflow, prompt, options.maxTokens,
+                                       job.chat().toolsJson);
   } else {
     uint32_t dropped = 0;
     auto fit = runtime::fitPrompt(renderer.tokenizeCompletion(job.completion().prompt), overflow,
@@ -222,6 +223,10 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
     job.fail({.status = 400, .message = "the prompt is empty", .param = param});
     return std::nullopt;
   }
+  // "Until the context is full" (no max_tokens, no -n) would never end once the
+  // context shifts: such a reply gets at most one context's worth of tokens.
+  if (options.shift.enabled && !job.sampling().maxTokens)
+    options.maxTokens = std::min(options.maxTokens, limit);
   auto slot = slots.acquire(prompt);
   if (!slot.ok()) {
     job.fail({.status = 500, .message = slot.error().message, .type = "server_error"});

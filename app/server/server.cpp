@@ -519,6 +519,10 @@ void Server::stop() {
   if (m_listener.joinable()) m_listener.join();
   std::unique_lock lock(m_state->mutex);
   m_state->idle.wait(lock, [&] { return !m_state->running; });
+  // No job touches the slots any more (stopped): their backends go now, not
+  // when the last queued job is dropped, so a model loaded next never shares
+  // the device with them.
+  m_state->slots.clear();
 }
 
 std::string Server::baseUrl() const {

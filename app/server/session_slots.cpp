@@ -42,12 +42,19 @@ Expected<runtime::Session*> SessionSlots::acquire(std::span<const int32_t> promp
     }
   }
   Slot* chosen = nullptr;
-  if (best && bestPrefix > 0 && 2 * bestPrefix >= prompt.size()) {
-    chosen = best;
-  } else if (m_slots.size() < m_capacity) {
-    KVS_TRY(add());
-    chosen = &m_slots.back();
-  } else {
+  if (best && bestPrefix > 0 && 2 * bestPrefix >= prompt.size()) chosen = best;
+  if (!chosen) {
+    for (Slot& s : m_slots)
+      if (s.session->history().empty()) chosen = &s;
+  }
+  // A slot that cannot be made (no memory for another cache, or on a GPU for
+  // another copy of the weights) is no failure while one exists.
+  if (!chosen && m_slots.size() < m_capacity) {
+    auto added = add();
+    if (!added.ok() && m_slots.empty()) return added.takeError();
+    if (added.ok()) chosen = &m_slots.back();
+  }
+  if (!chosen) {
     chosen = &*std::min_element(m_slots.begin(), m_slots.end(), [](const Slot& a, const Slot& b) {
       return a.lastUsed < b.lastUsed;
     });

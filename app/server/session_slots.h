@@ -6,9 +6,9 @@
 //
 // A request goes to the slot whose history shares the longest prefix with its
 // prompt when that prefix is at least half of the prompt (a client continuing
-// its conversation, or asking again, reuses its cache); otherwise to a new
-// slot while there is room, else to the least recently used one (its cache
-// then trimmed to what the prompt shares with it).
+// its conversation, or asking again, reuses its cache); otherwise to an empty
+// slot, or a new one while there is room (and it can be made), else to the
+// least recently used one (its cache then trimmed to what the prompt shares).
 //
 // Used on the runner's thread only.
 
@@ -36,6 +36,8 @@ class SessionSlots {
   Expected<runtime::Session*> acquire(std::span<const int32_t> prompt);
 
   size_t size() const { return m_slots.size(); }
+  // Frees every slot (their caches and backends).
+  void clear() { m_slots.clear(); }
   size_t capacity() const { return m_capacity; }
   // Slot i's session (i < size()), for tests and telemetry.
   const runtime::Session& slot(size_t i) const { return *m_slots[i].session; }

@@ -96,10 +96,12 @@ class Interpreter {
       if (!ns.isObject() || !ns.asObject().isNamespace) {
         fail(fmt::format("cannot assign attribute on non-namespace object '{}'", target.names[0]));
       }
-      // Namespaces never chain through assignments, so no loop can build an
-      // unbounded chain of them (jinja::Value::holdsNamespace).
-      if (value.holdsNamespace())
-        fail(fmt::format("'{}.{}' cannot hold a namespace", target.names[0], target.attribute));
+      // Nothing chains through assignments, so no loop can build an unbounded
+      // chain of namespaces or captured values (jinja::Value::holdsReference).
+      if (value.holdsReference()) {
+        fail(fmt::format("'{}.{}' cannot hold a namespace or a function", target.names[0],
+                         target.attribute));
+      }
       ns.mutableObject().set(target.attribute, value);
       return;
     }

@@ -57,7 +57,7 @@ Value Value::undefined(std::string name) {
 Value::Value(Array a) {
   for (const Value& item : a) {
     m_depth = std::max(m_depth, item.m_depth);
-    m_holdsNamespace |= item.m_holdsNamespace;
+    m_holdsReference |= item.m_holdsReference;
   }
   if (++m_depth > kMaxValueDepth)
     throw TemplateError{fmt::format("a list nested deeper than {} levels", kMaxValueDepth)};
@@ -65,10 +65,10 @@ Value::Value(Array a) {
 }
 
 Value::Value(Object o) {
-  m_holdsNamespace = o.isNamespace;
+  m_holdsReference = o.isNamespace;
   for (const auto& [key, item] : o.items) {
     m_depth = std::max({m_depth, key.m_depth, item.m_depth});
-    m_holdsNamespace |= key.m_holdsNamespace || item.m_holdsNamespace;
+    m_holdsReference |= key.m_holdsReference || item.m_holdsReference;
   }
   if (++m_depth > kMaxValueDepth)
     throw TemplateError{fmt::format("a dict nested deeper than {} levels", kMaxValueDepth)};

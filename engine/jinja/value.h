@@ -81,7 +81,10 @@ class Value {
   // past a fixed bound whatever a template builds in a loop.
   Value(Array a);                                                       // NOLINT
   Value(Object o);                                                      // NOLINT
-  Value(Callable c) : m_v(std::make_shared<Callable>(std::move(c))) {}  // NOLINT
+  // A function may capture values (a bound method its object), so it counts
+  // as a reference (holdsReference).
+  Value(Callable c)  // NOLINT(google-explicit-constructor)
+      : m_v(std::make_shared<Callable>(std::move(c))), m_holdsReference(true) {}
   // A tuple: a list that prints as (a, b), as dict.items() pairs do.
   static Value tuple(Array items);
 
@@ -124,13 +127,14 @@ class Value {
   // "string", "list", "dict", … for error messages.
   std::string_view typeName() const;
   // Levels of lists and dicts, as counted when the value was built (a
-  // namespace's later attributes are not counted: they hold no namespace, so
+  // namespace's later attributes are not counted: they hold no reference, so
   // they add at most kMaxValueDepth).
   int depth() const { return m_depth; }
-  // Whether a namespace is reachable from this value. Template code may not
-  // store such a value in a namespace attribute, so namespaces never chain
-  // through assignments, and depth() stays a bound.
-  bool holdsNamespace() const { return m_holdsNamespace; }
+  // Whether a namespace or a function (which may capture values) is
+  // reachable from this value. Template code may not store such a value in a
+  // namespace attribute, so nothing chains through assignments, and depth()
+  // stays a bound.
+  bool holdsReference() const { return m_holdsReference; }
 
  private:
   struct Undefined {
@@ -140,7 +144,7 @@ class Value {
                std::shared_ptr<Array>, std::shared_ptr<Object>, std::shared_ptr<Callable>>
       m_v;
   bool m_tuple = false;
-  bool m_holdsNamespace = false;
+  bool m_holdsReference = false;
   int m_depth = 0;
 };
 

@@ -54,10 +54,12 @@ uint32_t replyReserve(ContextOverflow overflow, uint32_t maxTokens, uint32_t con
 }
 
 ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMessage> messages,
-                       ContextOverflow overflow, std::span<const int32_t> prompt) {
+                       ContextOverflow overflow, std::span<const int32_t> prompt,
+                       uint32_t maxTokens, const std::string& toolsJson) {
   if (overflow == ContextOverflow::kStop) return {};
   const int32_t bos = session.tokenizer().vocab().bos;
   ContextShift shift{.enabled = true, .keep = !prompt.empty() && prompt[0] == bos ? 1u : 0u};
+  if (uint64_t{prompt.size()} + maxTokens <= session.backend().contextLimit()) return shift;
   size_t head = 0;
   while (head < messages.size() && messages[head].role == "system") ++head;
   if (overflow == ContextOverflow::kTruncateMiddle && head < messages.size()) {
@@ -67,7 +69,8 @@ ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMe
   }
   if (head == 0) return shift;
   // A template may refuse a conversation of system messages alone: then only BOS stays.
-  const auto rendered = session.renderChat(messages.first(head), /*addGenerationPrompt=*/false);
+  const auto rendered =
+      session.renderChat(messages.first(head), /*addGenerationPrompt=*/false, toolsJson);
   if (!rendered.ok()) return shift;
   const std::vector<int32_t> kept = session.tokenizeChat(*rendered);
   const auto [a, b] = std::mismatch(prompt.begin(), prompt.end(), kept.begin(), kept.end());

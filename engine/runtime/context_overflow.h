@@ -68,8 +68,11 @@ Expected<FittedChat> fitChat(const Session& session,
 // turns: the leading system messages (rolling), or those and the first
 // exchange (truncate-middle), as the tokens `prompt` (this conversation,
 // rendered and tokenized) starts with; at least its BOS.
+// `toolsJson` as the prompt was rendered with; the head is rendered only when
+// the prompt and `maxTokens` can reach the end of the context.
 ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMessage> messages,
-                       ContextOverflow overflow, std::span<const int32_t> prompt);
+                       ContextOverflow overflow, std::span<const int32_t> prompt,
+                       uint32_t maxTokens, const std::string& toolsJson = {});
 // The same for a plain prompt: its BOS (rolling), or its first quarter of the
 // context (truncate-middle).
 ContextShift promptShift(std::span<const int32_t> prompt, ContextOverflow overflow, int32_t bos,

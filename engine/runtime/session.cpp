@@ -279,6 +279,8 @@ Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {
   KVS_TRY(trim(keep));
   backend::Logits unused;
   for (size_t done = 0; done < tail.size();) {
+    // A stop leaves the cache holding what was re-run so far, the history alike.
+    if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped during a context shift");
     const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), tail.size() - done);
     KVS_TRY(m_backend->forward({std::span(tail).subspan(done, take)}, unused));
     m_history.insert(m_history.end(), tail.begin() + done, tail.begin() + done + take);
@@ -370,13 +372,21 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     const std::string piece = decoder.push(token);
     result.text += piece;
     if (observer) observer->onToken(piece, token);
-    if (m_history.size() >= limit && !options.shift.enabled) {
+    // A shift needs a token to drop after the kept ones (a context of 1 has none).
+    const bool canShift =
+        options.shift.enabled && m_history.size() > std::min(options.shift.keep, limit / 4) + 1;
+    if (m_history.size() >= limit && !canShift) {
       result.stop = StopReason::kContextFull;
       break;
     }
     if (result.tokens.size() == options.maxTokens) break;  // no need to run the last token
     if (m_history.size() >= limit) {
-      KVS_TRY(shiftContext(options.shift.keep, options.prefillChunk, stats));
+      if (const Status shifted = shiftContext(options.shift.keep, options.prefillChunk, stats);
+          !shifted.ok()) {
+        if (shifted.error().code != ErrorCode::kCancelled) return shifted.error();
+        result.stop = StopReason::kStopRequested;
+        break;
+      }
       report(observer);
     }
     const auto t0 = Clock::now();

@@ -162,7 +162,8 @@ class Session {
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
   // Drops the older half of the history after the first `keep` tokens and
-  // runs the newer half again behind them (ContextShift).
+  // runs the newer half again behind them (ContextShift); kCancelled on a
+  // stop request, with the cache and history holding what was re-run.
   Status shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats);
   // onKv, and onIndexer while the indexer is on.
   void report(Observer* observer) const;

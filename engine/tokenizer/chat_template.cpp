@@ -112,8 +112,11 @@ Expected<ChatPrompt> ChatTemplate::render(const nlohmann::ordered_json& messages
       return makeError(ErrorCode::kInvalidArgument, "tools: {}", e.message);
     }
   }
-  // The messages are built above from ChatMessage strings: three levels deep.
-  vars.set("messages", jinja::Value::fromJson(messages));
+  try {
+    vars.set("messages", jinja::Value::fromJson(messages));
+  } catch (const jinja::TemplateError& e) {
+    return makeError(ErrorCode::kInvalidArgument, "messages: {}", e.message);
+  }
   vars.set("add_generation_prompt", options.addGenerationPrompt);
   vars.set("bos_token", options.bosToken);
   vars.set("eos_token", options.eosToken);

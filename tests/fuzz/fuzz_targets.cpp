@@ -206,6 +206,8 @@ class OpenAiRequestTarget : public Target {
                             "Qwen-Qwen3-0.6B.jinja"),
                    "fuzz") {}
   bool run(std::span<const uint8_t> input) override {
+    // Without the template every seed is refused, so a missing file stops the run.
+    if (m_template.empty()) return false;
     const std::string_view body(reinterpret_cast<const char*>(input.data()), input.size());
     server::CompletionRequest completion;
     const bool isCompletion = !server::parseCompletionRequest(body, completion).has_value();

@@ -52,6 +52,11 @@ TEST(JinjaLimits, NamespacesDoNotChainThroughAssignments) {
       "'ns.prev' cannot hold a namespace");
   expectError("{% set a = namespace() %}{% set b = namespace() %}{% set a.x = [b] %}",
               "'a.x' cannot hold a namespace");
+  // A bound method captures its object: chaining through one is refused too.
+  expectError(
+      "{% set ns = namespace(c=none) %}{% for i in range(100000) %}"
+      "{% set ns.c = {'p': ns.c}.items %}{% endfor %}",
+      "'ns.c' cannot hold a namespace or a function");
   // Values without namespaces may be stored, and namespaces may be built
   // around namespaces (bounded like lists).
   const auto ok = render(

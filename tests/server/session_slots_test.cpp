@@ -64,13 +64,32 @@ TEST(SessionSlots, PrefixReuseNewSlotsThenLeastRecentlyUsed) {
   EXPECT_EQ(reused, 0u);
   EXPECT_EQ(a->history(), aHistory);
   EXPECT_EQ(slots.size(), 2u);
-  EXPECT_EQ(made, 1);  // b is a's sibling
+  EXPECT_EQ(made, 1);  // a is the maker's session (the first slot), b its sibling
   // Back to a's conversation: a again, not b.
   EXPECT_EQ(run(slots, "Once upon a time there was a little dog named Max", reused), a);
   EXPECT_GT(reused, 0u);
   // A third text with no room left: the least recently used slot, b.
   EXPECT_EQ(run(slots, "Tom liked to eat apples in the garden", reused), b);
   EXPECT_EQ(slots.size(), 2u);
+}
+
+// A second slot that cannot be made (here: a session without a factory; in the
+// app, a GPU without room for another copy of the weights) is no failure:
+// requests share the slot there is.
+TEST(SessionSlots, ASlotThatCannotBeMadeFallsBackToTheOnesThereAre) {
+  SessionSlots slots(2, []() -> Expected<std::unique_ptr<runtime::Session>> {
+    auto model = test::openDemoModel();
+    if (!model) return makeError(ErrorCode::kNotFound, "no demo model");
+    auto backend = runtime::makeBackend(model, {.kind = "cpu", .threads = 1});
+    if (!backend.ok()) return backend.takeError();
+    return std::make_unique<runtime::Session>(model, std::move(*backend),
+                                              model::loadTokenizer(*model).value());
+  });
+  uint32_t reused = 0;
+  runtime::Session* a = run(slots, "Once upon a time there was a little dog", reused);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(run(slots, "The sun was hot and the birds sang", reused), a);
+  EXPECT_EQ(slots.size(), 1u);
 }
 
 TEST(SessionSlots, AFirstSessionThatCannotBeMadeIsAnError) {

@@ -411,7 +411,7 @@ class ChatControllerTest : public QObject {
 
   // A conversation longer than the context: under rolling the oldest messages are left
   // out (flagged, announced) and the reply comes; under stop the turn fails saying how
-  // to go on, and the conversation is kept.
+  // to go on in the app's terms, and the conversation is kept.
   void contextOverflowLeavesOutOldMessages() {
     EngineThread engine(ui::test::fakeDevices);
     ChatController chat(engine.worker());
@@ -435,8 +435,12 @@ class ChatControllerTest : public QObject {
     const qsizetype before = messages.size();
     chat.send(QStringLiteral("Once upon a time there was a little dog"));
     QVERIFY(failed.wait(kWaitMs));
-    QVERIFY2(failed.first().at(1).toString().contains(QStringLiteral("truncate-middle or rolling")),
-             qPrintable(failed.first().at(1).toString()));
+    // Said with the app's own controls, not the CLI's options.
+    const QString message = failed.first().at(1).toString();
+    QVERIFY2(message.contains(QStringLiteral("Chat › New Chat")) &&
+                 message.contains(QStringLiteral("When the context is full")) &&
+                 !message.contains(QStringLiteral("truncate-middle")),
+             qPrintable(message));
     QCOMPARE(chat.conversation().messages.size(), before + 2);  // kept, with the error
   }
 
