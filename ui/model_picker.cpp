@@ -418,18 +418,18 @@ void ModelPicker::showEstimate(const QString& path, const MemoryEstimate& estima
                                       "a smaller KV policy.")
                                        .arg(formatBytes(capacity)));
   }
-  if (emulatedDeviceChosen()) {
+  const auto warn = [&text](const QString& warning) {
     text += QStringLiteral("<br><span style=\"color:%1\">%2</span>")
-                .arg(themeColors().warning.name(),
-                     tr("This Vulkan device emulates a GPU on the CPU: the CPU backend runs "
-                        "this model many times faster (docs/RESULTS.md)."));
+                .arg(themeColors().warning.name(), warning);
+  };
+  if (emulatedDeviceChosen()) {
+    warn(tr("This Vulkan device emulates a GPU on the CPU: the CPU backend runs this model "
+            "many times faster (docs/RESULTS.md)."));
   }
   if (m_trainedContext > 0 && estimate.contextLength > m_trainedContext) {
-    text += QStringLiteral("<br><span style=\"color:%1\">%2</span>")
-                .arg(themeColors().warning.name(),
-                     tr("Past the %1 tokens the model was trained for: replies that reach "
-                        "further may lose coherence.")
-                         .arg(locale.toString(m_trainedContext)));
+    warn(tr("Past the %1 tokens the model was trained for: replies that reach further may "
+            "lose coherence.")
+             .arg(locale.toString(m_trainedContext)));
   }
   m_estimate->setText(text);
 }

@@ -180,7 +180,6 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
         {.status = 400, .message = message, .param = param, .code = "context_length_exceeded"});
   };
   std::vector<int32_t> prompt;
-  std::vector<tokenizer::ChatMessage> kept;  // a chat's messages after the overflow policy
   if (chat) {
     // A template that refuses the conversation (e.g. a system message it does
     // not support) is the request's problem: 400 with the template's message.
@@ -194,7 +193,9 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
     }
     warning = rendered->warning;
     prompt = renderer.tokenizeChat(*rendered);
-    kept = job.chat().messages;
+    // The messages the prompt holds, after the overflow policy.
+    std::span<const tokenizer::ChatMessage> kept = job.chat().messages;
+    std::optional<runtime::FittedChat> fitted;
     if (uint64_t{prompt.size()} + reserve > limit) {
       auto fit = runtime::fitChat(renderer, job.chat().messages, overflow, reserve,
                                   /*addGenerationPrompt=*/true, job.chat().toolsJson);
@@ -202,8 +203,9 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
         tooLong(fit.error().message);
         return std::nullopt;
       }
-      prompt = std::move(fit->tokens);
-      kept = std::move(fit->messages);
+      fitted = std::move(fit).value();
+      prompt = std::move(fitted->tokens);
+      kept = fitted->messages;
     }
     options.shift = runtime::chatShift(renderer, kept, overflow, prompt, options.maxTokens,
                                        job.chat().toolsJson);

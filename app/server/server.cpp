@@ -324,11 +324,13 @@ void serveGeneration(const std::shared_ptr<Server::State>& state, SessionRunner&
   runner.post([state, job] { state->run(job); });
   // While it waits, a client that leaves cancels it, so it is dropped before
   // its prompt is read.
-  const ClientProbe client(req);
+  // The probe looks for the socket only once the request really waits.
+  std::optional<ClientProbe> client;
   bool left = false;
   GenerationJob::Phase phase = GenerationJob::Phase::kQueued;
   while ((phase = job->waitStarted(error, kPollInterval)) == GenerationJob::Phase::kQueued) {
-    if (!left && client.gone()) {
+    if (!client) client.emplace(req);
+    if (!left && client->gone()) {
       left = true;
       job->cancel();
     }

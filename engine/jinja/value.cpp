@@ -89,16 +89,6 @@ Value Value::none() {
 
 namespace {
 
-Value fromJsonAt(const nlohmann::ordered_json& json, size_t depth);
-
-}  // namespace
-
-Value Value::fromJson(const nlohmann::ordered_json& json) {
-  return fromJsonAt(json, 0);
-}
-
-namespace {
-
 Value fromJsonAt(const nlohmann::ordered_json& json, size_t depth) {
   if (depth > kMaxJsonDepth)
     throw TemplateError{fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth)};
@@ -132,6 +122,10 @@ Value fromJsonAt(const nlohmann::ordered_json& json, size_t depth) {
 }
 
 }  // namespace
+
+Value Value::fromJson(const nlohmann::ordered_json& json) {
+  return fromJsonAt(json, 0);
+}
 
 int64_t Value::asInt() const {
   if (isBool()) return asBool() ? 1 : 0;

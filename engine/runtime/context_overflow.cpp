@@ -26,6 +26,11 @@ Error tooLong(size_t tokens, uint32_t reserve, uint32_t limit) {
                            needs(tokens, reserve), limit)};
 }
 
+// A shift keeps at least the prompt's BOS.
+uint32_t bosKeep(std::span<const int32_t> prompt, int32_t bos) {
+  return !prompt.empty() && prompt[0] == bos ? 1u : 0u;
+}
+
 }  // namespace
 
 Expected<ContextOverflow> parseContextOverflow(std::string_view text) {
@@ -57,8 +62,7 @@ ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMe
                        ContextOverflow overflow, std::span<const int32_t> prompt,
                        uint32_t maxTokens, const std::string& toolsJson) {
   if (overflow == ContextOverflow::kStop) return {};
-  const int32_t bos = session.tokenizer().vocab().bos;
-  ContextShift shift{.enabled = true, .keep = !prompt.empty() && prompt[0] == bos ? 1u : 0u};
+  ContextShift shift{.enabled = true, .keep = bosKeep(prompt, session.tokenizer().vocab().bos)};
   if (uint64_t{prompt.size()} + maxTokens <= session.backend().contextLimit()) return shift;
   size_t head = 0;
   while (head < messages.size() && messages[head].role == "system") ++head;
@@ -81,7 +85,7 @@ ContextShift chatShift(const Session& session, std::span<const tokenizer::ChatMe
 ContextShift promptShift(std::span<const int32_t> prompt, ContextOverflow overflow, int32_t bos,
                          uint32_t limit) {
   if (overflow == ContextOverflow::kStop) return {};
-  const uint32_t start = !prompt.empty() && prompt[0] == bos ? 1u : 0u;
+  const uint32_t start = bosKeep(prompt, bos);
   if (overflow == ContextOverflow::kRolling) return {.enabled = true, .keep = start};
   return {.enabled = true,
           .keep = std::max(start, std::min(static_cast<uint32_t>(prompt.size()), limit / 4))};

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cassert>
 #include <new>
 #include <utility>
 
@@ -272,8 +273,7 @@ void Session::report(Observer* observer) const {
 Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {
   const auto t0 = Clock::now();
   const size_t n = m_history.size();
-  keep = std::min<uint32_t>(keep, m_backend->contextLimit() / 4);
-  if (n <= keep + 1) return makeError(ErrorCode::kInternal, "nothing to shift out of the context");
+  assert(n > keep + 1);  // generate() shifts only when a token after `keep` can go
   const size_t dropped = std::max<size_t>((n - keep) / 2, 1);
   std::vector<int32_t> tail(m_history.begin() + keep + dropped, m_history.end());
   KVS_TRY(trim(keep));
@@ -356,6 +356,8 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
   auto lastKv = Clock::now();
   report(observer);
   tokenizer::IncrementalDecoder decoder(*m_tokenizer, {.stripLeadingSpace = false});
+  // Capped so that a shift always frees room (ContextShift::keep).
+  const uint32_t shiftKeep = std::min(options.shift.keep, limit / 4);
   result.stop = StopReason::kMaxTokens;
   while (result.tokens.size() < options.maxTokens) {
     if (m_stop.load()) {
@@ -373,15 +375,14 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
     result.text += piece;
     if (observer) observer->onToken(piece, token);
     // A shift needs a token to drop after the kept ones (a context of 1 has none).
-    const bool canShift =
-        options.shift.enabled && m_history.size() > std::min(options.shift.keep, limit / 4) + 1;
+    const bool canShift = options.shift.enabled && m_history.size() > shiftKeep + 1;
     if (m_history.size() >= limit && !canShift) {
       result.stop = StopReason::kContextFull;
       break;
     }
     if (result.tokens.size() == options.maxTokens) break;  // no need to run the last token
     if (m_history.size() >= limit) {
-      if (const Status shifted = shiftContext(options.shift.keep, options.prefillChunk, stats);
+      if (const Status shifted = shiftContext(shiftKeep, options.prefillChunk, stats);
           !shifted.ok()) {
         if (shifted.error().code != ErrorCode::kCancelled) return shifted.error();
         result.stop = StopReason::kStopRequested;

@@ -47,15 +47,21 @@ const Case kCases[] = {
     {"output.weight", TensorType::kIQ2_XXS, "IQ2_XXS"},
 };
 
+// The error a backend's create() gives: kUnsupported, naming tensor, type and backend.
+template <typename Created>
+void expectRefused(const Created& b, const Case& c, const std::string& backendName) {
+  ASSERT_FALSE(b.ok()) << c.typeName;
+  EXPECT_EQ(b.error().code, ErrorCode::kUnsupported);
+  EXPECT_THAT(b.error().message,
+              HasSubstr(std::string("tensor '") + c.tensor + "' has type " + c.typeName +
+                        ", which the " + backendName + " backend cannot decode"));
+}
+
 TEST(WeightTypes, CpuBackendRefusesTypesItCannotDecode) {
   for (const Case& c : kCases) {
     auto m = modelWith(c);
     ASSERT_TRUE(m);
-    auto b = backend::CpuBackend::create(m);
-    ASSERT_FALSE(b.ok()) << c.typeName;
-    EXPECT_EQ(b.error().code, ErrorCode::kUnsupported);
-    EXPECT_THAT(b.error().message, HasSubstr(std::string("tensor '") + c.tensor + "' has type " +
-                                             c.typeName + ", which the CPU backend cannot decode"));
+    expectRefused(backend::CpuBackend::create(m), c, "CPU");
   }
 }
 
@@ -67,12 +73,7 @@ TEST(WeightTypes, VulkanBackendRefusesTypesItCannotDecode) {
   for (const Case& c : cases) {
     auto m = modelWith(c);
     ASSERT_TRUE(m);
-    auto b = backend::VulkanBackend::create(m);
-    ASSERT_FALSE(b.ok()) << c.typeName;
-    EXPECT_EQ(b.error().code, ErrorCode::kUnsupported);
-    EXPECT_THAT(b.error().message,
-                HasSubstr(std::string("tensor '") + c.tensor + "' has type " + c.typeName +
-                          ", which the Vulkan backend cannot decode"));
+    expectRefused(backend::VulkanBackend::create(m), c, "Vulkan");
   }
   auto cpu = backend::CpuBackend::create(modelWith(cases.back()));
   EXPECT_TRUE(cpu.ok()) << cpu.error().describe();

@@ -15,12 +15,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include "model/model_tokenizer.h"
-#include "runtime/backend_factory.h"
 #include "server/host_check.h"
 #include "server/server.h"
 #include "server/session_thread.h"
-#include "support/demo_model.h"
+#include "support/served_session.h"
 
 namespace kvscope::server {
 namespace {
@@ -28,14 +26,7 @@ namespace {
 using nlohmann::json;
 
 std::unique_ptr<runtime::Session> demoSession() {
-  auto model = test::openDemoModel();
-  if (!model) return nullptr;
-  auto tokenizer = model::loadTokenizer(*model);
-  const runtime::BackendChoice choice{.kind = "cpu", .threads = 1};
-  auto backend = runtime::makeBackend(model, choice);
-  if (!tokenizer.ok() || !backend.ok()) return nullptr;
-  return std::make_unique<runtime::Session>(model, std::move(*backend), std::move(*tokenizer),
-                                            runtime::makeBackendFactory(model, choice));
+  return test::openServedDemoSession();
 }
 
 ServerOptions loopback() {
@@ -160,37 +151,6 @@ TEST(RequestGuard, DeeplyNestedJsonGets400AndServingGoesOn) {
   EXPECT_EQ(statusOf(port, request("GET", "/health", headers)), 200);
 }
 
-// Holds every job until the test releases them, so a request stays queued.
-class HeldRunner : public SessionRunner {
- public:
-  explicit HeldRunner(std::unique_ptr<runtime::Session> s) : m_session(std::move(s)) {}
-  Expected<std::unique_ptr<runtime::Session>> makeSession() override {
-    if (!m_session) return makeError(ErrorCode::kInternal, "handed over already");
-    return std::move(m_session);
-  }
-  void post(std::function<void()> job) override {
-    std::lock_guard lock(m_mutex);
-    m_jobs.push_back(std::move(job));
-  }
-  size_t posted() {
-    std::lock_guard lock(m_mutex);
-    return m_jobs.size();
-  }
-  void runAll() {
-    std::vector<std::function<void()>> jobs;
-    {
-      std::lock_guard lock(m_mutex);
-      jobs.swap(m_jobs);
-    }
-    for (auto& job : jobs) job();
-  }
-
- private:
-  std::unique_ptr<runtime::Session> m_session;
-  std::mutex m_mutex;
-  std::vector<std::function<void()>> m_jobs;
-};
-
 template <typename F>
 bool eventually(F condition) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -202,7 +162,7 @@ bool eventually(F condition) {
 }
 
 TEST(RequestGuard, ClientThatLeavesWhileQueuedIsDroppedBeforeItsPrefill) {
-  HeldRunner runner(demoSession());
+  test::ManualRunner runner(demoSession());
   std::atomic<int> progress{0};
   struct Counter : runtime::Observer {
     std::atomic<int>& n;
@@ -215,7 +175,7 @@ TEST(RequestGuard, ClientThatLeavesWhileQueuedIsDroppedBeforeItsPrefill) {
   hooks.onServed = [&](const ServedRequest&) { ++served; };
   Server server(loopback(), runner, hooks);
   ASSERT_TRUE(server.start().ok());
-  ASSERT_TRUE(eventually([&] { return runner.posted() == 1; }));  // the first KV snapshot
+  ASSERT_TRUE(runner.waitForPosted(1));  // the first KV snapshot
   runner.runAll();
 
   const int fd = connectTo(server.port());
@@ -223,7 +183,7 @@ TEST(RequestGuard, ClientThatLeavesWhileQueuedIsDroppedBeforeItsPrefill) {
   const std::string raw = request("POST", "/v1/completions", "Host: 127.0.0.1\r\n",
                                   json{{"prompt", "Once upon a time"}}.dump());
   ASSERT_EQ(send(fd, raw.data(), raw.size(), MSG_NOSIGNAL), static_cast<ssize_t>(raw.size()));
-  ASSERT_TRUE(eventually([&] { return runner.posted() == 1; }));  // queued, not run
+  ASSERT_TRUE(runner.waitForPosted(1));  // queued, not run
   close(fd);
   // The waiting handler notices within its poll and gives the request up.
   std::string metrics;

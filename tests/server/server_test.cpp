@@ -21,6 +21,7 @@
 #include "runtime/backend_factory.h"
 #include "server/session_thread.h"
 #include "support/demo_model.h"
+#include "support/served_session.h"
 
 namespace kvscope::server {
 namespace {
@@ -28,56 +29,11 @@ namespace {
 using nlohmann::json;
 constexpr auto kWait = std::chrono::seconds(60);  // a bound, never expected to pass
 
+using test::ManualRunner;
+
 std::unique_ptr<runtime::Session> openDemoSession(uint32_t context = 0) {
-  auto model = test::openDemoModel();
-  if (!model) return nullptr;
-  auto tokenizer = model::loadTokenizer(*model);
-  EXPECT_TRUE(tokenizer.ok());
-  const runtime::BackendChoice choice{.kind = "cpu", .contextLimit = context, .threads = 1};
-  auto backend = runtime::makeBackend(model, choice);
-  EXPECT_TRUE(backend.ok()) << backend.error().describe();
-  if (!tokenizer.ok() || !backend.ok()) return nullptr;
-  // With a factory, so the server can open more slots (Session::sibling).
-  return std::make_unique<runtime::Session>(model, std::move(*backend), std::move(*tokenizer),
-                                            runtime::makeBackendFactory(model, choice));
+  return test::openServedDemoSession(context);
 }
-
-// Holds the posted jobs until the test runs them, so the queue's state is
-// exactly what the test made it.
-class ManualRunner : public SessionRunner {
- public:
-  explicit ManualRunner(std::unique_ptr<runtime::Session> session)
-      : m_session(std::move(session)) {}
-  Expected<std::unique_ptr<runtime::Session>> makeSession() override {
-    if (!m_session) return makeError(ErrorCode::kInternal, "handed over already");
-    return std::move(m_session);
-  }
-  void post(std::function<void()> job) override {
-    {
-      std::lock_guard lock(m_mutex);
-      m_jobs.push_back(std::move(job));
-    }
-    m_posted.notify_all();
-  }
-  bool waitForPosted(size_t n) {
-    std::unique_lock lock(m_mutex);
-    return m_posted.wait_for(lock, kWait, [&] { return m_jobs.size() >= n; });
-  }
-  void runAll() {
-    std::deque<std::function<void()>> jobs;
-    {
-      std::lock_guard lock(m_mutex);
-      jobs.swap(m_jobs);
-    }
-    for (auto& job : jobs) job();
-  }
-
- private:
-  std::unique_ptr<runtime::Session> m_session;
-  std::mutex m_mutex;
-  std::condition_variable m_posted;
-  std::deque<std::function<void()>> m_jobs;
-};
 
 ServerOptions loopback() {
   ServerOptions o;

@@ -9,19 +9,13 @@
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "support/demo_model.h"
+#include "support/served_session.h"
 
 namespace kvscope::server {
 namespace {
 
 std::unique_ptr<runtime::Session> demoSession() {
-  auto model = test::openDemoModel();
-  if (!model) return nullptr;
-  auto tokenizer = model::loadTokenizer(*model);
-  const runtime::BackendChoice choice{.kind = "cpu", .threads = 1};
-  auto backend = runtime::makeBackend(model, choice);
-  if (!tokenizer.ok() || !backend.ok()) return nullptr;
-  return std::make_unique<runtime::Session>(model, std::move(*backend), std::move(*tokenizer),
-                                            runtime::makeBackendFactory(model, choice));
+  return test::openServedDemoSession();
 }
 
 // Runs `text` in the slot the slots choose; returns that slot's session.
