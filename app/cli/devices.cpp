@@ -4,7 +4,9 @@
 
 #include "backend/device_check.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "gpu/device_info.h"
+#include "kv/kv_policy.h"
 #include "runtime/device_vetting.h"
 
 namespace kvscope::cli {
@@ -44,19 +46,35 @@ int runCheck(int device, bool json) {
 }
 
 // Measures the device against the CPU backend as generate, chat and the app do
-// before first use, without reading or writing the remembered verdicts.
-int runVet(int device, bool json) {
-  auto verdict = runtime::vetDevice(device, {});
+// before a model first runs on it (a small model of `modelPath`'s spec under
+// `policyText`), without reading or writing the remembered verdicts.
+Expected<runtime::DeviceVerdict> vetModel(int device, const std::string& modelPath,
+                                          const std::string& policyText) {
+  KVS_ASSIGN_OR_RETURN(const auto model, openModelOrDemo(modelPath));
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, policyText.empty()
+                                                      ? kv::defaultKvPolicy()
+                                                      : kv::KvPolicy::parse(policyText));
+  KVS_ASSIGN_OR_RETURN(const runtime::VetSpec spec, runtime::vetSpecFor(*model, policy));
+  return runtime::vetDevice(device, {}, spec);
+}
+
+int runVet(int device, bool json, const std::string& modelPath, const std::string& policyText) {
+  auto verdict = vetModel(device, modelPath, policyText);
   if (!verdict.ok()) {
     fmt::print(stderr, "error: {}\n", verdict.error().message);
     return 1;
   }
   const auto& v = *verdict;
   if (json) {
-    nlohmann::json out = {
-        {"device", v.device},    {"passed", v.passed}, {"worst_rel", v.worstRel},
-        {"mean_rel", v.meanRel}, {"steps", v.steps},   {"argmax_agree", v.argmaxAgree},
-        {"key", v.key}};
+    nlohmann::json out = {{"device", v.device},
+                          {"model", v.model},
+                          {"passed", v.passed},
+                          {"worst_rel", v.worstRel},
+                          {"mean_rel", v.meanRel},
+                          {"steps", v.steps},
+                          {"argmax_agree", v.argmaxAgree},
+                          {"failure", v.failure},
+                          {"key", v.key}};
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("{}\n", v.summary());
@@ -75,15 +93,21 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
   cmd->add_flag("--check", check,
                 "Open the selected device, build every pipeline and run a test step");
   cmd->add_flag("--vet", vet,
-                "Run the demo model on the selected device and on the CPU backend and compare "
-                "their logits (the check done before a device is first used)");
+                "Run a small model of the model's spec (-m; default the demo model) on the "
+                "selected device and on the CPU backend and compare their logits: the check done "
+                "before a model first runs on a device");
+  static std::string modelPath, policy;
+  addModelPathOption(cmd, modelPath);
+  cmd->add_option("--kv-policy", policy,
+                  "With --vet: the KV cache policy to vet (kv/kv_policy.h; default the app's "
+                  "default, auto)");
   cmd->callback([&global, &exitCode] {
     if (check) {
       exitCode = runCheck(global.device, json);
       return;
     }
     if (vet) {
-      exitCode = runVet(global.device, json);
+      exitCode = runVet(global.device, json, modelPath, policy);
       return;
     }
     auto devices = gpu::listDevices();

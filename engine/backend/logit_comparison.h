@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace kvscope::backend {
@@ -25,7 +26,8 @@ struct LogitComparison {
     const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
     const double spread = std::max(1e-6, static_cast<double>(*hi - *lo));
     for (size_t i = 0; i < ref.size(); ++i) {
-      const double d = std::fabs(ref[i] - got[i]) / spread;
+      double d = std::fabs(ref[i] - got[i]) / spread;
+      if (!std::isfinite(d)) d = std::numeric_limits<double>::infinity();  // NaN fails too
       worstRel = std::max(worstRel, d);
       m_sum += d;
     }

@@ -38,6 +38,11 @@ bool vulkanDecodes(gguf::TensorType type, model::WeightRole role) {
 
 VulkanBackend::~VulkanBackend() = default;
 
+Status VulkanBackend::checkWeightTypes(const model::ModelFile& model) {
+  KVS_ASSIGN_OR_RETURN(const model::ModelWeights bound, model::bindWeights(model.config(), model));
+  return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
+}
+
 std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
   std::vector<KernelTiming> out;
   for (const auto& t : m_rec->kernelTimes()) out.push_back({t.kernelClass, t.dispatches, t.gpuMs});

@@ -57,6 +57,10 @@ class VulkanBackend final : public Backend {
   static Expected<std::unique_ptr<VulkanBackend>> create(std::shared_ptr<const model::ModelFile> model,
                                                          const VulkanBackendOptions& options = {});
   ~VulkanBackend() override;
+  // Binds `model`'s weights and checks that this backend decodes every type
+  // (model::checkWeightTypes), as create does first: a caller can refuse a
+  // file before it opens or vets a device.
+  static Status checkWeightTypes(const model::ModelFile& model);
 
   std::string_view name() const override { return "vulkan"; }
   const model::ModelConfig& config() const override { return m_model->config(); }

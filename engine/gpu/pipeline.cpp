@@ -1,13 +1,37 @@
 #include "gpu/pipeline.h"
 
+#include <string>
 #include <utility>
 
 #include "shaders/spirv_registry.h"
 
 namespace kvscope::gpu {
+namespace {
+
+// The one substitution in force: {prefix, with}; empty when none.
+std::pair<std::string, std::string>& substitution() {
+  static std::pair<std::string, std::string> s;
+  return s;
+}
+
+}  // namespace
+
+std::span<const uint32_t> kernelCode(std::string_view shader) {
+  const auto& [prefix, with] = substitution();
+  if (prefix.empty() || !shader.starts_with(prefix)) return shaders::find(shader);
+  return shaders::find(with + std::string(shader.substr(prefix.size())));
+}
+
+KernelSubstitution::KernelSubstitution(std::string_view prefix, std::string_view with) {
+  substitution() = {std::string(prefix), std::string(with)};
+}
+
+KernelSubstitution::~KernelSubstitution() {
+  substitution() = {};
+}
 
 Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
-  auto code = shaders::find(desc.shader);
+  auto code = kernelCode(desc.shader);
   if (code.empty())
     return makeError(ErrorCode::kInternal, "no embedded shader named '{}'", desc.shader);
   if (desc.pushBytes > ctx.limits().maxPushConstantsSize) {
@@ -28,8 +52,8 @@ Expected<Pipeline> Pipeline::create(Context& ctx, const PipelineDesc& desc) {
     binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   }
   if (desc.pageArray) {
-    binds.push_back({desc.bindings, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, desc.pageArray, VK_SHADER_STAGE_COMPUTE_BIT,
-                     nullptr});
+    binds.push_back({desc.bindings, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, desc.pageArray,
+                     VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
   }
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = static_cast<uint32_t>(binds.size());

@@ -9,6 +9,7 @@
 // workgroup size by convention, `local_size_x_id = 0`).
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,24 @@ namespace kvscope::gpu {
 inline uint32_t ceilDiv(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
+
+// The SPIR-V a pipeline named `shader` is built from: the embedded variant of
+// that name, unless a KernelSubstitution stands in for it. Empty when none.
+std::span<const uint32_t> kernelCode(std::string_view shader);
+
+// A test seam: while one lives, a pipeline whose name starts with `prefix` is
+// built from the variant named with `with` in its place (e.g. "weight_matvec_
+// q8_0_" -> "weight_matvec_q4_0_": the Q4_0 kernels, in every launch shape,
+// stand in for the Q8_0 ones — a deliberately wrong kernel with the same
+// bindings), so tests can show that device vetting (runtime/device_vetting.h)
+// catches a kernel that computes the wrong thing. One at a time, one thread.
+class KernelSubstitution {
+ public:
+  KernelSubstitution(std::string_view prefix, std::string_view with);
+  ~KernelSubstitution();
+  KernelSubstitution(const KernelSubstitution&) = delete;
+  KernelSubstitution& operator=(const KernelSubstitution&) = delete;
+};
 
 struct PipelineDesc {
   std::string_view shader;              // variant name in shaders/shaders.cmake

@@ -8,6 +8,7 @@
 #include "core/paths.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quantize.h"
+#include "model/architecture.h"
 #include "model/gguf_export.h"
 
 namespace kvscope::model {
@@ -101,7 +102,11 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   if (s.nHeadKv == 0 || s.nHead % s.nHeadKv != 0) {
     return makeError(ErrorCode::kInvalidArgument, "heads must be a multiple of KV heads");
   }
-  const bool bias = s.architecture == "qwen2", qkNorm = s.architecture == "qwen3";
+  KVS_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, findArchitecture(s.architecture));
+  if (!arch->supported) return makeError(ErrorCode::kUnsupported, "{}", arch->whyNot);
+  const uint32_t ropeDims = s.ropeDims ? s.ropeDims : s.headDim;
+  if (ropeDims > s.headDim || ropeDims % 2 != 0)
+    return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
   gguf::GgufWriter w;
   ModelConfig c;
   c.architecture = s.architecture;
@@ -114,7 +119,11 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   c.headDim = c.headDimV = s.headDim;
   c.rmsEps = 1e-5f;
   c.rope.theta = s.ropeTheta;
-  c.rope.dims = s.headDim;
+  c.rope.dims = ropeDims;
+  if (s.ropeLinearFactor > 1.0f) {
+    c.rope.scaling = RopeScaling::kLinear;
+    c.rope.factor = s.ropeLinearFactor;
+  }
   setConfigMetadata(
       w, c, fmt::format("synthetic-{}-{}", s.architecture, gguf::traits(s.weightType).name));
   addVocab(w, s.nVocab);
@@ -126,6 +135,13 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   KVS_TRY(addWeight(w, f, s, "token_embd.weight", s.nEmbd, s.nVocab));
   KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), "output_norm.weight"));
   if (!s.tiedEmbeddings) KVS_TRY(addWeight(w, f, s, "output.weight", s.nEmbd, s.nVocab));
+  if (s.ropeFreqFactors) {
+    // Divisors >= 1 growing towards the low frequencies, like llama 3.1's.
+    std::vector<float> factors(ropeDims / 2);
+    for (size_t i = 0; i < factors.size(); ++i)
+      factors[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(factors.size());
+    KVS_TRY(addVector(w, factors, "rope_freqs.weight"));
+  }
   for (uint32_t i = 0; i < s.nLayer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "attn_norm.weight"));
@@ -133,12 +149,12 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     KVS_TRY(addWeight(w, f, s, p + "attn_k.weight", s.nEmbd, kv));
     KVS_TRY(addWeight(w, f, s, p + "attn_v.weight", s.nEmbd, kv));
     KVS_TRY(addWeight(w, f, s, p + "attn_output.weight", q, s.nEmbd));
-    if (bias) {
+    if (arch->qkvBias) {
       KVS_TRY(addVector(w, f.normal(q, 0.1f), p + "attn_q.bias"));
       KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_k.bias"));
       KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_v.bias"));
     }
-    if (qkNorm) {
+    if (arch->qkNorm) {
       KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_q_norm.weight"));
       KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_k_norm.weight"));
     }

@@ -19,7 +19,9 @@
 namespace kvscope::model {
 
 struct SyntheticModelSpec {
-  std::string architecture = "llama";  // llama, qwen2 (adds q/k/v biases), qwen3 (adds q/k norms)
+  // Any supported architecture: its registry row decides the extra tensors
+  // (qwen2's q/k/v biases, qwen3's q/k norms).
+  std::string architecture = "llama";
   uint32_t nLayer = 2;
   uint32_t nEmbd = 256;
   uint32_t nFf = 512;
@@ -29,6 +31,9 @@ struct SyntheticModelSpec {
   uint32_t nVocab = 512;  // >= 259 (specials + bytes)
   uint32_t contextLength = 2048;
   float ropeTheta = 10000.0f;
+  uint32_t ropeDims = 0;          // rotated dimensions per head; 0: headDim
+  float ropeLinearFactor = 1.0f;  // > 1: linear RoPE scaling by this factor
+  bool ropeFreqFactors = false;   // ship rope_freqs.weight (llama 3.1-style factors)
   bool tiedEmbeddings = false;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
   // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over

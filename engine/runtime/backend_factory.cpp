@@ -49,14 +49,25 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
                        policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  if (kind == "vulkan" && policy.twoPhase)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache option two_phase runs on the cpu backend only");
+  // A weight type the device has no kernel for is refused before any vetting.
+  if (kind == "vulkan") KVS_TRY(backend::VulkanBackend::checkWeightTypes(*model));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()
                                            : std::filesystem::path(requested.verdictFile);
+    KVS_ASSIGN_OR_RETURN(const VetSpec spec, vetSpecFor(*model, policy));
     // A device that cannot run at all is reported below by the Vulkan backend;
-    // one that runs but could not be vetted (no demo model) is used, with a notice.
-    auto verdict = vetDevice(requested.device, file);
+    // one that runs but could not be vetted is used, with a notice.
+    auto verdict = vetDevice(requested.device, file, spec);
     if (verdict.ok() && !verdict->passed) {
+      if (!requested.fallBackToCpu)
+        return makeError(ErrorCode::kDevice,
+                         "{}; this KV cache policy is not used on it. Please report this device "
+                         "and driver.",
+                         verdict->finding());
       kind = "cpu";
       if (notice) *notice = verdict->summary();
     } else if (!verdict.ok() && notice) {
@@ -79,9 +90,6 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                                                              .indexer = attention}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
-  if (policy.twoPhase)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache option two_phase runs on the cpu backend only");
   KVS_TRY(checkDeviceFits(*model, choice));
   KVS_ASSIGN_OR_RETURN(auto b,
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
@@ -93,6 +101,22 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   return std::unique_ptr<backend::Backend>(std::move(b));
 }
 
+namespace {
+
+// Whether the vetting makeBackend ran for `loaded` (its policy) ran every
+// kernel `policy` needs. Unparsable text is left to makeBackend to report.
+bool vettedAtLoad(const model::ModelFile& model, const BackendChoice& loaded,
+                  std::string_view policy) {
+  auto before = kv::KvPolicy::parse(loaded.kvPolicy);
+  auto after = kv::KvPolicy::parse(policy);
+  if (!before.ok() || !after.ok()) return false;
+  auto vetted = vetSpecFor(model, *before);
+  auto wanted = vetSpecFor(model, *after);
+  return vetted.ok() && wanted.ok() && vetted->covers(*wanted);
+}
+
+}  // namespace
+
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice) {
   // BackendChoice::kind is a view; the factory outlives the caller's string.
@@ -101,9 +125,9 @@ BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
         BackendChoice c = choice;
         c.kind = kind;
         c.kvPolicy = std::string(policy);
-        // The session's device was vetted when it was loaded; a policy switch
-        // must not move it to another backend.
-        c.vetDevice = false;
+        // A policy switch never moves the session to another backend.
+        c.fallBackToCpu = false;
+        c.vetDevice = choice.vetDevice && kind == "vulkan" && !vettedAtLoad(*model, choice, policy);
         return makeBackend(model, c);
       };
 }

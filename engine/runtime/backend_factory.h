@@ -27,9 +27,12 @@ struct BackendChoice {
   // The indexer's diagnostic mode (kv::IndexerOptions::diagnostic): dense
   // scores too, to report the attention mass each selection captured.
   bool indexerDiagnostic = false;
-  // Vet the Vulkan device against the CPU backend before using it (runtime/
-  // device_vetting.h); a device that fails gets the CPU backend instead.
+  // Vet the Vulkan device against the CPU backend before using it, on a small
+  // model of this model's spec under this policy (runtime/device_vetting.h).
   bool vetDevice = true;
+  // A device that fails vetting: the CPU backend with a notice, or (false) an
+  // error naming what was found.
+  bool fallBackToCpu = true;
   std::string verdictFile;  // where verdicts are remembered; empty: the user's cache folder
 };
 
@@ -59,8 +62,11 @@ using BackendFactory =
     std::function<Expected<std::unique_ptr<backend::Backend>>(std::string_view policy)>;
 
 // The factory that builds what makeBackend(model, choice) builds, under any
-// policy, without vetting the device again (pass the kind of the backend the
-// session really got). It keeps its own copies of `choice`'s strings.
+// policy (pass the kind of the backend the session really got). A policy
+// whose kernels the load-time vetting did not run (vetSpecFor of choice's
+// policy does not cover it) is vetted first; a device that fails it refuses
+// the policy with an error rather than moving the session to another
+// backend. It keeps its own copies of `choice`'s strings.
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice);
 

@@ -1,10 +1,14 @@
 #include "runtime/device_vetting.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "backend/cpu_backend.h"
@@ -13,8 +17,9 @@
 #include "core/log.h"
 #include "core/paths.h"
 #include "gpu/device_info.h"
-#include "model/default_model.h"
-#include "model/model_file.h"
+#include "gpu/pipeline.h"
+#include "kv/auto_policy.h"
+#include "model/synthetic_model.h"
 #include "shaders/spirv_registry.h"
 
 namespace kvscope::runtime {
@@ -22,21 +27,122 @@ namespace {
 
 constexpr double kWorstRel = 2e-2, kMeanRel = 1e-3;
 constexpr uint32_t kPrefill = 12, kDecode = 6;
+// The synthetic model's widths: multiples of 256, so a row of any weight type
+// is whole blocks, and wider than one workgroup, so the kernels loop.
+constexpr uint32_t kEmbd = 512, kFf = 1024, kVocab = 512;
 
-// FNV-1a over every embedded SPIR-V word: changes whenever a kernel does.
+// The 2-D tensors a synthetic model has, by name without "blk.N.".
+constexpr std::string_view kMatrices[] = {
+    "token_embd.weight",  "output.weight",   "attn_q.weight", "attn_k.weight",  "attn_v.weight",
+    "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+
+// "blk.12.attn_q.weight" -> "attn_q.weight"; other names unchanged.
+std::string_view withoutLayer(std::string_view name) {
+  if (!name.starts_with("blk.")) return name;
+  const size_t dot = name.find('.', 4);
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+// FNV-1a over the SPIR-V of every pipeline as it would be built (a
+// KernelSubstitution included): changes whenever a kernel does.
 uint64_t kernelsHash() {
   uint64_t h = 1469598103934665603ull;
   for (const shaders::SpirvEntry& e : shaders::all()) {
-    for (uint32_t word : e.code) {
+    for (uint32_t word : gpu::kernelCode(e.name)) {
       for (int b = 0; b < 4; ++b) h = (h ^ ((word >> (8 * b)) & 0xffu)) * 1099511628211ull;
     }
   }
   return h;
 }
 
-std::string deviceKey(const gpu::DeviceInfo& d) {
-  return fmt::format("{:04x}:{:04x} {} | {} | Vulkan {} | kernels {:016x}", d.vendorId, d.deviceId,
-                     d.name, d.driverInfo, d.apiVersion, kernelsHash());
+std::string kernelsTag() {
+  return fmt::format("kernels {:016x}", kernelsHash());
+}
+
+std::string deviceKey(const gpu::DeviceInfo& d, const std::string& kernels) {
+  return fmt::format("{:04x}:{:04x} {} | {} | Vulkan {} | {}", d.vendorId, d.deviceId, d.name,
+                     d.driverInfo, d.apiVersion, kernels);
+}
+
+// The indexer at the vetting run's scale: one page picked by score besides
+// the sinks and the window, over a prefill of a few pages (vetPrefill).
+kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
+  kv::IndexerOptions o = asked;
+  o.diagnostic = false;
+  if (o.enabled()) {
+    o.topK = o.pageRows;
+    o.window = 4;
+    o.sinks = std::min(o.sinks, 4u);
+  }
+  return o;
+}
+
+uint32_t vetPrefill(const kv::IndexerOptions& attention) {
+  return attention.enabled() ? attention.sinks + attention.window + 3 * attention.pageRows
+                             : kPrefill;
+}
+
+// The random-weight model that runs what `spec` describes.
+Expected<model::SyntheticModelSpec> syntheticSpec(const VetSpec& v) {
+  model::SyntheticModelSpec m;
+  m.architecture = v.architecture;
+  m.nEmbd = kEmbd;
+  m.nFf = kFf;
+  m.nVocab = kVocab;
+  m.headDim = v.headDim;
+  m.ropeDims = v.ropeDims;
+  m.ropeLinearFactor = v.ropeLinearFactor;
+  m.ropeFreqFactors = v.ropeFreqFactors;
+  m.tiedEmbeddings = v.tiedEmbeddings;
+  m.weightType = gguf::TensorType::kF16;
+  // Enough layers for every cache pair and every type a layer tensor comes in.
+  size_t layers = std::max<size_t>(2, v.layers.size());
+  for (const auto& [name, types] : v.weightTypes)
+    if (name != "token_embd.weight" && name != "output.weight")
+      layers = std::max(layers, types.size());
+  m.nLayer = static_cast<uint32_t>(layers);
+  m.contextLength = 4096;
+  // The fewest KV heads whose query width is whole blocks of attn_output's
+  // types (the model's own head count always is).
+  const auto out = v.weightTypes.find("attn_output.weight");
+  const auto fits = [&](uint32_t kvHeads) {
+    if (out == v.weightTypes.end()) return true;
+    const uint64_t width = uint64_t{kvHeads} * v.gqa * v.headDim;
+    return std::all_of(out->second.begin(), out->second.end(), [&](gguf::TensorType t) {
+      return width % gguf::traits(t).blockElements == 0;
+    });
+  };
+  m.nHeadKv = 1;
+  while (!fits(m.nHeadKv) && m.nHeadKv < 64) m.nHeadKv *= 2;
+  if (!fits(m.nHeadKv))
+    return makeError(ErrorCode::kUnsupported, "no small model of this shape can be built");
+  m.nHead = m.nHeadKv * v.gqa;
+  for (const auto& [name, types] : v.weightTypes) {
+    if (types.empty()) continue;
+    if (name == "token_embd.weight" || name == "output.weight") {
+      m.tensorTypes[name] = types.front();
+      continue;
+    }
+    for (uint32_t i = 0; i < m.nLayer; ++i)
+      m.tensorTypes[fmt::format("blk.{}.{}", i, name)] = types[i % types.size()];
+  }
+  return m;
+}
+
+// Opens the synthetic model from a temporary file, removed once it is mapped.
+Expected<std::shared_ptr<const model::ModelFile>> openSynthetic(
+    const model::SyntheticModelSpec& spec) {
+  static std::atomic<uint32_t> counter{0};
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (ec) return makeError(ErrorCode::kIo, "no temporary folder: {}", ec.message());
+  const std::filesystem::path path =
+      dir / fmt::format("kvscope-vet-{}-{}.gguf", ::getpid(), counter++);
+  KVS_TRY(model::writeSyntheticModel(spec, path));
+  auto opened = model::ModelFile::open(path);
+  std::filesystem::remove(path, ec);
+  if (!opened.ok()) return opened.error();
+  return std::shared_ptr<const model::ModelFile>(std::move(opened).value());
 }
 
 nlohmann::json readVerdicts(const std::filesystem::path& file) {
@@ -66,9 +172,8 @@ bool readVerdict(const nlohmann::json& all, DeviceVerdict& v) {
 }
 
 // Records `v`, dropping verdicts of other kernel builds (they are never read again).
-void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const DeviceVerdict& v) {
-  // The key ends with this build's kernel hash (deviceKey): no need to hash again.
-  const std::string kernels = v.key.substr(v.key.rfind("kernels "));
+void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const DeviceVerdict& v,
+                  const std::string& kernels) {
   for (auto it = all.begin(); it != all.end();) {
     if (it.key().find(kernels) == std::string::npos)
       it = all.erase(it);
@@ -84,15 +189,16 @@ void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const D
               file.string());
 }
 
-// Runs the same tokens through both backends and adds every step's logits.
-Status compare(backend::Backend& cpu, backend::Backend& gpu, uint32_t nVocab,
+// Runs the same tokens through both backends, a prefill of `prefill` tokens
+// then kDecode single steps, and adds every step's logits.
+Status compare(backend::Backend& cpu, backend::Backend& gpu, uint32_t prefill, uint32_t nVocab,
                backend::LogitComparison& c) {
   std::vector<int32_t> tokens;
-  for (uint32_t i = 0; i < kPrefill + kDecode; ++i)
+  for (uint32_t i = 0; i < prefill + kDecode; ++i)
     tokens.push_back(static_cast<int32_t>((i * 37u + 11u) % nVocab));
   backend::Logits a, b;
-  for (uint32_t at = 0; at < tokens.size(); at += at == 0 ? kPrefill : 1) {
-    const uint32_t n = at == 0 ? kPrefill : 1;
+  for (uint32_t at = 0; at < tokens.size(); at += at == 0 ? prefill : 1) {
+    const uint32_t n = at == 0 ? prefill : 1;
     const backend::Batch batch{std::span(tokens).subspan(at, n)};
     KVS_TRY(cpu.forward(batch, a));
     KVS_TRY(gpu.forward(batch, b));
@@ -101,32 +207,25 @@ Status compare(backend::Backend& cpu, backend::Backend& gpu, uint32_t nVocab,
   return okStatus();
 }
 
-Expected<DeviceVerdict> measure(int device, const std::filesystem::path& demoModel,
-                                DeviceVerdict verdict) {
-  std::filesystem::path path = demoModel;
-  if (path.empty()) {
-    KVS_ASSIGN_OR_RETURN(path, model::findDefaultModel());
-  }
-  KVS_ASSIGN_OR_RETURN(auto opened, model::ModelFile::open(path));
-  std::shared_ptr<const model::ModelFile> m(std::move(opened));
-  const uint32_t nLayer = m->config().nLayer;
+Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict verdict) {
+  KVS_ASSIGN_OR_RETURN(const model::SyntheticModelSpec synthetic, syntheticSpec(spec));
+  KVS_ASSIGN_OR_RETURN(const auto m, openSynthetic(synthetic));
+  std::vector<kv::LayerSchemes> schemes(synthetic.nLayer);
+  for (size_t i = 0; i < schemes.size() && !spec.layers.empty(); ++i)
+    schemes[i] = spec.layers[i % spec.layers.size()];
+  const kv::IndexerOptions attention = vetAttention(spec.attention);
+  KVS_ASSIGN_OR_RETURN(
+      auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes, .indexer = attention}));
+  KVS_ASSIGN_OR_RETURN(auto gpu, backend::VulkanBackend::create(m, {.device = device,
+                                                                    .timing = false,
+                                                                    .kvSchemes = schemes,
+                                                                    .errorStride = 0,
+                                                                    .indexer = attention}));
   backend::LogitComparison c;
-  // The f16 cache, and the app's default compressed policy (q8_0 keys, turbo4
-  // values), so the codec decoders are vetted too.
-  for (bool compressed : {false, true}) {
-    const std::vector<kv::LayerSchemes> schemes =
-        compressed ? std::vector<kv::LayerSchemes>(nLayer, {"q8_0", "turbo4"})
-                   : std::vector<kv::LayerSchemes>{};
-    KVS_ASSIGN_OR_RETURN(auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes}));
-    KVS_ASSIGN_OR_RETURN(
-        auto gpu,
-        backend::VulkanBackend::create(
-            m, {.device = device, .timing = false, .kvSchemes = schemes, .errorStride = 0}));
-    // A device that opens but cannot run the model is the one to avoid most.
-    if (Status s = compare(*cpu, *gpu, m->config().nVocab, c); !s.ok()) {
-      verdict.failure = s.error().message;
-      return verdict;
-    }
+  // A device that opens but cannot run the model is the one to avoid most.
+  if (Status s = compare(*cpu, *gpu, vetPrefill(attention), synthetic.nVocab, c); !s.ok()) {
+    verdict.failure = s.error().message;
+    return verdict;
   }
   verdict.worstRel = c.worstRel;
   verdict.meanRel = c.meanRel;
@@ -136,24 +235,119 @@ Expected<DeviceVerdict> measure(int device, const std::filesystem::path& demoMod
   return verdict;
 }
 
+std::string joined(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : std::string(sep)) + item;
+  return out;
+}
+
 }  // namespace
 
-std::string DeviceVerdict::summary() const {
-  if (!failure.empty()) {
-    return fmt::format(
-        "{} failed to run the demo model ({}); kvscope uses the CPU backend instead. Please "
-        "report this device and driver.",
-        device, failure);
+Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& policy) {
+  const model::ModelConfig& c = model.config();
+  VetSpec s;
+  s.architecture = c.architecture;
+  s.headDim = c.headDim;
+  s.gqa = c.gqaRatio();
+  s.ropeDims = c.rope.dims;
+  s.ropeLinearFactor = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
+  s.ropeFreqFactors = c.rope.scaling == model::RopeScaling::kFreqFactors;
+  s.tiedEmbeddings = c.tiedEmbeddings;
+  for (const model::TensorView& t : model.all()) {
+    const std::string_view name = withoutLayer(t.name);
+    if (std::find(std::begin(kMatrices), std::end(kMatrices), name) == std::end(kMatrices))
+      continue;
+    std::vector<gguf::TensorType>& types = s.weightTypes[std::string(name)];
+    if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
   }
+  for (auto& [name, types] : s.weightTypes) std::sort(types.begin(), types.end());
+
+  // Every K scheme and every V scheme a layer can get, in first-use order.
+  std::vector<std::string> keys, values;
+  const auto add = [](std::vector<std::string>& list, std::string_view name) {
+    if (std::find(list.begin(), list.end(), name) == list.end()) list.emplace_back(name);
+  };
+  if (policy.autoBits) {
+    for (std::string_view name : kv::autoCandidates()) {
+      add(keys, name);
+      add(values, name);
+    }
+  } else {
+    KVS_ASSIGN_OR_RETURN(const auto layers, policy.resolve({c.architecture, c.nLayer, c.headDim}));
+    for (const kv::LayerSchemes& l : layers) {
+      add(keys, l.key);
+      add(values, l.value);
+    }
+  }
+  for (size_t i = 0; i < std::max(keys.size(), values.size()); ++i)
+    s.layers.push_back({keys[i % keys.size()], values[i % values.size()]});
+  s.attention = policy.attention;
+  s.attention.diagnostic = false;
+  return s;
+}
+
+std::string VetSpec::text() const {
+  std::vector<std::string> weights, cache;
+  for (const auto& [name, types] : weightTypes) {
+    std::vector<std::string> names;
+    for (gguf::TensorType t : types) names.emplace_back(gguf::traits(t).name);
+    weights.push_back(name + "=" + joined(names, "+"));
+  }
+  for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
+  const std::string items = attention.policyItems();
+  return fmt::format(
+      "{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention {}", architecture, headDim, gqa,
+      ropeDims, ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
+      ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "", joined(weights, " "),
+      joined(cache, " "), items.empty() ? std::string("dense") : items.substr(1));
+}
+
+std::string VetSpec::describe() const {
+  std::set<gguf::TensorType> types;
+  for (const auto& [name, list] : weightTypes) types.insert(list.begin(), list.end());
+  std::vector<std::string> typeNames, schemes;
+  for (gguf::TensorType t : types) typeNames.emplace_back(gguf::traits(t).name);
+  for (const kv::LayerSchemes& l : layers) {
+    for (const std::string& name : {l.key, l.value})
+      if (std::find(schemes.begin(), schemes.end(), name) == schemes.end()) schemes.push_back(name);
+  }
+  std::string attentionText;
+  if (attention.enabled()) attentionText = ", with the indexer";
+  if (attention.sparseV > 0.0f) attentionText += ", with sparse V";
+  return fmt::format(
+      "a small {} model with {} weights, head_dim {}, {} query head{} per KV head and a KV cache "
+      "in {}{}",
+      architecture, joined(typeNames, ", "), headDim, gqa, gqa == 1 ? "" : "s",
+      joined(schemes, ", "), attentionText);
+}
+
+std::string DeviceVerdict::finding() const {
+  if (!failure.empty()) return fmt::format("{} failed to run {} ({})", device, model, failure);
   const std::string measured = fmt::format(
       "largest logit difference {:.1e} of the spread (allowed {:.0e}), mean {:.1e}, "
       "same top token on {}/{} steps",
       worstRel, kWorstRel, meanRel, argmaxAgree, steps);
-  if (passed) return fmt::format("{} matches the CPU backend: {}", device, measured);
-  return fmt::format(
-      "{} gives results that differ from the CPU backend ({}); kvscope uses the CPU backend "
-      "instead. Please report this device and driver.",
-      device, measured);
+  if (passed) return fmt::format("{} matches the CPU backend on {}: {}", device, model, measured);
+  return fmt::format("{} gives results that differ from the CPU backend on {} ({})", device, model,
+                     measured);
+}
+
+std::string DeviceVerdict::summary() const {
+  if (passed) return finding();
+  return finding() +
+         "; kvscope uses the CPU backend instead. Please report this device and driver.";
+}
+
+bool VetSpec::covers(const VetSpec& other) const {
+  const auto has = [this](const std::string& name, bool key) {
+    return std::any_of(layers.begin(), layers.end(),
+                       [&](const kv::LayerSchemes& l) { return (key ? l.key : l.value) == name; });
+  };
+  for (const kv::LayerSchemes& l : other.layers)
+    if (!has(l.key, true) || !has(l.value, false)) return false;
+  VetSpec same = other;
+  same.layers = layers;
+  return same.text() == text();
 }
 
 std::filesystem::path defaultVerdictFile() {
@@ -162,7 +356,7 @@ std::filesystem::path defaultVerdictFile() {
 }
 
 Expected<DeviceVerdict> vetDevice(int device, const std::filesystem::path& verdictFile,
-                                  const std::filesystem::path& demoModel) {
+                                  const VetSpec& spec) {
   KVS_ASSIGN_OR_RETURN(auto devices, gpu::listDevices());
   KVS_ASSIGN_OR_RETURN(const int index, gpu::chooseDevice(devices, device));
   const auto found = std::find_if(devices.begin(), devices.end(),
@@ -170,12 +364,15 @@ Expected<DeviceVerdict> vetDevice(int device, const std::filesystem::path& verdi
   if (found == devices.end())
     return makeError(ErrorCode::kDevice, "Vulkan device {} is not in the device list", index);
   const gpu::DeviceInfo& info = *found;
-  DeviceVerdict verdict{.device = info.name, .key = deviceKey(info)};
+  const std::string kernels = kernelsTag();
+  DeviceVerdict verdict{.device = info.name,
+                        .key = deviceKey(info, kernels) + " | " + spec.text(),
+                        .model = spec.describe()};
 
   nlohmann::json all = verdictFile.empty() ? nlohmann::json::object() : readVerdicts(verdictFile);
   if (readVerdict(all, verdict)) return verdict;
-  KVS_ASSIGN_OR_RETURN(verdict, measure(index, demoModel, std::move(verdict)));
-  if (!verdictFile.empty()) writeVerdict(verdictFile, std::move(all), verdict);
+  KVS_ASSIGN_OR_RETURN(verdict, measure(index, spec, std::move(verdict)));
+  if (!verdictFile.empty()) writeVerdict(verdictFile, std::move(all), verdict, kernels);
   return verdict;
 }
 

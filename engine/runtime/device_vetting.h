@@ -1,38 +1,87 @@
 #pragma once
 // Vetting a Vulkan device before anyone chats on it. kvscope's Vulkan kernels
-// have been tested on Mesa's lavapipe only; a GPU whose driver runs one of
-// them differently would produce fluent-looking garbage. So the first time a
-// device is used, and again whenever its driver or kvscope's kernels change,
-// a few steps of the demo model run on the device and on the CPU backend, with
-// an f16 cache and with a compressed one, and their logits are compared. The
-// verdict is remembered in a small JSON file (by default
-// $XDG_CACHE_HOME/kvscope/device-checks.json), so later starts pay only a
-// device listing and a file read. A device that opens but fails to run the
-// model fails the check.
+// were shaped on Mesa's lavapipe; a GPU whose driver runs one of them
+// differently would produce fluent-looking garbage. So before a model runs on
+// a device, a small random-weight model built from that model's own spec
+// (VetSpec: its architecture, the weight type of every projection, head_dim,
+// query heads per KV head, RoPE, and the KV schemes and indexer its policy
+// uses) runs a prefill and a few decode steps on the device and on the CPU
+// backend, and their logits are compared. Only the kernels the model will
+// really use are exercised, each of them at least once.
+//
+// The verdict is remembered per (device, driver, kernel build, spec) in a
+// small JSON file (by default $XDG_CACHE_HOME/kvscope/device-checks.json), so
+// a model is vetted once per driver and later starts pay a device listing and
+// a file read. A device that opens but fails to run the model fails the check.
 //
 // Pass: on every step the largest logit difference is within 2e-2 of the CPU
 // row's spread, the mean within 1e-3, and the argmax agrees on all but at most
-// one step. lavapipe measures 9.9e-5 and 7.5e-6 at 8 lanes
+// one step. A non-finite logit fails. lavapipe measures ~1e-4 and ~1e-5
 // (`kvscope-cli devices --vet`); a miscompiled kernel gives differences of the
-// order of the spread itself.
+// order of the spread itself (tests/runtime/device_vetting_test.cpp breaks one).
 
 #include <filesystem>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "gguf/tensor_type.h"
+#include "kv/indexer.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_policy.h"
+#include "model/model_file.h"
 
 namespace kvscope::runtime {
 
+// The shape of what a model runs, reduced to what decides the kernels.
+struct VetSpec {
+  std::string architecture;  // a supported architecture (its extra tensors)
+  uint32_t headDim = 0;
+  uint32_t gqa = 1;               // query heads per KV head
+  uint32_t ropeDims = 0;          // rotated dimensions per head
+  float ropeLinearFactor = 1.0f;  // > 1: linear RoPE scaling
+  bool ropeFreqFactors = false;   // per-frequency factors (rope_freqs.weight)
+  bool tiedEmbeddings = false;
+  // Per tensor ("token_embd.weight", "output.weight", and per layer without
+  // its "blk.N." prefix, e.g. "attn_v.weight"): every type the model stores
+  // it in, sorted. A Q4_K_M file lists Q4_K and Q6_K for attn_v.
+  std::map<std::string, std::vector<gguf::TensorType>> weightTypes;
+  // The (K, V) schemes of the synthetic layers: every K scheme and every V
+  // scheme the policy can give a layer appears at least once (for `auto`,
+  // every candidate it chooses from).
+  std::vector<kv::LayerSchemes> layers;
+  kv::IndexerOptions attention;  // the policy's indexer and sparse V
+
+  // One canonical line: part of the verdict's key.
+  std::string text() const;
+  // Whether a vetting run of this spec ran every kernel `other` needs: the
+  // same model shape and attention, and each of its K and V schemes.
+  bool covers(const VetSpec& other) const;
+  // For people: "a llama model with Q4_K, Q6_K weights, head_dim 128, 4 query
+  // heads per KV head and a q8_0/turbo4 cache".
+  std::string describe() const;
+};
+
+// The spec of `model` run under `policy`. Errors: a policy that does not
+// resolve for the model (the same error makeBackend reports).
+Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& policy);
+
 struct DeviceVerdict {
   std::string device;  // the device's name
-  std::string key;     // what identifies the device, driver and kernels
+  std::string key;     // what identifies the device, driver, kernels and spec
+  std::string model;   // VetSpec::describe() of what was vetted
   bool passed = false;
   bool remembered = false;  // read from the verdict file, not measured now
   std::string failure;      // why the device could not run the model (then !passed)
   double worstRel = 0.0;    // max |logit diff| / spread over the steps
   double meanRel = 0.0;     // mean |logit diff| / spread
   uint32_t steps = 0, argmaxAgree = 0;
-  // One line for the user, e.g. why the CPU backend is used instead.
+  // What was found: "<device> matches (or differs from) the CPU backend on
+  // <model>: <measures>", or "<device> failed to run <model> (<why>)".
+  std::string finding() const;
+  // One line for the user: finding(), and when it failed, that the CPU
+  // backend is used instead.
   std::string summary() const;
 };
 
@@ -40,12 +89,13 @@ struct DeviceVerdict {
 // check then runs every time and nothing is written).
 std::filesystem::path defaultVerdictFile();
 
-// Vets Vulkan device `device` (-1: the one chooseDevice picks) on `demoModel`
-// (empty: model::findDefaultModel()). Returns the remembered verdict when the
-// file holds one for the same key; otherwise measures, then records it.
-// Errors: no Vulkan device, no demo model, or the device failing to run at all
-// (the caller then reports that error as it would without vetting).
+// Vets Vulkan device `device` (-1: the one chooseDevice picks) on a synthetic
+// model of `spec`. Returns the remembered verdict when the file holds one for
+// the same key; otherwise measures, then records it (dropping verdicts of
+// other kernel builds). Errors: no Vulkan device, a spec no synthetic model
+// can be built from, or the device failing to run at all (the caller then
+// reports that error as it would without vetting).
 Expected<DeviceVerdict> vetDevice(int device, const std::filesystem::path& verdictFile,
-                                  const std::filesystem::path& demoModel = {});
+                                  const VetSpec& spec);
 
 }  // namespace kvscope::runtime

@@ -49,14 +49,28 @@ TEST(CliDevices, TableMarksTheSelectedDevice) {
   EXPECT_NE(r.out.find("subgroup"), std::string::npos);
 }
 
-TEST(CliDevices, VetComparesTheDemoModelWithTheCpuBackend) {
+// Without -m: a model of the demo model's spec under the app's default
+// policy (auto: every scheme it may choose); --kv-policy vets another.
+TEST(CliDevices, VetComparesAModelOfTheSpecWithTheCpuBackend) {
   auto r = runCli("devices --vet --json");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("passed").get<bool>()) << r.out;
-  EXPECT_EQ(j.at("steps").get<int>(), 14);
-  EXPECT_EQ(j.at("argmax_agree").get<int>(), 14);
+  EXPECT_EQ(j.at("steps").get<int>(), 7);  // a prefill and 6 decode steps
+  EXPECT_EQ(j.at("argmax_agree").get<int>(), 7);
   EXPECT_LT(j.at("worst_rel").get<double>(), 2e-2);
+  const std::string model = j.at("model").get<std::string>();
+  for (const char* part : {"F16 weights", "head_dim 64", "turbo3b", "turbo4b", "q8_0"})
+    EXPECT_NE(model.find(part), std::string::npos) << part << " in " << model;
+
+  auto q4 = runCli("devices --vet --json --kv-policy kv=q4_0");
+  ASSERT_EQ(q4.exitCode, 0) << q4.err;
+  const std::string q4Model = nlohmann::json::parse(q4.out).at("model").get<std::string>();
+  EXPECT_NE(q4Model.find("KV cache in q4_0"), std::string::npos) << q4Model;
+
+  auto bad = runCli("devices --vet --kv-policy k=nope");
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
 }
 
 TEST(CliDevices, CheckRunsATestStepAgainstTheCpu) {
