@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include "fake_devices.h"
+#include "gpu/pipeline.h"
 #include "support/hf_model_folder.h"
 #include "ui/chat_controller.h"
 #include "ui/conversation_store.h"
@@ -459,6 +460,23 @@ class ChatControllerTest : public QObject {
     const auto last = kv.last().at(0).value<ui::KvReport>();
     QCOMPARE(last.rows, stats.cachedTokens);
     QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+  }
+
+  // A Vulkan device that computes wrong (the F16 weight kernels stand in for
+  // the F32 ones the model uses) fails the vetting of the model's spec: the
+  // model opens on the CPU backend, the user is told why, and chat works.
+  void aDeviceThatFailsVettingLeavesTheModelOnTheCpuWithANotice() {
+    const gpu::KernelSubstitution wrong("weight_matvec_f32_", "weight_matvec_f16_");
+    EngineThread engine;
+    ChatController chat(engine.worker());
+    QVERIFY(load(chat, QStringLiteral("vulkan"), 128));
+    QCOMPARE(chat.model().backend, QStringLiteral("cpu"));
+    const QString notice = chat.model().backendNotice;
+    QVERIFY2(notice.contains(QStringLiteral("differ from the CPU backend")), qPrintable(notice));
+    QVERIFY2(notice.contains(QStringLiteral("F32 weights")), qPrintable(notice));
+    QVERIFY2(notice.contains(QStringLiteral("uses the CPU backend instead")), qPrintable(notice));
+    chat.setSampling(greedy(4));
+    QVERIFY(sendAndWait(chat, QStringLiteral("Once")).valid());
   }
 
   // Today's Hugging Face folders (Llama 3 and Qwen3 tokenizers, whose tokenizer.json
