@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
       "port");
   const QCommandLineOption demoOverflow = option(
       "demo-context-overflow",
-      "Screenshot mode: when the conversation outgrows the context: truncate-middle or rolling.",
+      "Screenshot mode: when the conversation outgrows the context: truncate-middle, rolling, or "
+      "stop (then capture the error and the actions it offers).",
       "policy");
   const QCommandLineOption demoReopen = option(
       "demo-reopen",

@@ -28,6 +28,11 @@
 #   tools/screenshot.sh measuring [OUT.png] the demo model under auto after a short first
 #                                          reply, while auto still measures in f16, on the KV
 #                                          memory tab (default auto-measuring.png)
+#   tools/screenshot.sh overflow [OUT.png] the demo model with "When the context is full:
+#                                          Stop": prompts until the conversation no longer
+#                                          fits, captured with the error and its New Chat /
+#                                          Leave Out Oldest Turns buttons (default
+#                                          context-full.png)
 #
 # KVSCOPE_BUILD_DIR      build folder holding app/kvscope (default: build/)
 # KVSCOPE_PLATFORM       xvfb (default: a virtual X server via xvfb-run, as on a desktop)
@@ -169,10 +174,20 @@ shoot_measuring() {
     --demo-chat "Say hello."
 }
 
+shoot_overflow() {
+  shoot_defaults "${1:-$shots/context-full.png}" --demo-context-overflow stop \
+    --demo-chat "Say hello." \
+    --demo-chat "Tell me a story about a dog." \
+    --demo-chat "Tell me another one, about a cat." \
+    --demo-chat "And one about a little bird." \
+    --demo-chat "One more, about a fish in the sea." \
+    --demo-chat "And the last one, about a bear."
+}
+
 case ${1:-all} in
   all)
     shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve && shoot_reopen &&
-      shoot_firstrun && shoot_measuring
+      shoot_firstrun && shoot_measuring && shoot_overflow
     ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
@@ -182,9 +197,10 @@ case ${1:-all} in
   reopen) shoot_reopen "${2:-}" ;;
   firstrun) shoot_firstrun "${2:-}" ;;
   measuring) shoot_measuring "${2:-}" ;;
+  overflow) shoot_overflow "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty | chat | indexer | lab | serve | reopen | firstrun | measuring] [OUT.png]" >&2
+    echo "usage: tools/screenshot.sh [all | empty | chat | indexer | lab | serve | reopen | firstrun | measuring | overflow] [OUT.png]" >&2
     exit 2
     ;;
 esac

@@ -77,6 +77,9 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
           [this](quint64 turnId, const QString& message) {
             if (turnId == m_turnId) m_templateFailure = message;
           });
+  connect(worker, &EngineWorker::conversationTooLong, this, [this](quint64 turnId) {
+    if (turnId == m_turnId) m_tooLong = true;
+  });
   connect(worker, &EngineWorker::promptFitted, this, &ChatController::onPromptFitted);
   connect(worker, &EngineWorker::kvPolicyChanged, this, &ChatController::onKvPolicyChanged);
   connect(worker, &EngineWorker::kvPolicyFailed, this, &ChatController::onKvPolicyFailed);
@@ -475,6 +478,8 @@ void ChatController::onTurnFailed(quint64 turnId, const QString& message,
   endReply();
   emit replyFailed(index, message);
   if (!m_templateFailure.isEmpty()) emit chatTemplateFailed(std::exchange(m_templateFailure, {}));
+  if (std::exchange(m_tooLong, false) && index > 0)
+    emit conversationTooLong(m_conversation.messages[index - 1].text);
 }
 
 void ChatController::onKvPolicyChanged(quint64 turnId, const ModelInfo& info) {

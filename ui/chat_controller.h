@@ -156,6 +156,11 @@ class ChatController : public QObject {
   // The model's chat template could not render the conversation; the window
   // offers the built-in format or plain completion (then regenerate()).
   void chatTemplateFailed(const QString& message);
+  // After replyFailed, when the reply failed because the conversation no
+  // longer fits the context under the "stop" overflow setting: the window
+  // offers a new chat (with the unanswered message in the composer) or
+  // leaving out the oldest turns (then regenerate()).
+  void conversationTooLong(const QString& unansweredMessage);
   void generatingChanged(bool generating);
   void promptProgress(quint32 done, quint32 total);
   void contextUsageChanged(quint32 cachedTokens, quint32 contextLimit);
@@ -224,6 +229,7 @@ class ChatController : public QObject {
   SamplingSettings m_sampling;
   quint64 m_turnId = 0;       // the turn whose answers are applied
   QString m_templateFailure;  // the chat template's error for the failing turn
+  bool m_tooLong = false;     // the failing turn's conversation did not fit
   quint64 m_comparisonId = 0;
   int m_replyIndex = -1;
   bool m_policyChanging = false;

@@ -69,7 +69,9 @@ QString entryDetails(const ModelEntry& entry) {
   return parts.join(QStringLiteral(" · "));
 }
 
-QFrame* errorBanner(QLabel* text, QToolButton* dismiss) {
+// The banner: an icon, the message with `actions` (hidden unless an error
+// offers them) beneath it, and a dismiss button.
+QFrame* errorBanner(QLabel* text, QWidget* actions, QToolButton* dismiss) {
   auto* banner = new QFrame;
   banner->setObjectName(QStringLiteral("errorBanner"));
   auto* icon = new QLabel(banner);
@@ -83,11 +85,15 @@ QFrame* errorBanner(QLabel* text, QToolButton* dismiss) {
   dismiss->setProperty("role", "action");
   dismiss->setIcon(themeIcon(QStringLiteral("close"), themeColors().muted));
   dismiss->setToolTip(QObject::tr("Dismiss"));
+  auto* body = new QVBoxLayout;
+  body->setSpacing(8);
+  body->addWidget(text);
+  body->addWidget(actions);
   auto* row = new QHBoxLayout(banner);
   row->setContentsMargins(12, 8, 8, 8);
   row->setSpacing(10);
   row->addWidget(icon, 0, Qt::AlignTop);
-  row->addWidget(text, 1);
+  row->addLayout(body, 1);
   row->addWidget(dismiss, 0, Qt::AlignTop);
   return banner;
 }
@@ -97,8 +103,34 @@ QFrame* errorBanner(QLabel* text, QToolButton* dismiss) {
 ChatView::ChatView(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("chatView"));
   m_errorText = new QLabel;
+  // What a conversation too long for the context offers (offerOverflowActions).
+  m_overflowActions = new QWidget;
+  auto* newChat = new QPushButton(tr("New Chat"), m_overflowActions);
+  newChat->setObjectName(QStringLiteral("overflowNewChatButton"));
+  newChat->setProperty("role", "secondary");
+  newChat->setToolTip(tr("Start an empty chat, with the unanswered message in the composer"));
+  auto* leaveOut = new QPushButton(tr("Leave Out Oldest Turns"), m_overflowActions);
+  leaveOut->setObjectName(QStringLiteral("overflowLeaveOutButton"));
+  leaveOut->setProperty("role", "primary");
+  leaveOut->setToolTip(tr("Answer again, leaving out the oldest turns after the first exchange "
+                          "whenever the context is full (System prompt & sampling › When the "
+                          "context is full)"));
+  auto* actionRow = new QHBoxLayout(m_overflowActions);
+  actionRow->setContentsMargins(0, 0, 0, 0);
+  actionRow->addWidget(leaveOut);
+  actionRow->addWidget(newChat);
+  actionRow->addStretch(1);
+  m_overflowActions->hide();
+  connect(newChat, &QPushButton::clicked, this, [this] {
+    clearError();
+    emit newChatRequested();
+  });
+  connect(leaveOut, &QPushButton::clicked, this, [this] {
+    clearError();
+    emit leaveOutOldestTurnsRequested();
+  });
   auto* dismiss = new QToolButton;
-  m_errorBanner = errorBanner(m_errorText, dismiss);
+  m_errorBanner = errorBanner(m_errorText, m_overflowActions, dismiss);
   m_errorBanner->hide();
   connect(dismiss, &QToolButton::clicked, this, &ChatView::clearError);
 
@@ -371,6 +403,11 @@ void ChatView::setGenerating(bool generating) {
 void ChatView::showError(const QString& message) {
   m_errorText->setText(message);
   m_errorBanner->setVisible(!message.isEmpty());
+  m_overflowActions->hide();
+}
+
+void ChatView::offerOverflowActions() {
+  if (!m_errorBanner->isHidden()) m_overflowActions->show();
 }
 
 void ChatView::clearError() {

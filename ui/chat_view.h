@@ -49,7 +49,11 @@ class ChatView : public QWidget {
   void setLeftOut(const QList<int>& indices);
   void setGenerating(bool generating);
 
+  // An error in the banner above the chat; a new one replaces it and its actions.
   void showError(const QString& message);
+  // Adds to the error shown the actions for a conversation too long for the
+  // context: newChatRequested() and leaveOutOldestTurnsRequested().
+  void offerOverflowActions();
   void clearError();
   QString errorText() const;
 
@@ -63,6 +67,8 @@ class ChatView : public QWidget {
   void loadModelRequested(const QString& path);
   void editRequested(int index, const QString& text);
   void regenerateRequested();
+  void newChatRequested();
+  void leaveOutOldestTurnsRequested();
 
  private:
   QWidget* buildNoModelPage();
@@ -85,6 +91,7 @@ class ChatView : public QWidget {
   QProgressBar* m_loadBar = nullptr;
   QWidget* m_errorBanner = nullptr;
   QLabel* m_errorText = nullptr;
+  QWidget* m_overflowActions = nullptr;  // in the banner: New Chat, Leave Out Oldest Turns
   QScrollArea* m_scroll = nullptr;
   QVBoxLayout* m_column = nullptr;
   QList<MessageWidget*> m_messages;

@@ -607,10 +607,11 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     if (policy == runtime::ContextOverflow::kStop &&
         fit.error().code == ErrorCode::kInvalidArgument) {
       // The engine's message names CLI options; say it with the app's own controls.
-      message = tr("This conversation no longer fits the model's context of %1 tokens. Start a "
-                   "new chat (Chat › New Chat), or let the oldest turns go: System prompt & "
-                   "sampling › When the context is full › Leave out the middle.")
+      message = tr("This conversation no longer fits the model's context of %1 tokens. Leave out "
+                   "its oldest turns (System prompt & sampling › When the context is full), or "
+                   "start a new chat.")
                     .arg(limit);
+      emit conversationTooLong(id);
     }
     emit turnFailed(id, message, {});
     return;

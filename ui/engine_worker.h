@@ -163,6 +163,10 @@ class EngineWorker : public QObject {
   // Before turnFailed when the model's chat template could not render the
   // conversation (it raised or does not parse).
   void chatTemplateFailed(quint64 turnId, const QString& message);
+  // Before turnFailed when the conversation no longer fits the context and
+  // the overflow setting is "stop": a new chat or leaving out the oldest
+  // turns would answer it.
+  void conversationTooLong(quint64 turnId);
 
   // `info` carries the new policy (kvPolicy, kvBytesPerToken).
   void kvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);

@@ -315,6 +315,10 @@ void MainWindow::connectController() {
   connect(c, &ChatController::replyText, m_chat, &ChatView::appendReplyText);
   connect(c, &ChatController::replyFinished, m_chat, &ChatView::finishReply);
   connect(c, &ChatController::replyFailed, m_chat, &ChatView::failReply);
+  connect(c, &ChatController::conversationTooLong, this, [this](const QString& unanswered) {
+    m_unansweredMessage = unanswered;
+    m_chat->offerOverflowActions();
+  });
   connect(c, &ChatController::promptProgress, m_chat, &ChatView::setPromptProgress);
   connect(c, &ChatController::generatingChanged, this, [this](bool generating) {
     m_composer->setGenerating(generating);
@@ -434,6 +438,17 @@ void MainWindow::connectWidgets() {
   connect(m_chat, &ChatView::loadModelRequested, m_controller, &ChatController::loadModel);
   connect(m_chat, &ChatView::editRequested, m_controller, &ChatController::editMessage);
   connect(m_chat, &ChatView::regenerateRequested, m_controller, &ChatController::regenerate);
+  // The actions a conversation too long for the context offers.
+  connect(m_chat, &ChatView::newChatRequested, this, [this] {
+    m_controller->newChat();
+    m_composer->setText(std::exchange(m_unansweredMessage, {}));
+  });
+  connect(m_chat, &ChatView::leaveOutOldestTurnsRequested, this, [this] {
+    SamplingSettings sampling = m_controller->sampling();
+    sampling.contextOverflow = QStringLiteral("truncate-middle");
+    m_controller->setSampling(sampling);
+    m_controller->regenerate();
+  });
   connect(m_composer, &Composer::sendRequested, this, [this](const QString& text) {
     m_chat->clearError();
     m_controller->send(text);

@@ -98,6 +98,9 @@ class MainWindow : public QMainWindow {
   ModelDiscovery* m_discovery;
   ConversationList* m_conversations;
   ChatView* m_chat;
+  // The message a too-long conversation left unanswered: New Chat puts it in
+  // the composer.
+  QString m_unansweredMessage;
   Composer* m_composer;
   QSplitter* m_splitter;
   InspectorDock* m_inspector;

@@ -53,8 +53,17 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
   });
   connect(c, &ChatController::modelLoadFailed, this,
           [this](const QString&, const QString& message) { fail(message); });
-  connect(c, &ChatController::replyFailed, this,
-          [this](int, const QString& message) { fail(message); });
+  connect(c, &ChatController::replyFailed, this, [this](int, const QString& message) {
+    // Under "stop" the failure the picture is of comes with conversationTooLong, just after.
+    QTimer::singleShot(0, this, [this, message] {
+      if (!m_tooLong) fail(message);
+    });
+  });
+  connect(c, &ChatController::conversationTooLong, this, [this] {
+    if (m_plan.contextOverflow != QStringLiteral("stop")) return;
+    m_tooLong = true;
+    QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture);
+  });
   connect(c, &ChatController::replyFinished, this, [this] {
     if (!m_lastTurn)
       sendNext();

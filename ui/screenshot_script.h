@@ -33,7 +33,10 @@ struct ScreenshotPlan {
   QStringList prompts;
   QString systemPrompt;
   int maxTokens = 0;        // reply length limit; 0: the model's remembered setting
-  QString contextOverflow;  // "truncate-middle", "rolling"; empty: the remembered setting
+  // "truncate-middle", "rolling"; empty: the remembered setting; "stop": capture
+  // once a turn fails because the conversation no longer fits (its banner and
+  // actions).
+  QString contextOverflow;
   int minTokens = 24;
   int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
@@ -68,6 +71,7 @@ class ScreenshotScript : public QObject {
   quint32 m_tokens = 0;
   bool m_serving = false;
   QString m_reopenId;  // reopen: the conversation to go back to, once set  // the served requests' reports are the ones awaited
+  bool m_tooLong = false;  // a turn failed because the conversation no longer fits
   bool m_capturing = false;
   bool m_probed = false;
   bool m_discovered = false;

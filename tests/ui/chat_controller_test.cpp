@@ -421,6 +421,7 @@ class ChatControllerTest : public QObject {
     sampling.contextOverflow = QStringLiteral("rolling");
     chat.setSampling(sampling);
     QSignalSpy leftOut(&chat, &ChatController::messagesLeftOut);
+    QSignalSpy tooLong(&chat, &ChatController::conversationTooLong);
     for (int i = 0; i < 6 && leftOut.isEmpty(); ++i)
       QVERIFY(sendAndWait(chat, QStringLiteral("Once upon a time there was a little dog")).valid());
     QVERIFY2(!leftOut.isEmpty(), "the conversation never outgrew 96 tokens");
@@ -429,6 +430,7 @@ class ChatControllerTest : public QObject {
     const QList<ui::ChatMessage>& messages = chat.conversation().messages;
     for (int i = 0; i < messages.size(); ++i) QCOMPARE(messages[i].leftOut, indices.contains(i));
     QVERIFY(!messages[messages.size() - 2].leftOut);  // the message being answered
+    QVERIFY(tooLong.isEmpty());
 
     sampling.contextOverflow = QStringLiteral("stop");
     chat.setSampling(sampling);
@@ -438,11 +440,15 @@ class ChatControllerTest : public QObject {
     QVERIFY(failed.wait(kWaitMs));
     // Said with the app's own controls, not the CLI's options.
     const QString message = failed.first().at(1).toString();
-    QVERIFY2(message.contains(QStringLiteral("Chat › New Chat")) &&
+    QVERIFY2(message.contains(QStringLiteral("start a new chat")) &&
                  message.contains(QStringLiteral("When the context is full")) &&
                  !message.contains(QStringLiteral("truncate-middle")),
              qPrintable(message));
     QCOMPARE(chat.conversation().messages.size(), before + 2);  // kept, with the error
+    // The window offers its actions, with the message left unanswered.
+    QCOMPARE(tooLong.count(), 1);
+    QCOMPARE(tooLong.first().at(0).toString(),
+             QStringLiteral("Once upon a time there was a little dog"));
   }
 
   void vulkanBackendStreamsAReply() {

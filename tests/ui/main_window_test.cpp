@@ -4,6 +4,7 @@
 // reaches the chat view and the inspector through the controller; Serve on Localhost
 // shows the server in the status bar.
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -159,6 +160,64 @@ class MainWindowTest : public QObject {
     action->trigger();
     QVERIFY(!action->isChecked());
     QVERIFY(!status->isVisible());
+  }
+
+  // A conversation too long for the context under "stop": the error banner
+  // offers Leave Out Oldest Turns (the setting changes and the reply comes)
+  // and New Chat (an empty chat, the unanswered message in the composer).
+  void aConversationTooLongOffersItsActionsAsButtons() {
+    KVS_REQUIRE_UI_FIXTURE(ui::test::storiesModel());
+    EngineThread engine(ui::test::fakeDevices);
+    MainWindow window(engine.worker());
+    window.show();
+    ui::ChatController* controller = window.controller();
+    QSignalSpy loaded(controller, &ui::ChatController::modelLoaded);
+    controller->loadModelWith(ui::test::storiesModel(), {QStringLiteral("cpu"), -1, 64, {}});
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    ui::SamplingSettings stop;
+    stop.temperature = 0;
+    stop.maxTokens = 8;
+    stop.contextOverflow = QStringLiteral("stop");
+    auto* banner = window.findChild<QWidget*>(QStringLiteral("errorBanner"));
+    auto* leaveOut = window.findChild<QPushButton*>(QStringLiteral("overflowLeaveOutButton"));
+    auto* newChat = window.findChild<QPushButton*>(QStringLiteral("overflowNewChatButton"));
+    auto* input = window.findChild<QPlainTextEdit*>(QStringLiteral("composerInput"));
+    QVERIFY(banner && leaveOut && newChat && input);
+    const QString text = QStringLiteral("Once upon a time there was a little dog");
+    // Sends until the conversation no longer fits; true when it did not.
+    const auto fillTheContext = [&]() -> bool {
+      controller->setSampling(stop);
+      QSignalSpy tooLong(controller, &ui::ChatController::conversationTooLong);
+      for (int i = 0; i < 8 && tooLong.isEmpty(); ++i) {
+        controller->send(text);
+        if (!QTest::qWaitFor([&] { return !controller->isGenerating(); }, 60000)) return false;
+      }
+      return !tooLong.isEmpty() && tooLong.first().at(0).toString() == text;
+    };
+
+    QVERIFY(fillTheContext());
+    QVERIFY(banner->isVisible());
+    QVERIFY(leaveOut->isVisible() && newChat->isVisible());
+    QSignalSpy finished(controller, &ui::ChatController::replyFinished);
+    leaveOut->click();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+    QCOMPARE(controller->sampling().contextOverflow, QStringLiteral("truncate-middle"));
+    const ui::ChatMessage& reply = controller->conversation().messages.last();
+    QVERIFY(reply.error.isEmpty());
+    QVERIFY(!reply.text.isEmpty());
+    QVERIFY(!leaveOut->isVisible());
+
+    QVERIFY(fillTheContext());
+    QVERIFY(newChat->isVisible());
+    newChat->click();
+    QVERIFY(controller->conversation().messages.isEmpty());
+    QCOMPARE(input->toPlainText(), text);
+    QVERIFY(!banner->isVisible());
+
+    // Another error does not carry the buttons.
+    window.chatView()->showError(QStringLiteral("something else"));
+    QVERIFY(banner->isVisible());
+    QVERIFY(!leaveOut->isVisible());
   }
 
   void viewMenuTogglesInspector() {
