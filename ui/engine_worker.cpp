@@ -815,9 +815,9 @@ void EngineWorker::startServer(const ServeRequest& request) {
   server::ServerOptions options;
   options.port = request.port;
   options.modelId = servedModelId(m_info.path).toStdString();
-  // Each slot beside the chat holds a KV cache of its own; on a GPU each also
-  // uploads the weights again, so there one slot serves every client in turn.
-  options.slotCount = m_session->backend().name() == std::string_view("cpu") ? 2 : 1;
+  // Each slot beside the chat holds a KV cache of its own (on a GPU over the
+  // chat's device and weights, backend/vulkan_model.h).
+  options.slotCount = 2;
   options.defaults = generateOptions(request.sampling, m_session->backend().contextLimit());
   if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
       overflow.ok())

@@ -25,23 +25,8 @@ struct VulkanBackend::Activations {
   gpu::AttentionScratch scratch;
 };
 
-namespace {
-
-// Products run on WeightKernels' types; embedding rows are looked up on the
-// host (gguf::dequantize) and vectors are widened to float32 at upload.
-bool vulkanDecodes(gguf::TensorType type, model::WeightRole role) {
-  if (role != model::WeightRole::kMatrix) return gguf::canDequantize(type);
-  return gpu::WeightKernels::supportsType(type);
-}
-
-}  // namespace
-
 VulkanBackend::~VulkanBackend() = default;
 
-Status VulkanBackend::checkWeightTypes(const model::ModelFile& model) {
-  KVS_ASSIGN_OR_RETURN(const model::ModelWeights bound, model::bindWeights(model.config(), model));
-  return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
-}
 
 std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
   std::vector<KernelTiming> out;
@@ -51,34 +36,30 @@ std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
 
 Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<const model::ModelFile> model,
                                                                const VulkanBackendOptions& options) {
+  KVS_ASSIGN_OR_RETURN(auto shared, VulkanModel::shared(std::move(model), {.device = options.device,
+                                                                           .validation = options.validation}));
+  return create(std::move(shared), options);
+}
+
+Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<VulkanModel> shared,
+                                                               const VulkanBackendOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend());
-  b->m_model = std::move(model);
+  b->m_shared = std::move(shared);
   b->m_options = options;
-  const auto& c = b->m_model->config();
-  KVS_ASSIGN_OR_RETURN(b->m_bound, model::bindWeights(c, *b->m_model));
-  KVS_TRY(model::checkWeightTypes(b->m_bound, "Vulkan", vulkanDecodes));
-  KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_bound.ropeFreqs));
-  gpu::ContextOptions co;
-  co.device = options.device;
-  co.validation = options.validation;
-  KVS_ASSIGN_OR_RETURN(b->m_ctx, gpu::Context::create(co));
-  b->m_kernels = std::make_unique<gpu::Kernels>(*b->m_ctx);
-  b->m_weightKernels = std::make_unique<gpu::WeightKernels>(*b->m_ctx);
-  b->m_attention = std::make_unique<gpu::AttentionKernels>(*b->m_ctx);
-  KVS_ASSIGN_OR_RETURN(b->m_rec, gpu::Recorder::create(*b->m_ctx, {.timing = options.timing}));
+  const auto& c = b->config();
+  KVS_ASSIGN_OR_RETURN(b->m_rec, gpu::Recorder::create(b->m_shared->context(), {.timing = options.timing}));
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
   // Pages never move; their count is bounded by the page-array binding, so a
   // long context gets bigger pages rather than more of them.
   const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
   KVS_TRY(b->createKvLayout(rowsPerPage));
-  KVS_TRY(b->uploadWeights());
   KVS_TRY(b->setIndexer(options.indexer));
   if (options.errorStride > 0) {
     b->m_errors = CodecErrorMeter(c.nLayer);
     const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDim() * sizeof(float);
     KVS_ASSIGN_OR_RETURN(b->m_probe,
-                         gpu::Buffer::create(*b->m_ctx, probeBytes, gpu::MemoryUse::kHost));
+                         gpu::Buffer::create(b->m_shared->context(), probeBytes, gpu::MemoryUse::kHost));
   }
   return b;
 }
@@ -108,7 +89,7 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
       }
       if (scheme.rotated()) {
         stream.codebook.assign(scheme.codebook().begin(), scheme.codebook().end());
-        KVS_ASSIGN_OR_RETURN(auto rotation, gpu::uploadRotation(*m_ctx, scheme.rotation()));
+        KVS_ASSIGN_OR_RETURN(auto rotation, gpu::uploadRotation(m_shared->context(), scheme.rotation()));
         m_rotations.push_back(std::move(rotation));
         stream.rotation = &m_rotations.back();
       }
@@ -119,60 +100,13 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   return okStatus();
 }
 
-Expected<VulkanBackend::DeviceMatrix> VulkanBackend::uploadMatrix(const model::TensorView& t) {
-  DeviceMatrix m;
-  m.type = t.type;
-  m.cols = static_cast<uint32_t>(t.shape[0]);
-  m.rows = static_cast<uint32_t>(t.shape[1]);
-  KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(t.type, m.cols, t.data));
-  KVS_ASSIGN_OR_RETURN(m.buffer, gpu::Buffer::create(*m_ctx, bytes.size()));
-  KVS_TRY(m.buffer.upload(bytes.data(), bytes.size()));
-  m_weightBytes += bytes.size();
-  return m;
-}
-
-Expected<gpu::Buffer> VulkanBackend::uploadVector(const model::TensorView* t) {
-  if (!t) return gpu::Buffer();
-  std::vector<float> v(t->shape[0]);
-  cpu::dequantizeRow(*t, 0, v);
-  KVS_ASSIGN_OR_RETURN(auto buf, gpu::Buffer::create(*m_ctx, v.size() * sizeof(float)));
-  KVS_TRY(buf.upload(std::span<const float>(v)));
-  m_weightBytes += v.size() * sizeof(float);
-  return buf;
-}
-
-Status VulkanBackend::uploadWeights() {
-  const auto& w = m_bound;
-  KVS_ASSIGN_OR_RETURN(m_outputNorm, uploadVector(w.outputNorm));
-  KVS_ASSIGN_OR_RETURN(m_output, uploadMatrix(*w.output));
-  for (const auto& lw : w.layers) {
-    DeviceLayer d;
-    KVS_ASSIGN_OR_RETURN(d.attnNorm, uploadVector(lw.attnNorm));
-    KVS_ASSIGN_OR_RETURN(d.ffnNorm, uploadVector(lw.ffnNorm));
-    KVS_ASSIGN_OR_RETURN(d.bq, uploadVector(lw.bq));
-    KVS_ASSIGN_OR_RETURN(d.bk, uploadVector(lw.bk));
-    KVS_ASSIGN_OR_RETURN(d.bv, uploadVector(lw.bv));
-    KVS_ASSIGN_OR_RETURN(d.qNorm, uploadVector(lw.qNorm));
-    KVS_ASSIGN_OR_RETURN(d.kNorm, uploadVector(lw.kNorm));
-    KVS_ASSIGN_OR_RETURN(d.wq, uploadMatrix(*lw.wq));
-    KVS_ASSIGN_OR_RETURN(d.wk, uploadMatrix(*lw.wk));
-    KVS_ASSIGN_OR_RETURN(d.wv, uploadMatrix(*lw.wv));
-    KVS_ASSIGN_OR_RETURN(d.wo, uploadMatrix(*lw.wo));
-    KVS_ASSIGN_OR_RETURN(d.gate, uploadMatrix(*lw.gate));
-    KVS_ASSIGN_OR_RETURN(d.up, uploadMatrix(*lw.up));
-    KVS_ASSIGN_OR_RETURN(d.down, uploadMatrix(*lw.down));
-    m_layers.push_back(std::move(d));
-  }
-  return okStatus();
-}
-
 Status VulkanBackend::ensureActivations(uint32_t n) {
   if (m_act && m_act->capacity >= n) return okStatus();
   const auto& c = config();
   auto a = std::make_unique<Activations>();
   a->capacity = n;
   auto make = [&](gpu::Buffer& b, size_t floats, gpu::MemoryUse use = gpu::MemoryUse::kDevice) -> Status {
-    KVS_ASSIGN_OR_RETURN(b, gpu::Buffer::create(*m_ctx, floats * sizeof(float), use));
+    KVS_ASSIGN_OR_RETURN(b, gpu::Buffer::create(m_shared->context(), floats * sizeof(float), use));
     return okStatus();
   };
   KVS_TRY(make(a->x, size_t{n} * c.nEmbd));
@@ -186,14 +120,14 @@ Status VulkanBackend::ensureActivations(uint32_t n) {
   KVS_TRY(make(a->last, c.nEmbd));
   KVS_TRY(make(a->lastNorm, c.nEmbd));
   KVS_TRY(make(a->logits, size_t{n} * c.nVocab, gpu::MemoryUse::kHost));
-  KVS_ASSIGN_OR_RETURN(a->scratch, m_attention->makeScratch(m_layout, c.nHead, n, m_contextLimit));
+  KVS_ASSIGN_OR_RETURN(a->scratch, m_shared->attention().makeScratch(m_layout, c.nHead, n, m_contextLimit));
   m_act = std::move(a);
   return okStatus();
 }
 
 Status VulkanBackend::ensurePages(uint32_t rows) {
   while (m_pages.size() * m_layout.rowsPerPage < rows) {
-    KVS_ASSIGN_OR_RETURN(auto page, gpu::Buffer::create(*m_ctx, m_layout.pageBytes()));
+    KVS_ASSIGN_OR_RETURN(auto page, gpu::Buffer::create(m_shared->context(), m_layout.pageBytes()));
     m_pages.push_back(std::move(page));
   }
   m_pagePtrs.clear();
@@ -226,7 +160,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
                                   .entryBytes = kv::KvIndex::entryBytesFor(c.headDim),
                                   .diagnostic = options.diagnostic};
     KVS_ASSIGN_OR_RETURN(auto buffers,
-                         m_attention->makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
+                         m_shared->attention().makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
     index = std::make_unique<gpu::IndexerBuffers>(std::move(buffers));
     if (m_index && m_index->shape.pageRows == options.pageRows) {
       // Same pages: the sidecar kept so far stays valid (a new budget, window
@@ -235,7 +169,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
     } else if (m_rows > 0) {  // the sidecar of the rows cached so far
       KVS_TRY(m_rec->begin());
       for (uint32_t l = 0; l < c.nLayer; ++l)
-        KVS_TRY(m_attention->indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
+        KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
       KVS_TRY(m_rec->submitAndWait());
     }
   }
@@ -352,19 +286,19 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
   return rows;
 }
 
-Status VulkanBackend::matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
+Status VulkanBackend::matmul(const VulkanModel::Matrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
                              const gpu::Epilogue& epilogue) {
-  return m_weightKernels->matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols, epilogue);
+  return m_shared->weightKernels().matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols, epilogue);
 }
 
 // One transformer block for n tokens at positions pos0.. (the tensors named as
 // in the CPU backend so their values can be compared).
 Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
   const auto& c = config();
-  const DeviceLayer& w = m_layers[l];
+  const VulkanModel::Layer& w = m_shared->layer(l);
   Activations& a = *m_act;
   gpu::Recorder& rec = *m_rec;
-  gpu::Kernels& k = *m_kernels;
+  gpu::Kernels& k = m_shared->kernels();
 
   // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
   KVS_TRY(k.rmsnorm(rec, a.x, w.attnNorm, a.xb, c.nEmbd, n, c.rmsEps));
@@ -395,11 +329,11 @@ Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
     rec.copy(a.k, t * row, m_probe, (size_t{l} * 2) * row, row);
     rec.copy(a.v, t * row, m_probe, (size_t{l} * 2 + 1) * row, row);
   }
-  KVS_TRY(m_attention->writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch,
+  KVS_TRY(m_shared->attention().writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch,
                                m_index.get()));
   rec.barrier();
   const gpu::SparseAttention sparse{m_indexer.sparseV, m_selectStep ? m_index.get() : nullptr};
-  KVS_TRY(m_attention->attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead,
+  KVS_TRY(m_shared->attention().attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead,
                               a.scratch, sparse));
   rec.barrier();
   KVS_TRY(matmul(w.wo, a.att, a.x, n, {.accumulate = true}));  // the residual add
@@ -423,13 +357,13 @@ Status VulkanBackend::recordStep(std::span<const int32_t> tokens, uint32_t pos0,
   Activations& a = *m_act;
   // Host side: embedding rows and RoPE angles (the CPU backend's exact values).
   std::vector<float> embd(size_t{n} * c.nEmbd);
-  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_bound.tokenEmbd, tokens[t], {&embd[size_t{t} * c.nEmbd], c.nEmbd});
+  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_shared->bound().tokenEmbd, tokens[t], {&embd[size_t{t} * c.nEmbd], c.nEmbd});
   KVS_TRY(a.x.upload(std::span<const float>(embd)));
   const uint32_t half = c.rope.dims / 2;
   const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
   std::vector<float> table(size_t{n} * c.rope.dims), cosv(half), sinv(half);
   for (uint32_t t = 0; t < n; ++t) {
-    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs, cosv, sinv);
+    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_shared->ropeFreqs(), cosv, sinv);
     for (uint32_t i = 0; i < half; ++i) {
       table[(size_t{t} * half + i) * 2] = cosv[i];
       table[(size_t{t} * half + i) * 2 + 1] = sinv[i];
@@ -440,14 +374,15 @@ Status VulkanBackend::recordStep(std::span<const int32_t> tokens, uint32_t pos0,
   KVS_TRY(m_rec->begin());
   for (uint32_t l = 0; l < c.nLayer; ++l) KVS_TRY(recordLayer(l, n, pos0));
   if (allLogits) {
-    KVS_TRY(m_kernels->rmsnorm(*m_rec, a.x, m_outputNorm, a.xb, c.nEmbd, n, c.rmsEps));
+    KVS_TRY(m_shared->kernels().rmsnorm(*m_rec, a.x, m_shared->outputNorm(), a.xb, c.nEmbd, n, c.rmsEps));
     m_rec->barrier();
-    KVS_TRY(matmul(m_output, a.xb, a.logits, n));
+    KVS_TRY(matmul(m_shared->output(), a.xb, a.logits, n));
   } else {
     m_rec->copy(a.x, size_t{n - 1} * c.nEmbd * sizeof(float), a.last, 0, c.nEmbd * sizeof(float));
-    KVS_TRY(m_kernels->rmsnorm(*m_rec, a.last, m_outputNorm, a.lastNorm, c.nEmbd, 1, c.rmsEps));
+    KVS_TRY(m_shared->kernels().rmsnorm(*m_rec, a.last, m_shared->outputNorm(), a.lastNorm, c.nEmbd, 1,
+                                        c.rmsEps));
     m_rec->barrier();
-    KVS_TRY(matmul(m_output, a.lastNorm, a.logits, 1));
+    KVS_TRY(matmul(m_shared->output(), a.lastNorm, a.logits, 1));
   }
   return m_rec->submitAndWait();
 }

@@ -1,7 +1,8 @@
 #pragma once
-// VulkanBackend: the llama-family forward pass on a Vulkan device. Weights are
-// uploaded once in their GGUF type (repacked per row for wide loads, see
-// gpu/weight_kernels.h); the KV cache lives in device pages that never move;
+// VulkanBackend: the llama-family forward pass on a Vulkan device. The device
+// and the weights are the model's VulkanModel, shared by every backend of the
+// same model and device (vulkan_model.h); each backend has its own KV cache,
+// in device pages that never move, and its own command buffer;
 // one forward() records the whole step into one command buffer and submits it
 // once. The token embedding row is dequantized on the host (one row per token)
 // and the RoPE angle table is computed on the host with cpu::ropeAngles, so
@@ -26,6 +27,7 @@
 #include "gpu/kernels.h"
 #include "gpu/recorder.h"
 #include "gpu/weight_kernels.h"
+#include "backend/vulkan_model.h"
 #include "model/model_file.h"
 #include "model/model_weights.h"
 
@@ -57,13 +59,13 @@ class VulkanBackend final : public Backend {
   static Expected<std::unique_ptr<VulkanBackend>> create(std::shared_ptr<const model::ModelFile> model,
                                                          const VulkanBackendOptions& options = {});
   ~VulkanBackend() override;
-  // Binds `model`'s weights and checks that this backend decodes every type
-  // (model::checkWeightTypes), as create does first: a caller can refuse a
-  // file before it opens or vets a device.
-  static Status checkWeightTypes(const model::ModelFile& model);
+  // A backend over `shared`'s device and weights, with a cache of its own
+  // (`options.device` and `validation` are shared's).
+  static Expected<std::unique_ptr<VulkanBackend>> create(std::shared_ptr<VulkanModel> shared,
+                                                         const VulkanBackendOptions& options = {});
 
   std::string_view name() const override { return "vulkan"; }
-  const model::ModelConfig& config() const override { return m_model->config(); }
+  const model::ModelConfig& config() const override { return m_shared->config(); }
   Status forward(const Batch& batch, Logits& out) override;
   uint32_t cachedTokens() const override { return m_rows; }
   uint32_t contextLimit() const override { return m_contextLimit; }
@@ -72,10 +74,11 @@ class VulkanBackend final : public Backend {
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }
 
-  const gpu::Context& context() const { return *m_ctx; }
+  const gpu::Context& context() const { return m_shared->context(); }
+  const std::shared_ptr<VulkanModel>& shared() const { return m_shared; }
   // GPU time per kernel class of the last forward() (empty without timestamps).
   std::vector<KernelTiming> kernelTimings() const override;
-  uint64_t weightBytes() const { return m_weightBytes; }
+  uint64_t weightBytes() const { return m_shared->weightBytes(); }
   uint64_t kvBytesAllocated() const { return uint64_t{m_layout.pageBytes()} * m_pages.size(); }
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
@@ -86,47 +89,25 @@ class VulkanBackend final : public Backend {
                   const std::function<Status(std::span<uint8_t>)>& read) override;
 
  private:
-  struct DeviceMatrix {
-    gguf::TensorType type = gguf::TensorType::kF32;
-    uint32_t rows = 0, cols = 0;  // output rows, input columns
-    gpu::Buffer buffer;
-  };
-  struct DeviceLayer {
-    gpu::Buffer attnNorm, ffnNorm, bq, bk, bv, qNorm, kNorm;
-    DeviceMatrix wq, wk, wv, wo, gate, up, down;
-  };
   struct Activations;
 
   VulkanBackend() = default;
   Status createKvLayout(uint32_t rowsPerPage);
-  Status uploadWeights();
-  Expected<DeviceMatrix> uploadMatrix(const model::TensorView& t);
-  Expected<gpu::Buffer> uploadVector(const model::TensorView* t);
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
   Status recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits);
   Status recordLayer(uint32_t l, uint32_t n, uint32_t pos0);
-  Status matmul(const DeviceMatrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
+  Status matmul(const VulkanModel::Matrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
                 const gpu::Epilogue& epilogue = {});
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();
 
-  std::shared_ptr<const model::ModelFile> m_model;
-  model::ModelWeights m_bound;
-  std::unique_ptr<gpu::Context> m_ctx;
-  std::unique_ptr<gpu::Kernels> m_kernels;
-  std::unique_ptr<gpu::WeightKernels> m_weightKernels;
-  std::unique_ptr<gpu::AttentionKernels> m_attention;
-  std::unique_ptr<gpu::Recorder> m_rec;
+  // Declared first, destroyed last: the device every buffer below lives on.
+  std::shared_ptr<VulkanModel> m_shared;
+  std::unique_ptr<gpu::Recorder> m_rec;  // this backend's command buffer
   VulkanBackendOptions m_options;
-
-  DeviceMatrix m_output;
-  gpu::Buffer m_outputNorm;
-  std::vector<DeviceLayer> m_layers;
-  std::vector<float> m_ropeFreqs;
-  uint64_t m_weightBytes = 0;
 
   std::unique_ptr<Activations> m_act;
   kv::KvLayout m_kvLayout;    // the pages' layout: schemes, seeds, offsets, accounting

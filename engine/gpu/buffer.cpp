@@ -9,11 +9,20 @@ namespace kvscope::gpu {
 namespace {
 
 std::atomic<uint64_t> g_liveBytes{0};
+std::atomic<uint64_t> g_peakBytes{0};
 
 }  // namespace
 
 uint64_t Buffer::liveBytes() {
   return g_liveBytes.load();
+}
+
+uint64_t Buffer::peakLiveBytes() {
+  return g_peakBytes.load();
+}
+
+void Buffer::resetPeakLiveBytes() {
+  g_peakBytes = g_liveBytes.load();
 }
 
 Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
@@ -60,7 +69,9 @@ Expected<Buffer> Buffer::create(Context& ctx, size_t bytes, MemoryUse use) {
   }
   b.m_allocated = req.size;
   ctx.m_allocatedBytes += b.m_allocated;
-  g_liveBytes += b.m_allocated;
+  const uint64_t live = g_liveBytes += b.m_allocated;
+  for (uint64_t peak = g_peakBytes.load(); live > peak && !g_peakBytes.compare_exchange_weak(peak, live);) {
+  }
   KVS_VK(vkBindBufferMemory(ctx.device(), b.m_buffer, b.m_memory, 0), "vkBindBufferMemory");
   const auto flags = ctx.memory().memoryTypes[type].propertyFlags;
   if (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {

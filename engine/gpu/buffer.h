@@ -24,6 +24,10 @@ class Buffer {
   // vkAllocateMemory was asked for): a context that is gone but leaked
   // buffers still counts here. The soak test's leak check.
   static uint64_t liveBytes();
+  // The most liveBytes() has been since the last resetPeakLiveBytes() (tests:
+  // what a KV policy switch holds at once).
+  static uint64_t peakLiveBytes();
+  static void resetPeakLiveBytes();
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;

@@ -53,7 +53,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
     return makeError(ErrorCode::kUnsupported,
                      "the KV cache option two_phase runs on the cpu backend only");
   // A weight type the device has no kernel for is refused before any vetting.
-  if (kind == "vulkan") KVS_TRY(backend::VulkanBackend::checkWeightTypes(*model));
+  if (kind == "vulkan") KVS_TRY(backend::VulkanModel::checkWeightTypes(*model));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()

@@ -80,7 +80,8 @@ class Session {
   // template and settings, attention options and KV policy (an auto policy
   // measures anew), on a backend the factory builds, with an empty cache.
   // The local server's slots are siblings of the chat's session. On a GPU a
-  // sibling uploads the weights again. kUnsupported without a factory.
+  // sibling shares the device and the weights (backend/vulkan_model.h) and
+  // adds its own cache. kUnsupported without a factory.
   Expected<std::unique_ptr<Session>> sibling() const;
 
   const tokenizer::Tokenizer& tokenizer() const { return *m_tokenizer; }

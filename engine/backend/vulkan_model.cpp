@@ -1,0 +1,127 @@
+#include "backend/vulkan_model.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "backend/cpu_matmul.h"
+#include "backend/rope_factors.h"
+#include "gguf/dequant.h"
+
+namespace kvscope::backend {
+namespace {
+
+// Products run on WeightKernels' types; embedding rows are looked up on the
+// host (gguf::dequantize) and vectors are widened to float32 at upload.
+bool vulkanDecodes(gguf::TensorType type, model::WeightRole role) {
+  if (role != model::WeightRole::kMatrix) return gguf::canDequantize(type);
+  return gpu::WeightKernels::supportsType(type);
+}
+
+// The live models, by file and options. An entry whose model is gone is
+// replaced by the next shared() of that key.
+struct Registry {
+  std::mutex mutex;
+  std::map<std::pair<const model::ModelFile*, std::pair<int, bool>>, std::weak_ptr<VulkanModel>>
+      live;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::atomic<uint64_t> g_created{0};
+
+}  // namespace
+
+Status VulkanModel::checkWeightTypes(const model::ModelFile& model) {
+  KVS_ASSIGN_OR_RETURN(const model::ModelWeights bound, model::bindWeights(model.config(), model));
+  return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
+}
+
+uint64_t VulkanModel::created() {
+  return g_created.load();
+}
+
+VulkanModel::~VulkanModel() = default;
+
+Expected<std::shared_ptr<VulkanModel>> VulkanModel::shared(
+    std::shared_ptr<const model::ModelFile> model, const VulkanModelOptions& options) {
+  Registry& r = registry();
+  // Held while a new model uploads, so two callers never upload one model twice.
+  std::lock_guard lock(r.mutex);
+  const auto key = std::make_pair(model.get(), std::make_pair(options.device, options.validation));
+  if (auto it = r.live.find(key); it != r.live.end()) {
+    if (std::shared_ptr<VulkanModel> live = it->second.lock()) return live;
+  }
+  std::erase_if(r.live, [](const auto& entry) { return entry.second.expired(); });
+
+  std::shared_ptr<VulkanModel> m(new VulkanModel());
+  const model::ModelConfig& c = model->config();
+  KVS_ASSIGN_OR_RETURN(m->m_bound, model::bindWeights(c, *model));
+  KVS_TRY(model::checkWeightTypes(m->m_bound, "Vulkan", vulkanDecodes));
+  KVS_ASSIGN_OR_RETURN(m->m_ropeFreqs, ropeFrequencyFactors(c, m->m_bound.ropeFreqs));
+  gpu::ContextOptions co;
+  co.device = options.device;
+  co.validation = options.validation;
+  KVS_ASSIGN_OR_RETURN(m->m_ctx, gpu::Context::create(co));
+  m->m_model = std::move(model);
+  m->m_kernels = std::make_unique<gpu::Kernels>(*m->m_ctx);
+  m->m_weightKernels = std::make_unique<gpu::WeightKernels>(*m->m_ctx);
+  m->m_attention = std::make_unique<gpu::AttentionKernels>(*m->m_ctx);
+  KVS_TRY(m->upload());
+  ++g_created;
+  r.live[key] = m;
+  return m;
+}
+
+Expected<VulkanModel::Matrix> VulkanModel::uploadMatrix(const model::TensorView& t) {
+  Matrix m;
+  m.type = t.type;
+  m.cols = static_cast<uint32_t>(t.shape[0]);
+  m.rows = static_cast<uint32_t>(t.shape[1]);
+  KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(t.type, m.cols, t.data));
+  KVS_ASSIGN_OR_RETURN(m.buffer, gpu::Buffer::create(*m_ctx, bytes.size()));
+  KVS_TRY(m.buffer.upload(bytes.data(), bytes.size()));
+  m_weightBytes += bytes.size();
+  return m;
+}
+
+Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView* t) {
+  if (!t) return gpu::Buffer();
+  std::vector<float> v(t->shape[0]);
+  cpu::dequantizeRow(*t, 0, v);
+  KVS_ASSIGN_OR_RETURN(auto buf, gpu::Buffer::create(*m_ctx, v.size() * sizeof(float)));
+  KVS_TRY(buf.upload(std::span<const float>(v)));
+  m_weightBytes += v.size() * sizeof(float);
+  return buf;
+}
+
+Status VulkanModel::upload() {
+  const model::ModelWeights& w = m_bound;
+  KVS_ASSIGN_OR_RETURN(m_outputNorm, uploadVector(w.outputNorm));
+  KVS_ASSIGN_OR_RETURN(m_output, uploadMatrix(*w.output));
+  for (const model::LayerWeights& lw : w.layers) {
+    Layer d;
+    KVS_ASSIGN_OR_RETURN(d.attnNorm, uploadVector(lw.attnNorm));
+    KVS_ASSIGN_OR_RETURN(d.ffnNorm, uploadVector(lw.ffnNorm));
+    KVS_ASSIGN_OR_RETURN(d.bq, uploadVector(lw.bq));
+    KVS_ASSIGN_OR_RETURN(d.bk, uploadVector(lw.bk));
+    KVS_ASSIGN_OR_RETURN(d.bv, uploadVector(lw.bv));
+    KVS_ASSIGN_OR_RETURN(d.qNorm, uploadVector(lw.qNorm));
+    KVS_ASSIGN_OR_RETURN(d.kNorm, uploadVector(lw.kNorm));
+    KVS_ASSIGN_OR_RETURN(d.wq, uploadMatrix(*lw.wq));
+    KVS_ASSIGN_OR_RETURN(d.wk, uploadMatrix(*lw.wk));
+    KVS_ASSIGN_OR_RETURN(d.wv, uploadMatrix(*lw.wv));
+    KVS_ASSIGN_OR_RETURN(d.wo, uploadMatrix(*lw.wo));
+    KVS_ASSIGN_OR_RETURN(d.gate, uploadMatrix(*lw.gate));
+    KVS_ASSIGN_OR_RETURN(d.up, uploadMatrix(*lw.up));
+    KVS_ASSIGN_OR_RETURN(d.down, uploadMatrix(*lw.down));
+    m_layers.push_back(std::move(d));
+  }
+  return okStatus();
+}
+
+}  // namespace kvscope::backend

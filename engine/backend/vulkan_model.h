@@ -1,0 +1,98 @@
+#pragma once
+// What a loaded model holds on a Vulkan device once, whatever caches run on
+// it: the device (gpu::Context), the kernels and their pipelines, and the
+// weights, uploaded in their GGUF types (repacked per row for wide loads,
+// gpu/weight_kernels.h). Every VulkanBackend of the same ModelFile on the same
+// device shares one (shared()): a KV policy switch, `auto` settling, a server
+// slot or a restored chat builds a new cache and a new command buffer, never a
+// second device or a second copy of the weights.
+//
+// Backends that share a VulkanModel must be used from one thread at a time
+// (they share the device's queue, command pool and pipeline maps); the app's
+// engine worker and the CLI's runner each drive theirs from one thread.
+
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu/attention_kernels.h"
+#include "gpu/buffer.h"
+#include "gpu/context.h"
+#include "gpu/kernels.h"
+#include "gpu/weight_kernels.h"
+#include "model/model_file.h"
+#include "model/model_weights.h"
+
+namespace kvscope::backend {
+
+struct VulkanModelOptions {
+  int device = -1;          // -1: $KVSCOPE_DEVICE, then the best device
+  bool validation = false;  // Khronos validation (tests)
+  bool operator==(const VulkanModelOptions&) const = default;
+};
+
+class VulkanModel {
+ public:
+  struct Matrix {
+    gguf::TensorType type = gguf::TensorType::kF32;
+    uint32_t rows = 0, cols = 0;  // output rows, input columns
+    gpu::Buffer buffer;
+  };
+  struct Layer {
+    gpu::Buffer attnNorm, ffnNorm, bq, bk, bv, qNorm, kNorm;  // float32 vectors
+    Matrix wq, wk, wv, wo, gate, up, down;
+  };
+
+  // The live VulkanModel of `model` with these options, or a new one (which
+  // opens the device and uploads every weight). Errors: a weight type the
+  // device has no kernel for, no such device, out of device memory.
+  static Expected<std::shared_ptr<VulkanModel>> shared(
+      std::shared_ptr<const model::ModelFile> model, const VulkanModelOptions& options);
+  // Binds `model`'s weights and checks that the Vulkan backend decodes every
+  // type (model::checkWeightTypes), as shared() does before opening a device.
+  static Status checkWeightTypes(const model::ModelFile& model);
+  // How many VulkanModels were created, that is devices opened and weights
+  // uploaded, in this process (tests count them).
+  static uint64_t created();
+
+  ~VulkanModel();
+  VulkanModel(const VulkanModel&) = delete;
+  VulkanModel& operator=(const VulkanModel&) = delete;
+
+  const model::ModelFile& file() const { return *m_model; }
+  const std::shared_ptr<const model::ModelFile>& fileShared() const { return m_model; }
+  const model::ModelConfig& config() const { return m_model->config(); }
+  const model::ModelWeights& bound() const { return m_bound; }
+  gpu::Context& context() const { return *m_ctx; }
+  gpu::Kernels& kernels() const { return *m_kernels; }
+  gpu::WeightKernels& weightKernels() const { return *m_weightKernels; }
+  gpu::AttentionKernels& attention() const { return *m_attention; }
+
+  const Matrix& output() const { return m_output; }
+  const gpu::Buffer& outputNorm() const { return m_outputNorm; }
+  const Layer& layer(uint32_t l) const { return m_layers[l]; }
+  // RoPE per-frequency divisors (rope_factors.h); empty without scaling by factors.
+  const std::vector<float>& ropeFreqs() const { return m_ropeFreqs; }
+  uint64_t weightBytes() const { return m_weightBytes; }
+
+ private:
+  VulkanModel() = default;
+  Status upload();
+  Expected<Matrix> uploadMatrix(const model::TensorView& t);
+  Expected<gpu::Buffer> uploadVector(const model::TensorView* t);
+
+  // Declared first, destroyed last: every buffer and pipeline below is the device's.
+  std::unique_ptr<gpu::Context> m_ctx;
+  std::shared_ptr<const model::ModelFile> m_model;
+  model::ModelWeights m_bound;
+  std::unique_ptr<gpu::Kernels> m_kernels;
+  std::unique_ptr<gpu::WeightKernels> m_weightKernels;
+  std::unique_ptr<gpu::AttentionKernels> m_attention;
+  Matrix m_output;
+  gpu::Buffer m_outputNorm;
+  std::vector<Layer> m_layers;  // [nLayer]
+  std::vector<float> m_ropeFreqs;
+  uint64_t m_weightBytes = 0;
+};
+
+}  // namespace kvscope::backend
