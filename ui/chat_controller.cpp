@@ -230,6 +230,8 @@ void ChatController::editMessage(int index, const QString& text) {
 
 void ChatController::startReply() {
   m_conversation.modelPath = m_model.path;
+  m_templateFailure.clear();  // what an earlier turn's failure left
+  m_tooLong = false;
   TurnRequest request;
   request.turnId = ++m_turnId;
   request.conversationId = m_conversation.id;

@@ -410,6 +410,10 @@ void ChatView::offerOverflowActions() {
   if (!m_errorBanner->isHidden()) m_overflowActions->show();
 }
 
+void ChatView::withdrawOverflowActions() {
+  if (!m_overflowActions->isHidden()) clearError();
+}
+
 void ChatView::clearError() {
   showError(QString());
 }

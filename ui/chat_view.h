@@ -54,6 +54,8 @@ class ChatView : public QWidget {
   // Adds to the error shown the actions for a conversation too long for the
   // context: newChatRequested() and leaveOutOldestTurnsRequested().
   void offerOverflowActions();
+  // Clears the error when it is the one offering those actions.
+  void withdrawOverflowActions();
   void clearError();
   QString errorText() const;
 

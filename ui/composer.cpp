@@ -75,6 +75,10 @@ void Composer::setLeftOut(int messages) {
   m_gauge->setLeftOut(messages);
 }
 
+QString Composer::text() const {
+  return m_input->toPlainText();
+}
+
 void Composer::setText(const QString& text) {
   m_input->setPlainText(text);
 }

@@ -25,8 +25,9 @@ class Composer : public QFrame {
   void setContextUsage(quint32 used, quint32 limit);
   // Messages the context overflow policy left out (the gauge shows the count).
   void setLeftOut(int messages);
-  // Puts text into the box (scripted demos), as if typed.
+  // Puts text into the box (scripted demos, a message to send again), as if typed.
   void setText(const QString& text);
+  QString text() const;
 
  signals:
   void sendRequested(const QString& text);

@@ -606,12 +606,21 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     QString message = QString::fromStdString(fit.error().message);
     if (policy == runtime::ContextOverflow::kStop &&
         fit.error().code == ErrorCode::kInvalidArgument) {
-      // The engine's message names CLI options; say it with the app's own controls.
-      message = tr("This conversation no longer fits the model's context of %1 tokens. Leave out "
-                   "its oldest turns (System prompt & sampling › When the context is full), or "
-                   "start a new chat.")
-                    .arg(limit);
-      emit conversationTooLong(id);
+      // The engine's message names CLI options; say it with the app's own
+      // controls, and offer them (conversationTooLong) where leaving out old
+      // turns would make it fit. Otherwise the last message alone is too long.
+      const auto middle = runtime::ContextOverflow::kTruncateMiddle;
+      auto leaving = runtime::fitChat(*m_session, messages, middle,
+                                      runtime::replyReserve(middle, options.maxTokens, limit));
+      if (leaving.ok()) {
+        message = tr("This conversation no longer fits the model's context of %1 tokens. Leave "
+                     "out its oldest turns (System prompt & sampling › When the context is "
+                     "full), or start a new chat.")
+                      .arg(limit);
+        emit conversationTooLong(id);
+      } else {
+        message = QString::fromStdString(leaving.error().message);
+      }
     }
     emit turnFailed(id, message, {});
     return;

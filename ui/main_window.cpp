@@ -308,6 +308,9 @@ void MainWindow::connectController() {
     m_composer->setLeftOut(static_cast<int>(std::count_if(
         messages.begin(), messages.end(), [](const ChatMessage& m) { return m.leftOut; })));
     m_conversations->setCurrent(m_controller->conversation().id);
+    // A too-long conversation's actions belong to it, not to the chat now shown.
+    m_unansweredMessage.clear();
+    m_chat->withdrawOverflowActions();
   });
   connect(c, &ChatController::messageAdded, this, [this](int index) {
     m_chat->addMessage(index, m_controller->conversation().messages.at(index));
@@ -440,8 +443,9 @@ void MainWindow::connectWidgets() {
   connect(m_chat, &ChatView::regenerateRequested, m_controller, &ChatController::regenerate);
   // The actions a conversation too long for the context offers.
   connect(m_chat, &ChatView::newChatRequested, this, [this] {
+    const QString unanswered = std::exchange(m_unansweredMessage, {});
     m_controller->newChat();
-    m_composer->setText(std::exchange(m_unansweredMessage, {}));
+    if (m_composer->text().trimmed().isEmpty()) m_composer->setText(unanswered);  // not over a draft
   });
   connect(m_chat, &ChatView::leaveOutOldestTurnsRequested, this, [this] {
     SamplingSettings sampling = m_controller->sampling();

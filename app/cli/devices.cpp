@@ -4,6 +4,7 @@
 
 #include "backend/device_check.h"
 #include "cli/commands.h"
+#include "backend/vulkan_model.h"
 #include "cli/model_options.h"
 #include "gpu/device_info.h"
 #include "kv/kv_policy.h"
@@ -54,6 +55,11 @@ Expected<runtime::DeviceVerdict> vetModel(int device, const std::string& modelPa
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, policyText.empty()
                                                       ? kv::defaultKvPolicy()
                                                       : kv::KvPolicy::parse(policyText));
+  // Refused as makeBackend refuses them, rather than vetted.
+  if (policy.twoPhase)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache option two_phase runs on the cpu backend only");
+  KVS_TRY(backend::VulkanModel::checkWeightTypes(*model));
   KVS_ASSIGN_OR_RETURN(const runtime::VetSpec spec, runtime::vetSpecFor(*model, policy));
   return runtime::vetDevice(device, {}, spec);
 }
@@ -92,15 +98,17 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
   cmd->add_flag("--json", json, "Print JSON instead of a table");
   cmd->add_flag("--check", check,
                 "Open the selected device, build every pipeline and run a test step");
-  cmd->add_flag("--vet", vet,
+  CLI::Option* vetFlag = cmd->add_flag("--vet", vet,
                 "Run a small model of the model's spec (-m; default the demo model) on the "
                 "selected device and on the CPU backend and compare their logits: the check done "
                 "before a model first runs on a device");
   static std::string modelPath, policy;
   addModelPathOption(cmd, modelPath);
+  cmd->get_option("--model")->needs(vetFlag);
   cmd->add_option("--kv-policy", policy,
                   "With --vet: the KV cache policy to vet (kv/kv_policy.h; default the app's "
-                  "default, auto)");
+                  "default, auto)")
+      ->needs(vetFlag);
   cmd->callback([&global, &exitCode] {
     if (check) {
       exitCode = runCheck(global.device, json);

@@ -29,8 +29,8 @@ std::span<const uint32_t> kernelCode(std::string_view shader);
 
 // A test seam: while one lives, a pipeline whose name starts with `prefix` is
 // built from the variant named with `with` in its place (e.g. "weight_matvec_
-// q8_0_" -> "weight_matvec_q4_0_": the Q4_0 kernels, in every launch shape,
-// stand in for the Q8_0 ones — a deliberately wrong kernel with the same
+// q8_0_" -> "weight_matvec_q4_0_": the Q4_0 decode-step kernels, in every
+// launch shape, stand in for the Q8_0 ones — a deliberately wrong kernel with the same
 // bindings), so tests can show that device vetting (runtime/device_vetting.h)
 // catches a kernel that computes the wrong thing. One at a time, one thread.
 class KernelSubstitution {

@@ -6,8 +6,11 @@
 // (VetSpec: its architecture, the weight type of every projection, head_dim,
 // query heads per KV head, RoPE, and the KV schemes and indexer its policy
 // uses) runs a prefill and a few decode steps on the device and on the CPU
-// backend, and their logits are compared. Only the kernels the model will
-// really use are exercised, each of them at least once.
+// backend, and their logits are compared. Every weight type, every (K, V)
+// scheme pair (under `auto`, every scheme as K and as V) and the attention
+// mode the model will use run at least once; not every pipeline variant does
+// (prefill tile sizes follow the batch, a Hugging Face llama folder's NeoX
+// RoPE is vetted as GGUF llama's).
 //
 // The verdict is remembered per (device, driver, kernel build, spec) in a
 // small JSON file (by default $XDG_CACHE_HOME/kvscope/device-checks.json), so
@@ -47,16 +50,18 @@ struct VetSpec {
   // its "blk.N." prefix, e.g. "attn_v.weight"): every type the model stores
   // it in, sorted. A Q4_K_M file lists Q4_K and Q6_K for attn_v.
   std::map<std::string, std::vector<gguf::TensorType>> weightTypes;
-  // The (K, V) schemes of the synthetic layers: every K scheme and every V
-  // scheme the policy can give a layer appears at least once (for `auto`,
-  // every candidate it chooses from).
+  // The (K, V) schemes of the synthetic layers: every pair the policy gives
+  // a layer; for `auto`, each candidate as K and as V (anyPair: a layer may
+  // pair any K scheme here with any V scheme here).
   std::vector<kv::LayerSchemes> layers;
+  bool anyPair = false;
   kv::IndexerOptions attention;  // the policy's indexer and sparse V
 
   // One canonical line: part of the verdict's key.
   std::string text() const;
   // Whether a vetting run of this spec ran every kernel `other` needs: the
-  // same model shape and attention, and each of its K and V schemes.
+  // same model shape and attention, and each of its (K, V) pairs (under
+  // anyPair, its K and its V schemes).
   bool covers(const VetSpec& other) const;
   // For people: "a llama model with Q4_K, Q6_K weights, head_dim 128, 4 query
   // heads per KV head and a q8_0/turbo4 cache".

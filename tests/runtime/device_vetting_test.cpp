@@ -6,6 +6,8 @@
 // that model lands on the CPU backend with a notice; a device whose verdict
 // is "failed" gets the CPU backend; a policy switch the load did not vet is
 // vetted and refused on a failing device.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -125,11 +127,16 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
 
   // auto runs every candidate it may choose, as K and as V.
   const runtime::VetSpec a = specOf(*m, "auto");
+  EXPECT_TRUE(a.anyPair);
+  EXPECT_FALSE(s.anyPair);
   ASSERT_EQ(a.layers.size(), kv::autoCandidates().size());
   for (size_t i = 0; i < a.layers.size(); ++i) {
     EXPECT_EQ(a.layers[i].key, kv::autoCandidates()[i]);
     EXPECT_EQ(a.layers[i].value, kv::autoCandidates()[i]);
   }
+  // An explicit policy's pairs are its own: q8_0/turbo4 does not cover turbo4/q8_0.
+  EXPECT_FALSE(specOf(*m, "k=q8_0,v=turbo4").covers(specOf(*m, "k=turbo4,v=q8_0")));
+  EXPECT_TRUE(specOf(*m, "k=q8_0,v=turbo4,boundary=1").covers(specOf(*m, "k=q8_0,v=turbo4")));
   // What auto settles on was vetted with it; a scheme it never picks was not.
   EXPECT_TRUE(a.covers(specOf(*m, "k=q8_0,v=turbo4b")));
   EXPECT_TRUE(a.covers(specOf(*m, "")));
@@ -276,6 +283,25 @@ TEST_F(DeviceVetting, AWrongKernelIsCaughtForTheModelsThatUseIt) {
   EXPECT_GT(remembered->worstRel, 2e-2);
 }
 
+// F32 weights read as F16 pairs give infinite and NaN logits: the comparison
+// fails on them (a NaN never compares larger), and the failed verdict is
+// remembered although JSON has no infinity.
+TEST_F(DeviceVetting, ANonFiniteResultFailsAndIsRemembered) {
+  const auto f32 = synthetic({.nEmbd = 256, .nFf = 512, .weightType = TensorType::kF32}, "f32");
+  ASSERT_TRUE(f32);
+  const gpu::KernelSubstitution wrong("weight_matvec_f32_", "weight_matvec_f16_");
+  const runtime::VetSpec spec = specOf(*f32, "");
+  auto first = runtime::vetDevice(-1, m_file, spec);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  EXPECT_FALSE(first->passed);
+  EXPECT_FALSE(std::isfinite(first->worstRel)) << first->summary();
+  auto again = runtime::vetDevice(-1, m_file, spec);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->remembered);
+  EXPECT_FALSE(again->passed);
+  EXPECT_GT(again->worstRel, 1e300);
+}
+
 // A session on the device switches to a policy its load did not vet: the
 // switch is vetted, and refused where the device fails it; a policy the load
 // covered is not vetted again.
@@ -289,14 +315,15 @@ TEST_F(DeviceVetting, APolicySwitchTheLoadDidNotVetIsVettedFirst) {
   ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
   ASSERT_EQ((*loaded)->name(), "vulkan") << notice;
   const runtime::BackendFactory factory = runtime::makeBackendFactory(q8, choice);
-  ASSERT_EQ(readFile().size(), 1u);
+  const nlohmann::json vetted = readFile();
+  ASSERT_EQ(vetted.size(), 1u);
 
   // The device goes wrong after the load (as a driver update would).
   const gpu::KernelSubstitution wrong("weight_matvec_q8_0_", "weight_matvec_q4_0_");
   auto settled = factory("k=q8_0,v=turbo4b");  // what auto may settle on: vetted at load
   ASSERT_TRUE(settled.ok()) << settled.error().describe();
   EXPECT_EQ((*settled)->name(), "vulkan");
-  EXPECT_EQ(readFile().size(), 1u) << "not vetted again";
+  EXPECT_EQ(readFile(), vetted) << "not vetted again";
 
   auto refused = factory("k=q8_0,v=turbo4");  // turbo4 is not an auto candidate
   ASSERT_FALSE(refused.ok());

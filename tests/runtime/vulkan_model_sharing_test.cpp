@@ -71,7 +71,7 @@ TEST(VulkanModelSharing, PolicySwitchesAutoAndASiblingShareOneCopyOfTheWeights) 
   for (const char* policy : {"kv=q8_0", "k=q8_0,v=turbo4", "", "kv=q4_0", "k=f16,v=turbo3"}) {
     ASSERT_TRUE(session.setKvPolicy(policy).ok()) << policy;
     ASSERT_EQ(session.backend().name(), "vulkan");
-    }
+  }
   auto sibling = session.sibling();
   ASSERT_TRUE(sibling.ok()) << sibling.error().describe();
   ASSERT_TRUE((*sibling)->generate(prompt, options).ok());

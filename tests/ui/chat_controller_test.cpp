@@ -449,6 +449,15 @@ class ChatControllerTest : public QObject {
     QCOMPARE(tooLong.count(), 1);
     QCOMPARE(tooLong.first().at(0).toString(),
              QStringLiteral("Once upon a time there was a little dog"));
+
+    // A message too long on its own: leaving out old turns would not help, so
+    // the error says what would and no actions are offered.
+    chat.newChat();
+    chat.send(QStringLiteral("Once upon a time there was a little dog. ").repeated(20));
+    QVERIFY(failed.wait(kWaitMs));
+    const QString alone = failed.last().at(1).toString();
+    QVERIFY2(alone.contains(QStringLiteral("shorten the message")), qPrintable(alone));
+    QCOMPARE(tooLong.count(), 1);
   }
 
   void vulkanBackendStreamsAReply() {

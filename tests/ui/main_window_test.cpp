@@ -214,6 +214,13 @@ class MainWindowTest : public QObject {
     QCOMPARE(input->toPlainText(), text);
     QVERIFY(!banner->isVisible());
 
+    // The actions belong to the conversation that failed: another chat takes them away.
+    QVERIFY(fillTheContext());
+    QVERIFY(leaveOut->isVisible());
+    controller->newChat();
+    QVERIFY(!banner->isVisible());
+    QCOMPARE(input->toPlainText(), text);  // the draft stays
+
     // Another error does not carry the buttons.
     window.chatView()->showError(QStringLiteral("something else"));
     QVERIFY(banner->isVisible());
