@@ -137,6 +137,7 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
                        {"api_version", d.apiVersion},
                        {"driver", d.driverInfo},
                        {"heaps", heaps},
+                       {"memory_budget", d.memoryBudgetBytes},
                        {"subgroup_size", d.subgroupSize},
                        {"fp16", d.shaderFloat16},
                        {"int8", d.shaderInt8},
@@ -150,12 +151,17 @@ void registerDevices(CLI::App& app, const GlobalOptions& global, int& exitCode) 
     }
     for (const auto& d : *devices) {
       const bool selected = chosen.ok() && *chosen == d.index;
+      const std::string budget =
+          d.memoryBudgetBytes
+              ? fmt::format(", {:.1f} GiB free", static_cast<double>(d.memoryBudgetBytes) / (1 << 30))
+              : std::string();
       fmt::print("{} [{}] {} ({}, Vulkan {}, {})\n", selected ? '*' : ' ', d.index, d.name,
                  gpu::deviceTypeName(d.type), d.apiVersion, d.driverInfo);
       for (size_t h = 0; h < d.heaps.size(); ++h) {
-        fmt::print("      heap {}: {:.1f} GiB{}\n", h,
+        const bool largest = d.heaps[h].deviceLocal && d.heaps[h].bytes == d.deviceLocalBytes;
+        fmt::print("      heap {}: {:.1f} GiB{}{}\n", h,
                    static_cast<double>(d.heaps[h].bytes) / (1 << 30),
-                   d.heaps[h].deviceLocal ? " device-local" : "");
+                   d.heaps[h].deviceLocal ? " device-local" : "", largest ? budget : "");
       }
       fmt::print("      subgroup {} | fp16 {} | int8 {} | 16-bit storage {} | 8-bit storage {}{}\n",
                  d.subgroupSize, d.shaderFloat16 ? "yes" : "no", d.shaderInt8 ? "yes" : "no",

@@ -1,6 +1,8 @@
 #include "gpu/device_query.h"
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace kvscope::gpu {
 namespace {
@@ -44,8 +46,20 @@ DeviceInfo queryDevice(VkPhysicalDevice device, int index) {
   }
   vkGetPhysicalDeviceFeatures2(device, &feats);
 
-  VkPhysicalDeviceMemoryProperties mem;
-  vkGetPhysicalDeviceMemoryProperties(device, &mem);
+  uint32_t extensionCount = 0;
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &extensionCount, nullptr);
+  std::vector<VkExtensionProperties> extensions(extensionCount);
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &extensionCount, extensions.data());
+  const bool hasBudget =
+      std::any_of(extensions.begin(), extensions.end(), [](const VkExtensionProperties& e) {
+        return std::string_view(e.extensionName) == VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+      });
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 mem2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  if (hasBudget) mem2.pNext = &budget;
+  vkGetPhysicalDeviceMemoryProperties2(device, &mem2);
+  const VkPhysicalDeviceMemoryProperties& mem = mem2.memoryProperties;
 
   DeviceInfo info;
   info.index = index;
@@ -59,7 +73,12 @@ DeviceInfo queryDevice(VkPhysicalDevice device, int index) {
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
     const bool local = mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
     info.heaps.push_back({mem.memoryHeaps[h].size, local});
-    if (local) info.deviceLocalBytes = std::max<uint64_t>(info.deviceLocalBytes, mem.memoryHeaps[h].size);
+    if (local && mem.memoryHeaps[h].size > info.deviceLocalBytes) {
+      info.deviceLocalBytes = mem.memoryHeaps[h].size;
+      // heapBudget counts what this process already holds there as available.
+      info.memoryBudgetBytes =
+          hasBudget && budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
+    }
   }
   for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
     const auto f = mem.memoryTypes[t].propertyFlags;

@@ -22,18 +22,48 @@ std::string resolveBackendKind(std::string_view kind, int device) {
   return "cpu";
 }
 
-Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice) {
-  if (resolveBackendKind(choice.kind, choice.device) != "vulkan") return okStatus();
+std::optional<DeviceMemory> deviceMemory(const BackendChoice& choice) {
+  if (resolveBackendKind(choice.kind, choice.device) != "vulkan") return std::nullopt;
   auto devices = gpu::listDevices();
-  if (!devices.ok()) return okStatus();
+  if (!devices.ok()) return std::nullopt;
   auto chosen = gpu::chooseDevice(*devices, choice.device);
-  if (!chosen.ok()) return okStatus();
+  if (!chosen.ok()) return std::nullopt;
   for (const gpu::DeviceInfo& d : *devices) {
     if (d.index != *chosen || d.deviceLocalBytes == 0) continue;
-    return checkFits(model, choice.contextLimit, choice.kvPolicy, d.deviceLocalBytes,
-                     fmt::format("{}'s memory", d.name));
+    if (d.memoryBudgetBytes > 0)
+      return DeviceMemory{d.memoryBudgetBytes, fmt::format("{}'s free memory", d.name)};
+    return DeviceMemory{d.deviceLocalBytes, fmt::format("{}'s memory", d.name)};
   }
-  return okStatus();
+  return std::nullopt;
+}
+
+Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendChoice& choice,
+                                 std::string* notice) {
+  const uint32_t trained = model.config().contextLength;
+  if (choice.contextLimit != 0) return choice.contextLimit;
+  const std::optional<DeviceMemory> memory = deviceMemory(choice);
+  if (!memory) return trained;
+  KVS_ASSIGN_OR_RETURN(const MemoryEstimate e,
+                       estimateMemory(model, 0, choice.kvPolicy, memory->bytes));
+  if (e.maxContextThatFits >= trained) return trained;
+  // Nothing fits: the same error an explicit context would get.
+  if (e.maxContextThatFits == 0) {
+    KVS_TRY(checkFits(model, trained, choice.kvPolicy, memory->bytes, memory->name));
+  }
+  if (notice) {
+    *notice = fmt::format(
+        "The context is {} tokens, the longest that fits {} with this KV cache policy (the model "
+        "was trained for {}).",
+        e.maxContextThatFits, memory->name, trained);
+  }
+  return e.maxContextThatFits;
+}
+
+Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice) {
+  const std::optional<DeviceMemory> memory = deviceMemory(choice);
+  if (!memory) return okStatus();
+  KVS_ASSIGN_OR_RETURN(const uint32_t context, chooseContext(model, choice, nullptr));
+  return checkFits(model, context, choice.kvPolicy, memory->bytes, memory->name);
 }
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
@@ -77,6 +107,11 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   }
   BackendChoice choice = requested;
   choice.kind = kind;
+  if (kind == "vulkan") {
+    std::string shorter;
+    KVS_ASSIGN_OR_RETURN(choice.contextLimit, chooseContext(*model, choice, &shorter));
+    if (notice && !shorter.empty()) *notice += (notice->empty() ? "" : " ") + shorter;
+  }
   kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = choice.indexerDiagnostic;
   if (choice.kind == "cpu") {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,11 +43,28 @@ struct BackendChoice {
 // times faster (docs/RESULTS.md). Other kinds are returned unchanged.
 std::string resolveBackendKind(std::string_view kind, int device = -1);
 
+// The device memory a Vulkan choice loads into: what the driver says this
+// process may still allocate (VK_EXT_memory_budget) where it says, else the
+// largest device-local heap; none for the CPU backend or when no device answers.
+struct DeviceMemory {
+  uint64_t bytes = 0;
+  std::string name;  // "NVIDIA H100's free memory"
+};
+std::optional<DeviceMemory> deviceMemory(const BackendChoice& choice);
+
+// The context a choice runs at: its contextLimit when set; otherwise, on a
+// Vulkan device, the model's trained context or, when that does not fit the
+// device's memory (estimateMemory, the choice's KV policy), the longest that
+// does, with `notice` saying so. On the CPU backend 0 stays the trained
+// context (its cache grows with the conversation in host memory).
+Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendChoice& choice,
+                                 std::string* notice);
+
 // For a Vulkan choice: whether the model's weights and a KV cache full at the
-// chosen context fit the chosen device's memory (checkFits), so a context that
-// cannot fit is refused with the longest one that would, before anything is
-// allocated. OK for the CPU backend and when no device answers (the backend
-// then reports what is wrong).
+// chosen context (chooseContext) fit the chosen device's memory (checkFits),
+// so a context that cannot fit is refused with the longest one that would,
+// before anything is allocated. OK for the CPU backend and when no device
+// answers (the backend then reports what is wrong).
 Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice);
 
 // `notice`, when given, receives a message for the user when the backend

@@ -39,10 +39,14 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
       std::ceil(kv::KvIndex::bytesPerRow(c.headDim, policy.attention) * c.nHeadKv * c.nLayer));
   e.contextLength = contextLength == 0 ? c.contextLength : contextLength;
   e.kvBytes = e.kvBytesPerToken * e.contextLength;
+  if (policy.autoBits) {
+    e.transientBytes = c.kvBytesPerTokenF16() *
+                       std::min<uint64_t>(e.contextLength, kv::kAutoCalibrationTokens);
+  }
   if (memoryBytes == 0) {
     e.maxContextThatFits = c.contextLength;
-  } else if (memoryBytes > e.weightBytes) {
-    const uint64_t tokens = (memoryBytes - e.weightBytes) / e.kvBytesPerToken;
+  } else if (memoryBytes > e.weightBytes + e.transientBytes) {
+    const uint64_t tokens = (memoryBytes - e.weightBytes - e.transientBytes) / e.kvBytesPerToken;
     e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
   }
   return e;
@@ -55,14 +59,16 @@ Status checkFits(const model::ModelFile& model, uint32_t contextLength, std::str
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const std::string needs = fmt::format(
       "a {}-token context needs {:.2f} GiB ({:.2f} GiB of weights and {:.2f} GiB of "
-      "KV cache) but {} is {:.2f} GiB",
-      e.contextLength, e.totalBytes() / kGiB, e.weightBytes / kGiB, e.kvBytes / kGiB, memoryName,
-      memoryBytes / kGiB);
-  if (e.weightBytes >= memoryBytes)
+      "KV cache{}) but {} is {:.2f} GiB",
+      e.contextLength, e.totalBytes() / kGiB, e.weightBytes / kGiB, e.kvBytes / kGiB,
+      e.transientBytes ? fmt::format(", {:.2f} GiB while auto settles", e.transientBytes / kGiB)
+                       : std::string(),
+      memoryName, memoryBytes / kGiB);
+  if (e.weightBytes + e.transientBytes >= memoryBytes)
     return makeError(ErrorCode::kOutOfMemory, "{}: the weights alone do not fit", needs);
   // Less than contextLength, since that one did not fit; not capped at the
   // trained context: the answer to "how long can it be".
-  const uint64_t fits = (memoryBytes - e.weightBytes) / e.kvBytesPerToken;
+  const uint64_t fits = (memoryBytes - e.weightBytes - e.transientBytes) / e.kvBytesPerToken;
   return makeError(ErrorCode::kOutOfMemory,
                    "{}; the longest context that fits is {} tokens (or use a more compressed KV "
                    "cache policy)",

@@ -1,9 +1,14 @@
 // makeBackend turns a KV policy text into per-layer schemes on the backend,
 // or a clear error before anything is loaded.
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
 #include "gpu/device_info.h"
+#include "model/synthetic_model.h"
 #include "runtime/backend_factory.h"
 #include "support/test_support.h"
 
@@ -51,6 +56,40 @@ TEST(BackendFactory, VulkanContextBeyondTheDeviceIsRefusedWithTheLongestThatFits
   EXPECT_TRUE(runtime::checkDeviceFits(*m, {.kind = "vulkan", .contextLimit = 512}).ok());
   EXPECT_TRUE(runtime::checkDeviceFits(*m, {.kind = "cpu", .contextLimit = 1'000'000'000}).ok())
       << "the CPU backend's memory is not checked here";
+}
+
+// Without a context length, a Vulkan backend runs at the longest context its
+// device holds when the trained one does not fit, and says so; the figure is
+// the device heap less the weights, over the f16 bytes per token.
+TEST(BackendFactory, AVulkanDefaultContextIsTheLongestThatFitsTheDevice) {
+  auto devices = gpu::listDevices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvscope-long-context-" + std::to_string(::getpid()) + ".gguf");
+  // 16M tokens of 512 f16 bytes each (2 layers, 1 KV head of 64): 8 GiB.
+  ASSERT_TRUE(model::writeSyntheticModel({.contextLength = 1u << 24}, path).ok());
+  auto file = model::ModelFile::open(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  const runtime::BackendChoice choice{.kind = "vulkan", .timing = false, .vetDevice = false};
+  const auto memory = runtime::deviceMemory(choice);
+  ASSERT_TRUE(memory);
+  const uint64_t perToken = 2 * 1 * (64 + 64) * 2;
+  const uint64_t expected = (memory->bytes - m->weightBytes()) / perToken;
+  if (expected >= (1u << 24)) GTEST_SKIP() << "the device holds 16M tokens";
+
+  std::string notice;
+  auto b = runtime::makeBackend(m, choice, &notice);
+  ASSERT_TRUE(b.ok()) << b.error().describe();
+  EXPECT_EQ((*b)->contextLimit(), expected);
+  EXPECT_NE(notice.find("the longest that fits"), std::string::npos) << notice;
+  EXPECT_NE(notice.find("trained for 16777216"), std::string::npos) << notice;
+  EXPECT_TRUE(runtime::checkDeviceFits(*m, choice).ok());
+  // Asked for explicitly, the trained context is still refused.
+  runtime::BackendChoice trained = choice;
+  trained.contextLimit = 1u << 24;
+  EXPECT_EQ(runtime::checkDeviceFits(*m, trained).error().code, ErrorCode::kOutOfMemory);
 }
 
 }  // namespace

@@ -66,6 +66,27 @@ TEST_F(MemoryEstimateTest, AutoCountsItsBudget) {
   EXPECT_FALSE(runtime::estimateMemory(*m_model, 100, "auto:5").ok());
 }
 
+// While auto settles it holds its f16 measuring cache (640 bytes per token
+// here) of up to the first 512 tokens beside the cache it settles on; no
+// explicit policy does.
+TEST_F(MemoryEstimateTest, AutoCountsItsMeasuringCacheWhileItSettles) {
+  auto e = runtime::estimateMemory(*m_model, 100, "auto");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->transientBytes, 100u * 640);
+  EXPECT_EQ(e->totalBytes(), e->weightBytes + 100u * 320 + 100u * 640);
+  e = runtime::estimateMemory(*m_model, 2000, "auto");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->transientBytes, 512u * 640);
+  e = runtime::estimateMemory(*m_model, 2000, "k=q8_0,v=turbo4");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->transientBytes, 0u);
+  // The longest context that fits leaves room for it (512 tokens of f16).
+  const uint64_t memory = m_model->weightBytes() + 512 * 640 + 200 * 320 + 100;
+  e = runtime::estimateMemory(*m_model, 0, "auto", memory);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->maxContextThatFits, 200u);
+}
+
 TEST_F(MemoryEstimateTest, LongestContextThatFits) {
   const uint64_t weights = m_model->weightBytes();
   auto e = runtime::estimateMemory(*m_model, 0, "", weights + 100 * 640 + 639);
