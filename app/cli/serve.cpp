@@ -1,5 +1,5 @@
 // `kvscope-cli serve`: an OpenAI-compatible HTTP server for one model
-// (app/server/server.h). Loopback only unless an API key guards it; Ctrl-C or
+// (engine/server/server.h). Loopback only unless an API key guards it; Ctrl-C or
 // SIGTERM stops it cleanly (running requests are cancelled).
 #include <pthread.h>
 
