@@ -23,7 +23,8 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
-  const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
+  const bool roundToF16 =
+      keys.rowCode() == kv::RowCode::kF16 && values.rowCode() == kv::RowCode::kF16;
   pool.parallelFor(size_t{n} * nHead, [&](size_t begin, size_t end) {
     std::vector<float> scores(pos0 + n), row(d), acc(d), qh(d), rotated(d);
     for (size_t job = begin; job < end; ++job) {
@@ -177,8 +178,10 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
 
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
-  const bool roundToF16 = keys.name() == "f16" && values.name() == "f16";
-  const bool int8Keys = options.int8Queries && keys.name() == "q8_0" && p.d % kActBlock == 0;
+  const bool roundToF16 =
+      keys.rowCode() == kv::RowCode::kF16 && values.rowCode() == kv::RowCode::kF16;
+  const bool int8Keys =
+      options.int8Queries && keys.rowCode() == kv::RowCode::kQ8_0 && p.d % kActBlock == 0;
   const uint32_t keyBlocks = p.d / kActBlock;
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
   const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);

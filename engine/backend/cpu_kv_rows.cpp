@@ -209,23 +209,31 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
     : m_scheme(scheme), m_dim(scheme.dim()), m_rowBytes(scheme.rowBytes()) {
 #if defined(KVSCOPE_CPU_AVX2)
   if (portable || m_dim % 8 != 0) return;
-  const std::string_view name = scheme.name();
   m_codesAt = scheme.rowLayout().scaleBytes;
-  if (name == "f16") {
-    m_kernel = RowKernels::f16;
-  } else if (name == "q8_0") {
-    m_kernel = RowKernels::q8_0;
-  } else if (name == "q4_0") {
-    m_kernel = RowKernels::q4_0;
-  } else if (name == "affine4") {
-    m_kernel = RowKernels::affine4;
-  } else if (name == "fp8") {
-    m_kernel = RowKernels::fp8;
-  } else if (const auto* t = dynamic_cast<const kv::TurboScheme*>(&scheme)) {
-    const std::span<const float> codebook = t->codebook();
-    if (t->bits() < 2 || t->bits() > 4 || codebook.size() > std::size(m_table)) return;
-    std::copy(codebook.begin(), codebook.end(), m_table);
-    m_kernel = RowKernels::turboOf(t->scale(), t->bits());
+  switch (scheme.rowCode()) {
+    case kv::RowCode::kF16:
+      m_kernel = RowKernels::f16;
+      break;
+    case kv::RowCode::kQ8_0:
+      m_kernel = RowKernels::q8_0;
+      break;
+    case kv::RowCode::kQ4_0:
+      m_kernel = RowKernels::q4_0;
+      break;
+    case kv::RowCode::kAffine4:
+      m_kernel = RowKernels::affine4;
+      break;
+    case kv::RowCode::kFp8:
+      m_kernel = RowKernels::fp8;
+      break;
+    case kv::RowCode::kTurbo: {
+      const auto& t = static_cast<const kv::TurboScheme&>(scheme);
+      const std::span<const float> codebook = t.codebook();
+      if (t.bits() < 2 || t.bits() > 4 || codebook.size() > std::size(m_table)) return;
+      std::copy(codebook.begin(), codebook.end(), m_table);
+      m_kernel = RowKernels::turboOf(t.scale(), t.bits());
+      break;
+    }
   }
 #else
   (void)portable;

@@ -54,6 +54,18 @@ struct RowLayout {
   uint32_t total() const { return codeBytes + scaleBytes + paddingBytes; }
 };
 
+// What a row's bytes are, for kernels that read them without decode() (the
+// CPU attention's fast paths, cpu::KvRowDecoder): each family has one row
+// layout (KV_CODECS.md), whatever its name.
+enum class RowCode {
+  kF16,      // dim() halves
+  kQ8_0,     // per block of 32 an f16 scale, then int8 codes
+  kQ4_0,     // per block of 32 an f16 scale, then nibbles
+  kAffine4,  // per group of 32 an f16 min and step, then nibbles
+  kFp8,      // per block of 32 a UE8M0 scale, then E4M3 codes
+  kTurbo,    // rotated codebook codes (kv::TurboScheme: bits, scale)
+};
+
 struct SchemeParams {
   uint32_t dim = 0;   // values per row (head_dim), 1 .. kMaxKvDim
   uint64_t seed = 0;  // the row stream's seed (rotated schemes derive R from it)
@@ -63,6 +75,7 @@ class KvScheme {
  public:
   virtual ~KvScheme() = default;
   virtual std::string_view name() const = 0;
+  virtual RowCode rowCode() const = 0;
   uint32_t dim() const { return m_dim; }
   uint64_t seed() const { return m_seed; }
   const RowLayout& rowLayout() const { return m_layout; }

@@ -13,6 +13,7 @@ class Affine4Scheme final : public KvScheme {
  public:
   explicit Affine4Scheme(const SchemeParams& params);
   std::string_view name() const override { return "affine4"; }
+  RowCode rowCode() const override { return RowCode::kAffine4; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

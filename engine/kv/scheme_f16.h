@@ -12,6 +12,7 @@ class F16Scheme final : public KvScheme {
   explicit F16Scheme(const SchemeParams& params)
       : KvScheme(params, {params.dim * 2, 0, padTo4(params.dim * 2)}) {}
   std::string_view name() const override { return "f16"; }
+  RowCode rowCode() const override { return RowCode::kF16; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

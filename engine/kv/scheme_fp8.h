@@ -14,6 +14,7 @@ class Fp8Scheme final : public KvScheme {
  public:
   explicit Fp8Scheme(const SchemeParams& params);
   std::string_view name() const override { return "fp8"; }
+  RowCode rowCode() const override { return RowCode::kFp8; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

@@ -14,6 +14,7 @@ class Q4_0Scheme final : public KvScheme {
  public:
   explicit Q4_0Scheme(const SchemeParams& params);
   std::string_view name() const override { return "q4_0"; }
+  RowCode rowCode() const override { return RowCode::kQ4_0; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

@@ -12,6 +12,7 @@ class Q8_0Scheme final : public KvScheme {
  public:
   explicit Q8_0Scheme(const SchemeParams& params);
   std::string_view name() const override { return "q8_0"; }
+  RowCode rowCode() const override { return RowCode::kQ8_0; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
 };

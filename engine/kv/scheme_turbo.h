@@ -56,6 +56,7 @@ class TurboScheme final : public KvScheme {
   TurboScheme(const SchemeParams& params, uint32_t bits, TurboScale scale);
 
   std::string_view name() const override { return m_name; }
+  RowCode rowCode() const override { return RowCode::kTurbo; }
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
   bool rotated() const override { return true; }
