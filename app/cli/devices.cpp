@@ -79,6 +79,7 @@ int runVet(int device, bool json, const std::string& modelPath, const std::strin
                           {"mean_rel", v.meanRel},
                           {"steps", v.steps},
                           {"argmax_agree", v.argmaxAgree},
+                          {"selecting_steps", v.selectingSteps},
                           {"failure", v.failure},
                           {"key", v.key}};
     fmt::print("{}\n", out.dump(2));

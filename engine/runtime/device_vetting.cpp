@@ -27,7 +27,8 @@ namespace kvscope::runtime {
 namespace {
 
 constexpr double kWorstRel = 2e-2, kMeanRel = 1e-3;
-constexpr uint32_t kPrefill = 12, kDecode = 6;
+// Decode steps: the first kDense with dense attention, the rest indexed.
+constexpr uint32_t kDecode = 6, kDense = 3;
 // The synthetic model's widths: multiples of 256, so a row of any weight type
 // is whole blocks, and wider than one workgroup, so the kernels loop.
 constexpr uint32_t kEmbd = 512, kFf = 1024, kVocab = 512;
@@ -65,22 +66,24 @@ std::string deviceKey(const gpu::DeviceInfo& d, const std::string& kernels) {
                      d.driverInfo, d.apiVersion, kernels);
 }
 
-// The indexer at the vetting run's scale: one page picked by score besides
-// the sinks and the window, over a prefill of a few pages (vetPrefill).
+// The indexed decode steps' attention, at the vetting run's scale: one page
+// picked by score besides 4 sinks and a window of 4, with sparse V, on the
+// policy's page size. Every vetting runs it, whether the policy turns the
+// indexer on or not: the app turns it on mid-chat without a re-encode
+// (Backend::setIndexer), and its kernels depend only on the page size.
 kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
-  kv::IndexerOptions o = asked;
-  o.diagnostic = false;
-  if (o.enabled()) {
-    o.topK = o.pageRows;
-    o.window = 4;
-    o.sinks = std::min(o.sinks, 4u);
-  }
+  kv::IndexerOptions o;
+  o.pageRows = asked.pageRows;
+  o.topK = o.pageRows;
+  o.window = 4;
+  o.sinks = 4;
+  o.sparseV = 0.01f;
   return o;
 }
 
+// A prefill of a few pages, so that an indexed step leaves some out.
 uint32_t vetPrefill(const kv::IndexerOptions& attention) {
-  return attention.enabled() ? attention.sinks + attention.window + 3 * attention.pageRows
-                             : kPrefill;
+  return attention.sinks + attention.window + 3 * attention.pageRows;
 }
 
 // The random-weight model that runs what `spec` describes.
@@ -162,12 +165,14 @@ bool readVerdict(const nlohmann::json& all, DeviceVerdict& v) {
     if (!e.contains(field) || !e[field].is_number()) return false;
   if (!e.contains("passed") || !e["passed"].is_boolean()) return false;
   if (e.contains("failure") && !e["failure"].is_string()) return false;
+  if (e.contains("selecting_steps") && !e["selecting_steps"].is_number_unsigned()) return false;
   v.passed = e["passed"].get<bool>();
   v.worstRel = e["worst_rel"].get<double>();
   v.meanRel = e["mean_rel"].get<double>();
   v.steps = e["steps"].get<uint32_t>();
   v.argmaxAgree = e["argmax_agree"].get<uint32_t>();
   v.failure = e.value("failure", std::string());
+  v.selectingSteps = e.value("selecting_steps", 0u);
   v.remembered = true;
   return true;
 }
@@ -187,7 +192,8 @@ void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const D
   };
   all[v.key] = {
       {"passed", v.passed}, {"worst_rel", finite(v.worstRel)}, {"mean_rel", finite(v.meanRel)},
-      {"steps", v.steps},   {"argmax_agree", v.argmaxAgree},   {"failure", v.failure}};
+      {"steps", v.steps},   {"argmax_agree", v.argmaxAgree},   {"failure", v.failure},
+      {"selecting_steps", v.selectingSteps}};
   // Device and driver names come from the driver: replace what is not UTF-8.
   const std::string text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!paths::writeFileAtomic(file, text.data(), text.size()).ok())
@@ -195,20 +201,33 @@ void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const D
               file.string());
 }
 
-// Runs the same tokens through both backends, a prefill of `prefill` tokens
-// then kDecode single steps, and adds every step's logits.
-Status compare(backend::Backend& cpu, backend::Backend& gpu, uint32_t prefill, uint32_t nVocab,
-               backend::LogitComparison& c) {
+// Runs the same tokens through both backends, a prefill then kDecode single
+// steps (after kDense of them, with `indexed` attention), and adds every
+// step's logits.
+Status compare(backend::Backend& cpu, backend::Backend& gpu, const kv::IndexerOptions& indexed,
+               uint32_t nVocab, backend::LogitComparison& c, uint32_t& selectingSteps) {
+  const uint32_t prefill = vetPrefill(indexed);
   std::vector<int32_t> tokens;
   for (uint32_t i = 0; i < prefill + kDecode; ++i)
     tokens.push_back(static_cast<int32_t>((i * 37u + 11u) % nVocab));
   backend::Logits a, b;
   for (uint32_t at = 0; at < tokens.size(); at += at == 0 ? prefill : 1) {
     const uint32_t n = at == 0 ? prefill : 1;
+    if (at == prefill + kDense) {
+      KVS_TRY(cpu.setIndexer(indexed));
+      KVS_TRY(gpu.setIndexer(indexed));
+    }
     const backend::Batch batch{std::span(tokens).subspan(at, n)};
     KVS_TRY(cpu.forward(batch, a));
     KVS_TRY(gpu.forward(batch, b));
     c.add(a.last(), b.last());
+    // A step the device's indexer really selected for (some rows left out).
+    const backend::IndexerStep step = gpu.indexerStep();
+    if (std::any_of(step.layers.begin(), step.layers.end(), [](const auto& layer) {
+          return std::any_of(layer.heads.begin(), layer.heads.end(),
+                             [](const auto& runs) { return !runs.empty(); });
+        }))
+      ++selectingSteps;
   }
   return okStatus();
 }
@@ -219,17 +238,16 @@ Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict v
   std::vector<kv::LayerSchemes> schemes(synthetic.nLayer);
   for (size_t i = 0; i < schemes.size() && !spec.layers.empty(); ++i)
     schemes[i] = spec.layers[i % spec.layers.size()];
-  const kv::IndexerOptions attention = vetAttention(spec.attention);
-  KVS_ASSIGN_OR_RETURN(
-      auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes, .indexer = attention}));
+  KVS_ASSIGN_OR_RETURN(auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes}));
   KVS_ASSIGN_OR_RETURN(auto gpu, backend::VulkanBackend::create(m, {.device = device,
                                                                     .timing = false,
                                                                     .kvSchemes = schemes,
-                                                                    .errorStride = 0,
-                                                                    .indexer = attention}));
+                                                                    .errorStride = 0}));
   backend::LogitComparison c;
   // A device that opens but cannot run the model is the one to avoid most.
-  if (Status s = compare(*cpu, *gpu, vetPrefill(attention), synthetic.nVocab, c); !s.ok()) {
+  if (Status s = compare(*cpu, *gpu, vetAttention(spec.attention), synthetic.nVocab, c,
+                         verdict.selectingSteps);
+      !s.ok()) {
     verdict.failure = s.error().message;
     return verdict;
   }
@@ -299,14 +317,13 @@ std::string VetSpec::text() const {
   }
   for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
   if (anyPair) cache.push_back("(any pair)");
-  // The attention as the vetting run sets it (vetAttention): budgets that run
-  // the same kernels share a verdict.
-  const std::string items = vetAttention(attention).policyItems();
+  // Only the page size decides the indexer's kernels (vetAttention).
   return fmt::format(
-      "{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention {}", architecture, headDim, gqa,
-      ropeDims, ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
+      "{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention dense, {}", architecture,
+      headDim, gqa, ropeDims,
+      ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
       ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "", joined(weights, " "),
-      joined(cache, " "), items.empty() ? std::string("dense") : items.substr(1));
+      joined(cache, " "), attention.scorerText());
 }
 
 std::string VetSpec::describe() const {
@@ -318,14 +335,11 @@ std::string VetSpec::describe() const {
     for (const std::string& name : {l.key, l.value})
       if (std::find(schemes.begin(), schemes.end(), name) == schemes.end()) schemes.push_back(name);
   }
-  std::string attentionText;
-  if (attention.enabled()) attentionText = ", with the indexer";
-  if (attention.sparseV > 0.0f) attentionText += ", with sparse V";
   return fmt::format(
       "a small {} model with {} weights, head_dim {}, {} query head{} per KV head and a KV cache "
-      "in {}{}",
+      "in {}",
       architecture, joined(typeNames, ", "), headDim, gqa, gqa == 1 ? "" : "s",
-      joined(schemes, ", "), attentionText);
+      joined(schemes, ", "));
 }
 
 std::string DeviceVerdict::finding() const {

@@ -5,8 +5,10 @@
 // a device, a small random-weight model built from that model's own spec
 // (VetSpec: its architecture, the weight type of every projection, head_dim,
 // query heads per KV head, RoPE, and the KV schemes and indexer its policy
-// uses) runs a prefill and a few decode steps on the device and on the CPU
-// backend, and their logits are compared. Every weight type, every (K, V)
+// uses) runs a prefill and six decode steps on the device and on the CPU
+// backend, three of them with dense attention and three indexed (with sparse
+// V, on the policy's page size: the app turns the indexer on mid-chat without
+// re-encoding), and their logits are compared. Every weight type, every (K, V)
 // scheme pair (under `auto`, every scheme as K and as V) and the attention
 // mode the model will use run at least once; not every pipeline variant does
 // (prefill tile sizes follow the batch, a Hugging Face llama folder's NeoX
@@ -55,7 +57,7 @@ struct VetSpec {
   // pair any K scheme here with any V scheme here).
   std::vector<kv::LayerSchemes> layers;
   bool anyPair = false;
-  kv::IndexerOptions attention;  // the policy's indexer and sparse V
+  kv::IndexerOptions attention;  // the policy's indexer; its page size picks the kernels
 
   // One canonical line: part of the verdict's key.
   std::string text() const;
@@ -82,6 +84,7 @@ struct DeviceVerdict {
   double worstRel = 0.0;    // max |logit diff| / spread over the steps
   double meanRel = 0.0;     // mean |logit diff| / spread
   uint32_t steps = 0, argmaxAgree = 0;
+  uint32_t selectingSteps = 0;  // decode steps whose device indexer left rows out
   // What was found: "<device> matches (or differs from) the CPU backend on
   // <model>: <measures>", or "<device> failed to run <model> (<why>)".
   std::string finding() const;

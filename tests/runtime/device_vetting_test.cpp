@@ -141,12 +141,15 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
   EXPECT_TRUE(a.covers(specOf(*m, "k=q8_0,v=turbo4b")));
   EXPECT_TRUE(a.covers(specOf(*m, "")));
   EXPECT_FALSE(a.covers(specOf(*m, "k=q8_0,v=turbo4")));
-  EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer=32"))) << "the indexer's kernels were not run";
-  EXPECT_NE(a.text(), specOf(*m, "auto,indexer=32").text());
+  // Every vetting runs indexed steps on the policy's page size: the indexer
+  // turned on later is covered, another page size is not.
+  EXPECT_TRUE(a.covers(specOf(*m, "auto,indexer=32,sparse_v=0.1")));
+  EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer=32,indexer_scorer=bounds64")));
+  EXPECT_NE(a.text(), specOf(*m, "auto,indexer_scorer=bounds64").text());
 
   const std::string said = s.describe();
-  for (const char* part : {"qwen3", "Q4_K", "Q6_K", "head_dim 128", "4 query heads", "q8_0",
-                           "turbo4", "with the indexer"})
+  for (const char* part :
+       {"qwen3", "Q4_K", "Q6_K", "head_dim 128", "4 query heads", "q8_0", "turbo4"})
     EXPECT_NE(said.find(part), std::string::npos) << part << " in " << said;
 }
 
@@ -162,7 +165,8 @@ TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
     ASSERT_TRUE(v.ok()) << v.error().describe();
     EXPECT_TRUE(v->passed) << v->summary();
     EXPECT_TRUE(v->failure.empty()) << v->failure;
-    EXPECT_EQ(v->steps, 7u);  // the prefill and 6 decode steps
+    EXPECT_EQ(v->steps, 7u);           // the prefill and 6 decode steps
+    EXPECT_EQ(v->selectingSteps, 3u);  // the indexed ones, whatever the policy
     EXPECT_LT(v->worstRel, 2e-3) << v->summary();
   }
   EXPECT_EQ(readFile().size(), 2u) << "one verdict per spec";
