@@ -54,21 +54,17 @@ while IFS= read -r -d '' file; do
   done
 done < <(find engine \( -name '*.h' -o -name '*.cpp' \) -print0)
 
-while IFS= read -r -d '' file; do
-  for target in $(includes "$file"); do
-    case $target in
-      app | tests | tools) report "$file" "$target/..." "ui is below $target" ;;
-    esac
-  done
-done < <(find ui \( -name '*.h' -o -name '*.cpp' \) -print0)
-
-while IFS= read -r -d '' file; do
-  for target in $(includes "$file"); do
-    case $target in
-      app | ui | engine | tests | tools) report "$file" "$target/..." "shaders are the bottom" ;;
-    esac
-  done
-done < <(find shaders \( -name '*.h' -o -name '*.glsl' -o -name '*.comp' \) -print0)
+# Every source file of folder $1 that includes one of the folders in $2.
+check_folder() {
+  local folder=$1 above=" $2 "
+  while IFS= read -r -d '' file; do
+    for target in $(includes "$file"); do
+      if [[ $above == *" $target "* ]]; then report "$file" "$target/..." "$folder is below $target"; fi
+    done
+  done < <(find "$folder" \( -name '*.h' -o -name '*.cpp' -o -name '*.glsl' -o -name '*.comp' \) -print0)
+}
+check_folder ui "app tests tools"
+check_folder shaders "app ui engine tests tools"
 
 if [[ $bad -eq 0 ]]; then
   echo "no include runs upward ($(find engine ui shaders \( -name '*.h' -o -name '*.cpp' -o -name '*.glsl' -o -name '*.comp' \) | wc -l) files)"

@@ -498,6 +498,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     return;
   }
   choice.kind = (*backend)->name();  // "cpu" when a Vulkan device failed vetting
+  choice.contextLimit = (*backend)->contextLimit();  // what chooseContext gave
   auto session = std::make_unique<runtime::Session>(
       model, std::move(*backend), std::move(*tokenizer), runtime::makeBackendFactory(model, choice),
       choice.kvPolicy);

@@ -144,6 +144,7 @@ Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
   // re-encodes once it has measured).
   const std::string kind(backend->name());
   choice.kind = kind;
+  choice.contextLimit = backend->contextLimit();  // what chooseContext gave
   auto factory = runtime::makeBackendFactory(model, choice);
   return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer),
                                             std::move(factory), choice.kvPolicy);

@@ -59,8 +59,6 @@ class VulkanModel {
   VulkanModel(const VulkanModel&) = delete;
   VulkanModel& operator=(const VulkanModel&) = delete;
 
-  const model::ModelFile& file() const { return *m_model; }
-  const std::shared_ptr<const model::ModelFile>& fileShared() const { return m_model; }
   const model::ModelConfig& config() const { return m_model->config(); }
   const model::ModelWeights& bound() const { return m_bound; }
   gpu::Context& context() const { return *m_ctx; }

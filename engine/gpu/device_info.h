@@ -29,9 +29,9 @@ struct DeviceInfo {
   uint32_t deviceId = 0;
   std::vector<MemoryHeap> heaps;
   uint64_t deviceLocalBytes = 0;  // largest device-local heap
-  // What this process may still allocate on that heap, by the driver's
-  // VK_EXT_memory_budget estimate (other programs' use taken out); 0 when the
-  // driver does not report a budget.
+  // What this process may hold on that heap in all, by the driver's
+  // VK_EXT_memory_budget estimate (other programs' use taken out, this
+  // process's own counted in); 0 when the driver does not report a budget.
   uint64_t memoryBudgetBytes = 0;
   uint32_t subgroupSize = 0;
   bool subgroupArithmetic = false;  // subgroupAdd & co. in compute shaders

@@ -75,9 +75,9 @@ DeviceInfo queryDevice(VkPhysicalDevice device, int index) {
     info.heaps.push_back({mem.memoryHeaps[h].size, local});
     if (local && mem.memoryHeaps[h].size > info.deviceLocalBytes) {
       info.deviceLocalBytes = mem.memoryHeaps[h].size;
-      // heapBudget counts what this process already holds there as available.
-      info.memoryBudgetBytes =
-          hasBudget && budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
+      // The process's whole allowance, what it already holds included, so a
+      // check made with a model loaded weighs the same as one made before.
+      info.memoryBudgetBytes = hasBudget ? budget.heapBudget[h] : 0;
     }
   }
   for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {

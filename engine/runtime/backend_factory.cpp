@@ -31,17 +31,20 @@ std::optional<DeviceMemory> deviceMemory(const BackendChoice& choice) {
   for (const gpu::DeviceInfo& d : *devices) {
     if (d.index != *chosen || d.deviceLocalBytes == 0) continue;
     if (d.memoryBudgetBytes > 0)
-      return DeviceMemory{d.memoryBudgetBytes, fmt::format("{}'s free memory", d.name)};
+      return DeviceMemory{d.memoryBudgetBytes, fmt::format("{}'s memory budget", d.name)};
     return DeviceMemory{d.deviceLocalBytes, fmt::format("{}'s memory", d.name)};
   }
   return std::nullopt;
 }
 
-Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendChoice& choice,
-                                 std::string* notice) {
+namespace {
+
+// chooseContext with the device's memory already looked up (a device listing
+// opens a Vulkan instance: once per load is enough).
+Expected<uint32_t> contextFor(const model::ModelFile& model, const BackendChoice& choice,
+                              const std::optional<DeviceMemory>& memory, std::string* notice) {
   const uint32_t trained = model.config().contextLength;
   if (choice.contextLimit != 0) return choice.contextLimit;
-  const std::optional<DeviceMemory> memory = deviceMemory(choice);
   if (!memory) return trained;
   KVS_ASSIGN_OR_RETURN(const MemoryEstimate e,
                        estimateMemory(model, 0, choice.kvPolicy, memory->bytes));
@@ -59,11 +62,24 @@ Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendCho
   return e.maxContextThatFits;
 }
 
-Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice) {
-  const std::optional<DeviceMemory> memory = deviceMemory(choice);
+// checkDeviceFits with the memory looked up.
+Status fitsMemory(const model::ModelFile& model, const BackendChoice& choice,
+                  const std::optional<DeviceMemory>& memory) {
   if (!memory) return okStatus();
-  KVS_ASSIGN_OR_RETURN(const uint32_t context, chooseContext(model, choice, nullptr));
+  KVS_ASSIGN_OR_RETURN(const uint32_t context, contextFor(model, choice, memory, nullptr));
   return checkFits(model, context, choice.kvPolicy, memory->bytes, memory->name);
+}
+
+}  // namespace
+
+Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendChoice& choice,
+                                 std::string* notice) {
+  return contextFor(model, choice, choice.contextLimit ? std::nullopt : deviceMemory(choice),
+                    notice);
+}
+
+Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice) {
+  return fitsMemory(model, choice, deviceMemory(choice));
 }
 
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
@@ -107,9 +123,10 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   }
   BackendChoice choice = requested;
   choice.kind = kind;
+  const std::optional<DeviceMemory> memory = kind == "vulkan" ? deviceMemory(choice) : std::nullopt;
   if (kind == "vulkan") {
     std::string shorter;
-    KVS_ASSIGN_OR_RETURN(choice.contextLimit, chooseContext(*model, choice, &shorter));
+    KVS_ASSIGN_OR_RETURN(choice.contextLimit, contextFor(*model, choice, memory, &shorter));
     if (notice && !shorter.empty()) *notice += (notice->empty() ? "" : " ") + shorter;
   }
   kv::IndexerOptions attention = policy.attention;
@@ -125,7 +142,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                                                              .indexer = attention}));
     return std::unique_ptr<backend::Backend>(std::move(b));
   }
-  KVS_TRY(checkDeviceFits(*model, choice));
+  KVS_TRY(fitsMemory(*model, choice, memory));
   KVS_ASSIGN_OR_RETURN(auto b,
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
                                                               .device = choice.device,
@@ -138,16 +155,23 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
 
 namespace {
 
-// Whether the vetting makeBackend ran for `loaded` (its policy) ran every
-// kernel `policy` needs. Unparsable text is left to makeBackend to report.
-bool vettedAtLoad(const model::ModelFile& model, const BackendChoice& loaded,
-                  std::string_view policy) {
-  auto before = kv::KvPolicy::parse(loaded.kvPolicy);
-  auto after = kv::KvPolicy::parse(policy);
-  if (!before.ok() || !after.ok()) return false;
-  auto vetted = vetSpecFor(model, *before);
-  auto wanted = vetSpecFor(model, *after);
-  return vetted.ok() && wanted.ok() && vetted->covers(*wanted);
+// The spec the load's vetting ran (makeBackend), when it vetted.
+std::optional<VetSpec> vettedAtLoad(const model::ModelFile& model, const BackendChoice& loaded) {
+  if (!loaded.vetDevice || loaded.kind != "vulkan") return std::nullopt;
+  auto policy = kv::KvPolicy::parse(loaded.kvPolicy);
+  if (!policy.ok()) return std::nullopt;
+  auto spec = vetSpecFor(model, *policy);
+  return spec.ok() ? std::optional<VetSpec>(std::move(spec).value()) : std::nullopt;
+}
+
+// Whether the load's vetting ran every kernel `policy` needs. Unparsable text
+// is left to makeBackend to report.
+bool covered(const model::ModelFile& model, const std::optional<VetSpec>& vetted,
+             std::string_view policy) {
+  auto parsed = kv::KvPolicy::parse(policy);
+  if (!vetted || !parsed.ok()) return false;
+  auto wanted = vetSpecFor(model, *parsed);
+  return wanted.ok() && vetted->covers(*wanted);
 }
 
 }  // namespace
@@ -155,16 +179,17 @@ bool vettedAtLoad(const model::ModelFile& model, const BackendChoice& loaded,
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice) {
   // BackendChoice::kind is a view; the factory outlives the caller's string.
-  return
-      [model = std::move(model), choice, kind = std::string(choice.kind)](std::string_view policy) {
-        BackendChoice c = choice;
-        c.kind = kind;
-        c.kvPolicy = std::string(policy);
-        // A policy switch never moves the session to another backend.
-        c.fallBackToCpu = false;
-        c.vetDevice = choice.vetDevice && kind == "vulkan" && !vettedAtLoad(*model, choice, policy);
-        return makeBackend(model, c);
-      };
+  std::optional<VetSpec> vetted = vettedAtLoad(*model, choice);
+  return [model = std::move(model), choice, kind = std::string(choice.kind),
+          vetted = std::move(vetted)](std::string_view policy) {
+    BackendChoice c = choice;
+    c.kind = kind;
+    c.kvPolicy = std::string(policy);
+    // A policy switch never moves the session to another backend.
+    c.fallBackToCpu = false;
+    c.vetDevice = c.vetDevice && kind == "vulkan" && !covered(*model, vetted, policy);
+    return makeBackend(model, c);
+  };
 }
 
 }  // namespace kvscope::runtime

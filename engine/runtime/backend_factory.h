@@ -44,11 +44,11 @@ struct BackendChoice {
 std::string resolveBackendKind(std::string_view kind, int device = -1);
 
 // The device memory a Vulkan choice loads into: what the driver says this
-// process may still allocate (VK_EXT_memory_budget) where it says, else the
-// largest device-local heap; none for the CPU backend or when no device answers.
+// process may hold (VK_EXT_memory_budget) where it says, else the largest
+// device-local heap; none for the CPU backend or when no device answers.
 struct DeviceMemory {
   uint64_t bytes = 0;
-  std::string name;  // "NVIDIA H100's free memory"
+  std::string name;  // "NVIDIA H100's memory budget"
 };
 std::optional<DeviceMemory> deviceMemory(const BackendChoice& choice);
 
@@ -80,7 +80,8 @@ using BackendFactory =
     std::function<Expected<std::unique_ptr<backend::Backend>>(std::string_view policy)>;
 
 // The factory that builds what makeBackend(model, choice) builds, under any
-// policy (pass the kind of the backend the session really got). A policy
+// policy (pass the kind and context limit of the backend the session really
+// got, so a switch never picks another). A policy
 // whose kernels the load-time vetting did not run (vetSpecFor of choice's
 // policy does not cover it) is vetted first; a device that fails it refuses
 // the policy with an error rather than moving the session to another

@@ -1,6 +1,7 @@
 #include "runtime/device_vetting.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,10 +191,13 @@ void writeVerdict(const std::filesystem::path& file, nlohmann::json all, const D
   const auto finite = [](double x) {
     return std::isfinite(x) ? x : std::numeric_limits<double>::max();
   };
-  all[v.key] = {
-      {"passed", v.passed}, {"worst_rel", finite(v.worstRel)}, {"mean_rel", finite(v.meanRel)},
-      {"steps", v.steps},   {"argmax_agree", v.argmaxAgree},   {"failure", v.failure},
-      {"selecting_steps", v.selectingSteps}};
+  all[v.key] = {{"passed", v.passed},
+                {"worst_rel", finite(v.worstRel)},
+                {"mean_rel", finite(v.meanRel)},
+                {"steps", v.steps},
+                {"argmax_agree", v.argmaxAgree},
+                {"failure", v.failure},
+                {"selecting_steps", v.selectingSteps}};
   // Device and driver names come from the driver: replace what is not UTF-8.
   const std::string text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!paths::writeFileAtomic(file, text.data(), text.size()).ok())
@@ -239,10 +243,10 @@ Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict v
   for (size_t i = 0; i < schemes.size() && !spec.layers.empty(); ++i)
     schemes[i] = spec.layers[i % spec.layers.size()];
   KVS_ASSIGN_OR_RETURN(auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes}));
-  KVS_ASSIGN_OR_RETURN(auto gpu, backend::VulkanBackend::create(m, {.device = device,
-                                                                    .timing = false,
-                                                                    .kvSchemes = schemes,
-                                                                    .errorStride = 0}));
+  KVS_ASSIGN_OR_RETURN(
+      auto gpu,
+      backend::VulkanBackend::create(
+          m, {.device = device, .timing = false, .kvSchemes = schemes, .errorStride = 0}));
   backend::LogitComparison c;
   // A device that opens but cannot run the model is the one to avoid most.
   if (Status s = compare(*cpu, *gpu, vetAttention(spec.attention), synthetic.nVocab, c,
@@ -257,12 +261,6 @@ Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict v
   verdict.argmaxAgree = c.argmaxAgree;
   verdict.passed = c.worstRel <= kWorstRel && c.meanRel <= kMeanRel && c.argmaxAgree + 1 >= c.steps;
   return verdict;
-}
-
-std::string joined(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : std::string(sep)) + item;
-  return out;
 }
 
 }  // namespace
@@ -313,17 +311,16 @@ std::string VetSpec::text() const {
   for (const auto& [name, types] : weightTypes) {
     std::vector<std::string> names;
     for (gguf::TensorType t : types) names.emplace_back(gguf::traits(t).name);
-    weights.push_back(name + "=" + joined(names, "+"));
+    weights.push_back(fmt::format("{}={}", name, fmt::join(names, "+")));
   }
   for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
   if (anyPair) cache.push_back("(any pair)");
   // Only the page size decides the indexer's kernels (vetAttention).
-  return fmt::format(
-      "{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention dense, {}", architecture,
-      headDim, gqa, ropeDims,
-      ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
-      ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "", joined(weights, " "),
-      joined(cache, " "), attention.scorerText());
+  return fmt::format("{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention dense, {}",
+                     architecture, headDim, gqa, ropeDims,
+                     ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
+                     ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "",
+                     fmt::join(weights, " "), fmt::join(cache, " "), attention.scorerText());
 }
 
 std::string VetSpec::describe() const {
@@ -338,8 +335,8 @@ std::string VetSpec::describe() const {
   return fmt::format(
       "a small {} model with {} weights, head_dim {}, {} query head{} per KV head and a KV cache "
       "in {}",
-      architecture, joined(typeNames, ", "), headDim, gqa, gqa == 1 ? "" : "s",
-      joined(schemes, ", "));
+      architecture, fmt::join(typeNames, ", "), headDim, gqa, gqa == 1 ? "" : "s",
+      fmt::join(schemes, ", "));
 }
 
 std::string DeviceVerdict::finding() const {

@@ -1,15 +1,11 @@
 // makeBackend turns a KV policy text into per-layer schemes on the backend,
 // or a clear error before anything is loaded.
-#include <unistd.h>
-
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
 #include "gpu/device_info.h"
-#include "model/synthetic_model.h"
 #include "runtime/backend_factory.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -64,14 +60,9 @@ TEST(BackendFactory, VulkanContextBeyondTheDeviceIsRefusedWithTheLongestThatFits
 TEST(BackendFactory, AVulkanDefaultContextIsTheLongestThatFitsTheDevice) {
   auto devices = gpu::listDevices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvscope-long-context-" + std::to_string(::getpid()) + ".gguf");
   // 16M tokens of 512 f16 bytes each (2 layers, 1 KV head of 64): 8 GiB.
-  ASSERT_TRUE(model::writeSyntheticModel({.contextLength = 1u << 24}, path).ok());
-  auto file = model::ModelFile::open(path);
-  std::filesystem::remove(path);
-  ASSERT_TRUE(file.ok());
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  const auto m = openSyntheticModel({.contextLength = 1u << 24}, "long-context");
+  ASSERT_TRUE(m);
   const runtime::BackendChoice choice{.kind = "vulkan", .timing = false, .vetDevice = false};
   const auto memory = runtime::deviceMemory(choice);
   ASSERT_TRUE(memory);

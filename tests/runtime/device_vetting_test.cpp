@@ -16,10 +16,10 @@
 
 #include "gpu/pipeline.h"
 #include "kv/auto_policy.h"
-#include "model/default_model.h"
-#include "model/synthetic_model.h"
 #include "runtime/backend_factory.h"
 #include "runtime/device_vetting.h"
+#include "support/demo_model.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -45,24 +45,6 @@ class DeviceVetting : public ::testing::Test {
     return nlohmann::json::parse(in);
   }
 
-  static std::shared_ptr<const model::ModelFile> openModel(const std::filesystem::path& path) {
-    auto opened = model::ModelFile::open(path);
-    EXPECT_TRUE(opened.ok()) << opened.error().describe();
-    if (!opened.ok()) return nullptr;
-    return std::shared_ptr<const model::ModelFile>(std::move(opened).value());
-  }
-  static std::shared_ptr<const model::ModelFile> demoModel() {
-    auto path = model::findDefaultModel();
-    EXPECT_TRUE(path.ok()) << path.error().describe();
-    return path.ok() ? openModel(*path) : nullptr;
-  }
-  // A random-weight model written into the test's folder.
-  std::shared_ptr<const model::ModelFile> synthetic(const model::SyntheticModelSpec& spec,
-                                                    const std::string& name) const {
-    const auto path = m_dir / (name + ".gguf");
-    EXPECT_TRUE(model::writeSyntheticModel(spec, path).ok());
-    return openModel(path);
-  }
   // A Q4_K_M-style file: Q4_K projections, Q6_K attn_v and ffn_down in layer 1
   // and the output, at head_dim 128 with 4 query heads per KV head, RoPE over
   // 96 of the 128 dimensions with llama 3.1-style frequency factors.
@@ -82,10 +64,10 @@ class DeviceVetting : public ::testing::Test {
                      {"blk.1.ffn_down.weight", TensorType::kQ6_K},
                      {"output.weight", TensorType::kQ6_K},
                      {"token_embd.weight", TensorType::kF16}};
-    return synthetic(s, "q4_k_m");
+    return openSyntheticModel(s, "q4_k_m");
   }
   std::shared_ptr<const model::ModelFile> q8Model() const {
-    return synthetic(
+    return openSyntheticModel(
         {.nEmbd = 256, .nFf = 512, .ropeLinearFactor = 2.0f, .weightType = TensorType::kQ8_0},
         "q8_0");
   }
@@ -173,7 +155,7 @@ TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
 }
 
 TEST_F(DeviceVetting, LavapipePassesAndTheVerdictIsRemembered) {
-  const auto m = demoModel();
+  const auto m = openDemoModel();
   ASSERT_TRUE(m);
   const runtime::VetSpec spec = specOf(*m, "auto");
   auto first = runtime::vetDevice(-1, m_file, spec);
@@ -205,7 +187,7 @@ TEST_F(DeviceVetting, LavapipePassesAndTheVerdictIsRemembered) {
 }
 
 TEST_F(DeviceVetting, ACorruptVerdictFileIsMeasuredAnew) {
-  const auto m = demoModel();
+  const auto m = openDemoModel();
   ASSERT_TRUE(m);
   const runtime::VetSpec spec = specOf(*m, "");
   std::ofstream(m_file) << "{ not json";
@@ -231,7 +213,7 @@ TEST_F(DeviceVetting, ACorruptVerdictFileIsMeasuredAnew) {
 }
 
 TEST_F(DeviceVetting, AFailedDeviceGetsTheCpuBackendAndANotice) {
-  const auto m = demoModel();
+  const auto m = openDemoModel();
   ASSERT_TRUE(m);
   runtime::BackendChoice choice{.kind = "vulkan", .threads = 2, .verdictFile = m_file.string()};
   std::string notice = "stale";
@@ -262,7 +244,7 @@ TEST_F(DeviceVetting, AFailedDeviceGetsTheCpuBackendAndANotice) {
 // The Q4_0 weight kernels stand in for the Q8_0 ones: a kernel that runs
 // without an error and computes the wrong thing.
 TEST_F(DeviceVetting, AWrongKernelIsCaughtForTheModelsThatUseIt) {
-  const auto demo = demoModel(), q8 = q8Model();
+  const auto demo = openDemoModel(), q8 = q8Model();
   ASSERT_TRUE(demo && q8);
   const gpu::KernelSubstitution wrong("weight_matvec_q8_0_", "weight_matvec_q4_0_");
   runtime::BackendChoice choice{.kind = "vulkan", .threads = 2, .verdictFile = m_file.string()};
@@ -291,7 +273,8 @@ TEST_F(DeviceVetting, AWrongKernelIsCaughtForTheModelsThatUseIt) {
 // fails on them (a NaN never compares larger), and the failed verdict is
 // remembered although JSON has no infinity.
 TEST_F(DeviceVetting, ANonFiniteResultFailsAndIsRemembered) {
-  const auto f32 = synthetic({.nEmbd = 256, .nFf = 512, .weightType = TensorType::kF32}, "f32");
+  const auto f32 =
+      openSyntheticModel({.nEmbd = 256, .nFf = 512, .weightType = TensorType::kF32}, "f32");
   ASSERT_TRUE(f32);
   const gpu::KernelSubstitution wrong("weight_matvec_f32_", "weight_matvec_f16_");
   const runtime::VetSpec spec = specOf(*f32, "");

@@ -4,16 +4,14 @@
 // VulkanModel its load created; the device's buffers never hold more than one
 // copy of the weights plus the backends (cache, activations) a step holds at
 // once: three for a switch to auto, two for any other switch.
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
 #include "backend/vulkan_backend.h"
 #include "gpu/buffer.h"
 #include "model/model_tokenizer.h"
-#include "model/synthetic_model.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
+#include "support/synthetic_model_file.h"
 
 namespace kvscope::test {
 namespace {
@@ -21,22 +19,16 @@ namespace {
 TEST(VulkanModelSharing, PolicySwitchesAutoAndASiblingShareOneCopyOfTheWeights) {
   // Weights (~29 MB of F16) well above one backend's cache and activations, so
   // a second copy could not hide in the bound's slack.
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvscope-sharing-" + std::to_string(::getpid()) + ".gguf");
-  ASSERT_TRUE(model::writeSyntheticModel({.nLayer = 4,
-                                          .nEmbd = 512,
-                                          .nFf = 2048,
-                                          .nHead = 4,
-                                          .nHeadKv = 2,
-                                          .headDim = 128,
-                                          .contextLength = 256,
-                                          .weightType = gguf::TensorType::kF16},
-                                         path)
-                  .ok());
-  auto file = model::ModelFile::open(path);
-  std::filesystem::remove(path);
-  ASSERT_TRUE(file.ok()) << file.error().describe();
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  const auto m = openSyntheticModel({.nLayer = 4,
+                                     .nEmbd = 512,
+                                     .nFf = 2048,
+                                     .nHead = 4,
+                                     .nHeadKv = 2,
+                                     .headDim = 128,
+                                     .contextLength = 256,
+                                     .weightType = gguf::TensorType::kF16},
+                                    "sharing");
+  ASSERT_TRUE(m);
   auto tokenizer = model::loadTokenizer(*m);
   ASSERT_TRUE(tokenizer.ok());
 
