@@ -26,6 +26,8 @@ const char* ropeScalingName(model::RopeScaling s) {
       return "linear";
     case model::RopeScaling::kFreqFactors:
       return "frequency factors (llama3)";
+    case model::RopeScaling::kLongRope:
+      return "LongRoPE";
   }
   return "none";
 }

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "gguf/tensor_type.h"
+#include "model/architecture.h"
 #include "model/synthetic_model.h"
 
 namespace kvscope::cli {
@@ -12,7 +13,8 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   static std::string out, type = "F32";
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight model (GGUF) for benchmarks and tests");
   cmd->add_option("-o,--output", out, "Output .gguf path")->required();
-  cmd->add_option("--arch", spec.architecture, "llama, qwen2 or qwen3")->default_val(spec.architecture);
+  cmd->add_option("--arch", spec.architecture, "An architecture kvscope runs: " + model::supportedArchitectureList())
+      ->default_val(spec.architecture);
   cmd->add_option("--layers", spec.nLayer, "Blocks")->default_val(spec.nLayer);
   cmd->add_option("--dim", spec.nEmbd, "Model width")->default_val(spec.nEmbd);
   cmd->add_option("--ffn", spec.nFf, "Feed-forward width")->default_val(spec.nFf);
@@ -23,6 +25,9 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--ctx", spec.contextLength, "Trained context length")->default_val(spec.contextLength);
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
   cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
+  cmd->add_option("--rope-theta", spec.ropeTheta, "RoPE base frequency")->default_val(spec.ropeTheta);
+  cmd->add_flag("--rope-factors", spec.ropeFreqFactors,
+                "Ship RoPE factor tensors (llama: rope_freqs; phi3: LongRoPE long and short)");
   cmd->callback([&exitCode] {
     auto t = gguf::typeByName(type);
     if (!t) {

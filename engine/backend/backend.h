@@ -74,6 +74,17 @@ struct IndexerStep {
   std::vector<IndexerLayerStep> layers;  // [nLayer]; empty: no indexed step yet
 };
 
+// An intermediate of the description (model/forward_ops.h), captured as
+// forward() computed it: the named op output, one row per batch token (per
+// logit row for the result_* tensors), over every forward() since the target
+// was set (a batch split into chunks appends each chunk's rows).
+struct TensorDump {
+  std::string name;  // "blk.3.ffn_inp"
+  uint32_t width = 0;
+  uint32_t rows = 0;
+  std::vector<float> values;  // [rows, width]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -126,6 +137,14 @@ class Backend {
   virtual kv::IndexerOptions indexer() const { return {}; }
   // The last decode step the indexer ran on (empty when it has not).
   virtual IndexerStep indexerStep() const { return {}; }
+
+  // Captures the op output called `name` in the next forward() calls (empty:
+  // none); dumped() holds what was captured (no rows: no op has that name).
+  void setDumpTarget(std::string name) { m_dump = {std::move(name)}; }
+  const TensorDump& dumped() const { return m_dump; }
+
+ protected:
+  TensorDump m_dump;
 };
 
 }  // namespace kvscope::backend

@@ -17,10 +17,12 @@ namespace kvscope::cpu {
 using kv::KvPart;
 
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
-                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out) {
+                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
+                        float scaleOrZero) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
   assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale =
+      scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
   const bool roundToF16 =
@@ -183,7 +185,8 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
   const bool int8Keys =
       options.int8Queries && keys.rowCode() == kv::RowCode::kQ8_0 && p.d % kActBlock == 0;
   const uint32_t keyBlocks = p.d / kActBlock;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(p.d));
+  const float scale =
+      options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(p.d));
   const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
   const uint32_t pageRows = g.rowsPerPage;
 

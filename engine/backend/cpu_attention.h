@@ -13,7 +13,7 @@
 //
 // The contract both keep. q and out are [n][nHead][headDim]; query row t sits at position pos0 + t
 // and sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead / nHeadKv). Scores are
-// scaled by 1/sqrt(headDim), the softmax is taken in float32 after subtracting the row maximum, and
+// scaled by 1/sqrt(headDim) (or the scale asked for), the softmax is taken in float32 after subtracting the row maximum, and
 // the weighted V sum is accumulated in float32 in row order.
 //
 // A rotated scheme (turbo*) is attended in its rotated space: the query is
@@ -41,8 +41,10 @@
 
 namespace kvscope::cpu {
 
+// scale: of the scores; 0 means 1/sqrt(headDim).
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
-                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out);
+                        uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
+                        float scale = 0.0f);
 
 struct AttentionOptions {
   // Score q8_0 keys on their codes against the query rounded to int8 blocks,
@@ -58,6 +60,10 @@ struct AttentionOptions {
   // renormalized), so out_i = sum over rows j with w_ij >= sparseV of
   // w_ij v_j; a V row no query keeps is not decoded. 0: every row.
   float sparseV = 0.0f;
+  // The scores' scale; 0 means 1/sqrt(headDim). A model that scales its
+  // queries before attention (phi3) passes 1, so the query is rounded to f16
+  // after its scaling, as its reference implementation rounds it.
+  float scale = 0.0f;
 };
 
 // y = R x and x = R^T y for the rotation R of a rotated scheme (d = its dim),

@@ -4,24 +4,17 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu_attention.h"
-#include "backend/cpu_indexer.h"
 #include "backend/cpu_matmul.h"
-#include "backend/cpu_ops.h"
 #include "backend/cpu_quant_decode.h"
-#include "backend/rope_factors.h"
+#include "backend/cpu_step.h"
 #include "gguf/dequant.h"
+#include "model/description.h"
 
 namespace kvscope::backend {
 
 using kv::KvPart;
 
 namespace {
-
-void addBias(std::span<float> rows, std::span<const float> bias, uint32_t n) {
-  for (uint32_t t = 0; t < n; ++t)
-    for (size_t i = 0; i < bias.size(); ++i) rows[t * bias.size() + i] += bias[i];
-}
 
 // Products decode F32, F16, BF16 and the block types cpu_quant_decode.h
 // knows; embedding rows and vectors go through gguf::dequantize.
@@ -56,7 +49,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_matmul = options.matmul;
   b->m_errorStride = options.errorStride;
   KVS_TRY(b->setIndexer(options.indexer));
-  KVS_ASSIGN_OR_RETURN(b->m_ropeFreqs, ropeFrequencyFactors(c, b->m_weights.ropeFreqs));
+  KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_weights, b->m_contextLimit));
   model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole role) {
     if (role != model::WeightRole::kVector) return;
     std::vector<float> v(t.shape[0]);
@@ -65,20 +58,6 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   });
   b->m_model = std::move(model);
   return b;
-}
-
-void CpuBackend::ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0) {
-  const auto& c = config();
-  const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
-  std::vector<float> cosv(c.rope.dims / 2), sinv(c.rope.dims / 2);
-  for (uint32_t t = 0; t < n; ++t) {
-    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_ropeFreqs,
-                    cosv, sinv);
-    for (uint32_t h = 0; h < heads; ++h) {
-      cpu::ropeApply({rows + (size_t{t} * heads + h) * c.headDim, c.headDim}, c.rope.dims,
-                     c.rope.style == model::RopeStyle::kNeox, cosv, sinv);
-    }
-  }
 }
 
 Status CpuBackend::forward(const Batch& batch, Logits& out) {
@@ -108,88 +87,14 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
     m_pendingSchemes.clear();
   }
   KVS_TRY(m_cache->append(n));
-  const uint32_t dim = c.nEmbd, q = c.qDim(), kvd = c.kvDim();
-  // Activations of the batch, in buffers kept across calls: a long prefill
-  // would otherwise allocate and zero ~100 MB per call.
-  Activations& a = m_activations;
-  if (n == 1 && a.gate.size() > size_t{64} * c.nFf) a = {};  // a prefill's buffers go back
-  const auto fit = [](std::vector<float>& v, size_t size) {
-    if (v.size() < size) v.resize(size);
-    return std::span<float>(v).first(size);
-  };
-  const std::span<float> x = fit(a.x, size_t{n} * dim), xb = fit(a.xb, x.size()),
-                         qb = fit(a.q, size_t{n} * q), kb = fit(a.k, size_t{n} * kvd),
-                         vb = fit(a.v, kb.size()), att = fit(a.att, qb.size()),
-                         gate = fit(a.gate, size_t{n} * c.nFf), up = fit(a.up, gate.size()),
-                         tmp = fit(a.tmp, x.size());
-
-  for (uint32_t t = 0; t < n; ++t)
-    cpu::dequantizeRow(*m_weights.tokenEmbd, batch.tokens[t], {&x[size_t{t} * dim], dim});
-  // A decode step with the indexer on attends the rows it selects.
-  const bool indexed = m_indexer.enabled() && n == 1;
-  if (indexed) {
+  if (m_indexer.enabled() && n == 1) {
     m_indexerStep.rows = pos0 + 1;
     m_indexerStep.layers.resize(c.nLayer);
   }
-
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
-    const model::LayerWeights& w = m_weights.layers[l];
-    // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
-    cpu::rmsnorm(x, floats(*w.attnNorm), xb, dim, n, c.rmsEps);
-    cpu::matmul(*w.wq, xb, qb, n, *m_pool, m_matmul);
-    cpu::matmul(*w.wk, xb, kb, n, *m_pool, m_matmul);
-    cpu::matmul(*w.wv, xb, vb, n, *m_pool, m_matmul);
-    if (w.bq) {
-      addBias(qb, floats(*w.bq), n);
-      addBias(kb, floats(*w.bk), n);
-      addBias(vb, floats(*w.bv), n);
-    }
-    if (w.qNorm) {
-      cpu::rmsnorm(qb, floats(*w.qNorm), qb, c.headDim, size_t{n} * c.nHead, c.rmsEps);
-      cpu::rmsnorm(kb, floats(*w.kNorm), kb, c.headDim, size_t{n} * c.nHeadKv, c.rmsEps);
-    }
-    ropeRows(qb.data(), n, c.nHead, pos0);
-    ropeRows(kb.data(), n, c.nHeadKv, pos0);
-    for (uint32_t t = 0; t < n; ++t) {
-      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-        const size_t off = (size_t{t} * c.nHeadKv + h) * c.headDim;
-        store(l, KvPart::kKey, h, pos0 + t, {&kb[off], c.headDim});
-        store(l, KvPart::kValue, h, pos0 + t, {&vb[off], c.headDim});
-      }
-    }
-    cpu::AttentionOptions attention{.int8Queries = m_matmul == cpu::MatmulPrecision::kInt8Activations,
-                                    .sparseV = m_indexer.sparseV};
-    if (indexed) {
-      IndexerLayerStep& step = m_indexerStep.layers[l];
-      if (cpu::selectLayerRows(*m_cache, l, qb.data(), c.nHead, m_indexer, *m_pool, step.heads))
-        attention.selection = &step.heads;
-      step.capturedMass =
-          !m_indexer.diagnostic ? -1.0
-          : attention.selection ? cpu::capturedMass(*m_cache, l, qb.data(), c.nHead, step.heads, *m_pool)
-                                : 1.0;
-    }
-    cpu::attention(*m_cache, l, qb.data(), n, pos0, c.nHead, *m_pool, att.data(), attention);
-    cpu::matmul(*w.wo, att, tmp, n, *m_pool, m_matmul);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-
-    // Feed-forward block: norm, SwiGLU, down projection, residual.
-    cpu::rmsnorm(x, floats(*w.ffnNorm), xb, dim, n, c.rmsEps);
-    cpu::matmul(*w.gate, xb, gate, n, *m_pool, m_matmul);
-    cpu::matmul(*w.up, xb, up, n, *m_pool, m_matmul);
-    cpu::siluMul(gate, up, gate);
-    cpu::matmul(*w.down, gate, tmp, n, *m_pool, m_matmul);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-  }
-
-  // Final norm and logits, for the last token only unless all are asked for.
-  const uint32_t first = batch.allLogits ? 0 : n - 1, rows = n - first;
-  std::span<const float> last(&x[size_t{first} * dim], size_t{rows} * dim);
-  cpu::rmsnorm(last, floats(*m_weights.outputNorm), xb.first(last.size()), dim, rows, c.rmsEps);
-  out.rows = rows;
-  out.vocab = c.nVocab;
-  out.values.resize(size_t{rows} * c.nVocab);
-  cpu::matmul(*m_weights.output, xb, out.values, rows, *m_pool, m_matmul);
-  return okStatus();
+  CpuStep step(*this, batch.tokens, pos0, batch.allLogits, out);
+  const Status run = model::runForward(m_plan, step);
+  if (!run.ok()) (void)m_cache->trim(pos0);  // the rows of a step that did not run
+  return run;
 }
 
 // Encodes one row into the cache and, on sampled positions, measures what the

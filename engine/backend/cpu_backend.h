@@ -1,6 +1,7 @@
 #pragma once
-// CpuBackend: the llama-family forward pass (llama, mistral, qwen2, qwen3) on
-// the CPU, multithreaded over output rows and over KV heads and positions.
+// CpuBackend: runs a model description (model/description.h) on the CPU, op
+// by op (cpu_step.h), multithreaded over output rows and over KV heads and
+// positions.
 // Weights stay in their GGUF types in the mapped file and are decoded inside
 // the products (cpu_matmul.h); the KV cache is a host KvCache, attended on its
 // codes (cpu_attention.h). With the default kExact products this is the
@@ -16,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model_file.h"
+#include "model/description.h"
 #include "model/model_weights.h"
 
 namespace kvscope::backend {
@@ -72,9 +74,8 @@ class CpuBackend final : public Backend {
   IndexerStep indexerStep() const override { return m_indexerStep; }
 
  private:
+  friend class CpuStep;
   CpuBackend() = default;
-  struct Scratch;
-  void ropeRows(float* rows, uint32_t n, uint32_t heads, uint32_t pos0);
   void store(uint32_t layer, kv::KvPart part, uint32_t head, uint32_t index,
              std::span<const float> row);
   void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
@@ -91,16 +92,15 @@ class CpuBackend final : public Backend {
   // re-measured from the f16 rows when two-phase caching recodes them.
   CodecErrorMeter m_errors;
   std::vector<float> m_decoded;  // [headDim] scratch of store()
-  // forward()'s activations, grown to the largest batch seen.
-  struct Activations {
-    std::vector<float> x, xb, tmp;  // [n][nEmbd]
-    std::vector<float> q, att;      // [n][nHead * headDim]
-    std::vector<float> k, v;        // [n][nHeadKv * headDim]
-    std::vector<float> gate, up;    // [n][nFf]
-  } m_activations;
+  model::ForwardPlan m_plan;  // over m_model's config and m_weights
+  // The description's activation buffers by slot name, kept across steps.
+  struct Slots {
+    std::vector<std::string> names;
+    std::vector<std::vector<float>> buffers;  // [rows][width] each
+  } m_slots;
+  std::vector<float> m_product;  // a matmul's W x before its epilogue combines it
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
-  std::vector<float> m_ropeFreqs;  // per-frequency divisors, empty when unused
   uint32_t m_contextLimit = 0;
   uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;

@@ -114,12 +114,13 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
 }
 
 double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                    const LayerSelection& selection, ThreadPool& pool) {
+                    const LayerSelection& selection, ThreadPool& pool, float scaleOrZero) {
   const kv::KvGeometry& g = cache.geometry();
   const uint32_t rows = cache.rows(), d = g.headDim, gqa = nHead / g.nHeadKv;
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const KvRowDecoder decoder(keys);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale =
+      scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<double> mass(nHead, 1.0);
   pool.parallelFor(g.nHeadKv, [&](size_t begin, size_t end) {
     std::vector<float> k(size_t{rows} * d), query(d), scores(rows);

@@ -36,8 +36,9 @@ void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, co
 
 // The share of dense attention's softmax mass that falls on the selected
 // rows, averaged over the query heads (diagnostic mode): every key row is
-// decoded and scored in float32, the softmax summed in double.
+// decoded and scored in float32 (times `scale`, 0: 1/sqrt(headDim)), the
+// softmax summed in double.
 double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                    const LayerSelection& selection, ThreadPool& pool);
+                    const LayerSelection& selection, ThreadPool& pool, float scale = 0.0f);
 
 }  // namespace kvscope::cpu

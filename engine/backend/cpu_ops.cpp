@@ -1,5 +1,7 @@
 #include "backend/cpu_ops.h"
 
+#include <vector>
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -66,15 +68,28 @@ void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
   }
 }
 
-void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosv,
-               std::span<const float> sinv) {
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin) {
   const uint32_t half = dims / 2;
   for (uint32_t i = 0; i < half; ++i) {
     const uint32_t a = neox ? i : 2 * i;
     const uint32_t b = neox ? i + half : 2 * i + 1;
     const float x0 = head[a], x1 = head[b];
-    head[a] = x0 * cosv[i] - x1 * sinv[i];
-    head[b] = x0 * sinv[i] + x1 * cosv[i];
+    const float c = cosSin[2 * i], s = cosSin[2 * i + 1];
+    head[a] = x0 * c - x1 * s;
+    head[b] = x0 * s + x1 * c;
+  }
+}
+
+void ropeTable(const model::RopeSpec& spec, uint32_t pos0, uint32_t n, std::span<float> table) {
+  const uint32_t half = spec.dims / 2;
+  std::vector<float> cosv(half), sinv(half);
+  for (uint32_t t = 0; t < n; ++t) {
+    ropeAngles(static_cast<float>(pos0 + t), spec.dims, spec.theta, spec.positionScale,
+               spec.freqFactors, cosv, sinv);
+    for (uint32_t i = 0; i < half; ++i) {
+      table[(size_t{t} * half + i) * 2] = cosv[i] * spec.attnFactor;
+      table[(size_t{t} * half + i) * 2 + 1] = sinv[i] * spec.attnFactor;
+    }
   }
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <span>
 
+#include "model/forward_ops.h"
+
 namespace kvscope::cpu {
 
 // y[rows] = W[rows, cols] * x[cols]; W row-major float32.
@@ -32,9 +34,13 @@ void siluMul(std::span<const float> gate, std::span<const float> up, std::span<f
 void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
                 std::span<const float> freqFactors, std::span<float> cosOut,
                 std::span<float> sinOut);
-// Rotates the first `dims` values of one head vector in place.
+// Rotates the first `dims` values of one head vector in place by one
+// position's row of a ropeTable ([dims/2][cos, sin]).
 // neox=false: pairs (x[2i], x[2i+1]); neox=true: pairs (x[i], x[i + dims/2]).
-void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosv,
-               std::span<const float> sinv);
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin);
+
+// The angle table of n consecutive positions from pos0 under `spec`, as both
+// backends read it: [n][dims/2][cos, sin], each scaled by spec.attnFactor.
+void ropeTable(const model::RopeSpec& spec, uint32_t pos0, uint32_t n, std::span<float> table);
 
 }  // namespace kvscope::cpu

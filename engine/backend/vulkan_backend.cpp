@@ -4,26 +4,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu_matmul.h"
-#include "backend/cpu_ops.h"
-#include "backend/rope_factors.h"
-#include "gguf/dequant.h"
+#include "backend/vulkan_step.h"
 #include "kv/kv_index.h"
 
 namespace kvscope::backend {
-
-// Activation buffers for batches of up to `capacity` tokens, shapes per token.
-struct VulkanBackend::Activations {
-  uint32_t capacity = 0;
-  gpu::Buffer x, xb;        // [n, nEmbd]
-  gpu::Buffer q, att;       // [n, nHead * headDim]
-  gpu::Buffer k, v;         // [n, nHeadKv * headDim]
-  gpu::Buffer gate;         // [n, nFf]
-  gpu::Buffer ropeTable;    // [n, rope.dims / 2] (cos, sin)
-  gpu::Buffer last, lastNorm;  // [nEmbd]: the row whose logits are wanted
-  gpu::Buffer logits;       // [n, nVocab], host-visible
-  gpu::AttentionScratch scratch;
-};
 
 VulkanBackend::~VulkanBackend() = default;
 
@@ -49,6 +33,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   const auto& c = b->config();
   KVS_ASSIGN_OR_RETURN(b->m_rec, gpu::Recorder::create(b->m_shared->context(), {.timing = options.timing}));
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
+  KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_shared->bound(), b->m_contextLimit));
   // Pages never move; their count is bounded by the page-array binding, so a
   // long context gets bigger pages rather than more of them.
   const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
@@ -109,19 +94,10 @@ Status VulkanBackend::ensureActivations(uint32_t n) {
     KVS_ASSIGN_OR_RETURN(b, gpu::Buffer::create(m_shared->context(), floats * sizeof(float), use));
     return okStatus();
   };
-  KVS_TRY(make(a->x, size_t{n} * c.nEmbd));
-  KVS_TRY(make(a->xb, size_t{n} * c.nEmbd));
-  KVS_TRY(make(a->q, size_t{n} * c.qDim()));
-  KVS_TRY(make(a->att, size_t{n} * c.qDim()));
-  KVS_TRY(make(a->k, size_t{n} * c.kvDim()));
-  KVS_TRY(make(a->v, size_t{n} * c.kvDim()));
-  KVS_TRY(make(a->gate, size_t{n} * c.nFf));
-  KVS_TRY(make(a->ropeTable, size_t{n} * c.rope.dims, gpu::MemoryUse::kHost));
-  KVS_TRY(make(a->last, c.nEmbd));
-  KVS_TRY(make(a->lastNorm, c.nEmbd));
   KVS_TRY(make(a->logits, size_t{n} * c.nVocab, gpu::MemoryUse::kHost));
   KVS_ASSIGN_OR_RETURN(a->scratch, m_shared->attention().makeScratch(m_layout, c.nHead, n, m_contextLimit));
   m_act = std::move(a);
+  m_slots = {};  // the description's buffers are remade at the new capacity
   return okStatus();
 }
 
@@ -286,107 +262,6 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
   return rows;
 }
 
-Status VulkanBackend::matmul(const VulkanModel::Matrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
-                             const gpu::Epilogue& epilogue) {
-  return m_shared->weightKernels().matmul(*m_rec, w.type, w.buffer, x, y, n, w.rows, w.cols, epilogue);
-}
-
-// One transformer block for n tokens at positions pos0.. (the tensors named as
-// in the CPU backend so their values can be compared).
-Status VulkanBackend::recordLayer(uint32_t l, uint32_t n, uint32_t pos0) {
-  const auto& c = config();
-  const VulkanModel::Layer& w = m_shared->layer(l);
-  Activations& a = *m_act;
-  gpu::Recorder& rec = *m_rec;
-  gpu::Kernels& k = m_shared->kernels();
-
-  // Attention block: norm, projections (+ bias / q-k norm), RoPE, cache, attend.
-  KVS_TRY(k.rmsnorm(rec, a.x, w.attnNorm, a.xb, c.nEmbd, n, c.rmsEps));
-  rec.barrier();
-  if (c.arch->qkvBias) {
-    const gpu::BufferRange bq(w.bq), bk(w.bk), bv(w.bv);
-    KVS_TRY(matmul(w.wq, a.xb, a.q, n, {.bias = &bq}));
-    KVS_TRY(matmul(w.wk, a.xb, a.k, n, {.bias = &bk}));
-    KVS_TRY(matmul(w.wv, a.xb, a.v, n, {.bias = &bv}));
-  } else {
-    KVS_TRY(matmul(w.wq, a.xb, a.q, n));
-    KVS_TRY(matmul(w.wk, a.xb, a.k, n));
-    KVS_TRY(matmul(w.wv, a.xb, a.v, n));
-  }
-  rec.barrier();
-  if (c.arch->qkNorm) {
-    KVS_TRY(k.rmsnorm(rec, a.q, w.qNorm, a.q, c.headDim, n * c.nHead, c.rmsEps));
-    KVS_TRY(k.rmsnorm(rec, a.k, w.kNorm, a.k, c.headDim, n * c.nHeadKv, c.rmsEps));
-    rec.barrier();
-  }
-  const bool neox = c.rope.style == model::RopeStyle::kNeox;
-  KVS_TRY(k.rope(rec, a.q, a.ropeTable, n, c.nHead, c.headDim, c.rope.dims, neox));
-  KVS_TRY(k.rope(rec, a.k, a.ropeTable, n, c.nHeadKv, c.headDim, c.rope.dims, neox));
-  rec.barrier();
-  if (m_probeRow >= 0) {
-    const size_t row = size_t{c.kvDim()} * sizeof(float);
-    const auto t = static_cast<size_t>(m_probeRow);
-    rec.copy(a.k, t * row, m_probe, (size_t{l} * 2) * row, row);
-    rec.copy(a.v, t * row, m_probe, (size_t{l} * 2 + 1) * row, row);
-  }
-  KVS_TRY(m_shared->attention().writeKv(rec, m_layout, m_pagePtrs, l, a.k, a.v, n, pos0, a.scratch,
-                               m_index.get()));
-  rec.barrier();
-  const gpu::SparseAttention sparse{m_indexer.sparseV, m_selectStep ? m_index.get() : nullptr};
-  KVS_TRY(m_shared->attention().attend(rec, m_layout, m_pagePtrs, l, a.q, a.att, n, pos0, c.nHead,
-                              a.scratch, sparse));
-  rec.barrier();
-  KVS_TRY(matmul(w.wo, a.att, a.x, n, {.accumulate = true}));  // the residual add
-  rec.barrier();
-
-  // Feed-forward block: norm, SwiGLU, down projection, residual.
-  KVS_TRY(k.rmsnorm(rec, a.x, w.ffnNorm, a.xb, c.nEmbd, n, c.rmsEps));
-  rec.barrier();
-  KVS_TRY(matmul(w.gate, a.xb, a.gate, n));
-  rec.barrier();
-  KVS_TRY(matmul(w.up, a.xb, a.gate, n, {.siluGate = true}));  // gate = silu(gate) * up
-  rec.barrier();
-  KVS_TRY(matmul(w.down, a.gate, a.x, n, {.accumulate = true}));  // the residual add
-  rec.barrier();
-  return okStatus();
-}
-
-Status VulkanBackend::recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits) {
-  const auto& c = config();
-  const auto n = static_cast<uint32_t>(tokens.size());
-  Activations& a = *m_act;
-  // Host side: embedding rows and RoPE angles (the CPU backend's exact values).
-  std::vector<float> embd(size_t{n} * c.nEmbd);
-  for (uint32_t t = 0; t < n; ++t) cpu::dequantizeRow(*m_shared->bound().tokenEmbd, tokens[t], {&embd[size_t{t} * c.nEmbd], c.nEmbd});
-  KVS_TRY(a.x.upload(std::span<const float>(embd)));
-  const uint32_t half = c.rope.dims / 2;
-  const float linear = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
-  std::vector<float> table(size_t{n} * c.rope.dims), cosv(half), sinv(half);
-  for (uint32_t t = 0; t < n; ++t) {
-    cpu::ropeAngles(static_cast<float>(pos0 + t), c.rope.dims, c.rope.theta, linear, m_shared->ropeFreqs(), cosv, sinv);
-    for (uint32_t i = 0; i < half; ++i) {
-      table[(size_t{t} * half + i) * 2] = cosv[i];
-      table[(size_t{t} * half + i) * 2 + 1] = sinv[i];
-    }
-  }
-  KVS_TRY(a.ropeTable.upload(std::span<const float>(table)));
-
-  KVS_TRY(m_rec->begin());
-  for (uint32_t l = 0; l < c.nLayer; ++l) KVS_TRY(recordLayer(l, n, pos0));
-  if (allLogits) {
-    KVS_TRY(m_shared->kernels().rmsnorm(*m_rec, a.x, m_shared->outputNorm(), a.xb, c.nEmbd, n, c.rmsEps));
-    m_rec->barrier();
-    KVS_TRY(matmul(m_shared->output(), a.xb, a.logits, n));
-  } else {
-    m_rec->copy(a.x, size_t{n - 1} * c.nEmbd * sizeof(float), a.last, 0, c.nEmbd * sizeof(float));
-    KVS_TRY(m_shared->kernels().rmsnorm(*m_rec, a.last, m_shared->outputNorm(), a.lastNorm, c.nEmbd, 1,
-                                        c.rmsEps));
-    m_rec->barrier();
-    KVS_TRY(matmul(m_shared->output(), a.lastNorm, a.logits, 1));
-  }
-  return m_rec->submitAndWait();
-}
-
 Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(tokens.size());
@@ -399,7 +274,11 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     const uint32_t last = m_rows + n - 1, sampled = last - last % stride;
     if (sampled >= m_rows) m_probeRow = sampled - m_rows;
   }
-  KVS_TRY(recordStep(tokens, m_rows, allLogits));
+  VulkanStep step(*this, tokens, m_rows, allLogits);
+  KVS_TRY(m_rec->begin());
+  KVS_TRY(model::runForward(m_plan, step));
+  KVS_TRY(m_rec->submitAndWait());
+  KVS_TRY(step.collectDump());
   if (m_probeRow >= 0) measureProbe();
   m_rows += n;
   const uint32_t rows = allLogits ? n : 1;

@@ -1,13 +1,12 @@
 #pragma once
-// VulkanBackend: the llama-family forward pass on a Vulkan device. The device
-// and the weights are the model's VulkanModel, shared by every backend of the
-// same model and device (vulkan_model.h); each backend has its own KV cache,
-// in device pages that never move, and its own command buffer;
-// one forward() records the whole step into one command buffer and submits it
-// once. The token embedding row is dequantized on the host (one row per token)
-// and the RoPE angle table is computed on the host with cpu::ropeAngles, so
-// both match the CpuBackend exactly. Agreement with CpuBackend is tested per
-// weight type (tests/backend/vulkan_parity_test.cpp).
+// VulkanBackend: runs a model description (model/description.h) on a Vulkan
+// device. The device and the weights are the model's VulkanModel, shared by
+// every backend of the same model and device (vulkan_model.h); each backend
+// has its own KV cache, in device pages that never move, and its own command
+// buffer; one forward() records the whole step into one command buffer
+// (vulkan_step.h) and submits it once. Agreement with CpuBackend is tested
+// per op (tests/backend/test_ops.cpp) and per weight type
+// (tests/backend/vulkan_parity_test.cpp).
 //
 // Codec error (kvErrors): the pages hold only encoded rows, so a forward() that
 // covers a position p with p % errorStride == 0 also copies the K and V input
@@ -29,6 +28,7 @@
 #include "gpu/weight_kernels.h"
 #include "backend/vulkan_model.h"
 #include "model/model_file.h"
+#include "model/description.h"
 #include "model/model_weights.h"
 
 namespace kvscope::backend {
@@ -89,16 +89,26 @@ class VulkanBackend final : public Backend {
                   const std::function<Status(std::span<uint8_t>)>& read) override;
 
  private:
-  struct Activations;
+  friend class VulkanStep;
+  // The buffers of batches of up to `capacity` tokens besides the
+  // description's slots, shapes per token.
+  struct Activations {
+    uint32_t capacity = 0;
+    // [n, dims / 2] (cos, sin) per RoPE spec of a step, host-visible.
+    std::vector<gpu::Buffer> ropeTables;
+    gpu::Buffer logits;     // [n, nVocab], host-visible
+    gpu::AttentionScratch scratch;
+  };
+  // The description's activation buffers by slot name, [capacity][width] each.
+  struct Slots {
+    std::vector<std::string> names;
+    std::vector<gpu::Buffer> buffers;
+  };
 
   VulkanBackend() = default;
   Status createKvLayout(uint32_t rowsPerPage);
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
-  Status recordStep(std::span<const int32_t> tokens, uint32_t pos0, bool allLogits);
-  Status recordLayer(uint32_t l, uint32_t n, uint32_t pos0);
-  Status matmul(const VulkanModel::Matrix& w, const gpu::Buffer& x, const gpu::Buffer& y, uint32_t n,
-                const gpu::Epilogue& epilogue = {});
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
@@ -109,7 +119,9 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<gpu::Recorder> m_rec;  // this backend's command buffer
   VulkanBackendOptions m_options;
 
+  model::ForwardPlan m_plan;  // at this backend's context limit
   std::unique_ptr<Activations> m_act;
+  Slots m_slots;
   kv::KvLayout m_kvLayout;    // the pages' layout: schemes, seeds, offsets, accounting
   gpu::KvPageLayout m_layout;  // its device view: codecs and rotations
   std::vector<gpu::Buffer> m_rotations;  // R of rotated streams (m_layout points into it)

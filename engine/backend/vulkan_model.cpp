@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "backend/cpu_matmul.h"
-#include "backend/rope_factors.h"
 #include "gguf/dequant.h"
+#include "model/description.h"
 
 namespace kvscope::backend {
 namespace {
@@ -62,7 +62,6 @@ Expected<std::shared_ptr<VulkanModel>> VulkanModel::shared(
   const model::ModelConfig& c = model->config();
   KVS_ASSIGN_OR_RETURN(m->m_bound, model::bindWeights(c, *model));
   KVS_TRY(model::checkWeightTypes(m->m_bound, "Vulkan", vulkanDecodes));
-  KVS_ASSIGN_OR_RETURN(m->m_ropeFreqs, ropeFrequencyFactors(c, m->m_bound.ropeFreqs));
   gpu::ContextOptions co;
   co.device = options.device;
   co.validation = options.validation;
@@ -89,39 +88,31 @@ Expected<VulkanModel::Matrix> VulkanModel::uploadMatrix(const model::TensorView&
   return m;
 }
 
-Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView* t) {
-  if (!t) return gpu::Buffer();
-  std::vector<float> v(t->shape[0]);
-  cpu::dequantizeRow(*t, 0, v);
+Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView& t) {
+  std::vector<float> v(t.shape[0]);
+  cpu::dequantizeRow(t, 0, v);
   KVS_ASSIGN_OR_RETURN(auto buf, gpu::Buffer::create(*m_ctx, v.size() * sizeof(float)));
   KVS_TRY(buf.upload(std::span<const float>(v)));
   m_weightBytes += v.size() * sizeof(float);
   return buf;
 }
 
+// Matrices and vectors go to the device; embedding rows are read on the host.
 Status VulkanModel::upload() {
-  const model::ModelWeights& w = m_bound;
-  KVS_ASSIGN_OR_RETURN(m_outputNorm, uploadVector(w.outputNorm));
-  KVS_ASSIGN_OR_RETURN(m_output, uploadMatrix(*w.output));
-  for (const model::LayerWeights& lw : w.layers) {
-    Layer d;
-    KVS_ASSIGN_OR_RETURN(d.attnNorm, uploadVector(lw.attnNorm));
-    KVS_ASSIGN_OR_RETURN(d.ffnNorm, uploadVector(lw.ffnNorm));
-    KVS_ASSIGN_OR_RETURN(d.bq, uploadVector(lw.bq));
-    KVS_ASSIGN_OR_RETURN(d.bk, uploadVector(lw.bk));
-    KVS_ASSIGN_OR_RETURN(d.bv, uploadVector(lw.bv));
-    KVS_ASSIGN_OR_RETURN(d.qNorm, uploadVector(lw.qNorm));
-    KVS_ASSIGN_OR_RETURN(d.kNorm, uploadVector(lw.kNorm));
-    KVS_ASSIGN_OR_RETURN(d.wq, uploadMatrix(*lw.wq));
-    KVS_ASSIGN_OR_RETURN(d.wk, uploadMatrix(*lw.wk));
-    KVS_ASSIGN_OR_RETURN(d.wv, uploadMatrix(*lw.wv));
-    KVS_ASSIGN_OR_RETURN(d.wo, uploadMatrix(*lw.wo));
-    KVS_ASSIGN_OR_RETURN(d.gate, uploadMatrix(*lw.gate));
-    KVS_ASSIGN_OR_RETURN(d.up, uploadMatrix(*lw.up));
-    KVS_ASSIGN_OR_RETURN(d.down, uploadMatrix(*lw.down));
-    m_layers.push_back(std::move(d));
-  }
-  return okStatus();
+  Status status = okStatus();
+  model::forEachWeight(m_bound, [&](const model::TensorView& t, model::WeightRole role) {
+    if (!status.ok() || role == model::WeightRole::kEmbedding) return;
+    if (role == model::WeightRole::kMatrix) {
+      auto m = uploadMatrix(t);
+      if (!m.ok()) status = m.error();
+      else m_matrices.emplace(&t, std::move(m).value());
+    } else {
+      auto v = uploadVector(t);
+      if (!v.ok()) status = v.error();
+      else m_vectors.emplace(&t, std::move(v).value());
+    }
+  });
+  return status;
 }
 
 }  // namespace kvscope::backend

@@ -12,6 +12,7 @@
 // engine worker and the CLI's runner each drive theirs from one thread.
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -38,10 +39,6 @@ class VulkanModel {
     uint32_t rows = 0, cols = 0;  // output rows, input columns
     gpu::Buffer buffer;
   };
-  struct Layer {
-    gpu::Buffer attnNorm, ffnNorm, bq, bk, bv, qNorm, kNorm;  // float32 vectors
-    Matrix wq, wk, wv, wo, gate, up, down;
-  };
 
   // The live VulkanModel of `model` with these options, or a new one (which
   // opens the device and uploads every weight). Errors: a weight type the
@@ -66,18 +63,16 @@ class VulkanModel {
   gpu::WeightKernels& weightKernels() const { return *m_weightKernels; }
   gpu::AttentionKernels& attention() const { return *m_attention; }
 
-  const Matrix& output() const { return m_output; }
-  const gpu::Buffer& outputNorm() const { return m_outputNorm; }
-  const Layer& layer(uint32_t l) const { return m_layers[l]; }
-  // RoPE per-frequency divisors (rope_factors.h); empty without scaling by factors.
-  const std::vector<float>& ropeFreqs() const { return m_ropeFreqs; }
+  // The device copy of a bound matrix or vector (float32) of bound().
+  const Matrix& matrix(const model::TensorView& t) const { return m_matrices.at(&t); }
+  const gpu::Buffer& vector(const model::TensorView& t) const { return m_vectors.at(&t); }
   uint64_t weightBytes() const { return m_weightBytes; }
 
  private:
   VulkanModel() = default;
   Status upload();
   Expected<Matrix> uploadMatrix(const model::TensorView& t);
-  Expected<gpu::Buffer> uploadVector(const model::TensorView* t);
+  Expected<gpu::Buffer> uploadVector(const model::TensorView& t);
 
   // Declared first, destroyed last: every buffer and pipeline below is the device's.
   std::unique_ptr<gpu::Context> m_ctx;
@@ -86,10 +81,8 @@ class VulkanModel {
   std::unique_ptr<gpu::Kernels> m_kernels;
   std::unique_ptr<gpu::WeightKernels> m_weightKernels;
   std::unique_ptr<gpu::AttentionKernels> m_attention;
-  Matrix m_output;
-  gpu::Buffer m_outputNorm;
-  std::vector<Layer> m_layers;  // [nLayer]
-  std::vector<float> m_ropeFreqs;
+  std::unordered_map<const model::TensorView*, Matrix> m_matrices;
+  std::unordered_map<const model::TensorView*, gpu::Buffer> m_vectors;
   uint64_t m_weightBytes = 0;
 };
 

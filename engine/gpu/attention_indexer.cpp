@@ -175,14 +175,14 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   const Buffer* gatheredPage[] = {&ix.gathered};
   const auto counts = static_cast<uint32_t>(gathered.pageBytes() / 4);
   KVS_TRY(attendRows(rec, gathered, gatheredPage, 0, q, query, target, 1, ix.gatherRows - 1, nHead,
-                     scratch, counts, sparse.sparseV));
+                     scratch, counts, sparse));
   if (!ix.shape.diagnostic) return okStatus();
   // Diagnostic: the softmax stats over every row and over the selection.
   rec.barrier();
-  KVS_TRY(recordStats(rec, layout, pages, layer, query, pos0, nHead, 0, ix.mass,
+  KVS_TRY(recordStats(rec, layout, pages, layer, query, pos0, nHead, 0, sparse.scale, ix.mass,
                       ix.massStride * (size_t{layer} * 2)));
   KVS_TRY(recordStats(rec, gathered, gatheredPage, 0, query, ix.gatherRows - 1, nHead, counts,
-                      ix.mass, ix.massStride * (size_t{layer} * 2 + 1)));
+                      sparse.scale, ix.mass, ix.massStride * (size_t{layer} * 2 + 1)));
   return okStatus();
 }
 

@@ -96,7 +96,8 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
 // The push constants of an attention pass over `layer` of `layout`.
 push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, uint32_t n,
                                   uint32_t pos0, uint32_t nHead, const AttentionPlan& p,
-                                  uint32_t scoreStride, uint32_t rowCounts, float sparseV) {
+                                  uint32_t scoreStride, uint32_t rowCounts, float sparseV,
+                                  float scale) {
   return {n,
           pos0,
           nHead,
@@ -110,7 +111,7 @@ push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, ui
           p.splitRows,
           scoreStride,
           rowCounts,
-          1.0f / std::sqrt(static_cast<float>(layout.headDim)),
+          scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
           sparseV};
 }
 
@@ -491,7 +492,7 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                            sparse));
   } else {
     KVS_TRY(attendRows(rec, layout, pages, layer, q, *query, *target, n, pos0, nHead, scratch, 0,
-                       sparse.sparseV));
+                       sparse));
   }
   if (kvCodecRotated(vs.codec)) {
     rec.barrier();
@@ -505,7 +506,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                                     const Buffer& q, const Buffer& query, const Buffer& target,
                                     uint32_t n, uint32_t pos0, uint32_t nHead,
                                     const AttentionScratch& scratch, uint32_t rowCounts,
-                                    float sparseV) {
+                                    const SparseAttention& sparse) {
   const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
   const AttentionPlan p = plan(layout, nHead, n, pos0, layer);
   const Variant variant = attentionVariant(layout, layer, nHead, p.tokens);
@@ -521,8 +522,9 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   // attention_cpu.comp recomputes scores: cheaper there than reading them back.
   const bool storeScores = m_shape == AttentionShape::kGpu &&
                            scratch.scores.size() >= size_t{n} * nHead * rows * sizeof(float);
-  const push::AttentionPush push = attentionPush(layout, layer, n, pos0, nHead, p,
-                                                 storeScores ? rows : 0u, rowCounts, sparseV);
+  const push::AttentionPush push =
+      attentionPush(layout, layer, n, pos0, nHead, p, storeScores ? rows : 0u, rowCounts,
+                    sparse.sparseV, sparse.scale);
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
@@ -553,13 +555,14 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
 Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
                                      std::span<const Buffer* const> pages, uint32_t layer,
                                      const Buffer& query, uint32_t pos0, uint32_t nHead,
-                                     uint32_t rowCounts, const Buffer& mass, size_t offset) {
+                                     uint32_t rowCounts, float scale, const Buffer& mass,
+                                     size_t offset) {
   const Variant variant = attentionVariant(layout, layer, nHead, 1);
   KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
   // One task per KV head over all rows: one split, one token.
   const AttentionPlan whole{.splitRows = pos0 + 1};
   const push::AttentionPush push =
-      attentionPush(layout, layer, 1, pos0, nHead, whole, 0, rowCounts, 0.0f);
+      attentionPush(layout, layer, 1, pos0, nHead, whole, 0, rowCounts, 0.0f, scale);
   // One split: the pass writes (max, sum) of query head h at pair h of its output.
   const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
   rec.dispatchPaged(*stats, {query, out, query}, pages, push,

@@ -141,9 +141,12 @@ struct IndexerBuffers {
 // for a decode step, attention over the rows the indexer selects by
 // kv::selectRows's rule. The caller passes `indexer` only for steps whose
 // selection is not every row (kv::selectsAll).
+// How attend() weighs the rows: the scores' scale (0: 1/sqrt(head_dim)), and
+// what sparse attention drops.
 struct SparseAttention {
   float sparseV = 0.0f;
   const IndexerBuffers* indexer = nullptr;  // null: every row
+  float scale = 0.0f;
 };
 
 // How the kernels map a task to invocations.
@@ -264,7 +267,7 @@ class AttentionKernels {
   Status attendRows(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                     uint32_t layer, const Buffer& q, const Buffer& query, const Buffer& target,
                     uint32_t n, uint32_t pos0, uint32_t nHead, const AttentionScratch& scratch,
-                    uint32_t rowCounts, float sparseV);
+                    uint32_t rowCounts, const SparseAttention& sparse);
   // The indexed decode step of attend() (attention_indexer.cpp).
   Status attendSelected(Recorder& rec, const KvPageLayout& layout,
                         std::span<const Buffer* const> pages, uint32_t layer, const Buffer& q,
@@ -274,7 +277,7 @@ class AttentionKernels {
   // (max, sum) per query head into `mass` from byte `offset` (diagnostic mode).
   Status recordStats(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                      uint32_t layer, const Buffer& query, uint32_t pos0, uint32_t nHead,
-                     uint32_t rowCounts, const Buffer& mass, size_t offset);
+                     uint32_t rowCounts, float scale, const Buffer& mass, size_t offset);
   Variant attentionVariant(const KvPageLayout& layout, uint32_t layer, uint32_t nHead,
                            uint32_t tokens) const;
   Status checkPages(const KvPageLayout& layout, std::span<const Buffer* const> pages,

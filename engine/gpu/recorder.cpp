@@ -47,7 +47,9 @@ Recorder::~Recorder() {
 }
 
 Status Recorder::begin() {
-  assert(!m_recording);
+  // A recording abandoned after an error is dropped: the command buffer
+  // reset below returns it to its initial state.
+  m_recording = false;
   m_error = okStatus();
   m_dispatches = 0;
   m_timedPipelines.clear();

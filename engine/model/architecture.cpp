@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/arch/architectures.h"
+
 namespace kvscope::model {
 namespace {
 
@@ -15,19 +17,20 @@ constexpr std::string_view kHybrid =
     "it mixes attention with state-space layers whose recurrent state is not K/V rows";
 
 constexpr ArchitectureInfo kRegistry[] = {
-    {"llama", true, Family::kLlama, RopeStyle::kNormal, false, false, {}},
-    {"mistral", true, Family::kLlama, RopeStyle::kNormal, false, false, {}},
-    {"qwen2", true, Family::kQwen2, RopeStyle::kNeox, true, false, {}},
-    {"qwen3", true, Family::kQwen3, RopeStyle::kNeox, false, true, {}},
-    {"deepseek2", false, Family::kLlama, RopeStyle::kNormal, false, false, kMla},
-    {"deepseek3", false, Family::kLlama, RopeStyle::kNormal, false, false, kMla},
-    {"minicpm3", false, Family::kLlama, RopeStyle::kNormal, false, false, kMla},
-    {"mamba", false, Family::kLlama, RopeStyle::kNormal, false, false, kSsm},
-    {"mamba2", false, Family::kLlama, RopeStyle::kNormal, false, false, kSsm},
-    {"rwkv6", false, Family::kLlama, RopeStyle::kNormal, false, false, kSsm},
-    {"rwkv7", false, Family::kLlama, RopeStyle::kNormal, false, false, kSsm},
-    {"jamba", false, Family::kLlama, RopeStyle::kNormal, false, false, kHybrid},
-    {"falcon-h1", false, Family::kLlama, RopeStyle::kNormal, false, false, kHybrid},
+    {"llama", &kLlama, RopeStyle::kNormal, {}},
+    {"mistral", &kLlama, RopeStyle::kNormal, {}},
+    {"qwen2", &kQwen2, RopeStyle::kNeox, {}},
+    {"qwen3", &kQwen3, RopeStyle::kNeox, {}},
+    {"phi3", &kPhi3, RopeStyle::kNeox, {}},
+    {"deepseek2", nullptr, RopeStyle::kNormal, kMla},
+    {"deepseek3", nullptr, RopeStyle::kNormal, kMla},
+    {"minicpm3", nullptr, RopeStyle::kNormal, kMla},
+    {"mamba", nullptr, RopeStyle::kNormal, kSsm},
+    {"mamba2", nullptr, RopeStyle::kNormal, kSsm},
+    {"rwkv6", nullptr, RopeStyle::kNormal, kSsm},
+    {"rwkv7", nullptr, RopeStyle::kNormal, kSsm},
+    {"jamba", nullptr, RopeStyle::kNormal, kHybrid},
+    {"falcon-h1", nullptr, RopeStyle::kNormal, kHybrid},
 };
 
 }  // namespace
@@ -39,7 +42,7 @@ std::span<const ArchitectureInfo> architectures() {
 std::string supportedArchitectureList() {
   std::string out;
   for (const auto& a : kRegistry) {
-    if (!a.supported) continue;
+    if (!a.supported()) continue;
     if (!out.empty()) out += ", ";
     out += a.name;
   }
@@ -53,7 +56,7 @@ Expected<const ArchitectureInfo*> findArchitecture(std::string_view name) {
     return makeError(ErrorCode::kUnsupported, "architecture '{}' is not supported (supported: {})",
                      name, supportedArchitectureList());
   }
-  if (!it->supported) {
+  if (!it->supported()) {
     return makeError(ErrorCode::kUnsupported,
                      "architecture '{}' is not supported: {} (supported: {})", name, it->whyNot,
                      supportedArchitectureList());

@@ -1,7 +1,8 @@
 #pragma once
 // The architecture registry: one row per `general.architecture` value kvscope
 // knows, saying whether it runs and, if not, why. Adding an architecture is
-// one forward-pass file plus one row here.
+// one description file under model/arch/ (model/description.h) plus one row
+// here.
 
 #include <span>
 #include <string>
@@ -11,25 +12,20 @@
 
 namespace kvscope::model {
 
-enum class Family {
-  kLlama,  // llama, mistral, tinyllama, smollm …: RMSNorm, RoPE, GQA, SwiGLU
-  kQwen2,  // llama + q/k/v biases, NeoX RoPE
-  kQwen3,  // llama + per-head q/k RMSNorm, NeoX RoPE
-};
-
 enum class RopeStyle {
   kNormal,  // rotate adjacent pairs (x0,x1), (x2,x3) … — GGUF llama order
   kNeox,    // rotate (x_i, x_{i+d/2}) — Hugging Face "rotate_half" order
 };
 
+struct ArchDescription;
+
 struct ArchitectureInfo {
   std::string_view name;  // general.architecture
-  bool supported;
-  Family family;  // meaningful when supported
-  RopeStyle rope;
-  bool qkvBias;
-  bool qkNorm;
-  std::string_view whyNot;  // for unsupported rows: what the cache would hold instead
+  // Its tensor table and forward pass; null for a refused architecture.
+  const ArchDescription* description;
+  RopeStyle rope;           // the pairing its GGUF files' q/k rows are stored for
+  std::string_view whyNot;  // for refused rows: what the cache would hold instead
+  bool supported() const { return description != nullptr; }
 };
 
 std::span<const ArchitectureInfo> architectures();

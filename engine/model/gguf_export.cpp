@@ -36,6 +36,10 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
     w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));
   }
+  if (c.rope.scaling == RopeScaling::kLongRope) {
+    w.set(a + ".rope.scaling.original_context_length", gguf::uint32Value(c.rope.originalContext));
+    w.set(a + ".rope.scaling.attn_factor", gguf::float32Value(c.rope.attnFactor));
+  }
 }
 
 namespace {

@@ -25,6 +25,14 @@ Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, Mod
     c.rope.scaling = RopeScaling::kFreqFactors;  // llama 3.1+: factors shipped as a tensor
     return okStatus();
   }
+  if (f.findTensor("rope_factors_long.weight")) {  // Phi-3 128K: LongRoPE
+    c.rope.scaling = RopeScaling::kLongRope;
+    c.rope.originalContext = static_cast<uint32_t>(
+        f.getUint(arch + ".rope.scaling.original_context_length").value_or(c.contextLength));
+    c.rope.attnFactor =
+        static_cast<float>(f.getFloat(arch + ".rope.scaling.attn_factor").value_or(1.0));
+    return okStatus();
+  }
   if (type == "none") return okStatus();
   if (type == "linear") {
     c.rope.scaling = RopeScaling::kLinear;
@@ -171,6 +179,9 @@ Status validateConfig(const ModelConfig& c) {
   if (c.nVocab == 0) return bad("empty vocabulary");
   if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f))
     return bad("RoPE scaling factor must be positive");
+  if (c.rope.scaling == RopeScaling::kLongRope &&
+      (c.rope.originalContext == 0 || !(c.rope.attnFactor > 0.0f) || c.rope.attnFactor > 16.0f))
+    return bad("LongRoPE needs an original context and an attention factor in (0, 16]");
   return okStatus();
 }
 

@@ -22,6 +22,7 @@ enum class RopeScaling {
   kNone,
   kLinear,       // positions divided by `factor`
   kFreqFactors,  // per-frequency divisors: GGUF `rope_freqs.weight`, or llama3 parameters
+  kLongRope,     // Phi-3's: `rope_factors_long`/`_short` divisors by context, and attnFactor
 };
 
 struct RopeConfig {
@@ -34,7 +35,8 @@ struct RopeConfig {
   // resulting per-frequency factors as the `rope_freqs.weight` tensor instead).
   float lowFreqFactor = 1.0f;
   float highFreqFactor = 4.0f;
-  uint32_t originalContext = 0;
+  uint32_t originalContext = 0;  // llama3 and LongRoPE: the context before scaling
+  float attnFactor = 1.0f;       // LongRoPE: multiplies cos and sin
 };
 
 struct ModelConfig {

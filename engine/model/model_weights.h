@@ -1,11 +1,13 @@
 #pragma once
-// Binds a WeightSource's tensors to the roles a llama-family forward pass
-// uses, checking presence and shape against the ModelConfig, so that a file
-// whose tensors disagree with its metadata fails at load with the tensor's
-// name and both shapes, not with garbage output later.
-// Shapes are GGUF order ({in, out} for projections).
+// The tensors a forward pass reads, by role. model/description.h binds them
+// from a file through the architecture's tensor table, checking presence and
+// shape against the ModelConfig, so that a file whose tensors disagree with
+// its metadata fails at load with the tensor's name and both shapes, not with
+// garbage output later. Shapes are GGUF order ({in, out} for projections).
 
+#include <deque>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -15,21 +17,28 @@
 
 namespace kvscope::model {
 
+// The roles a description's forward pass reads, the union over the
+// architectures (as llama.cpp's llama_layer); an architecture's tensor table
+// (model/description.h) says which it binds. Unbound roles are nullptr.
 struct LayerWeights {
   const TensorView* attnNorm = nullptr;  // {nEmbd}
   const TensorView* wq = nullptr;        // {nEmbd, qDim}
   const TensorView* wk = nullptr;        // {nEmbd, kvDim}
   const TensorView* wv = nullptr;        // {nEmbd, kvDim}
   const TensorView* wo = nullptr;        // {qDim, nEmbd}
-  const TensorView* bq = nullptr;        // {qDim}   qwen2 only
-  const TensorView* bk = nullptr;        // {kvDim}  qwen2 only
-  const TensorView* bv = nullptr;        // {kvDim}  qwen2 only
-  const TensorView* qNorm = nullptr;     // {headDim} qwen3 only
-  const TensorView* kNorm = nullptr;     // {headDim} qwen3 only
+  const TensorView* bq = nullptr;        // {qDim}
+  const TensorView* bk = nullptr;        // {kvDim}
+  const TensorView* bv = nullptr;        // {kvDim}
+  const TensorView* qNorm = nullptr;     // {headDim}
+  const TensorView* kNorm = nullptr;     // {headDim}
   const TensorView* ffnNorm = nullptr;   // {nEmbd}
   const TensorView* gate = nullptr;      // {nEmbd, nFf}
   const TensorView* up = nullptr;        // {nEmbd, nFf}
   const TensorView* down = nullptr;      // {nFf, nEmbd}
+  // Fused tensors as a file holds them; the description's split() replaces
+  // them by views (wq/wk/wv, gate/up), and nothing reads or uploads them.
+  const TensorView* wqkv = nullptr;      // {nEmbd, qDim + 2 kvDim}
+  const TensorView* gateUp = nullptr;    // {nEmbd, 2 nFf}: gate rows, then up rows
 };
 
 struct ModelWeights {
@@ -37,10 +46,13 @@ struct ModelWeights {
   const TensorView* outputNorm = nullptr;  // {nEmbd}
   const TensorView* output = nullptr;      // {nEmbd, nVocab}; == tokenEmbd when tied
   const TensorView* ropeFreqs = nullptr;   // {rope.dims / 2} when the file ships RoPE factors
+  const TensorView* ropeLong = nullptr;    // {rope.dims / 2} LongRoPE factors beyond the
+  const TensorView* ropeShort = nullptr;   //   original context, and within it
   std::vector<LayerWeights> layers;        // [nLayer]
+  // Views made by split(), owned here (a deque never moves its elements).
+  std::shared_ptr<std::deque<TensorView>> views = std::make_shared<std::deque<TensorView>>();
 };
 
-Expected<ModelWeights> bindWeights(const ModelConfig& config, const WeightSource& source);
 
 // How a forward pass reads a bound tensor, which decides the kernels that
 // decode it: a matrix in products, the embedding one row per token, a vector

@@ -1,14 +1,15 @@
 #include "model/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
-#include <random>
-
 #include <cstring>
+#include <random>
 
 #include "core/paths.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/quantize.h"
 #include "model/architecture.h"
+#include "model/description.h"
 #include "model/gguf_export.h"
 
 namespace kvscope::model {
@@ -103,13 +104,15 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     return makeError(ErrorCode::kInvalidArgument, "heads must be a multiple of KV heads");
   }
   KVS_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, findArchitecture(s.architecture));
-  if (!arch->supported) return makeError(ErrorCode::kUnsupported, "{}", arch->whyNot);
   const uint32_t ropeDims = s.ropeDims ? s.ropeDims : s.headDim;
   if (ropeDims > s.headDim || ropeDims % 2 != 0)
     return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
   gguf::GgufWriter w;
   ModelConfig c;
   c.architecture = s.architecture;
+  c.arch = arch;
+  c.nVocab = s.nVocab;
+  c.tiedEmbeddings = s.tiedEmbeddings;
   c.nLayer = s.nLayer;
   c.contextLength = s.contextLength;
   c.nEmbd = s.nEmbd;
@@ -124,45 +127,53 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     c.rope.scaling = RopeScaling::kLinear;
     c.rope.factor = s.ropeLinearFactor;
   }
+  const bool longRope =
+      s.ropeFreqFactors && std::ranges::any_of(arch->description->globals, [](const auto& r) {
+        return r.field == &ModelWeights::ropeLong;
+      });
+  if (longRope) {
+    // Phi-3 128K's shape: trained on twice the original context, and the
+    // magnitude factor its config derives, sqrt(1 + ln(scale) / ln(original)).
+    c.rope.scaling = RopeScaling::kLongRope;
+    c.rope.originalContext = std::max<uint32_t>(1, s.contextLength / 2);
+    c.rope.attnFactor = std::sqrt(
+        1.0f + std::log(static_cast<float>(s.contextLength) / c.rope.originalContext) /
+                   std::log(static_cast<float>(c.rope.originalContext)));
+  }
   setConfigMetadata(
       w, c, fmt::format("synthetic-{}-{}", s.architecture, gguf::traits(s.weightType).name));
   addVocab(w, s.nVocab);
 
   Filler f(s.seed);
-  const uint32_t q = s.nHead * s.headDim, kv = s.nHeadKv * s.headDim;
-  // Embeddings stay F32 unless quantized output is asked for; like llama.cpp
-  // files, token_embd may be quantized too.
-  KVS_TRY(addWeight(w, f, s, "token_embd.weight", s.nEmbd, s.nVocab));
-  KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), "output_norm.weight"));
-  if (!s.tiedEmbeddings) KVS_TRY(addWeight(w, f, s, "output.weight", s.nEmbd, s.nVocab));
-  if (s.ropeFreqFactors) {
-    // Divisors >= 1 growing towards the low frequencies, like llama 3.1's.
-    std::vector<float> factors(ropeDims / 2);
-    for (size_t i = 0; i < factors.size(); ++i)
-      factors[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(factors.size());
-    KVS_TRY(addVector(w, factors, "rope_freqs.weight"));
-  }
-  for (uint32_t i = 0; i < s.nLayer; ++i) {
-    const std::string p = fmt::format("blk.{}.", i);
-    KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "attn_norm.weight"));
-    KVS_TRY(addWeight(w, f, s, p + "attn_q.weight", s.nEmbd, q));
-    KVS_TRY(addWeight(w, f, s, p + "attn_k.weight", s.nEmbd, kv));
-    KVS_TRY(addWeight(w, f, s, p + "attn_v.weight", s.nEmbd, kv));
-    KVS_TRY(addWeight(w, f, s, p + "attn_output.weight", q, s.nEmbd));
-    if (arch->qkvBias) {
-      KVS_TRY(addVector(w, f.normal(q, 0.1f), p + "attn_q.bias"));
-      KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_k.bias"));
-      KVS_TRY(addVector(w, f.normal(kv, 0.1f), p + "attn_v.bias"));
+  const ArchDescription& d = *arch->description;
+  // Every tensor the architecture's table requires, in table order; RoPE
+  // factor tensors when asked for. Weights ~ N(0, 1/in), norms ~ N(1, 0.1),
+  // biases ~ N(0, 0.1).
+  uint32_t factorTensors = 0;
+  const auto add = [&](const auto& rule, const std::string& name) -> Status {
+    const bool factors = rule.kind == TensorKind::kRopeFactors;
+    if (factors ? !s.ropeFreqFactors : !isRequired(c, rule)) return okStatus();
+    const uint64_t in = dimSize(rule.in, c), out = dimSize(rule.out, c);
+    switch (rule.kind) {
+      case TensorKind::kEmbedding:
+      case TensorKind::kMatrix: return addWeight(w, f, s, name, in, out);
+      case TensorKind::kNorm: return addVector(w, f.normal(in, 0.1f, 1.0f), name);
+      case TensorKind::kBias: return addVector(w, f.normal(in, 0.1f), name);
+      case TensorKind::kRopeFactors: {
+        // Divisors >= 1 growing towards the low frequencies, like llama
+        // 3.1's; a second tensor (LongRoPE's short factors) grows less.
+        const float top = factorTensors++ == 0 ? 7.0f : 1.5f;
+        std::vector<float> v(in);
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = 1.0f + top * static_cast<float>(i) / static_cast<float>(v.size());
+        return addVector(w, v, name);
+      }
     }
-    if (arch->qkNorm) {
-      KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_q_norm.weight"));
-      KVS_TRY(addVector(w, f.normal(s.headDim, 0.1f, 1.0f), p + "attn_k_norm.weight"));
-    }
-    KVS_TRY(addVector(w, f.normal(s.nEmbd, 0.1f, 1.0f), p + "ffn_norm.weight"));
-    KVS_TRY(addWeight(w, f, s, p + "ffn_gate.weight", s.nEmbd, s.nFf));
-    KVS_TRY(addWeight(w, f, s, p + "ffn_up.weight", s.nEmbd, s.nFf));
-    KVS_TRY(addWeight(w, f, s, p + "ffn_down.weight", s.nFf, s.nEmbd));
-  }
+    return okStatus();
+  };
+  for (const auto& rule : d.globals) KVS_TRY(add(rule, std::string(rule.name)));
+  for (uint32_t i = 0; i < s.nLayer; ++i)
+    for (const auto& rule : d.layer) KVS_TRY(add(rule, fmt::format("blk.{}.{}", i, rule.name)));
   return w.toBytes();
 }
 

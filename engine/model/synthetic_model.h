@@ -19,8 +19,8 @@
 namespace kvscope::model {
 
 struct SyntheticModelSpec {
-  // Any supported architecture: its registry row decides the extra tensors
-  // (qwen2's q/k/v biases, qwen3's q/k norms).
+  // Any supported architecture: its description's tensor table decides the
+  // tensors (qwen2's q/k/v biases, qwen3's q/k norms, phi3's fused ones).
   std::string architecture = "llama";
   uint32_t nLayer = 2;
   uint32_t nEmbd = 256;
@@ -33,7 +33,10 @@ struct SyntheticModelSpec {
   float ropeTheta = 10000.0f;
   uint32_t ropeDims = 0;          // rotated dimensions per head; 0: headDim
   float ropeLinearFactor = 1.0f;  // > 1: linear RoPE scaling by this factor
-  bool ropeFreqFactors = false;   // ship rope_freqs.weight (llama 3.1-style factors)
+  // Ship the architecture's RoPE factor tensors: llama's rope_freqs (3.1-style
+  // factors), phi3's LongRoPE long and short factors (the file then trains on
+  // twice its original context).
+  bool ropeFreqFactors = false;
   bool tiedEmbeddings = false;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
   // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over

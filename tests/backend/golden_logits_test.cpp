@@ -1,6 +1,6 @@
-// CpuBackend against logits recorded from llama.cpp (an implementation this
-// project did not write) for the qwen2, qwen3 and Mistral-shaped llama
-// architectures, so each forward pass has an independent reference.
+// Both backends against logits recorded from llama.cpp (an implementation this
+// project did not write) for the qwen2, qwen3, phi3 and Mistral-shaped llama
+// architectures, so each model description has an independent reference.
 //
 // Each tests/data/golden/<name>.json holds a SyntheticModelSpec (every
 // generator parameter), the FNV-1a 64 hash of the GGUF file that spec
@@ -8,7 +8,7 @@
 // "source" field says how they were recorded. The test regenerates the model
 // in-process and first checks the hash, so a change of the generator is
 // reported as such and not as a forward-pass bug. CpuBackend (default exact
-// products, f16 KV cache) then prefills the first tokens in one batch with
+// products, f16 KV cache), then VulkanBackend (f16 KV cache), prefills the first tokens in one batch with
 // logits for every position, and decodes the rest one token at a time.
 //
 // Tolerance, relative to the spread (max - min) of each reference row.
@@ -19,9 +19,10 @@
 // other way and move logits by up to ~1e-2 of the spread
 // (llamacpp_parity_test.cpp); on these 2-layer models and 20 positions the
 // measured distance is far smaller:
-//   qwen2    max 9.1e-6  mean 3.5e-7
-//   qwen3    max 6.3e-5  mean 2.0e-6
-//   mistral  max 6.5e-5  mean 3.3e-6
+//   qwen2    max 9.1e-6  mean 3.5e-7   (Vulkan 1.1e-5 / 2.5e-7)
+//   qwen3    max 6.3e-5  mean 2.0e-6   (Vulkan 6.3e-5 / 3.2e-6)
+//   mistral  max 6.5e-5  mean 3.3e-6   (Vulkan 4.3e-5 / 3.3e-6)
+//   phi3     max 4.2e-5  mean 1.5e-6   (Vulkan 7.8e-6 / 3.5e-7)
 // and it does not move when CpuBackend's own dot() order changes (sequential,
 // reversed or fma sums: the same max, mean 3.0e-6 to 3.3e-6), so it is
 // llama.cpp's arithmetic, fixed in the recording, not an order that a
@@ -36,6 +37,9 @@
 //   RoPE style swapped (neox <-> normal)  3.5e-1..6.4e-1 / 6.6e-2..7.6e-2, all three
 //   RoPE theta 1e4 instead of 1e6         3.5e-1..5.0e-1 / 3.6e-2..4.7e-2, all three
 //   GQA head h -> h % nHeadKv             8.5e-1..9.0e-1 / 1.6e-1..1.7e-1, all three
+//   phi3 with LongRoPE's short factors    4.5e-1 / 3.3e-2, argmax 14/20
+//   phi3 without the attn_factor          8.8e-2 / 1.3e-2
+//   phi3 scaling scores, not queries      4.2e-4 / 5.9e-5 (f16 rounds q before the scale)
 // and so do subtler ones, through the mean: no f16 rounding of the query
 // (mean 4.0e-5..5.7e-5) or of the softmax weights (3.1e-5..4.4e-5), or an
 // attention-norm epsilon of 1e-6 instead of 1e-5 (7.7e-5..2.4e-4).
@@ -49,6 +53,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu_backend.h"
+#include "backend/vulkan_backend.h"
 #include "backend/logit_comparison.h"
 #include "model/synthetic_model.h"
 #include "support/test_support.h"
@@ -92,11 +97,12 @@ model::SyntheticModelSpec specFromJson(const nlohmann::json& j) {
   s.contextLength = j.at("contextLength");
   s.ropeTheta = j.at("ropeTheta");
   s.tiedEmbeddings = j.at("tiedEmbeddings");
+  s.ropeFreqFactors = j.at("ropeFreqFactors");
   const auto type = gguf::typeByName(j.at("weightType").get<std::string>());
   EXPECT_TRUE(type.has_value()) << j.at("weightType");
   if (type) s.weightType = *type;
   s.seed = j.at("seed");
-  EXPECT_EQ(j.size(), 13u) << "spec fields: " << j.dump();
+  EXPECT_EQ(j.size(), 14u) << "spec fields: " << j.dump();
   return s;
 }
 
@@ -133,10 +139,22 @@ GoldenRecord readGolden(const std::string& name) {
   return g;
 }
 
-// CpuBackend's logits for the golden tokens: one prefill batch with every
+enum class Engine { kCpu, kVulkan };
+
+Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const model::ModelFile> m,
+                                                        Engine engine) {
+  if (engine == Engine::kCpu) {
+    KVS_ASSIGN_OR_RETURN(auto b, backend::CpuBackend::create(std::move(m)));
+    return std::unique_ptr<backend::Backend>(std::move(b));
+  }
+  KVS_ASSIGN_OR_RETURN(auto b, backend::VulkanBackend::create(std::move(m)));
+  return std::unique_ptr<backend::Backend>(std::move(b));
+}
+
+// A backend's logits for the golden tokens: one prefill batch with every
 // position's logits, then one token at a time; one row per position.
-std::vector<std::vector<float>> runCpu(const GoldenRecord& g,
-                                       const model::SyntheticModelSpec& spec) {
+std::vector<std::vector<float>> run(const GoldenRecord& g, const model::SyntheticModelSpec& spec,
+                                    Engine engine) {
   std::vector<std::vector<float>> rows;
   auto bytes = model::syntheticModelBytes(spec);
   EXPECT_TRUE(bytes.ok()) << bytes.error().describe();
@@ -151,8 +169,7 @@ std::vector<std::vector<float>> runCpu(const GoldenRecord& g,
   auto m = model::ModelFile::open(file.path);
   EXPECT_TRUE(m.ok()) << m.error().describe();
   if (!m.ok()) return rows;
-  auto b =
-      backend::CpuBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()));
+  auto b = makeBackend(std::shared_ptr<const model::ModelFile>(std::move(m).value()), engine);
   EXPECT_TRUE(b.ok()) << b.error().describe();
   if (!b.ok()) return rows;
   backend::Logits logits;
@@ -171,8 +188,9 @@ std::vector<std::vector<float>> runCpu(const GoldenRecord& g,
 }
 
 // Regenerates the model of `name`, checks it is the one llama.cpp ran, and
-// compares CpuBackend's logits with the recorded ones.
-std::vector<std::vector<float>> expectMatchesGolden(const std::string& name) {
+// compares the backend's logits with the recorded ones.
+std::vector<std::vector<float>> expectMatchesGolden(const std::string& name,
+                                                    Engine engine = Engine::kCpu) {
   const GoldenRecord g = readGolden(name);
   if (g.logits.empty()) return {};
   EXPECT_EQ(g.logits.size(), g.prefill.size() + g.decode.size());
@@ -187,7 +205,7 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name) {
                      "as the file's \"source\" field describes";
     return {};
   }
-  const auto rows = runCpu(g, g.spec);
+  const auto rows = run(g, g.spec, engine);
   EXPECT_EQ(rows.size(), g.logits.size());
   if (rows.size() != g.logits.size()) return rows;
   backend::LogitComparison c;
@@ -196,8 +214,9 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name) {
     if (rows[r].size() != g.logits[r].size()) return rows;
     c.add(g.logits[r], rows[r]);
   }
-  std::printf("%-8s %u positions  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
-              name.c_str(), c.steps, c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
+  std::printf("%-8s %-6s %u positions  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
+              name.c_str(), engine == Engine::kCpu ? "cpu" : "vulkan", c.steps, c.worstRel,
+              c.meanRel, c.argmaxAgree, c.steps);
   EXPECT_EQ(c.argmaxAgree, c.steps) << name;
   EXPECT_LE(c.worstRel, kMaxRel) << name;
   EXPECT_LE(c.meanRel, kMeanRel) << name;
@@ -206,10 +225,20 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name) {
 
 TEST(GoldenLogits, Qwen2) {
   expectMatchesGolden("qwen2");
+  expectMatchesGolden("qwen2", Engine::kVulkan);
 }
 
 TEST(GoldenLogits, Qwen3) {
   expectMatchesGolden("qwen3");
+  expectMatchesGolden("qwen3", Engine::kVulkan);
+}
+
+// phi3: fused q/k/v and gate/up tensors, and LongRoPE (the 256-token context
+// is beyond the 128-token original one, so the long factors and the
+// magnitude factor apply).
+TEST(GoldenLogits, Phi3) {
+  expectMatchesGolden("phi3");
+  expectMatchesGolden("phi3", Engine::kVulkan);
 }
 
 // llama.cpp has no "mistral" architecture (Mistral GGUF files say "llama"), so
@@ -219,10 +248,11 @@ TEST(GoldenLogits, Qwen3) {
 TEST(GoldenLogits, Mistral) {
   const auto rows = expectMatchesGolden("mistral");
   ASSERT_FALSE(rows.empty());
+  expectMatchesGolden("mistral", Engine::kVulkan);
   const GoldenRecord g = readGolden("mistral");
   auto spec = g.spec;
   spec.architecture = "mistral";
-  EXPECT_EQ(runCpu(g, spec), rows);
+  EXPECT_EQ(run(g, spec, Engine::kCpu), rows);
 }
 
 }  // namespace

@@ -176,17 +176,14 @@ TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
          {Case{1, 1, 8, 8}, Case{5, 4, 64, 64}, Case{3, 2, 80, 32}, Case{2, 8, 128, 128}}) {
       const uint32_t pos0 = 37;
       auto x = randomFloats(size_t{c.n} * c.heads * c.headDim, c.headDim + c.n, -2.0f, 2.0f);
-      std::vector<float> table(size_t{c.n} * c.dims), cosv(c.dims / 2), sinv(c.dims / 2);
+      std::vector<float> table(size_t{c.n} * c.dims);
+      const model::RopeSpec spec{.dims = c.dims, .theta = 10000.0f};
+      cpu::ropeTable(spec, pos0, c.n, table);
       auto ref = x;
       for (uint32_t t = 0; t < c.n; ++t) {
-        cpu::ropeAngles(static_cast<float>(pos0 + t), c.dims, 10000.0f, 1.0f, {}, cosv, sinv);
-        for (uint32_t i = 0; i < c.dims / 2; ++i) {
-          table[(t * c.dims / 2 + i) * 2] = cosv[i];
-          table[(t * c.dims / 2 + i) * 2 + 1] = sinv[i];
-        }
         for (uint32_t h = 0; h < c.heads; ++h) {
           cpu::ropeApply({&ref[(size_t{t} * c.heads + h) * c.headDim], c.headDim}, c.dims, neox,
-                         cosv, sinv);
+                         std::span<const float>(table).subspan(size_t{t} * c.dims, c.dims));
         }
       }
       gpu::Buffer xb = upload(x), tb = upload(table);

@@ -8,6 +8,7 @@
 
 #include "gguf/gguf_writer.h"
 #include "model/model_file.h"
+#include "model/description.h"
 #include "model/model_weights.h"
 #include "model/synthetic_model.h"
 #include "support/test_support.h"

@@ -1,0 +1,172 @@
+#include "backend/cpu_step.h"
+
+#include <algorithm>
+
+#include "backend/cpu_attention.h"
+#include "backend/cpu_backend.h"
+#include "backend/cpu_indexer.h"
+#include "backend/cpu_matmul.h"
+#include "backend/cpu_ops.h"
+
+namespace kvscope::backend {
+
+using model::Act;
+
+CpuStep::CpuStep(CpuBackend& backend, std::span<const int32_t> tokens, uint32_t pos0,
+                 bool allLogits, Logits& out)
+    : m_b(backend),
+      m_tokens(tokens),
+      m_n(static_cast<uint32_t>(tokens.size())),
+      m_pos0(pos0),
+      m_logitRows(allLogits ? m_n : 1),
+      m_out(out) {}
+
+// The buffers live in the backend across steps (a long prefill would
+// otherwise allocate and zero ~100 MB per call); a decode step hands back
+// what a prefill grew beyond 64 rows.
+Act CpuStep::act(std::string_view slot, uint32_t width) {
+  auto& slots = m_b.m_slots;
+  auto it = std::find(slots.names.begin(), slots.names.end(), slot);
+  if (it == slots.names.end()) {
+    slots.names.emplace_back(slot);
+    slots.buffers.emplace_back();
+    it = slots.names.end() - 1;
+  }
+  const auto index = static_cast<uint32_t>(it - slots.names.begin());
+  std::vector<float>& buffer = slots.buffers[index];
+  if (m_n == 1 && buffer.size() > size_t{64} * width) buffer = {};
+  if (buffer.size() < size_t{m_n} * width) buffer.resize(size_t{m_n} * width);
+  return {index, width};
+}
+
+std::span<float> CpuStep::span(Act a) {
+  const size_t rows = a.logitRows ? m_logitRows : m_n;
+  if (a.slot == kLogitsSlot) return m_out.values;
+  return std::span(m_b.m_slots.buffers[a.slot]).first(rows * a.width);
+}
+
+void CpuStep::captured(Act out, model::OpName name) {
+  TensorDump& d = m_b.m_dump;
+  if (d.name.empty() || name.str() != d.name) return;
+  const std::span<const float> rows = span(out);
+  d.width = out.width;
+  d.rows += static_cast<uint32_t>(rows.size() / out.width);
+  d.values.insert(d.values.end(), rows.begin(), rows.end());
+}
+
+Expected<Act> CpuStep::logitRows(Act x, model::OpName name) {
+  Act rows = act("logit_rows", x.width);
+  rows.logitRows = true;
+  const std::span<const float> from = span(x).subspan(size_t{m_n - m_logitRows} * x.width);
+  std::copy(from.begin(), from.end(), span(rows).begin());
+  captured(rows, name);
+  return rows;
+}
+
+Act CpuStep::logits(uint32_t vocab) {
+  m_out.rows = m_logitRows;
+  m_out.vocab = vocab;
+  m_out.values.resize(size_t{m_logitRows} * vocab);
+  return {kLogitsSlot, vocab, true};
+}
+
+Status CpuStep::embed(const model::TensorView& table, Act out, model::OpName name) {
+  const std::span<float> rows = span(out);
+  for (uint32_t t = 0; t < m_n; ++t)
+    cpu::dequantizeRow(table, m_tokens[t], rows.subspan(size_t{t} * out.width, out.width));
+  captured(out, name);
+  return okStatus();
+}
+
+Status CpuStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint32_t group, float eps,
+                        model::OpName name) {
+  const std::span<float> in = span(x);
+  cpu::rmsnorm(in, m_b.floats(weight), span(out), group, in.size() / group, eps);
+  captured(out, name);
+  return okStatus();
+}
+
+Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::Epilogue& e,
+                       model::OpName name) {
+  const auto rows = static_cast<uint32_t>(span(x).size() / x.width);
+  const std::span<float> y = span(out);
+  const bool combine = e.accumulate || e.siluGate;
+  std::span<float> product = y;
+  if (combine) {
+    if (m_b.m_product.size() < y.size()) m_b.m_product.resize(y.size());
+    product = std::span(m_b.m_product).first(y.size());
+  }
+  cpu::matmul(w, span(x), product, rows, *m_b.m_pool, m_b.m_matmul);
+  if (e.bias) {
+    const std::span<const float> b = m_b.floats(*e.bias);
+    for (size_t i = 0; i < product.size(); ++i) product[i] += b[i % b.size()];
+  }
+  if (e.siluGate) {
+    cpu::siluMul(y, product, y);
+  } else if (e.accumulate) {
+    for (size_t i = 0; i < y.size(); ++i) y[i] += product[i];
+  }
+  captured(out, name);
+  return okStatus();
+}
+
+// One angle table per step and RoPE spec: the spec's first rope() computes it.
+Status CpuStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::RopeSpec& spec,
+                     model::OpName name) {
+  auto it = std::find_if(m_ropeTables.begin(), m_ropeTables.end(),
+                         [&](const auto& t) { return t.first == &spec; });
+  if (it == m_ropeTables.end()) {
+    std::vector<float> angles(size_t{m_n} * spec.dims);
+    cpu::ropeTable(spec, m_pos0, m_n, angles);
+    it = m_ropeTables.emplace(m_ropeTables.end(), &spec, std::move(angles));
+  }
+  const std::vector<float>& table = it->second;
+  const std::span<float> rows = span(x);
+  const bool neox = spec.style == model::RopeStyle::kNeox;
+  for (uint32_t t = 0; t < m_n; ++t) {
+    const std::span<const float> angles =
+        std::span(table).subspan(size_t{t} * spec.dims, spec.dims);
+    for (uint32_t h = 0; h < heads; ++h)
+      cpu::ropeApply(rows.subspan((size_t{t} * heads + h) * headDim, headDim), spec.dims, neox,
+                     angles);
+  }
+  captured(x, name);
+  return okStatus();
+}
+
+Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
+                          model::OpName name) {
+  KVS_TRY(model::checkAttentionSpec(spec, "CPU"));
+  const uint32_t l = spec.layer, d = spec.headDim;
+  const std::span<const float> kr = span(k), vr = span(v);
+  for (uint32_t t = 0; t < m_n; ++t) {
+    for (uint32_t h = 0; h < spec.nHeadKv; ++h) {
+      const size_t off = (size_t{t} * spec.nHeadKv + h) * d;
+      m_b.store(l, kv::KvPart::kKey, h, m_pos0 + t, kr.subspan(off, d));
+      m_b.store(l, kv::KvPart::kValue, h, m_pos0 + t, vr.subspan(off, d));
+    }
+  }
+  const float* qr = span(q).data();
+  cpu::AttentionOptions options{
+      .int8Queries = m_b.m_matmul == cpu::MatmulPrecision::kInt8Activations,
+      .sparseV = m_b.m_indexer.sparseV,
+      .scale = spec.scale};
+  // A decode step with the indexer on attends the rows it selects.
+  if (m_b.m_indexer.enabled() && m_n == 1) {
+    IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
+    kv::KvCache& cache = *m_b.m_cache;
+    ThreadPool& pool = *m_b.m_pool;
+    if (cpu::selectLayerRows(cache, l, qr, spec.nHead, m_b.m_indexer, pool, step.heads))
+      options.selection = &step.heads;
+    step.capturedMass = !m_b.m_indexer.diagnostic ? -1.0
+                        : options.selection       ? cpu::capturedMass(cache, l, qr, spec.nHead,
+                                                                      step.heads, pool, spec.scale)
+                                                  : 1.0;
+  }
+  cpu::attention(*m_b.m_cache, l, qr, m_n, m_pos0, spec.nHead, *m_b.m_pool, span(out).data(),
+                 options);
+  captured(out, name);
+  return okStatus();
+}
+
+}  // namespace kvscope::backend

@@ -1,0 +1,185 @@
+#include "backend/vulkan_step.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "backend/cpu_matmul.h"
+#include "backend/cpu_ops.h"
+#include "backend/vulkan_backend.h"
+
+namespace kvscope::backend {
+
+using model::Act;
+
+namespace {
+constexpr uint32_t kLogitsSlot = ~0u;
+}  // namespace
+
+VulkanStep::VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, uint32_t pos0,
+                       bool allLogits)
+    : m_b(backend),
+      m_tokens(tokens),
+      m_n(static_cast<uint32_t>(tokens.size())),
+      m_pos0(pos0),
+      m_logitRows(allLogits ? m_n : 1) {}
+
+// Buffers of the backend's activation capacity, made on a slot's first use
+// and kept until the capacity grows.
+Act VulkanStep::act(std::string_view slot, uint32_t width) {
+  VulkanBackend::Slots& slots = m_b.m_slots;
+  auto it = std::find(slots.names.begin(), slots.names.end(), slot);
+  if (it == slots.names.end()) {
+    auto made = gpu::Buffer::create(m_b.m_shared->context(),
+                                    size_t{m_b.m_act->capacity} * width * sizeof(float));
+    // A failed allocation is the next op's error (act() returns no status).
+    if (!made.ok() && m_error.ok()) m_error = made.error();
+    slots.buffers.push_back(made.ok() ? std::move(made).value() : gpu::Buffer());
+    slots.names.emplace_back(slot);
+    it = slots.names.end() - 1;
+  }
+  return {static_cast<uint32_t>(it - slots.names.begin()), width};
+}
+
+gpu::Buffer& VulkanStep::buffer(Act a) {
+  return a.slot == kLogitsSlot ? m_b.m_act->logits : m_b.m_slots.buffers[a.slot];
+}
+
+void VulkanStep::order(std::initializer_list<Act> reads, std::initializer_list<Act> writes) {
+  const auto index = [&](Act a) {
+    return a.slot == kLogitsSlot ? m_b.m_slots.names.size() : size_t{a.slot};
+  };
+  m_written.resize(m_b.m_slots.names.size() + 1);
+  bool hazard = false;
+  for (auto group : {reads, writes})
+    for (Act a : group) hazard = hazard || m_written[index(a)];
+  if (hazard) {
+    m_b.m_rec->barrier();
+    std::fill(m_written.begin(), m_written.end(), false);
+  }
+  for (Act a : writes) m_written[index(a)] = true;
+}
+
+// A copy of the captured op output to a host buffer, read after the submit.
+Status VulkanStep::captured(Act out, model::OpName name) {
+  const TensorDump& d = m_b.m_dump;
+  if (d.name.empty() || name.str() != d.name) return okStatus();
+  m_dumpWidth = out.width;
+  m_dumpRows = rows(out);
+  const size_t bytes = size_t{m_dumpRows} * out.width * sizeof(float);
+  KVS_ASSIGN_OR_RETURN(m_dump,
+                       gpu::Buffer::create(m_b.m_shared->context(), bytes, gpu::MemoryUse::kHost));
+  m_b.m_rec->copy(buffer(out), 0, m_dump, 0, bytes);
+  return okStatus();
+}
+
+Status VulkanStep::collectDump() {
+  if (m_dump.size() == 0) return okStatus();
+  std::vector<float> values(size_t{m_dumpRows} * m_dumpWidth);
+  KVS_TRY(m_dump.download(std::span<float>(values)));
+  TensorDump& d = m_b.m_dump;
+  d.width = m_dumpWidth;
+  d.rows += m_dumpRows;
+  d.values.insert(d.values.end(), values.begin(), values.end());
+  return okStatus();
+}
+
+Expected<Act> VulkanStep::logitRows(Act x, model::OpName name) {
+  KVS_TRY(m_error);
+  Act out = act("logit_rows", x.width);
+  out.logitRows = true;
+  order({x}, {out});
+  const size_t rowBytes = size_t{x.width} * sizeof(float);
+  m_b.m_rec->copy(buffer(x), (m_n - m_logitRows) * rowBytes, buffer(out), 0,
+                  m_logitRows * rowBytes);
+  KVS_TRY(captured(out, name));
+  return out;
+}
+
+Act VulkanStep::logits(uint32_t vocab) {
+  return {kLogitsSlot, vocab, true};
+}
+
+Status VulkanStep::embed(const model::TensorView& table, Act out, model::OpName name) {
+  KVS_TRY(m_error);
+  std::vector<float> rows(size_t{m_n} * out.width);
+  for (uint32_t t = 0; t < m_n; ++t)
+    cpu::dequantizeRow(table, m_tokens[t], {&rows[size_t{t} * out.width], out.width});
+  KVS_TRY(buffer(out).upload(std::span<const float>(rows)));
+  return captured(out, name);
+}
+
+Status VulkanStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint32_t group,
+                           float eps, model::OpName name) {
+  KVS_TRY(m_error);
+  order({x}, {out});
+  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(weight),
+                                          buffer(out), group, rows(x) * x.width / group, eps));
+  return captured(out, name);
+}
+
+Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const model::Epilogue& e,
+                          model::OpName name) {
+  KVS_TRY(m_error);
+  order({x, out}, {out});
+  const VulkanModel::Matrix& m = m_b.m_shared->matrix(w);
+  std::optional<gpu::BufferRange> bias;
+  if (e.bias) bias.emplace(m_b.m_shared->vector(*e.bias));
+  const gpu::Epilogue epilogue{
+      .bias = bias ? &*bias : nullptr, .accumulate = e.accumulate, .siluGate = e.siluGate};
+  KVS_TRY(m_b.m_shared->weightKernels().matmul(*m_b.m_rec, m.type, m.buffer, buffer(x), buffer(out),
+                                               rows(x), m.rows, m.cols, epilogue));
+  return captured(out, name);
+}
+
+// One angle table per step and RoPE spec, written on the host at the spec's
+// first rope() into a host-visible buffer of its own (the step reads them all
+// after the submit).
+Status VulkanStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::RopeSpec& spec,
+                        model::OpName name) {
+  KVS_TRY(m_error);
+  auto it = std::find(m_ropeSpecs.begin(), m_ropeSpecs.end(), &spec);
+  std::vector<gpu::Buffer>& tables = m_b.m_act->ropeTables;
+  const auto index = static_cast<size_t>(it - m_ropeSpecs.begin());
+  if (it == m_ropeSpecs.end()) {
+    const size_t bytes = size_t{m_b.m_act->capacity} * spec.dims * sizeof(float);
+    if (tables.size() <= index) tables.emplace_back();
+    if (tables[index].size() < bytes) {
+      KVS_ASSIGN_OR_RETURN(tables[index], gpu::Buffer::create(m_b.m_shared->context(), bytes,
+                                                              gpu::MemoryUse::kHost));
+    }
+    std::vector<float> angles(size_t{m_n} * spec.dims);
+    cpu::ropeTable(spec, m_pos0, m_n, angles);
+    KVS_TRY(tables[index].upload(std::span<const float>(angles)));
+    m_ropeSpecs.push_back(&spec);
+  }
+  order({x}, {x});
+  KVS_TRY(m_b.m_shared->kernels().rope(*m_b.m_rec, buffer(x), tables[index], m_n, heads, headDim,
+                                       spec.dims, spec.style == model::RopeStyle::kNeox));
+  return captured(x, name);
+}
+
+Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
+                             model::OpName name) {
+  KVS_TRY(m_error);
+  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan"));
+  order({q, k, v}, {out});
+  VulkanBackend& b = m_b;
+  gpu::Recorder& rec = *b.m_rec;
+  if (b.m_probeRow >= 0) {  // this token's K and V rows, for the codec error meter
+    const size_t row = size_t{spec.nHeadKv} * spec.headDim * sizeof(float);
+    const auto t = static_cast<size_t>(b.m_probeRow);
+    rec.copy(buffer(k), t * row, b.m_probe, (size_t{spec.layer} * 2) * row, row);
+    rec.copy(buffer(v), t * row, b.m_probe, (size_t{spec.layer} * 2 + 1) * row, row);
+  }
+  gpu::AttentionKernels& kernels = b.m_shared->attention();
+  KVS_TRY(kernels.writeKv(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(k), buffer(v), m_n,
+                          m_pos0, b.m_act->scratch, b.m_index.get()));
+  rec.barrier();
+  const gpu::SparseAttention sparse{b.m_indexer.sparseV, b.m_selectStep ? b.m_index.get() : nullptr,
+                                    spec.scale};
+  KVS_TRY(kernels.attend(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(q), buffer(out), m_n,
+                         m_pos0, spec.nHead, b.m_act->scratch, sparse));
+  return captured(out, name);
+}
+
+}  // namespace kvscope::backend

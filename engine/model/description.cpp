@@ -1,0 +1,202 @@
+#include "model/description.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "gguf/dequant.h"
+
+namespace kvscope::model {
+namespace {
+
+std::string shapeString(const std::vector<uint64_t>& s) {
+  std::string out = "{";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "}";
+}
+
+// Looks up a rule's tensor and checks its shape; an absent optional tensor is nullptr.
+template <typename Owner>
+Expected<const TensorView*> bindRule(const WeightSource& src, const ModelConfig& c,
+                                     const TensorRule<Owner>& rule, const std::string& name) {
+  const TensorView* t = src.find(name);
+  if (!t) {
+    if (!isRequired(c, rule)) return static_cast<const TensorView*>(nullptr);
+    return makeError(ErrorCode::kBadFile, "tensor '{}' is missing", name);
+  }
+  std::vector<uint64_t> shape{dimSize(rule.in, c)};
+  if (rule.out != Dim::kNone) shape.push_back(dimSize(rule.out, c));
+  if (t->shape != shape) {
+    return makeError(ErrorCode::kBadFile,
+                     "tensor '{}' has shape {}, expected {} from the model's metadata", name,
+                     shapeString(t->shape), shapeString(shape));
+  }
+  return t;
+}
+
+// RoPE divisors from a factor tensor.
+Expected<std::vector<float>> factorsOf(const TensorView& t) {
+  std::vector<float> v(t.elements());
+  KVS_TRY(gguf::dequantize(t.type, t.data, v));
+  return v;
+}
+
+// Meta's llama3 rule, from a Hugging Face config (GGUF files ship the result
+// as rope_freqs.weight): long wavelengths are slowed by `factor`, short ones
+// kept, and the band between is interpolated smoothly.
+Expected<std::vector<float>> llama3Factors(const RopeConfig& r) {
+  if (r.originalContext == 0 || !(r.highFreqFactor > r.lowFreqFactor)) {
+    return makeError(ErrorCode::kBadFile,
+                     "llama3 RoPE scaling needs original_max_position_embeddings and "
+                     "high_freq_factor > low_freq_factor");
+  }
+  const double lowWavelen = r.originalContext / r.lowFreqFactor;
+  const double highWavelen = r.originalContext / r.highFreqFactor;
+  std::vector<float> factors(r.dims / 2);
+  for (uint32_t i = 0; i < factors.size(); ++i) {
+    const double freq = std::pow(static_cast<double>(r.theta), -2.0 * i / r.dims);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    double divisor = 1.0;
+    if (wavelen > lowWavelen) {
+      divisor = r.factor;
+    } else if (wavelen >= highWavelen) {
+      const double smooth =
+          (r.originalContext / wavelen - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor);
+      divisor = 1.0 / ((1.0 - smooth) / r.factor + smooth);
+    }
+    factors[i] = static_cast<float>(divisor);
+  }
+  return factors;
+}
+
+}  // namespace
+
+template <typename Owner>
+bool isRequired(const ModelConfig& c, const TensorRule<Owner>& rule) {
+  switch (rule.presence) {
+    case Presence::kRequired:
+      return true;
+    case Presence::kUnlessTied:
+      return !c.tiedEmbeddings;
+    case Presence::kOptional:
+      break;
+  }
+  const auto& required = c.arch->description->required;
+  return std::find(required.begin(), required.end(), rule.name) != required.end();
+}
+template bool isRequired(const ModelConfig&, const TensorRule<ModelWeights>&);
+template bool isRequired(const ModelConfig&, const TensorRule<LayerWeights>&);
+
+std::string OpName::str() const {
+  return layer < 0 ? std::string(base) : fmt::format("blk.{}.{}", layer, base);
+}
+
+uint64_t dimSize(Dim d, const ModelConfig& c) {
+  switch (d) {
+    case Dim::kNone:
+      return 1;
+    case Dim::kEmbd:
+      return c.nEmbd;
+    case Dim::kFf:
+      return c.nFf;
+    case Dim::kFf2:
+      return uint64_t{2} * c.nFf;
+    case Dim::kQ:
+      return c.qDim();
+    case Dim::kKv:
+      return c.kvDim();
+    case Dim::kQkv:
+      return uint64_t{c.qDim()} + 2 * uint64_t{c.kvDim()};
+    case Dim::kHeadDim:
+      return c.headDim;
+    case Dim::kVocab:
+      return c.nVocab;
+    case Dim::kRopeHalf:
+      return c.rope.dims / 2;
+  }
+  return 0;
+}
+
+Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src) {
+  const ArchDescription& d = *c.arch->description;
+  ModelWeights w;
+  for (const auto& rule : d.globals) {
+    KVS_ASSIGN_OR_RETURN(w.*rule.field, bindRule(src, c, rule, std::string(rule.name)));
+  }
+  if (!w.output) w.output = w.tokenEmbd;
+  w.layers.resize(c.nLayer);
+  for (uint32_t i = 0; i < c.nLayer; ++i) {
+    for (const auto& rule : d.layer) {
+      KVS_ASSIGN_OR_RETURN(w.layers[i].*rule.field,
+                           bindRule(src, c, rule, fmt::format("blk.{}.{}", i, rule.name)));
+    }
+  }
+  if (d.split) KVS_TRY(d.split(c, w));
+  return w;
+}
+
+Expected<TensorView> rowRange(const TensorView& t, uint64_t first, uint64_t count,
+                              std::string name) {
+  if (t.shape.size() != 2 || first + count > t.shape[1] || t.data.size() % t.shape[1] != 0)
+    return makeError(ErrorCode::kBadFile, "tensor '{}' cannot be split into {}", t.name, name);
+  const uint64_t rowBytes = t.data.size() / t.shape[1];
+  return TensorView{std::move(name),
+                    t.type,
+                    {t.shape[0], count},
+                    t.data.subspan(first * rowBytes, count * rowBytes)};
+}
+
+AttentionSpec ForwardPlan::attention(uint32_t layer) const {
+  const ModelConfig& c = *config;
+  return {.layer = layer,
+          .nHead = c.nHead,
+          .nHeadKv = c.nHeadKv,
+          .headDim = c.headDim,
+          .scale = 1.0f / std::sqrt(static_cast<float>(c.headDim))};
+}
+
+Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
+                                  uint32_t contextLimit) {
+  ForwardPlan p{.config = &c, .weights = &w};
+  p.rope.style = c.rope.style;
+  p.rope.dims = c.rope.dims;
+  p.rope.theta = c.rope.theta;
+  switch (c.rope.scaling) {
+    case RopeScaling::kNone:
+      break;
+    case RopeScaling::kLinear:
+      p.rope.positionScale = c.rope.factor;
+      break;
+    case RopeScaling::kFreqFactors:
+      if (w.ropeFreqs) {
+        KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, factorsOf(*w.ropeFreqs));
+      } else {
+        KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, llama3Factors(c.rope));
+      }
+      break;
+    case RopeScaling::kLongRope: {
+      const TensorView* factors = contextLimit > c.rope.originalContext ? w.ropeLong : w.ropeShort;
+      if (!factors) {
+        return makeError(ErrorCode::kBadFile,
+                         "LongRoPE needs both rope_factors_long and rope_factors_short");
+      }
+      KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, factorsOf(*factors));
+      p.rope.attnFactor = c.rope.attnFactor;
+      break;
+    }
+  }
+  return p;
+}
+
+Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend) {
+  if (s.window != 0 || s.sinks || s.softCap != 0.0f || !(s.scale > 0.0f)) {
+    return makeError(ErrorCode::kUnsupported,
+                     "the {} backend runs full causal attention without sinks or soft-capping "
+                     "(layer {} asks for window {}, {}sinks, soft-cap {}, scale {})",
+                     backend, s.layer, s.window, s.sinks ? "" : "no ", s.softCap, s.scale);
+  }
+  return okStatus();
+}
+
+}  // namespace kvscope::model

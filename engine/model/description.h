@@ -1,0 +1,115 @@
+#pragma once
+// A model description: what one architecture's files hold (its tensor table)
+// and its forward pass, written once against the op vocabulary of
+// model/forward_ops.h. Each architecture is one file under model/arch/ that
+// defines an ArchDescription, plus one row in model/architecture.cpp.
+//
+// The tensor table drives three things, so they cannot disagree: binding a
+// file's tensors to the roles the forward pass reads (checking each shape
+// against the config), the list of weights a backend uploads, and the
+// tensors the synthetic model generator writes (model/synthetic_model.h).
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/error.h"
+#include "model/forward_ops.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace kvscope::model {
+
+// A tensor dimension in terms of the config.
+enum class Dim : uint8_t {
+  kNone,      // a vector's missing second dimension
+  kEmbd,      // nEmbd
+  kFf,        // nFf
+  kFf2,       // 2 * nFf: a fused gate/up projection
+  kQ,         // nHead * headDim
+  kKv,        // nHeadKv * headDim
+  kQkv,       // nHead * headDim + 2 * nHeadKv * headDim: a fused q/k/v projection
+  kHeadDim,   // headDim
+  kVocab,     // nVocab
+  kRopeHalf,  // rope.dims / 2
+};
+
+// What a tensor is, which decides its WeightRole and how the synthetic
+// generator fills it.
+enum class TensorKind : uint8_t {
+  kEmbedding,    // token_embd: one row read per token
+  kMatrix,       // a projection, random ~ N(0, 1/in)
+  kNorm,         // a norm weight, ~ N(1, 0.1)
+  kBias,         // ~ N(0, 0.1)
+  kRopeFactors,  // per-frequency RoPE divisors; written only when asked for
+};
+
+enum class Presence : uint8_t {
+  kRequired,
+  kOptional,
+  kUnlessTied,  // output.weight: absent when the output shares token_embd
+};
+
+// One row of a tensor table: the GGUF name (per-layer names without the
+// "blk.N." prefix), its shape, and the field it binds to.
+template <typename Owner>
+struct TensorRule {
+  std::string_view name;
+  Dim in, out;
+  TensorKind kind;
+  Presence presence;
+  const TensorView* Owner::*field;
+};
+
+struct ForwardPlan;
+
+struct ArchDescription {
+  std::span<const TensorRule<ModelWeights>> globals;  // in file order
+  std::span<const TensorRule<LayerWeights>> layer;    // in file order, per layer
+  // Names of optional rows this architecture requires (a table shared with
+  // another architecture: qwen2's biases in llama's table).
+  std::span<const std::string_view> required;
+  // Turns fused tensors into views of their parts (nullptr: none fused).
+  Status (*split)(const ModelConfig& config, ModelWeights& weights) = nullptr;
+  Status (*forward)(const ForwardPlan& plan, ForwardOps& ops) = nullptr;
+};
+
+// Whether `config`'s architecture requires the tensor of `rule` (kUnlessTied:
+// when the output is not tied).
+template <typename Owner>
+bool isRequired(const ModelConfig& config, const TensorRule<Owner>& rule);
+
+// The number of elements of `d` for `config`.
+uint64_t dimSize(Dim d, const ModelConfig& config);
+
+// Binds `source`'s tensors through the config's architecture description:
+// every required tensor present with its table shape, fused ones split.
+Expected<ModelWeights> bindWeights(const ModelConfig& config, const WeightSource& source);
+
+// A view of output rows [first, first + count) of a 2-D weight {in, out}:
+// the same bytes, no copy (a row is whole blocks of any type).
+Expected<TensorView> rowRange(const TensorView& t, uint64_t first, uint64_t count,
+                              std::string name);
+
+// What a backend runs one step of: the model's config and bound weights, and
+// what was resolved for the context it runs at.
+struct ForwardPlan {
+  const ModelConfig* config = nullptr;
+  const ModelWeights* weights = nullptr;
+  RopeSpec rope;
+  AttentionSpec attention(uint32_t layer) const;
+};
+
+// The plan of `weights` for a backend of `contextLimit` tokens. RoPE factors:
+// a GGUF `rope_freqs` tensor, llama3 parameters of a Hugging Face config, or
+// LongRoPE's long factors when the context exceeds the original one (its short
+// factors otherwise), as llama.cpp chooses them.
+Expected<ForwardPlan> planForward(const ModelConfig& config, const ModelWeights& weights,
+                                  uint32_t contextLimit);
+
+// Runs the plan's description against `ops` (one step).
+inline Status runForward(const ForwardPlan& plan, ForwardOps& ops) {
+  return plan.config->arch->description->forward(plan, ops);
+}
+
+}  // namespace kvscope::model

@@ -1,0 +1,110 @@
+#pragma once
+// The op vocabulary a model description is written in (model/arch/*.cpp),
+// and the interface both backends execute it through: CpuBackend runs each
+// op as it is called, VulkanBackend records it into the step's command
+// buffer. A description names what it computes; a backend owns the buffers,
+// the weights' device copies, the KV cache and the kernels, and knows no
+// architecture.
+//
+// Activations are float32 rows: an Act is [rows, width] where rows is the
+// batch's token count, or for an Act from logitRows() the rows whose logits
+// the step returns (the last one, or every one). The same slot name gives the
+// same buffer throughout a step, so a description reuses buffers as a
+// hand-written forward pass would. Ops may run in place where they say so.
+//
+// Every op's output carries a Name ("blk.3.ffn_inp"), so any intermediate can
+// be read back (backend/tensor_dump.h, `kvscope-cli dump`) and diffed against
+// llama.cpp's eval-callback, whose names these follow ("ffn_inp-3").
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "model/architecture.h"
+#include "model/weight_source.h"
+
+namespace kvscope::model {
+
+// A step's activation: a backend-owned buffer of [rows, width] floats.
+struct Act {
+  uint32_t slot = 0;  // the backend's buffer index
+  uint32_t width = 0;
+  bool logitRows = false;  // rows are the logit rows, not the batch
+};
+
+// An op output's name: `base` for whole-model tensors (layer < 0), else
+// "blk.{layer}.{base}".
+struct OpName {
+  std::string_view base;
+  int layer = -1;
+  std::string str() const;
+};
+
+// y = W x, then (in this order) + bias, y_old + (accumulate: a residual add),
+// or silu(y_old) * (siluGate: y holds the gate of a SwiGLU FFN).
+struct Epilogue {
+  const TensorView* bias = nullptr;  // {rows of W}
+  bool accumulate = false;
+  bool siluGate = false;
+};
+
+// Rotary position embedding of one attention's heads, resolved at load from
+// the model's config, its factor tensors and the context the backend runs at.
+struct RopeSpec {
+  RopeStyle style = RopeStyle::kNormal;
+  uint32_t dims = 0;               // rotated dimensions per head (even, <= head dim)
+  float theta = 10000.f;           // base frequency
+  float positionScale = 1.0f;      // positions are divided by it (linear scaling)
+  std::vector<float> freqFactors;  // [dims / 2] divisors of each frequency; empty: none
+  float attnFactor = 1.0f;         // multiplies cos and sin (LongRoPE / YaRN magnitude)
+};
+
+// What one attention computes: softmax(scale * q.k + mask) v over the cached
+// rows of its layer, keys and values first appended to the cache.
+struct AttentionSpec {
+  uint32_t layer = 0;
+  uint32_t nHead = 0, nHeadKv = 0, headDim = 0;
+  float scale = 0.0f;                 // of q.k: 1/sqrt(headDim), or 1 where q was scaled
+  uint32_t window = 0;                // causal window in positions; 0: the whole context
+  const TensorView* sinks = nullptr;  // {nHead}: a per-head logit added to the denominator
+  float softCap = 0.0f;               // scores become cap * tanh(score / cap); 0: none
+};
+
+class ForwardOps {
+ public:
+  virtual ~ForwardOps() = default;
+
+  // The buffer named `slot`, [batch rows, width] (the same one on every call).
+  virtual Act act(std::string_view slot, uint32_t width) = 0;
+  // The rows of `x` whose logits the step returns, copied to their own
+  // buffer (every row when all logits are asked for).
+  virtual Expected<Act> logitRows(Act x, OpName name) = 0;
+  // The step's logits: [logit rows, vocab]; write them with matmul.
+  virtual Act logits(uint32_t vocab) = 0;
+
+  // out[t] = row tokens[t] of the embedding table {width, vocab}.
+  virtual Status embed(const TensorView& table, Act out, OpName name) = 0;
+  // out = x / sqrt(mean(x^2) + eps) * weight over groups of `group` values
+  // (group == width: one per row; head dim: per-head q/k norms). In place ok.
+  virtual Status rmsnorm(Act x, const TensorView& weight, Act out, uint32_t group, float eps,
+                         OpName name) = 0;
+  // out = W x with the epilogue; W is {x.width, out.width}.
+  virtual Status matmul(const TensorView& w, Act x, Act out, const Epilogue& epilogue,
+                        OpName name) = 0;
+  // Rotates each of `heads` head vectors of x in place at its token's position.
+  virtual Status rope(Act x, uint32_t heads, uint32_t headDim, const RopeSpec& spec,
+                      OpName name) = 0;
+  // Appends k and v ([n, nHeadKv * headDim], after RoPE) to the layer's cache
+  // and writes the attention of q ([n, nHead * headDim]) over it to out.
+  virtual Status attention(Act q, Act k, Act v, Act out, const AttentionSpec& spec,
+                           OpName name) = 0;
+};
+
+// What a backend refuses of an AttentionSpec, as one message (the ops both
+// backends implement so far: full causal attention at any positive scale).
+Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend);
+
+}  // namespace kvscope::model
