@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   kvscope::cli::registerProbe(app, global, exitCode);
   kvscope::cli::registerServe(app, global, exitCode);
   kvscope::cli::registerTemplate(app, global, exitCode);
+  kvscope::cli::registerDump(app, global, exitCode);
 
   if (argc < 2) {  // a bare invocation gets the full usage, not just "subcommand required"
     std::fputs(app.help().c_str(), stderr);

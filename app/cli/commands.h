@@ -25,5 +25,6 @@ void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerServe(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerTemplate(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerDump(CLI::App& app, const GlobalOptions& global, int& exitCode);
 
 }  // namespace kvscope::cli

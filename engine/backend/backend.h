@@ -83,7 +83,10 @@ struct TensorDump {
   uint32_t width = 0;
   uint32_t rows = 0;
   std::vector<float> values;  // [rows, width]
+  // With the target kListTensorNames: every op output's name, in step order.
+  std::vector<std::string> names;
 };
+inline constexpr std::string_view kListTensorNames = "*";
 
 class Backend {
  public:
@@ -139,7 +142,8 @@ class Backend {
   virtual IndexerStep indexerStep() const { return {}; }
 
   // Captures the op output called `name` in the next forward() calls (empty:
-  // none); dumped() holds what was captured (no rows: no op has that name).
+  // none; kListTensorNames: only the names); dumped() holds what was
+  // captured (no rows: no op has that name).
   void setDumpTarget(std::string name) { m_dump = {std::move(name)}; }
   const TensorDump& dumped() const { return m_dump; }
 

@@ -118,6 +118,33 @@ Status Session::trim(uint32_t n) {
   return okStatus();
 }
 
+Expected<backend::TensorDump> Session::dumpTensor(std::span<const int32_t> tokens,
+                                                  const std::string& name) {
+  if (tokens.empty()) return makeError(ErrorCode::kInvalidArgument, "no tokens to run");
+  KVS_TRY(trim(0));
+  backend::Logits logits;
+  m_backend->setDumpTarget(name);
+  const Status run = m_backend->forward({tokens}, logits);
+  backend::TensorDump dump = m_backend->dumped();
+  if (run.ok() && dump.rows == 0 && name != backend::kListTensorNames) {
+    // The names this step computed, for the error.
+    m_backend->setDumpTarget(std::string(backend::kListTensorNames));
+    KVS_TRY(m_backend->trim(0));
+    KVS_TRY(m_backend->forward({tokens.first(1)}, logits));
+    dump = m_backend->dumped();
+  }
+  m_backend->setDumpTarget({});
+  KVS_TRY(m_backend->trim(0));  // the cache holds no history
+  KVS_TRY(run);
+  if (dump.rows == 0 && name != backend::kListTensorNames) {
+    std::string names;
+    for (const std::string& n : dump.names) names += (names.empty() ? "" : ", ") + n;
+    return makeError(ErrorCode::kInvalidArgument, "no tensor is named '{}'; this model's are: {}",
+                     name, names);
+  }
+  return dump;
+}
+
 Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_t chunk) {
   m_stop.store(false);
   if (!m_factory) {

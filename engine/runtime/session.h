@@ -119,6 +119,13 @@ class Session {
   void requestStop() { m_stop.store(true); }
   // Drops cached tokens past n (edit / regenerate).
   Status trim(uint32_t n);
+  // Clears the cache, prefills `tokens` in one forward() and returns the op
+  // output called `name` as the model description computed it
+  // (model/forward_ops.h: "blk.3.ffn_inp"; kvscope-cli dump). With the name
+  // backend::kListTensorNames, the dump holds only the names of every op
+  // output; a name no op has is kInvalidArgument, listing them.
+  Expected<backend::TensorDump> dumpTensor(std::span<const int32_t> tokens,
+                                           const std::string& name);
 
   // The KV policy text the cache is encoded with ("" is f16 everywhere); for
   // an auto policy the text as given ("auto:5.5").
