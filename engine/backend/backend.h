@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "kv/indexer.h"
 #include "kv/kv_cache.h"
+#include "model/description.h"
 #include "model/model_config.h"
 
 namespace kvscope::backend {
@@ -97,6 +98,14 @@ class Backend {
   // Tokens are placed at positions [cachedTokens(), cachedTokens() + n).
   // Fails without side effects when the batch would exceed contextLimit().
   virtual Status forward(const Batch& batch, Logits& out) = 0;
+  // forward() through another description over the same weights, cache and
+  // executor than the model's: the op harness (tests/backend/test_ops.cpp)
+  // runs single ops this way. forward() is forwardWith(…, model::runForward).
+  using Description = std::function<Status(const model::ForwardPlan&, model::ForwardOps&)>;
+  virtual Status forwardWith(const Batch&, Logits&, const Description&) {
+    return makeError(ErrorCode::kUnsupported, "the {} backend runs only its model's description",
+                     name());
+  }
 
   virtual uint32_t cachedTokens() const = 0;
   virtual uint32_t contextLimit() const = 0;

@@ -60,7 +60,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   return b;
 }
 
-Status CpuBackend::forward(const Batch& batch, Logits& out) {
+Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Description& describe) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(batch.tokens.size());
   const uint32_t pos0 = m_cache->rows();
@@ -92,7 +92,7 @@ Status CpuBackend::forward(const Batch& batch, Logits& out) {
     m_indexerStep.layers.resize(c.nLayer);
   }
   CpuStep step(*this, batch.tokens, pos0, batch.allLogits, out);
-  const Status run = model::runForward(m_plan, step);
+  const Status run = describe(m_plan, step);
   if (!run.ok()) (void)m_cache->trim(pos0);  // the rows of a step that did not run
   return run;
 }

@@ -57,7 +57,10 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   const model::ModelConfig& config() const override { return m_model->config(); }
-  Status forward(const Batch& batch, Logits& out) override;
+  Status forward(const Batch& batch, Logits& out) override {
+    return forwardWith(batch, out, model::runForward);
+  }
+  Status forwardWith(const Batch& batch, Logits& out, const Description& describe) override;
   uint32_t cachedTokens() const override { return m_cache->rows(); }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override;

@@ -104,7 +104,8 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
   cpu::matmul(w, span(x), product, rows, *m_b.m_pool, m_b.m_matmul);
   if (e.bias) {
     const std::span<const float> b = m_b.floats(*e.bias);
-    for (size_t i = 0; i < product.size(); ++i) product[i] += b[i % b.size()];
+    for (size_t row = 0; row < product.size(); row += b.size())
+      for (size_t i = 0; i < b.size(); ++i) product[row + i] += b[i];
   }
   if (e.siluGate) {
     cpu::siluMul(y, product, y);

@@ -262,7 +262,8 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
   return rows;
 }
 
-Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0) {
+Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out,
+                                   uint32_t row0, const Description& describe) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(tokens.size());
   KVS_TRY(ensureActivations(std::min(m_options.maxBatch, std::max<uint32_t>(n, 1))));
@@ -276,7 +277,7 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
   }
   VulkanStep step(*this, tokens, m_rows, allLogits);
   KVS_TRY(m_rec->begin());
-  KVS_TRY(model::runForward(m_plan, step));
+  KVS_TRY(describe(m_plan, step));
   KVS_TRY(m_rec->submitAndWait());
   KVS_TRY(step.collectDump());
   if (m_probeRow >= 0) measureProbe();
@@ -285,7 +286,7 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
   return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));
 }
 
-Status VulkanBackend::forward(const Batch& batch, Logits& out) {
+Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Description& describe) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(batch.tokens.size());
   if (n == 0) return makeError(ErrorCode::kInvalidArgument, "empty batch");
@@ -313,9 +314,10 @@ Status VulkanBackend::forward(const Batch& batch, Logits& out) {
     if (!batch.allLogits && !lastChunk) {
       Logits scratch;
       scratch.values.resize(c.nVocab);
-      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0));
+      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0, describe));
     } else {
-      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out, batch.allLogits ? done : 0));
+      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out,
+                           batch.allLogits ? done : 0, describe));
     }
     done += chunk;
   }

@@ -66,7 +66,10 @@ class VulkanBackend final : public Backend {
 
   std::string_view name() const override { return "vulkan"; }
   const model::ModelConfig& config() const override { return m_shared->config(); }
-  Status forward(const Batch& batch, Logits& out) override;
+  Status forward(const Batch& batch, Logits& out) override {
+    return forwardWith(batch, out, model::runForward);
+  }
+  Status forwardWith(const Batch& batch, Logits& out, const Description& describe) override;
   uint32_t cachedTokens() const override { return m_rows; }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override;
@@ -109,7 +112,8 @@ class VulkanBackend final : public Backend {
   Status createKvLayout(uint32_t rowsPerPage);
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
-  Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0);
+  Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0,
+                      const Description& describe);
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();

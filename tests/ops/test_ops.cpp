@@ -1,0 +1,354 @@
+// test_ops: every op of the description vocabulary (model/forward_ops.h),
+// Vulkan against the CPU backend, at many shapes, weight types and KV
+// schemes: what a new kernel or a new GPU is checked with (KVSCOPE_DEVICE
+// picks the device; llama.cpp's test-backend-ops is the model).
+//
+// Each case is a one-op description run through Backend::forwardWith on both
+// backends over the same random-weight model, its output named "out" and read
+// back through the dump (Backend::setDumpTarget). The op's inputs are made
+// bit-identical on both sides: rows of weight matrices fetched by embed(),
+// which both backends do on the host, so a difference is the op's alone. The
+// CPU backend runs with exact (float32) products. Errors are normalized mean
+// squared: NMSE = sum (vulkan - cpu)^2 / sum cpu^2, over every value of every
+// step. The bounds, per op (u = 2^-24, float32's unit roundoff):
+//  - embed and logit rows: the same host code or a copy on both: exactly 0.
+//  - rope: the same angle table, one multiply-add per value; only FMA
+//    contraction differs: NMSE ~ u^2 ~ 4e-15; bound 1e-12.
+//  - rmsnorm: a sum of n squares in another order (relative error <= n u,
+//    ~sqrt(n) u typically): NMSE <= n u^2 ~ 1e-11 at n = 4096; bound 1e-10.
+//  - matmul: each output a sum of `cols` products in another order (blocks of
+//    a quantized row decode to the same floats on both): NMSE ~ cols u^2,
+//    bound 1e-9 at cols <= 1024 with margin for the SwiGLU epilogue's exp.
+//  - attention: the same codes (the encoders are byte-exact, tests/gpu/
+//    kv_codec_test.cpp), scores and sums in other orders, the CPU's
+//    polynomial exp (relative 2e-7) and f16 rounding of the query and weights
+//    where both sides are f16: a score error of ~1e-6 moves a weight by as
+//    much relatively, so NMSE ~ 1e-12..1e-10; bound 1e-8. A rotated scheme
+//    adds a float Hadamard round trip (NMSE ~ d u^2).
+// Breaking one kernel fails the cases of its op and names them (see the
+// closing note of the commit that added this file).
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "backend/cpu_backend.h"
+#include "backend/vulkan_backend.h"
+#include "kv/kv_scheme.h"
+#include "support/synthetic_model_file.h"
+
+namespace kvscope::test {
+namespace {
+
+using model::Act;
+using model::ForwardOps;
+using model::ForwardPlan;
+using model::OpName;
+
+struct OpCase {
+  std::string name;  // "matmul Q4_K 256->96 bias"
+  model::SyntheticModelSpec spec;
+  kv::LayerSchemes kv;               // the cache both backends encode
+  uint32_t prefill = 5, decode = 0;  // tokens per step: one prefill batch, then single tokens
+  double bound = 0.0;                // largest NMSE accepted
+  std::function<Status(const ForwardPlan&, ForwardOps&)> op;  // writes the tensor "out"
+};
+
+struct Measured {
+  double nmse = 0.0;
+  bool ran = false;
+};
+
+// Runs the case's steps on one backend; the "out" rows of each step, in order.
+Expected<std::vector<float>> runOn(backend::Backend& b, const OpCase& c) {
+  std::vector<float> out;
+  std::vector<int32_t> tokens;
+  for (uint32_t i = 0; i < c.prefill + c.decode; ++i)
+    tokens.push_back(static_cast<int32_t>((i * 37 + 11) % c.spec.nEmbd));
+  backend::Logits logits;
+  uint32_t done = 0;
+  while (done < tokens.size()) {
+    const uint32_t n = done == 0 ? c.prefill : 1;
+    b.setDumpTarget("out");
+    KVS_TRY(b.forwardWith({std::span(tokens).subspan(done, n)}, logits, c.op));
+    const auto& d = b.dumped();
+    if (d.rows == 0) return makeError(ErrorCode::kInternal, "the case wrote no tensor 'out'");
+    out.insert(out.end(), d.values.begin(), d.values.end());
+    done += n;
+  }
+  return out;
+}
+
+Measured measure(const OpCase& c) {
+  Measured m;
+  const auto file = openSyntheticModel(c.spec, "test-ops");
+  if (!file) return m;
+  const std::vector<kv::LayerSchemes> kv(c.spec.nLayer, c.kv);
+  auto cpu = backend::CpuBackend::create(file, {.threads = 2, .kvSchemes = kv, .errorStride = 0});
+  if (!cpu.ok()) {
+    ADD_FAILURE() << c.name << ": " << cpu.error().describe();
+    return m;
+  }
+  auto gpu =
+      backend::VulkanBackend::create(file, {.timing = false, .kvSchemes = kv, .errorStride = 0});
+  if (!gpu.ok()) {
+    ADD_FAILURE() << c.name << ": " << gpu.error().describe();
+    return m;
+  }
+  auto want = runOn(**cpu, c), got = runOn(**gpu, c);
+  if (!want.ok() || !got.ok()) {
+    ADD_FAILURE() << c.name << ": "
+                  << (want.ok() ? got.error().describe() : want.error().describe());
+    return m;
+  }
+  if (want->size() != got->size()) {
+    ADD_FAILURE() << c.name << ": " << want->size() << " values on the CPU, " << got->size()
+                  << " on Vulkan";
+    return m;
+  }
+  double err = 0.0, ref = 0.0;
+  for (size_t i = 0; i < want->size(); ++i) {
+    const double d = double{(*got)[i]} - (*want)[i];
+    err += d * d;
+    ref += double{(*want)[i]} * (*want)[i];
+  }
+  m.nmse = ref > 0.0 ? err / ref : err;
+  m.ran = true;
+  return m;
+}
+
+model::SyntheticModelSpec shape(uint32_t embd, uint32_t ff, uint32_t heads, uint32_t kvHeads,
+                                uint32_t headDim, gguf::TensorType type = gguf::TensorType::kF32) {
+  model::SyntheticModelSpec s;
+  s.nLayer = 2;
+  s.nEmbd = embd;
+  s.nFf = ff;
+  s.nHead = heads;
+  s.nHeadKv = kvHeads;
+  s.headDim = headDim;
+  s.nVocab = 512;
+  s.contextLength = 256;
+  s.weightType = type;
+  s.seed = embd * 31 + ff * 7 + headDim;
+  return s;
+}
+
+// Fetches rows of a weight matrix {width, rows} as the op's input, by token.
+Status input(ForwardOps& ops, const model::TensorView& table, Act into) {
+  return ops.embed(table, into, {"input"});
+}
+
+std::vector<OpCase> embedAndRows() {
+  std::vector<OpCase> cases;
+  for (auto type : {gguf::TensorType::kF32, gguf::TensorType::kF16, gguf::TensorType::kQ8_0,
+                    gguf::TensorType::kQ4_K}) {
+    OpCase c{.name = fmt::format("embed {}", gguf::typeName(static_cast<uint32_t>(type))),
+             .spec = shape(256, 512, 4, 2, 64, type)};
+    c.spec.tensorTypes["token_embd.weight"] = type;
+    c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      return ops.embed(*p.weights->tokenEmbd, ops.act("x", p.config->nEmbd), {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  OpCase rows{.name = "logit rows", .spec = shape(256, 512, 4, 2, 64), .prefill = 7, .decode = 1};
+  rows.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+    const Act x = ops.act("x", p.config->nEmbd);
+    KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+    KVS_ASSIGN_OR_RETURN(const Act last, ops.logitRows(x, {"out"}));
+    return last.width == x.width ? okStatus()
+                                 : makeError(ErrorCode::kInternal, "logit rows lost their width");
+  };
+  cases.push_back(std::move(rows));
+  return cases;
+}
+
+std::vector<OpCase> rmsnorms() {
+  std::vector<OpCase> cases;
+  for (uint32_t width : {64u, 96u, 256u, 1024u, 4096u}) {
+    OpCase c{.name = fmt::format("rmsnorm rows of {}", width),
+             .spec = shape(width, 128, width / 32, 1, 32),
+             .prefill = 9,
+             .decode = 1,
+             .bound = 1e-10};
+    c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      return ops.rmsnorm(x, *p.weights->outputNorm, y, p.config->nEmbd, 1e-5f, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  // Per head (qwen3's q/k norm), in place, at head dims 8 to 256.
+  for (uint32_t headDim : {8u, 48u, 64u, 128u, 256u}) {
+    auto spec = shape(4 * headDim, 128, 4, 2, headDim);
+    spec.architecture = "qwen3";
+    OpCase c{.name = fmt::format("rmsnorm per head of {}", headDim),
+             .spec = spec,
+             .prefill = 5,
+             .bound = 1e-10};
+    c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      const Act x = ops.act("x", p.config->nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      return ops.rmsnorm(x, *p.weights->layers[0].qNorm, x, p.config->headDim, 1e-6f, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::vector<OpCase> matmuls() {
+  using gguf::TensorType;
+  std::vector<OpCase> cases;
+  struct Epi {
+    const char* name;
+    bool bias, accumulate, gate;
+  };
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
+        TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    // in -> out widths: a square one, a narrow odd output (96 rows), a wide input.
+    for (auto [in, out] : {std::pair{256u, 256u}, std::pair{512u, 96u}, std::pair{1024u, 160u}}) {
+      for (Epi e : {Epi{"", false, false, false}, Epi{" +bias", true, false, false},
+                    Epi{" +residual", false, true, false}, Epi{" silu-gate", false, false, true}}) {
+        if (in != 256 && (e.bias || e.accumulate || e.gate)) continue;  // epilogues once per type
+        auto spec = shape(in, out, 4, 2, in / 4, type);
+        spec.architecture = "qwen2";  // for the q/k/v biases
+        spec.tensorTypes["token_embd.weight"] = TensorType::kF32;
+        // ffn_down's rows are `out` wide, not whole K-quant blocks; it is not read.
+        for (const char* down : {"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"})
+          spec.tensorTypes[down] = TensorType::kF32;
+        OpCase c{.name = fmt::format("matmul {} {}->{}{}",
+                                     gguf::typeName(static_cast<uint32_t>(type)), in, out, e.name),
+                 .spec = spec,
+                 .prefill = 6,
+                 .decode = 2,
+                 .bound = 1e-9};
+        c.op = [e](const ForwardPlan& p, ForwardOps& ops) -> Status {
+          const model::LayerWeights& l = p.weights->layers[0];
+          const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nFf);
+          KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+          if (e.accumulate || e.gate) {  // y holds a residual or a gate first: gate(x)
+            KVS_TRY(ops.matmul(*l.gate, x, y, {}, {"y0"}));
+          }
+          // up: {nEmbd, nFf}; the bias is q's, as long as nFf only when they match
+          const model::TensorView* bias =
+              e.bias && l.bq->shape[0] == p.config->nFf ? l.bq : nullptr;
+          return ops.matmul(
+              *l.up, x, y, {.bias = bias, .accumulate = e.accumulate, .siluGate = e.gate}, {"out"});
+        };
+        if (e.bias) c.spec.nFf = c.spec.nHead * c.spec.headDim;  // bias {qDim} fits up's rows
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> ropes() {
+  std::vector<OpCase> cases;
+  struct R {
+    uint32_t headDim, dims;
+    bool neox, factors;
+    float positionScale, attnFactor;
+  };
+  for (R r : {R{8, 8, false, false, 1, 1}, R{64, 64, true, false, 1, 1},
+              R{80, 32, false, false, 1, 1}, R{128, 128, true, true, 1, 1.07f},
+              R{128, 128, false, false, 4, 1}, R{256, 256, true, false, 1, 0.125f}}) {
+    OpCase c{.name = fmt::format("rope d{} dims {} {}{}{}{}", r.headDim, r.dims,
+                                 r.neox ? "neox" : "normal", r.factors ? " factors" : "",
+                                 r.positionScale != 1 ? " linear" : "",
+                                 r.attnFactor != 1 ? " magnitude" : ""),
+             .spec = shape(4 * r.headDim, 128, 4, 2, r.headDim),
+             .prefill = 11,
+             .decode = 2,
+             .bound = 1e-12};
+    c.op = [r](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      model::RopeSpec spec{.style = r.neox ? model::RopeStyle::kNeox : model::RopeStyle::kNormal,
+                           .dims = r.dims,
+                           .theta = 10000.0f,
+                           .positionScale = r.positionScale,
+                           .attnFactor = r.attnFactor};
+      if (r.factors)
+        for (uint32_t i = 0; i < r.dims / 2; ++i) spec.freqFactors.push_back(1.0f + 0.25f * i);
+      const Act x = ops.act("x", p.config->nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      return ops.rope(x, p.config->nHead, p.config->headDim, spec, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Attention over a cache of `prefill` rows and a few decode steps. q comes
+// from attn_output's rows ({qDim, nEmbd}), k and v from ffn_down's of the two
+// layers ({kvDim = nFf, nEmbd}), so they are identical on both sides; the
+// scale makes the softmax peaked, as trained models' are.
+OpCase attentionCase(const std::string& scheme, uint32_t headDim, uint32_t gqa,
+                     bool unitScale = false) {
+  const uint32_t kvHeads = 2, heads = kvHeads * gqa;
+  auto spec = shape(64, kvHeads * headDim, heads, kvHeads, headDim);
+  OpCase c{.name = fmt::format("attention {} d{} gqa {}{}", scheme, headDim, gqa,
+                               unitScale ? " scale 1" : ""),
+           .spec = spec,
+           .kv = {scheme, scheme},
+           .prefill = 37,
+           .decode = 3,
+           .bound = 1e-8};
+  c.op = [unitScale](const ForwardPlan& p, ForwardOps& ops) -> Status {
+    const model::ModelConfig& cfg = *p.config;
+    const Act q = ops.act("q", cfg.qDim()), k = ops.act("k", cfg.kvDim()),
+              v = ops.act("v", cfg.kvDim()), out = ops.act("att", cfg.qDim());
+    KVS_TRY(ops.embed(*p.weights->layers[0].wo, q, {"q"}));
+    KVS_TRY(ops.embed(*p.weights->layers[0].down, k, {"k"}));
+    KVS_TRY(ops.embed(*p.weights->layers[1].down, v, {"v"}));
+    model::AttentionSpec attention = p.attention(0);
+    attention.scale = unitScale ? 1.0f : 16.0f * attention.scale;
+    return ops.attention(q, k, v, out, attention, {"out"});
+  };
+  return c;
+}
+
+std::vector<OpCase> attentions() {
+  std::vector<OpCase> cases;
+  for (uint32_t headDim : {8u, 48u, 64u, 80u, 128u, 256u})
+    for (uint32_t gqa : {1u, 2u, 4u, 8u}) cases.push_back(attentionCase("f16", headDim, gqa));
+  cases.push_back(attentionCase("f16", 64, 2, true));  // phi3: queries scaled before
+  for (std::string_view scheme : kv::schemeNames()) {
+    if (scheme == "f16") continue;
+    for (uint32_t headDim : {64u, 128u})
+      cases.push_back(attentionCase(std::string(scheme), headDim, 4));
+  }
+  return cases;
+}
+
+void runCases(const std::vector<OpCase>& cases) {
+  for (const OpCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Measured m = measure(c);
+    if (!m.ran) continue;
+    std::printf("  %-44s NMSE %.2e (bound %.0e)\n", c.name.c_str(), m.nmse, c.bound);
+    EXPECT_LE(m.nmse, c.bound) << c.name << ": Vulkan differs from the CPU backend";
+  }
+}
+
+TEST(TestOps, EmbedAndLogitRows) {
+  runCases(embedAndRows());
+}
+TEST(TestOps, RmsNorm) {
+  runCases(rmsnorms());
+}
+TEST(TestOps, Matmul) {
+  runCases(matmuls());
+}
+TEST(TestOps, Rope) {
+  runCases(ropes());
+}
+TEST(TestOps, Attention) {
+  runCases(attentions());
+}
+
+}  // namespace
+}  // namespace kvscope::test
