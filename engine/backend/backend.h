@@ -99,7 +99,7 @@ class Backend {
   // Fails without side effects when the batch would exceed contextLimit().
   virtual Status forward(const Batch& batch, Logits& out) = 0;
   // forward() through another description over the same weights, cache and
-  // executor than the model's: the op harness (tests/backend/test_ops.cpp)
+  // executor than the model's: the op harness (tests/ops/test_ops.cpp)
   // runs single ops this way. forward() is forwardWith(…, model::runForward).
   using Description = std::function<Status(const model::ForwardPlan&, model::ForwardOps&)>;
   virtual Status forwardWith(const Batch&, Logits&, const Description&) {

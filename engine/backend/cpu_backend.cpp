@@ -93,7 +93,7 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
   }
   CpuStep step(*this, batch.tokens, pos0, batch.allLogits, out);
   const Status run = describe(m_plan, step);
-  if (!run.ok()) (void)m_cache->trim(pos0);  // the rows of a step that did not run
+  if (!run.ok()) (void)trim(pos0);  // the rows (and indexer step) of a step that did not run
   return run;
 }
 

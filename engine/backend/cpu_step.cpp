@@ -95,9 +95,11 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
                        model::OpName name) {
   const auto rows = static_cast<uint32_t>(span(x).size() / x.width);
   const std::span<float> y = span(out);
+  KVS_TRY(model::checkEpilogue(e, out.width));
   const bool combine = e.accumulate || e.siluGate;
   std::span<float> product = y;
   if (combine) {
+    if (m_n == 1 && m_b.m_product.size() > size_t{64} * out.width) m_b.m_product = {};
     if (m_b.m_product.size() < y.size()) m_b.m_product.resize(y.size());
     product = std::span(m_b.m_product).first(y.size());
   }

@@ -17,8 +17,8 @@ class CpuBackend;
 
 class CpuStep final : public model::ForwardOps {
  public:
-  // The step of `tokens` at positions pos0.. (their rows already appended to
-  // the cache), writing its logits to `out`.
+  // The step of `tokens` at positions pos0.. (their rows already reserved in
+  // the cache, which attention() fills), writing its logits to `out`.
   CpuStep(CpuBackend& backend, std::span<const int32_t> tokens, uint32_t pos0, bool allLogits,
           Logits& out);
 

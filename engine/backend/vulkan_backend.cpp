@@ -263,7 +263,7 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
 }
 
 Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out,
-                                   uint32_t row0, const Description& describe) {
+                                   uint32_t row0, const Description& describe, bool lastChunk) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(tokens.size());
   KVS_TRY(ensureActivations(std::min(m_options.maxBatch, std::max<uint32_t>(n, 1))));
@@ -275,13 +275,13 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     const uint32_t last = m_rows + n - 1, sampled = last - last % stride;
     if (sampled >= m_rows) m_probeRow = sampled - m_rows;
   }
-  VulkanStep step(*this, tokens, m_rows, allLogits);
+  VulkanStep step(*this, tokens, m_rows, allLogits, lastChunk);
   KVS_TRY(m_rec->begin());
   KVS_TRY(describe(m_plan, step));
   KVS_TRY(m_rec->submitAndWait());
-  KVS_TRY(step.collectDump());
   if (m_probeRow >= 0) measureProbe();
-  m_rows += n;
+  m_rows += n;  // the pages hold the chunk's rows now, whatever the dump does
+  KVS_TRY(step.collectDump());
   const uint32_t rows = allLogits ? n : 1;
   return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));
 }
@@ -314,10 +314,10 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
     if (!batch.allLogits && !lastChunk) {
       Logits scratch;
       scratch.values.resize(c.nVocab);
-      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0, describe));
+      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0, describe, false));
     } else {
       KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out,
-                           batch.allLogits ? done : 0, describe));
+                           batch.allLogits ? done : 0, describe, lastChunk));
     }
     done += chunk;
   }

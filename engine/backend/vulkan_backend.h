@@ -5,7 +5,7 @@
 // has its own KV cache, in device pages that never move, and its own command
 // buffer; one forward() records the whole step into one command buffer
 // (vulkan_step.h) and submits it once. Agreement with CpuBackend is tested
-// per op (tests/backend/test_ops.cpp) and per weight type
+// per op (tests/ops/test_ops.cpp) and per weight type
 // (tests/backend/vulkan_parity_test.cpp).
 //
 // Codec error (kvErrors): the pages hold only encoded rows, so a forward() that
@@ -106,6 +106,7 @@ class VulkanBackend final : public Backend {
   struct Slots {
     std::vector<std::string> names;
     std::vector<gpu::Buffer> buffers;
+    std::vector<uint32_t> widths;
   };
 
   VulkanBackend() = default;
@@ -113,7 +114,7 @@ class VulkanBackend final : public Backend {
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0,
-                      const Description& describe);
+                      const Description& describe, bool lastChunk);
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();

@@ -16,53 +16,72 @@ constexpr uint32_t kLogitsSlot = ~0u;
 }  // namespace
 
 VulkanStep::VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, uint32_t pos0,
-                       bool allLogits)
+                       bool allLogits, bool lastChunk)
     : m_b(backend),
       m_tokens(tokens),
       m_n(static_cast<uint32_t>(tokens.size())),
       m_pos0(pos0),
-      m_logitRows(allLogits ? m_n : 1) {}
+      m_logitRows(allLogits ? m_n : 1),
+      m_lastChunk(lastChunk || allLogits) {}
 
 // Buffers of the backend's activation capacity, made on a slot's first use
 // and kept until the capacity grows.
+// A failure is the step's next op's error (act() returns no status); a slot
+// whose buffer could not be made is not kept.
 Act VulkanStep::act(std::string_view slot, uint32_t width) {
   VulkanBackend::Slots& slots = m_b.m_slots;
   auto it = std::find(slots.names.begin(), slots.names.end(), slot);
   if (it == slots.names.end()) {
     auto made = gpu::Buffer::create(m_b.m_shared->context(),
                                     size_t{m_b.m_act->capacity} * width * sizeof(float));
-    // A failed allocation is the next op's error (act() returns no status).
-    if (!made.ok() && m_error.ok()) m_error = made.error();
-    slots.buffers.push_back(made.ok() ? std::move(made).value() : gpu::Buffer());
+    if (!made.ok()) {
+      if (m_error.ok()) m_error = made.error();
+      return {0, width};
+    }
+    slots.buffers.push_back(std::move(made).value());
     slots.names.emplace_back(slot);
+    slots.widths.push_back(width);
     it = slots.names.end() - 1;
   }
-  return {static_cast<uint32_t>(it - slots.names.begin()), width};
+  const auto index = static_cast<uint32_t>(it - slots.names.begin());
+  if (width > slots.widths[index] && m_error.ok()) {
+    m_error = makeError(ErrorCode::kInternal, "activation '{}' is {} wide, asked for {}", slot,
+                        slots.widths[index], width);
+  }
+  return {index, width};
 }
 
 gpu::Buffer& VulkanStep::buffer(Act a) {
   return a.slot == kLogitsSlot ? m_b.m_act->logits : m_b.m_slots.buffers[a.slot];
 }
 
-void VulkanStep::order(std::initializer_list<Act> reads, std::initializer_list<Act> writes) {
-  const auto index = [&](Act a) {
-    return a.slot == kLogitsSlot ? m_b.m_slots.names.size() : size_t{a.slot};
-  };
-  m_written.resize(m_b.m_slots.names.size() + 1);
-  bool hazard = false;
-  for (auto group : {reads, writes})
-    for (Act a : group) hazard = hazard || m_written[index(a)];
+// Resource indices: 0 the logits, 1 the attention scratch (every layer's
+// attention shares it), then the slots.
+void VulkanStep::order(std::initializer_list<Act> reads, std::initializer_list<Act> writes,
+                       bool scratch) {
+  const auto index = [](Act a) { return a.slot == kLogitsSlot ? size_t{0} : size_t{a.slot} + 2; };
+  const size_t resources = m_b.m_slots.names.size() + 2;
+  m_written.resize(resources);
+  m_read.resize(resources);
+  // Read after write, write after write, write after read.
+  bool hazard = scratch && (m_written[1] || m_read[1]);
+  for (Act a : reads) hazard = hazard || m_written[index(a)];
+  for (Act a : writes) hazard = hazard || m_written[index(a)] || m_read[index(a)];
   if (hazard) {
     m_b.m_rec->barrier();
     std::fill(m_written.begin(), m_written.end(), false);
+    std::fill(m_read.begin(), m_read.end(), false);
   }
+  for (Act a : reads) m_read[index(a)] = true;
   for (Act a : writes) m_written[index(a)] = true;
+  if (scratch) m_written[1] = true;
 }
 
 // A copy of the captured op output to a host buffer, read after the submit.
 Status VulkanStep::captured(Act out, model::OpName name) {
   TensorDump& d = m_b.m_dump;
-  if (d.name.empty()) return okStatus();
+  // A prefill split into chunks computes the logit rows of its last one only.
+  if (d.name.empty() || (out.logitRows && !m_lastChunk)) return okStatus();
   if (d.name == kListTensorNames) {
     d.names.push_back(name.str());
     return okStatus();
@@ -125,6 +144,7 @@ Status VulkanStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint
 Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const model::Epilogue& e,
                           model::OpName name) {
   KVS_TRY(m_error);
+  KVS_TRY(model::checkEpilogue(e, out.width));
   order({x, out}, {out});
   const VulkanModel::Matrix& m = m_b.m_shared->matrix(w);
   std::optional<gpu::BufferRange> bias;
@@ -167,7 +187,7 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
                              model::OpName name) {
   KVS_TRY(m_error);
   KVS_TRY(model::checkAttentionSpec(spec, "Vulkan"));
-  order({q, k, v}, {out});
+  order({q, k, v}, {out}, true);
   VulkanBackend& b = m_b;
   gpu::Recorder& rec = *b.m_rec;
   if (b.m_probeRow >= 0) {  // this token's K and V rows, for the codec error meter

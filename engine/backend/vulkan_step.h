@@ -5,7 +5,7 @@
 // activation an earlier op of the same barrier interval wrote, so
 // independent ops (the q, k and v projections) run without one between them.
 // Weights are the VulkanModel's device copies; the embedding rows and the
-// RoPE angle table are computed on the host (cpu::dequantizeRow,
+// RoPE angle tables are computed on the host (cpu::dequantizeRow,
 // cpu::ropeTable), so both match the CpuBackend exactly.
 
 #include <span>
@@ -22,9 +22,10 @@ class VulkanBackend;
 class VulkanStep final : public model::ForwardOps {
  public:
   // The chunk of `tokens` at positions pos0.. (the backend's activations hold
-  // at least tokens.size() rows and its pages the rows they add).
-  VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, uint32_t pos0,
-             bool allLogits);
+  // at least tokens.size() rows and its pages the rows they add); lastChunk:
+  // the batch's last (whose logit rows are the batch's).
+  VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, uint32_t pos0, bool allLogits,
+             bool lastChunk);
 
   model::Act act(std::string_view slot, uint32_t width) override;
   Expected<model::Act> logitRows(model::Act x, model::OpName name) override;
@@ -45,15 +46,20 @@ class VulkanStep final : public model::ForwardOps {
  private:
   gpu::Buffer& buffer(model::Act a);
   uint32_t rows(model::Act a) const { return a.logitRows ? m_logitRows : m_n; }
-  // Inserts a barrier when an op touching `acts` would race a write not yet
-  // behind one; `writes` are then marked written.
-  void order(std::initializer_list<model::Act> reads, std::initializer_list<model::Act> writes);
+  // Inserts a barrier when an op reading `reads` and writing `writes` (and,
+  // with `scratch`, the attention scratch) would race an access of the
+  // current barrier interval: a read of something written, a write of
+  // something read or written. Then records the op's accesses.
+  void order(std::initializer_list<model::Act> reads, std::initializer_list<model::Act> writes,
+             bool scratch = false);
   Status captured(model::Act out, model::OpName name);
 
   VulkanBackend& m_b;
   std::span<const int32_t> m_tokens;
   uint32_t m_n, m_pos0, m_logitRows;
-  std::vector<bool> m_written;  // per slot (the last one: logits), since the last barrier
+  bool m_lastChunk;
+  // Per resource (order()), accessed since the last barrier.
+  std::vector<bool> m_written, m_read;
   std::vector<const model::RopeSpec*> m_ropeSpecs;  // spec i's table: m_b's ropeTables[i]
   Status m_error;                                   // an act() buffer that could not be made
   gpu::Buffer m_dump;                               // host-visible copy of the captured tensor

@@ -32,7 +32,7 @@ class Kernels {
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                  float scale);
   // RoPE in place on n tokens x heads rows of headDim floats; `table` holds
-  // (cos, sin) pairs [n][dims/2] (cpu::ropeAngles), so angles match the CPU.
+  // (cos, sin) pairs [n][dims/2] (cpu::ropeTable), so angles match the CPU.
   Status rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n, uint32_t heads,
               uint32_t headDim, uint32_t dims, bool neox);
 

@@ -176,17 +176,27 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       }
       break;
     case RopeScaling::kLongRope: {
-      const TensorView* factors = contextLimit > c.rope.originalContext ? w.ropeLong : w.ropeShort;
-      if (!factors) {
+      if (!w.ropeLong || !w.ropeShort) {
         return makeError(ErrorCode::kBadFile,
                          "LongRoPE needs both rope_factors_long and rope_factors_short");
       }
+      const TensorView* factors = contextLimit > c.rope.originalContext ? w.ropeLong : w.ropeShort;
       KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, factorsOf(*factors));
       p.rope.attnFactor = c.rope.attnFactor;
       break;
     }
   }
   return p;
+}
+
+Status checkEpilogue(const Epilogue& e, uint32_t width) {
+  if (e.accumulate && e.siluGate)
+    return makeError(ErrorCode::kInternal, "a matmul epilogue both accumulates and gates");
+  if (e.bias && e.bias->elements() != width) {
+    return makeError(ErrorCode::kInternal, "bias '{}' has {} values for {} outputs", e.bias->name,
+                     e.bias->elements(), width);
+  }
+  return okStatus();
 }
 
 Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend) {

@@ -13,8 +13,15 @@
 // hand-written forward pass would. Ops may run in place where they say so.
 //
 // Every op's output carries a Name ("blk.3.ffn_inp"), so any intermediate can
-// be read back (backend/tensor_dump.h, `kvscope-cli dump`) and diffed against
+// be read back (backend::TensorDump, `kvscope-cli dump`) and diffed against
 // llama.cpp's eval-callback, whose names these follow ("ffn_inp-3").
+//
+// What an executor may rely on, and a description must keep:
+//  - a slot's width is fixed by its first act() (a wider second one is an error);
+//  - embed() comes before any other op of the step touches its output (the
+//    Vulkan backend uploads embedded rows before the step's commands run);
+//  - a RopeSpec is the same object, unchanged, for every rope() of a step that
+//    uses it: executors compute its angle table once per step, by address.
 
 #include <cstdint>
 #include <span>
@@ -44,12 +51,17 @@ struct OpName {
 };
 
 // y = W x, then (in this order) + bias, y_old + (accumulate: a residual add),
-// or silu(y_old) * (siluGate: y holds the gate of a SwiGLU FFN).
+// or silu(y_old) * (siluGate: y holds the gate of a SwiGLU FFN); at most one
+// of accumulate and siluGate.
 struct Epilogue {
   const TensorView* bias = nullptr;  // {rows of W}
   bool accumulate = false;
   bool siluGate = false;
 };
+
+// kInternal for an epilogue a description must not ask for: both
+// accumulate and siluGate, or a bias that is not `width` long.
+Status checkEpilogue(const Epilogue& epilogue, uint32_t width);
 
 // Rotary position embedding of one attention's heads, resolved at load from
 // the model's config, its factor tensors and the context the backend runs at.
@@ -77,7 +89,8 @@ class ForwardOps {
  public:
   virtual ~ForwardOps() = default;
 
-  // The buffer named `slot`, [batch rows, width] (the same one on every call).
+  // The buffer named `slot`, [batch rows, width] (the same one on every call;
+  // an executor that cannot make it fails the step's next op).
   virtual Act act(std::string_view slot, uint32_t width) = 0;
   // The rows of `x` whose logits the step returns, copied to their own
   // buffer (every row when all logits are asked for).

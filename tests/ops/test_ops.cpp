@@ -233,9 +233,9 @@ std::vector<OpCase> matmuls() {
           if (e.accumulate || e.gate) {  // y holds a residual or a gate first: gate(x)
             KVS_TRY(ops.matmul(*l.gate, x, y, {}, {"y0"}));
           }
-          // up: {nEmbd, nFf}; the bias is q's, as long as nFf only when they match
-          const model::TensorView* bias =
-              e.bias && l.bq->shape[0] == p.config->nFf ? l.bq : nullptr;
+          // up: {nEmbd, nFf}; the bias is q's, which the spec makes nFf long
+          // (a mismatch fails the op: model::checkEpilogue)
+          const model::TensorView* bias = e.bias ? l.bq : nullptr;
           return ops.matmul(
               *l.up, x, y, {.bias = bias, .accumulate = e.accumulate, .siluGate = e.gate}, {"out"});
         };
