@@ -26,4 +26,8 @@ void main() {
     x[a] = x0 * cs.x - x1 * cs.y;
     x[b] = x0 * cs.y + x1 * cs.x;
   }
+  if (pc.tailScale == 1.0) return;
+  const uint tail = pc.headDim - pc.dims;
+  for (uint job = gl_GlobalInvocationID.x; job < pc.n * pc.heads * tail; job += stride)
+    x[(job / tail) * pc.headDim + pc.dims + job % tail] *= pc.tailScale;
 }

@@ -8,4 +8,5 @@ KVS_PUSH_BEGIN(RopePush)
   KVS_UINT headDim;  // floats per head
   KVS_UINT dims;     // rotated values per head (even, <= headDim)
   KVS_UINT neox;     // 1: pairs (i, i + dims/2); 0: pairs (2i, 2i+1)
+  KVS_FLOAT tailScale;  // multiplies the values past `dims` (the table scales the rotated ones)
 KVS_PUSH_END(RopePush)

@@ -26,6 +26,8 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
   cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
   cmd->add_option("--rope-theta", spec.ropeTheta, "RoPE base frequency")->default_val(spec.ropeTheta);
+  cmd->add_option("--rope-dims", spec.ropeDims, "Rotated dimensions per head (0: all)")
+      ->default_val(spec.ropeDims);
   cmd->add_flag("--rope-factors", spec.ropeFreqFactors,
                 "Ship RoPE factor tensors (llama: rope_freqs; phi3: LongRoPE long and short)");
   cmd->callback([&exitCode] {

@@ -68,7 +68,8 @@ void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
   }
 }
 
-void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin) {
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin,
+               float tailScale) {
   const uint32_t half = dims / 2;
   for (uint32_t i = 0; i < half; ++i) {
     const uint32_t a = neox ? i : 2 * i;
@@ -78,17 +79,20 @@ void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const 
     head[a] = x0 * c - x1 * s;
     head[b] = x0 * s + x1 * c;
   }
+  if (tailScale != 1.0f)
+    for (size_t i = dims; i < head.size(); ++i) head[i] *= tailScale;
 }
 
 void ropeTable(const model::RopeSpec& spec, uint32_t pos0, uint32_t n, std::span<float> table) {
   const uint32_t half = spec.dims / 2;
+  const float magnitude = spec.attnFactor * spec.scale;
   std::vector<float> cosv(half), sinv(half);
   for (uint32_t t = 0; t < n; ++t) {
     ropeAngles(static_cast<float>(pos0 + t), spec.dims, spec.theta, spec.positionScale,
                spec.freqFactors, cosv, sinv);
     for (uint32_t i = 0; i < half; ++i) {
-      table[(size_t{t} * half + i) * 2] = cosv[i] * spec.attnFactor;
-      table[(size_t{t} * half + i) * 2 + 1] = sinv[i] * spec.attnFactor;
+      table[(size_t{t} * half + i) * 2] = cosv[i] * magnitude;
+      table[(size_t{t} * half + i) * 2 + 1] = sinv[i] * magnitude;
     }
   }
 }

@@ -35,12 +35,14 @@ void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
                 std::span<const float> freqFactors, std::span<float> cosOut,
                 std::span<float> sinOut);
 // Rotates the first `dims` values of one head vector in place by one
-// position's row of a ropeTable ([dims/2][cos, sin]).
+// position's row of a ropeTable ([dims/2][cos, sin]) and multiplies the
+// others by tailScale (the spec's scale, which the table already carries).
 // neox=false: pairs (x[2i], x[2i+1]); neox=true: pairs (x[i], x[i + dims/2]).
-void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin);
+void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin,
+               float tailScale = 1.0f);
 
 // The angle table of n consecutive positions from pos0 under `spec`, as both
-// backends read it: [n][dims/2][cos, sin], each scaled by spec.attnFactor.
+// backends read it: [n][dims/2][cos, sin], each times spec.attnFactor * spec.scale.
 void ropeTable(const model::RopeSpec& spec, uint32_t pos0, uint32_t n, std::span<float> table);
 
 }  // namespace kvscope::cpu

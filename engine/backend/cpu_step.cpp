@@ -136,7 +136,7 @@ Status CpuStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::RopeS
         std::span(table).subspan(size_t{t} * spec.dims, spec.dims);
     for (uint32_t h = 0; h < heads; ++h)
       cpu::ropeApply(rows.subspan((size_t{t} * heads + h) * headDim, headDim), spec.dims, neox,
-                     angles);
+                     angles, spec.scale);
   }
   captured(x, name);
   return okStatus();

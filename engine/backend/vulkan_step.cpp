@@ -179,7 +179,8 @@ Status VulkanStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::Ro
   }
   order({x}, {x});
   KVS_TRY(m_b.m_shared->kernels().rope(*m_b.m_rec, buffer(x), tables[index], m_n, heads, headDim,
-                                       spec.dims, spec.style == model::RopeStyle::kNeox));
+                                       spec.dims, spec.style == model::RopeStyle::kNeox,
+                                       spec.scale));
   return captured(x, name);
 }
 

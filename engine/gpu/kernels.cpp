@@ -93,9 +93,9 @@ Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_
 }
 
 Status Kernels::rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n,
-                     uint32_t heads, uint32_t headDim, uint32_t dims, bool neox) {
+                     uint32_t heads, uint32_t headDim, uint32_t dims, bool neox, float tailScale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRope));
-  rec.dispatch(*p, {x, table}, push::RopePush{n, heads, headDim, dims, neox ? 1u : 0u},
+  rec.dispatch(*p, {x, table}, push::RopePush{n, heads, headDim, dims, neox ? 1u : 0u, tailScale},
                elementGroups(n * heads * (dims / 2), kElementWg));
   return okStatus();
 }

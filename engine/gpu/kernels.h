@@ -32,9 +32,10 @@ class Kernels {
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                  float scale);
   // RoPE in place on n tokens x heads rows of headDim floats; `table` holds
-  // (cos, sin) pairs [n][dims/2] (cpu::ropeTable), so angles match the CPU.
+  // (cos, sin) pairs [n][dims/2] (cpu::ropeTable), so angles match the CPU;
+  // the values past `dims` are multiplied by tailScale.
   Status rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n, uint32_t heads,
-              uint32_t headDim, uint32_t dims, bool neox);
+              uint32_t headDim, uint32_t dims, bool neox, float tailScale = 1.0f);
 
   // Workgroups for a kernel that loops over `rows` independent rows.
   uint32_t rowGroups(uint32_t rows) const;

@@ -72,6 +72,9 @@ struct RopeSpec {
   float positionScale = 1.0f;      // positions are divided by it (linear scaling)
   std::vector<float> freqFactors;  // [dims / 2] divisors of each frequency; empty: none
   float attnFactor = 1.0f;         // multiplies cos and sin (LongRoPE / YaRN magnitude)
+  // Multiplies the whole head after the rotation, unrotated values included:
+  // a query scaled before attention (phi3) rides on its RoPE.
+  float scale = 1.0f;
 };
 
 // What one attention computes: softmax(scale * q.k + mask) v over the cached

@@ -23,6 +23,7 @@
 //   qwen3    max 6.3e-5  mean 2.0e-6   (Vulkan 6.3e-5 / 3.2e-6)
 //   mistral  max 6.5e-5  mean 3.3e-6   (Vulkan 4.3e-5 / 3.3e-6)
 //   phi3     max 4.2e-5  mean 1.5e-6   (Vulkan 7.8e-6 / 3.5e-7)
+//   phi3, RoPE over 48 of 64 dims      4.4e-5 / 1.8e-6 (Vulkan 5.7e-5 / 6.1e-6)
 // and it does not move when CpuBackend's own dot() order changes (sequential,
 // reversed or fma sums: the same max, mean 3.0e-6 to 3.3e-6), so it is
 // llama.cpp's arithmetic, fixed in the recording, not an order that a
@@ -40,6 +41,7 @@
 //   phi3 with LongRoPE's short factors    4.5e-1 / 3.3e-2, argmax 14/20
 //   phi3 without the attn_factor          8.8e-2 / 1.3e-2
 //   phi3 scaling scores, not queries      4.2e-4 / 5.9e-5 (f16 rounds q before the scale)
+//   partial rotary, unrotated q unscaled  7.8e-1 / 1.3e-1, argmax 2/20
 // and so do subtler ones, through the mean: no f16 rounding of the query
 // (mean 4.0e-5..5.7e-5) or of the softmax weights (3.1e-5..4.4e-5), or an
 // attention-norm epsilon of 1e-6 instead of 1e-5 (7.7e-5..2.4e-4).
@@ -98,11 +100,12 @@ model::SyntheticModelSpec specFromJson(const nlohmann::json& j) {
   s.ropeTheta = j.at("ropeTheta");
   s.tiedEmbeddings = j.at("tiedEmbeddings");
   s.ropeFreqFactors = j.at("ropeFreqFactors");
+  s.ropeDims = j.at("ropeDims");
   const auto type = gguf::typeByName(j.at("weightType").get<std::string>());
   EXPECT_TRUE(type.has_value()) << j.at("weightType");
   if (type) s.weightType = *type;
   s.seed = j.at("seed");
-  EXPECT_EQ(j.size(), 14u) << "spec fields: " << j.dump();
+  EXPECT_EQ(j.size(), 15u) << "spec fields: " << j.dump();
   return s;
 }
 
@@ -239,6 +242,13 @@ TEST(GoldenLogits, Qwen3) {
 TEST(GoldenLogits, Phi3) {
   expectMatchesGolden("phi3");
   expectMatchesGolden("phi3", Engine::kVulkan);
+}
+
+// Phi-4-mini's shape: RoPE over 3/4 of each head, so the query's scale before
+// attention reaches values RoPE does not rotate.
+TEST(GoldenLogits, Phi3PartialRotary) {
+  expectMatchesGolden("phi3-partial-rotary");
+  expectMatchesGolden("phi3-partial-rotary", Engine::kVulkan);
 }
 
 // llama.cpp has no "mistral" architecture (Mistral GGUF files say "llama"), so

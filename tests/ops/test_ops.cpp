@@ -253,14 +253,16 @@ std::vector<OpCase> ropes() {
     uint32_t headDim, dims;
     bool neox, factors;
     float positionScale, attnFactor;
+    float scale = 1.0f;
   };
-  for (R r : {R{8, 8, false, false, 1, 1}, R{64, 64, true, false, 1, 1},
-              R{80, 32, false, false, 1, 1}, R{128, 128, true, true, 1, 1.07f},
-              R{128, 128, false, false, 4, 1}, R{256, 256, true, false, 1, 0.125f}}) {
-    OpCase c{.name = fmt::format("rope d{} dims {} {}{}{}{}", r.headDim, r.dims,
-                                 r.neox ? "neox" : "normal", r.factors ? " factors" : "",
-                                 r.positionScale != 1 ? " linear" : "",
-                                 r.attnFactor != 1 ? " magnitude" : ""),
+  for (R r :
+       {R{8, 8, false, false, 1, 1}, R{64, 64, true, false, 1, 1}, R{80, 32, false, false, 1, 1},
+        R{128, 128, true, true, 1, 1.07f}, R{128, 128, false, false, 4, 1},
+        R{256, 256, true, false, 1, 0.125f}, R{128, 96, true, true, 1, 1.07f, 0.088f}}) {
+    OpCase c{.name = fmt::format(
+                 "rope d{} dims {} {}{}{}{}{}", r.headDim, r.dims, r.neox ? "neox" : "normal",
+                 r.factors ? " factors" : "", r.positionScale != 1 ? " linear" : "",
+                 r.attnFactor != 1 ? " magnitude" : "", r.scale != 1 ? " scaled" : ""),
              .spec = shape(4 * r.headDim, 128, 4, 2, r.headDim),
              .prefill = 11,
              .decode = 2,
@@ -270,7 +272,8 @@ std::vector<OpCase> ropes() {
                            .dims = r.dims,
                            .theta = 10000.0f,
                            .positionScale = r.positionScale,
-                           .attnFactor = r.attnFactor};
+                           .attnFactor = r.attnFactor,
+                           .scale = r.scale};
       if (r.factors)
         for (uint32_t i = 0; i < r.dims / 2; ++i) spec.freqFactors.push_back(1.0f + 0.25f * i);
       const Act x = ops.act("x", p.config->nEmbd);

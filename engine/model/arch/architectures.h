@@ -22,7 +22,7 @@ extern const TensorRule<LayerWeights> kLlamaLayer[14];
 struct LlamaVariant {
   // Scale the queries by 1/sqrt(head dim) before attention, attention then at
   // scale 1 (phi3's graph does; the query's f16 rounding comes after the
-  // scaling). The scale rides on the query's RoPE magnitude.
+  // scaling). The scale rides on the query's RoPE (RopeSpec::scale).
   bool scaleQueries = false;
 };
 Status llamaDecoder(const ForwardPlan& plan, ForwardOps& ops, const LlamaVariant& variant);

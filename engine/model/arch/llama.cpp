@@ -10,15 +10,11 @@ namespace kvscope::model {
 Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& variant) {
   const ModelConfig& c = *p.config;
   const ModelWeights& w = *p.weights;
-  // The query scale rides on RoPE's magnitude only where RoPE covers the
-  // whole head (Phi-4-mini rotates 96 of 128 dims: it keeps the scale in
-  // attention, the same product up to the query's f16 rounding).
-  const bool scaleQueries = variant.scaleQueries && p.rope.dims == c.headDim;
   RopeSpec scaledRope;
   const RopeSpec* queryRope = &p.rope;
-  if (scaleQueries) {
+  if (variant.scaleQueries) {  // the whole head, rotated or not (Phi-4-mini rotates 96 of 128)
     scaledRope = p.rope;
-    scaledRope.attnFactor /= std::sqrt(static_cast<float>(c.headDim));
+    scaledRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
     queryRope = &scaledRope;
   }
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
@@ -48,7 +44,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     KVS_TRY(ops.rope(q, c.nHead, c.headDim, *queryRope, {"Qcur_rope", il}));
     KVS_TRY(ops.rope(k, c.nHeadKv, c.headDim, p.rope, {"Kcur_rope", il}));
     AttentionSpec attention = p.attention(l);
-    if (scaleQueries) attention.scale = 1.0f;
+    if (variant.scaleQueries) attention.scale = 1.0f;
     KVS_TRY(ops.attention(q, k, v, att, attention, {"kqv_out", il}));
     KVS_TRY(ops.matmul(*lw.wo, att, x, {.accumulate = true}, {"ffn_inp", il}));
     // Feed-forward: norm, SwiGLU, down projection added to the residual.
