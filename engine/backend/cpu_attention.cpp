@@ -21,8 +21,7 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
                         float scaleOrZero) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
   assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
-  const float scale =
-      scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
   const bool roundToF16 =
@@ -70,7 +69,8 @@ void rotateRow(const kv::KvScheme& s, const float* x, float* y) {
 }
 
 void rotateRowBack(const kv::KvScheme& s, const float* y, float* x) {
-  if (const auto signs = s.hadamardSigns(); !signs.empty()) return kv::hadamardRotateBack(signs, y, x);
+  if (const auto signs = s.hadamardSigns(); !signs.empty())
+    return kv::hadamardRotateBack(signs, y, x);
   const uint32_t d = s.dim();
   const auto r = s.rotation();
   std::fill_n(x, d, 0.0f);
@@ -130,273 +130,342 @@ struct Span {
 
 }  // namespace
 
-void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
-               uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options) {
-  const bool portable = options.portable;
-  const kv::KvGeometry& g = cache.geometry();
-  assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
-  if (n == 0) return;
-  Plan p;
-  p.d = g.headDim;
-  p.stride = (g.headDim + 7) / 8 * 8;
-  p.gqa = nHead / g.nHeadKv;
-  p.nHead = nHead;
-  p.nHeadKv = g.nHeadKv;
-  p.n = n;
-  p.pos0 = pos0;
-  p.groups = (n * p.gqa + kLanes - 1) / kLanes;
+namespace {
 
+// The tile of rows of one job's read: consecutive cached rows from position
+// `pos`, within one run and one page.
+struct Tile {
+  uint32_t pos = 0, rows = 0;
+};
+
+// One call of attention(): its plan, what it reads and the passes of a job.
+class AttentionRun {
+ public:
+  AttentionRun(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
+               uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options);
+  void run();
+
+ private:
   // The rows each KV head reads, in cache order: every visible row, or (an
   // indexed decode step) the runs its selection lists. A job's rows
-  // [begin, end) count in that order; runStart[h][r] is where run r starts.
-  const auto* selection = options.selection;
-  assert(!selection || (n == 1 && selection->size() == g.nHeadKv));
-  std::vector<std::vector<uint32_t>> runStart(selection ? g.nHeadKv : 0);
-  uint32_t readRows = pos0 + n;  // the most rows a head reads
-  if (selection) {
-    readRows = 0;
-    for (uint32_t h = 0; h < g.nHeadKv; ++h) {
-      uint32_t count = 0;
-      for (const kv::RowRun& r : (*selection)[h]) {
-        runStart[h].push_back(count);
-        count += r.end - r.begin;
-      }
-      readRows = std::max(readRows, (*selection)[h].empty() ? pos0 + n : count);
-    }
-  }
-  const auto sparse = [&](uint32_t h) { return selection && !(*selection)[h].empty(); };
-
+  // [begin, end) count in that order; m_runStart[h][r] is where run r starts.
+  void indexSelection();
   // Enough jobs to keep every thread busy to the end: split positions when
   // there are few groups (decode: one or two per KV head), keeping at least
   // 4 tiles per chunk; else let up to 4 groups share each decoded tile.
-  const uint32_t wanted = 4 * pool.size(), groups = p.nHeadKv * p.groups;
-  if (groups < wanted) {
-    p.chunks = std::max(1u, std::min((wanted + groups - 1) / groups, readRows / (4 * kRows)));
-  } else {
-    p.perJob = std::clamp(groups / (4 * wanted), 1u, kMaxGroupsPerJob);
+  void planJobs();
+  bool sparse(uint32_t h) const { return m_selection && !(*m_selection)[h].empty(); }
+  // The query vector numbered v of KV head h: its token and its row in q/out.
+  size_t vectorRow(uint32_t h, uint32_t v) const {
+    return (size_t{v / m_p.gqa} * m_p.nHead + h * m_p.gqa + v % m_p.gqa) * m_p.d;
   }
-  const double macs = 2.0 * n * nHead * (selection ? readRows : pos0 + n / 2.0) * p.d;
-  const size_t threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : pool.size();
+  Span span(uint32_t job) const;
+  Tile tileAt(uint32_t h, uint32_t j, uint32_t end) const;
+  float* scoresOf(const Span& sp, Scratch& s, uint32_t k) const;
+  void scorePass(const Span& sp, Scratch& s, float (*max)[kLanes], float (*sum)[kLanes]) const;
+  void valuePass(const Span& sp, Scratch& s, const float (*factor)[kLanes]) const;
+  void finish(uint32_t h, uint32_t v, const float* acc) const;
+  template <typename Body>
+  void forEachJob(const Body& body) const;
+  void runWhole() const;    // one pass per job over all its rows
+  void runChunked() const;  // chunks of positions per group, merged (flash-decoding)
 
-  const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
-  const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
-  const bool roundToF16 =
-      keys.rowCode() == kv::RowCode::kF16 && values.rowCode() == kv::RowCode::kF16;
-  const bool int8Keys =
-      options.int8Queries && keys.rowCode() == kv::RowCode::kQ8_0 && p.d % kActBlock == 0;
-  const uint32_t keyBlocks = p.d / kActBlock;
-  const float scale =
-      options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(p.d));
-  const KvRowDecoder keyRows(keys, portable), valueRows(values, portable);
-  const uint32_t pageRows = g.rowsPerPage;
-
+  const kv::KvCache& m_cache;
+  const uint32_t m_layer;
+  const float* m_q;
+  float* m_out;
+  ThreadPool& m_pool;
+  const AttentionOptions& m_options;
+  const kv::KvScheme& m_keys;
+  const kv::KvScheme& m_values;
+  const std::vector<std::vector<kv::RowRun>>* m_selection;
+  Plan m_p;
+  std::vector<std::vector<uint32_t>> m_runStart;  // [nHeadKv][run]
+  uint32_t m_readRows = 0;                        // the most rows a head reads
+  uint32_t m_positions = 0;                       // pos0 + n
+  size_t m_threads = 1;
+  bool m_roundToF16 = false, m_int8Keys = false;
+  uint32_t m_keyBlocks = 0;
+  float m_scale = 0.0f;
+  KvRowDecoder m_keyRows, m_valueRows;
   // Chunked jobs (one group each) keep their scores (then exps) between the
-  // two passes in chunkScores, [group][position][lane], and leave per job the
-  // max and the sum of exps of their chunk ([job][lane]) and their weighted V
-  // sums ([job][lane][stride]) for the merge.
+  // two passes in m_chunkScores, [group][position][lane], and leave per job
+  // the max and the sum of exps of their chunk ([job][lane]) and their
+  // weighted V sums ([job][lane][stride]) for the merge.
+  float *m_chunkScores = nullptr, *m_partMax = nullptr, *m_partSum = nullptr, *m_partAcc = nullptr;
+};
+
+AttentionRun::AttentionRun(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
+                           uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
+                           const AttentionOptions& options)
+    : m_cache(cache),
+      m_layer(layer),
+      m_q(q),
+      m_out(out),
+      m_pool(pool),
+      m_options(options),
+      m_keys(cache.scheme(layer, KvPart::kKey)),
+      m_values(cache.scheme(layer, KvPart::kValue)),
+      m_selection(options.selection),
+      m_keyRows(m_keys, options.portable),
+      m_valueRows(m_values, options.portable) {
+  const kv::KvGeometry& g = cache.geometry();
+  assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
+  m_p.d = g.headDim;
+  m_p.stride = (g.headDim + 7) / 8 * 8;
+  m_p.gqa = nHead / g.nHeadKv;
+  m_p.nHead = nHead;
+  m_p.nHeadKv = g.nHeadKv;
+  m_p.n = n;
+  m_p.pos0 = pos0;
+  m_p.groups = (n * m_p.gqa + kLanes - 1) / kLanes;
+  m_positions = pos0 + n;
+  m_roundToF16 = m_keys.rowCode() == kv::RowCode::kF16 && m_values.rowCode() == kv::RowCode::kF16;
+  m_int8Keys =
+      options.int8Queries && m_keys.rowCode() == kv::RowCode::kQ8_0 && m_p.d % kActBlock == 0;
+  m_keyBlocks = m_p.d / kActBlock;
+  m_scale = options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(m_p.d));
+  indexSelection();
+  planJobs();
+}
+
+void AttentionRun::indexSelection() {
+  assert(!m_selection || (m_p.n == 1 && m_selection->size() == m_p.nHeadKv));
+  m_readRows = m_positions;
+  if (!m_selection) return;
+  m_runStart.resize(m_p.nHeadKv);
+  m_readRows = 0;
+  for (uint32_t h = 0; h < m_p.nHeadKv; ++h) {
+    uint32_t count = 0;
+    for (const kv::RowRun& r : (*m_selection)[h]) {
+      m_runStart[h].push_back(count);
+      count += r.end - r.begin;
+    }
+    m_readRows = std::max(m_readRows, (*m_selection)[h].empty() ? m_positions : count);
+  }
+}
+
+void AttentionRun::planJobs() {
+  const uint32_t wanted = 4 * m_pool.size(), groups = m_p.nHeadKv * m_p.groups;
+  if (groups < wanted) {
+    m_p.chunks = std::max(1u, std::min((wanted + groups - 1) / groups, m_readRows / (4 * kRows)));
+  } else {
+    m_p.perJob = std::clamp(groups / (4 * wanted), 1u, kMaxGroupsPerJob);
+  }
+  const double macs =
+      2.0 * m_p.n * m_p.nHead * (m_selection ? m_readRows : m_p.pos0 + m_p.n / 2.0) * m_p.d;
+  m_threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : m_pool.size();
+  if (m_p.chunks == 1) return;
   // Every value is written before it is read, so the buffers are kept (per
   // calling thread) and only grown: zeroing them per call cost a decode step
   // of a 4K context ~4 MB of memset.
-  const uint32_t positions = pos0 + n;
-  thread_local std::vector<float> chunkScoresBuffer, partBuffer;
-  float *chunkScores = nullptr, *partMax = nullptr, *partSum = nullptr, *partAcc = nullptr;
-  if (p.chunks > 1) {
-    const size_t scoreFloats = size_t{p.nHeadKv} * p.groups * positions * kLanes;
-    const size_t lanes = size_t{p.jobs()} * kLanes;
-    if (chunkScoresBuffer.size() < scoreFloats) chunkScoresBuffer.resize(scoreFloats);
-    if (partBuffer.size() < lanes * (2 + p.stride)) partBuffer.resize(lanes * (2 + p.stride));
-    chunkScores = chunkScoresBuffer.data();
-    partMax = partBuffer.data();
-    partSum = partMax + lanes;
-    partAcc = partSum + lanes;
+  thread_local std::vector<float> chunkScores, parts;
+  const size_t scoreFloats = size_t{m_p.nHeadKv} * m_p.groups * m_positions * kLanes;
+  const size_t lanes = size_t{m_p.jobs()} * kLanes;
+  if (chunkScores.size() < scoreFloats) chunkScores.resize(scoreFloats);
+  if (parts.size() < lanes * (2 + m_p.stride)) parts.resize(lanes * (2 + m_p.stride));
+  m_chunkScores = chunkScores.data();
+  m_partMax = parts.data();
+  m_partSum = m_partMax + lanes;
+  m_partAcc = m_partSum + lanes;
+}
+
+// Jobs run latest tokens (most rows) first, so uneven causal prefill work
+// still ends together.
+Span AttentionRun::span(uint32_t job) const {
+  const Plan& p = m_p;
+  Span sp;
+  const uint32_t chunk = job % p.chunks, rest = job / p.chunks;
+  sp.h = rest % p.nHeadKv;
+  const uint32_t slot = p.jobsPerHead() - 1 - rest / p.nHeadKv;
+  const uint32_t g0 = slot * p.perJob;
+  sp.groups = std::min(p.perJob, p.groups - g0);
+  uint32_t visible = 0;
+  for (uint32_t k = 0; k < sp.groups; ++k) {
+    sp.v0[k] = (g0 + k) * kLanes;
+    sp.nq[k] = std::min(kLanes, p.n * p.gqa - sp.v0[k]);
+    for (uint32_t i = 0; i < kLanes; ++i)
+      sp.last[k][i] = p.pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
+    visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
   }
+  if (sparse(sp.h)) {
+    const kv::RowRun& lastRun = (*m_selection)[sp.h].back();
+    visible = m_runStart[sp.h].back() + lastRun.end - lastRun.begin;
+  }
+  const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
+  sp.begin = std::min(visible, chunk * len);
+  sp.end = std::min(visible, sp.begin + len);
+  return sp;
+}
 
-  // The query vector numbered v of KV head h: its token and its row in q/out.
-  const auto vectorRow = [&](uint32_t h, uint32_t v) {
-    return (size_t{v / p.gqa} * nHead + h * p.gqa + v % p.gqa) * p.d;
-  };
-  // Jobs run latest tokens (most rows) first, so uneven causal prefill work
-  // still ends together.
-  const auto span = [&](uint32_t job) {
-    Span sp;
-    const uint32_t chunk = job % p.chunks, rest = job / p.chunks;
-    sp.h = rest % p.nHeadKv;
-    const uint32_t slot = p.jobsPerHead() - 1 - rest / p.nHeadKv;
-    const uint32_t g0 = slot * p.perJob;
-    sp.groups = std::min(p.perJob, p.groups - g0);
-    uint32_t visible = 0;
-    for (uint32_t k = 0; k < sp.groups; ++k) {
-      sp.v0[k] = (g0 + k) * kLanes;
-      sp.nq[k] = std::min(kLanes, n * p.gqa - sp.v0[k]);
-      for (uint32_t i = 0; i < kLanes; ++i)
-        sp.last[k][i] = pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
-      visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
-    }
-    if (sparse(sp.h)) visible = runStart[sp.h].back() + (*selection)[sp.h].back().end -
-                                (*selection)[sp.h].back().begin;
-    const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
-    sp.begin = std::min(visible, chunk * len);
-    sp.end = std::min(visible, sp.begin + len);
-    return sp;
-  };
-  // The tile of rows that starts at row j (in the head's order) of a job
-  // ending at `end`: consecutive cached rows from position `pos`, within one
-  // run and one page.
-  struct Tile {
-    uint32_t pos = 0, rows = 0;
-  };
-  const auto tileAt = [&](uint32_t h, uint32_t j, uint32_t end) {
-    Tile t{j, std::min({kRows, end - j})};
-    if (sparse(h)) {
-      const auto& starts = runStart[h];
-      const size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), j) -
-                                           starts.begin()) - 1;
-      const kv::RowRun& run = (*selection)[h][r];
-      t.pos = run.begin + (j - starts[r]);
-      t.rows = std::min(t.rows, run.end - t.pos);
-    }
-    t.rows = std::min(t.rows, pageRows - t.pos % pageRows);
-    return t;
-  };
-  // Scores of group k of a job: [row - begin][lane].
-  const auto scoresOf = [&](const Span& sp, Scratch& s, uint32_t k) {
-    if (p.chunks > 1)
-      return &chunkScores[((size_t{sp.h} * p.groups + sp.v0[0] / kLanes) * positions + sp.begin) *
+// The tile that starts at row j (in the head's order) of a job ending at `end`.
+Tile AttentionRun::tileAt(uint32_t h, uint32_t j, uint32_t end) const {
+  Tile t{j, std::min({kRows, end - j})};
+  if (sparse(h)) {
+    const auto& starts = m_runStart[h];
+    const size_t r =
+        static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), j) - starts.begin()) - 1;
+    const kv::RowRun& run = (*m_selection)[h][r];
+    t.pos = run.begin + (j - starts[r]);
+    t.rows = std::min(t.rows, run.end - t.pos);
+  }
+  const uint32_t pageRows = m_cache.geometry().rowsPerPage;
+  t.rows = std::min(t.rows, pageRows - t.pos % pageRows);
+  return t;
+}
+
+// Scores of group k of a job: [row - begin][lane].
+float* AttentionRun::scoresOf(const Span& sp, Scratch& s, uint32_t k) const {
+  if (m_p.chunks > 1) {
+    return &m_chunkScores[((size_t{sp.h} * m_p.groups + sp.v0[0] / kLanes) * m_positions +
+                           sp.begin) *
                           kLanes];
-    return &s.scores[size_t{k} * positions * kLanes];
-  };
+  }
+  return &s.scores[size_t{k} * m_positions * kLanes];
+}
 
-  // Pass 1: scores of the span's rows, masked, their max and exp(s - max).
-  const auto scorePass = [&](const Span& sp, Scratch& s, float(*max)[kLanes], float(*sum)[kLanes]) {
-    for (uint32_t k = 0; k < sp.groups; ++k) {
-      for (uint32_t i = 0; i < sp.nq[k]; ++i) {
-        float* qi = &s.q[(size_t{k} * kLanes + i) * p.stride];
-        std::copy_n(q + vectorRow(sp.h, sp.v0[k] + i), p.d, s.tmp.data());
-        if (roundToF16)
-          std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
-        if (keys.rotated()) {
-          rotateRow(keys, s.tmp.data(), qi);
-        } else {
-          std::copy_n(s.tmp.data(), p.d, qi);
-        }
-        for (uint32_t c = 0; c < p.d; ++c) qi[c] *= scale;
-        if (int8Keys)
-          quantizeActivations(qi, p.d, &s.qInt8[(size_t{k} * kLanes + i) * keyBlocks], portable);
+// Pass 1: scores of the span's rows, masked, their max and exp(s - max).
+void AttentionRun::scorePass(const Span& sp, Scratch& s, float (*max)[kLanes],
+                             float (*sum)[kLanes]) const {
+  const Plan& p = m_p;
+  const bool portable = m_options.portable;
+  for (uint32_t k = 0; k < sp.groups; ++k) {
+    for (uint32_t i = 0; i < sp.nq[k]; ++i) {
+      float* qi = &s.q[(size_t{k} * kLanes + i) * p.stride];
+      std::copy_n(m_q + vectorRow(sp.h, sp.v0[k] + i), p.d, s.tmp.data());
+      if (m_roundToF16)
+        std::transform(s.tmp.begin(), s.tmp.begin() + p.d, s.tmp.begin(), roundToFp16);
+      if (m_keys.rotated()) {
+        rotateRow(m_keys, s.tmp.data(), qi);
+      } else {
+        std::copy_n(s.tmp.data(), p.d, qi);
       }
-      std::fill_n(max[k], kLanes, -INFINITY);
-      std::fill_n(sum[k], kLanes, 0.0f);
+      for (uint32_t c = 0; c < p.d; ++c) qi[c] *= m_scale;
+      if (m_int8Keys)
+        quantizeActivations(qi, p.d, &s.qInt8[(size_t{k} * kLanes + i) * m_keyBlocks], portable);
     }
-    for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-      const Tile t = tileAt(sp.h, j, sp.end);
-      rows = t.rows;
-      const uint8_t* keyBytes = cache.row(layer, KvPart::kKey, sp.h, t.pos).data();
-      if (!int8Keys) keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
-      for (uint32_t k = 0; k < sp.groups; ++k) {
-        float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
-        if (int8Keys) {
-          tile::scoresQ8(&s.qInt8[size_t{k} * kLanes * keyBlocks], sp.nq[k], keyBytes,
-                         keys.rowBytes(), rows, p.d, tile, portable);
-        } else {
-          tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
-                       tile, portable);
-        }
-        tile::maskMax(tile, rows, t.pos, sp.last[k], max[k], portable);
+    std::fill_n(max[k], kLanes, -INFINITY);
+    std::fill_n(sum[k], kLanes, 0.0f);
+  }
+  for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
+    const Tile t = tileAt(sp.h, j, sp.end);
+    rows = t.rows;
+    const uint8_t* keyBytes = m_cache.row(m_layer, KvPart::kKey, sp.h, t.pos).data();
+    if (!m_int8Keys) m_keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
+    for (uint32_t k = 0; k < sp.groups; ++k) {
+      float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+      if (m_int8Keys) {
+        tile::scoresQ8(&s.qInt8[size_t{k} * kLanes * m_keyBlocks], sp.nq[k], keyBytes,
+                       m_keys.rowBytes(), rows, p.d, tile, portable);
+      } else {
+        tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
+                     tile, portable);
       }
+      tile::maskMax(tile, rows, t.pos, sp.last[k], max[k], portable);
+    }
+  }
+  for (uint32_t k = 0; k < sp.groups; ++k)
+    tile::expSum(scoresOf(sp, s, k), sp.end - sp.begin, max[k], sum[k], portable);
+}
+
+// Pass 2: weights = exps * factor (rounded to f16 like the reference where
+// it rounds), summed over the V rows into s.acc ([group][lane][stride]).
+// With sparse V, weights below the threshold become 0 and the rows some
+// weight remains for are moved to the front of the tile (weights of every
+// group alike); only they are decoded and summed.
+void AttentionRun::valuePass(const Span& sp, Scratch& s, const float (*factor)[kLanes]) const {
+  const Plan& p = m_p;
+  const bool portable = m_options.portable;
+  const float sparseV = m_options.sparseV;
+  std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+  for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
+    const Tile t = tileAt(sp.h, j, sp.end);
+    rows = t.rows;
+    float* tiles[kMaxGroupsPerJob];
+    for (uint32_t k = 0; k < sp.groups; ++k) {
+      tiles[k] = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+      tile::scale(tiles[k], rows, factor[k], m_roundToF16, portable);
+    }
+    const uint8_t* valueBytes = m_cache.row(m_layer, KvPart::kValue, sp.h, t.pos).data();
+    uint32_t kept = rows;
+    if (sparseV > 0.0f) {
+      // A weight below the threshold is dropped for its query; a row no
+      // query keeps is skipped.
+      const auto keeps = [&](uint32_t r) {
+        bool any = false;
+        for (uint32_t k = 0; k < sp.groups; ++k) {
+          for (uint32_t i = 0; i < sp.nq[k]; ++i) {
+            float& w = tiles[k][r * kLanes + i];
+            if (w < sparseV) w = 0.0f;
+            any |= w != 0.0f;
+          }
+        }
+        return any;
+      };
+      kept = 0;
+      for (uint32_t r = 0; r < rows; ++r) {
+        if (!keeps(r)) continue;
+        // Rows kept in a row decode together.
+        const uint32_t first = r;
+        while (r + 1 < rows && keeps(r + 1)) ++r;
+        const uint32_t count = r + 1 - first;
+        m_valueRows.decode(valueBytes + size_t{first} * m_values.rowBytes(), count,
+                           &s.v[size_t{kept} * p.stride], p.stride);
+        for (uint32_t k = 0; k < sp.groups; ++k)
+          std::copy_n(&tiles[k][first * kLanes], count * kLanes, &tiles[k][kept * kLanes]);
+        kept += count;
+      }
+      if (kept == 0) continue;
+    } else {
+      m_valueRows.decode(valueBytes, rows, s.v.data(), p.stride);
     }
     for (uint32_t k = 0; k < sp.groups; ++k)
-      tile::expSum(scoresOf(sp, s, k), sp.end - sp.begin, max[k], sum[k], portable);
-  };
-  // Pass 2: weights = exps * factor (rounded to f16 like the reference where
-  // it rounds), summed over the V rows into s.acc ([group][lane][stride]).
-  // With sparse V, weights below the threshold become 0 and the rows some
-  // weight remains for are moved to the front of the tile (weights of every
-  // group alike); only they are decoded and summed.
-  const auto valuePass = [&](const Span& sp, Scratch& s, const float(*factor)[kLanes]) {
-    std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-    for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-      const Tile t = tileAt(sp.h, j, sp.end);
-      rows = t.rows;
-      float* tiles[kMaxGroupsPerJob];
-      for (uint32_t k = 0; k < sp.groups; ++k) {
-        tiles[k] = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
-        tile::scale(tiles[k], rows, factor[k], roundToF16, portable);
-      }
-      const uint8_t* valueBytes = cache.row(layer, KvPart::kValue, sp.h, t.pos).data();
-      uint32_t kept = rows;
-      if (options.sparseV > 0.0f) {
-        // A weight below the threshold is dropped for its query; a row no
-        // query keeps is skipped.
-        const auto keeps = [&](uint32_t r) {
-          bool any = false;
-          for (uint32_t k = 0; k < sp.groups; ++k) {
-            for (uint32_t i = 0; i < sp.nq[k]; ++i) {
-              float& w = tiles[k][r * kLanes + i];
-              if (w < options.sparseV) w = 0.0f;
-              any |= w != 0.0f;
-            }
-          }
-          return any;
-        };
-        kept = 0;
-        for (uint32_t r = 0; r < rows; ++r) {
-          if (!keeps(r)) continue;
-          // Rows kept in a row decode together.
-          const uint32_t first = r;
-          while (r + 1 < rows && keeps(r + 1)) ++r;
-          const uint32_t count = r + 1 - first;
-          valueRows.decode(valueBytes + size_t{first} * values.rowBytes(), count,
-                           &s.v[size_t{kept} * p.stride], p.stride);
-          for (uint32_t k = 0; k < sp.groups; ++k)
-            std::copy_n(&tiles[k][first * kLanes], count * kLanes, &tiles[k][kept * kLanes]);
-          kept += count;
-        }
-        if (kept == 0) continue;
-      } else {
-        valueRows.decode(valueBytes, rows, s.v.data(), p.stride);
-      }
-      for (uint32_t k = 0; k < sp.groups; ++k)
-        tile::accumulate(tiles[k], sp.nq[k], s.v.data(), kept, p.stride,
-                         &s.acc[size_t{k} * kLanes * p.stride], portable);
-    }
-  };
-  // out = acc, rotated back to the model's space.
-  const auto finish = [&](uint32_t h, uint32_t v, const float* acc) {
-    float* o = out + vectorRow(h, v);
-    if (values.rotated()) {
-      rotateRowBack(values, acc, o);
-    } else {
-      std::copy_n(acc, p.d, o);
-    }
-  };
-
-  const auto forEachJob = [&](const auto& body) {
-    std::atomic<uint32_t> next{0};
-    pool.parallelFor(threads, [&](size_t, size_t) {
-      thread_local Scratch s;
-      s.size(p, p.chunks == 1 ? positions : 0);
-      for (uint32_t job; (job = next.fetch_add(1, std::memory_order_relaxed)) < p.jobs();)
-        body(span(job), job, s);
-    });
-  };
-
-  if (p.chunks == 1) {
-    forEachJob([&](const Span& sp, uint32_t, Scratch& s) {
-      alignas(32) float max[kMaxGroupsPerJob][kLanes], sum[kMaxGroupsPerJob][kLanes],
-          factor[kMaxGroupsPerJob][kLanes];
-      scorePass(sp, s, max, sum);
-      for (uint32_t k = 0; k < sp.groups; ++k)
-        for (uint32_t i = 0; i < kLanes; ++i) factor[k][i] = 1.0f / sum[k][i];
-      valuePass(sp, s, factor);
-      for (uint32_t k = 0; k < sp.groups; ++k)
-        for (uint32_t i = 0; i < sp.nq[k]; ++i)
-          finish(sp.h, sp.v0[k] + i, &s.acc[(size_t{k} * kLanes + i) * p.stride]);
-    });
-    return;
+      tile::accumulate(tiles[k], sp.nq[k], s.v.data(), kept, p.stride,
+                       &s.acc[size_t{k} * kLanes * p.stride], portable);
   }
-  // Chunked: one group per job; partial results are indexed by job.
+}
+
+// out = acc, rotated back to the model's space.
+void AttentionRun::finish(uint32_t h, uint32_t v, const float* acc) const {
+  float* o = m_out + vectorRow(h, v);
+  if (m_values.rotated()) {
+    rotateRowBack(m_values, acc, o);
+  } else {
+    std::copy_n(acc, m_p.d, o);
+  }
+}
+
+template <typename Body>
+void AttentionRun::forEachJob(const Body& body) const {
+  std::atomic<uint32_t> next{0};
+  m_pool.parallelFor(m_threads, [&](size_t, size_t) {
+    thread_local Scratch s;
+    s.size(m_p, m_p.chunks == 1 ? m_positions : 0);
+    for (uint32_t job; (job = next.fetch_add(1, std::memory_order_relaxed)) < m_p.jobs();)
+      body(span(job), job, s);
+  });
+}
+
+void AttentionRun::runWhole() const {
+  forEachJob([&](const Span& sp, uint32_t, Scratch& s) {
+    alignas(32) float max[kMaxGroupsPerJob][kLanes], sum[kMaxGroupsPerJob][kLanes],
+        factor[kMaxGroupsPerJob][kLanes];
+    scorePass(sp, s, max, sum);
+    for (uint32_t k = 0; k < sp.groups; ++k)
+      for (uint32_t i = 0; i < kLanes; ++i) factor[k][i] = 1.0f / sum[k][i];
+    valuePass(sp, s, factor);
+    for (uint32_t k = 0; k < sp.groups; ++k)
+      for (uint32_t i = 0; i < sp.nq[k]; ++i)
+        finish(sp.h, sp.v0[k] + i, &s.acc[(size_t{k} * kLanes + i) * m_p.stride]);
+  });
+}
+
+// One group per job; partial results are indexed by job.
+void AttentionRun::runChunked() const {
+  const Plan& p = m_p;
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
-    scorePass(sp, s, reinterpret_cast<float(*)[kLanes]>(&partMax[size_t{job} * kLanes]),
-              reinterpret_cast<float(*)[kLanes]>(&partSum[size_t{job} * kLanes]));
+    scorePass(sp, s, reinterpret_cast<float(*)[kLanes]>(&m_partMax[size_t{job} * kLanes]),
+              reinterpret_cast<float(*)[kLanes]>(&m_partSum[size_t{job} * kLanes]));
   });
   // Pass 2 rescales each chunk's exps to the group's max and total.
   forEachJob([&](const Span& sp, uint32_t job, Scratch& s) {
@@ -404,16 +473,17 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
     const size_t first = size_t{job / p.chunks} * p.chunks * kLanes;
     for (uint32_t i = 0; i < kLanes; ++i) {
       float max = -INFINITY, sum = 0.0f;
-      for (uint32_t c = 0; c < p.chunks; ++c) max = std::max(max, partMax[first + c * kLanes + i]);
+      for (uint32_t c = 0; c < p.chunks; ++c)
+        max = std::max(max, m_partMax[first + c * kLanes + i]);
       for (uint32_t c = 0; c < p.chunks; ++c) {
-        const float m = partMax[first + c * kLanes + i];
-        if (m != -INFINITY) sum += partSum[first + c * kLanes + i] * std::exp(m - max);
+        const float m = m_partMax[first + c * kLanes + i];
+        if (m != -INFINITY) sum += m_partSum[first + c * kLanes + i] * std::exp(m - max);
       }
-      const float mine = partMax[size_t{job} * kLanes + i];
+      const float mine = m_partMax[size_t{job} * kLanes + i];
       factor[0][i] = mine == -INFINITY || sum == 0.0f ? 0.0f : std::exp(mine - max) / sum;
     }
     valuePass(sp, s, factor);
-    std::copy_n(s.acc.begin(), kLanes * p.stride, &partAcc[size_t{job} * kLanes * p.stride]);
+    std::copy_n(s.acc.begin(), kLanes * p.stride, &m_partAcc[size_t{job} * kLanes * p.stride]);
   });
   // A group's output is the plain sum of its chunks' weighted V sums.
   std::vector<float> acc(p.stride);
@@ -422,12 +492,28 @@ void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_
     for (uint32_t i = 0; i < sp.nq[0]; ++i) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t c = 0; c < p.chunks; ++c) {
-        const float* part = &partAcc[((size_t{rest} * p.chunks + c) * kLanes + i) * p.stride];
+        const float* part = &m_partAcc[((size_t{rest} * p.chunks + c) * kLanes + i) * p.stride];
         for (uint32_t k = 0; k < p.d; ++k) acc[k] += part[k];
       }
       finish(sp.h, sp.v0[0] + i, acc.data());
     }
   }
+}
+
+void AttentionRun::run() {
+  if (m_p.chunks == 1) {
+    runWhole();
+  } else {
+    runChunked();
+  }
+}
+
+}  // namespace
+
+void attention(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n, uint32_t pos0,
+               uint32_t nHead, ThreadPool& pool, float* out, const AttentionOptions& options) {
+  if (n == 0) return;
+  AttentionRun(cache, layer, q, n, pos0, nHead, pool, out, options).run();
 }
 
 }  // namespace kvscope::cpu
