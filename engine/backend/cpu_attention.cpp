@@ -128,10 +128,6 @@ struct Span {
   uint32_t begin = 0, end = 0;                               // the rows [begin, end) the job reads
 };
 
-}  // namespace
-
-namespace {
-
 // The tile of rows of one job's read: consecutive cached rows from position
 // `pos`, within one run and one page.
 struct Tile {
