@@ -97,11 +97,14 @@ Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView& t) {
   return buf;
 }
 
-// Matrices and vectors go to the device; embedding rows are read on the host.
+// Matrices and vectors go to the device; embedding rows and RoPE factors are
+// read on the host.
 Status VulkanModel::upload() {
   Status status = okStatus();
   model::forEachWeight(m_bound, [&](const model::TensorView& t, model::WeightRole role) {
-    if (!status.ok() || role == model::WeightRole::kEmbedding) return;
+    if (!status.ok() || role == model::WeightRole::kEmbedding ||
+        role == model::WeightRole::kRopeFactors)
+      return;
     if (role == model::WeightRole::kMatrix) {
       auto m = uploadMatrix(t);
       if (!m.ok()) status = m.error();

@@ -13,7 +13,8 @@ void forEachWeight(const ModelWeights& w,
   fn(*w.tokenEmbd, WeightRole::kEmbedding);
   vector(w.outputNorm);
   matrix(w.output);
-  for (const TensorView* t : {w.ropeFreqs, w.ropeLong, w.ropeShort}) vector(t);
+  for (const TensorView* t : {w.ropeFreqs, w.ropeLong, w.ropeShort})
+    if (t) fn(*t, WeightRole::kRopeFactors);
   for (const LayerWeights& l : w.layers) {
     for (const TensorView* t : {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm})
       vector(t);
@@ -38,7 +39,8 @@ Status checkWeightTypes(const ModelWeights& weights, std::string_view backend,
   }
   const char* what = role == WeightRole::kMatrix      ? "weight matrices"
                      : role == WeightRole::kEmbedding ? "token embeddings"
-                                                      : "norm and bias vectors";
+                     : role == WeightRole::kVector    ? "norm and bias vectors"
+                                                      : "RoPE factors";
   return makeError(ErrorCode::kUnsupported,
                    "tensor '{}' has type {}, which the {} backend cannot decode; its {} may be {}",
                    refused->name, gguf::typeName(static_cast<uint32_t>(refused->type)), backend,

@@ -56,8 +56,9 @@ struct ModelWeights {
 
 // How a forward pass reads a bound tensor, which decides the kernels that
 // decode it: a matrix in products, the embedding one row per token, a vector
-// (norm, bias, RoPE factors) once, to floats, at load.
-enum class WeightRole { kMatrix, kEmbedding, kVector };
+// (norm, bias) once, to floats, at load; RoPE factors only on the host, into
+// the angle tables (model/description.h planForward).
+enum class WeightRole { kMatrix, kEmbedding, kVector, kRopeFactors };
 
 // Calls `fn` for every bound tensor in load order, with its role; a tied
 // output matrix comes once as the embedding and once as a matrix.

@@ -14,6 +14,8 @@ extern const ArchDescription kPhi3;
 
 // llama's tensor tables, which qwen2 and qwen3 share (their descriptions
 // require the biases and the q/k norms the table lists as optional).
+// (Arrays, so other descriptions' spans of them are constant-initialized;
+// arch/llama.cpp checks every entry is filled.)
 extern const TensorRule<ModelWeights> kLlamaGlobals[4];
 extern const TensorRule<LayerWeights> kLlamaLayer[14];
 

@@ -3,6 +3,7 @@
 // normalised by RMSNorm. Names follow llama.cpp's eval-callback.
 #include "model/arch/architectures.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvscope::model {
@@ -70,7 +71,7 @@ constexpr auto kOpt = Presence::kOptional;
 
 }  // namespace
 
-const TensorRule<M> kLlamaGlobals[4] = {
+constexpr TensorRule<M> kLlamaGlobals[4] = {
     {"token_embd.weight", Dim::kEmbd, Dim::kVocab, TensorKind::kEmbedding, kReq, &M::tokenEmbd},
     {"output_norm.weight", Dim::kEmbd, Dim::kNone, TensorKind::kNorm, kReq, &M::outputNorm},
     {"output.weight", Dim::kEmbd, Dim::kVocab, TensorKind::kMatrix, Presence::kUnlessTied,
@@ -79,7 +80,7 @@ const TensorRule<M> kLlamaGlobals[4] = {
      &M::ropeFreqs},
 };
 
-const TensorRule<L> kLlamaLayer[14] = {
+constexpr TensorRule<L> kLlamaLayer[14] = {
     {"attn_norm.weight", Dim::kEmbd, Dim::kNone, TensorKind::kNorm, kReq, &L::attnNorm},
     {"attn_q.weight", Dim::kEmbd, Dim::kQ, TensorKind::kMatrix, kReq, &L::wq},
     {"attn_k.weight", Dim::kEmbd, Dim::kKv, TensorKind::kMatrix, kReq, &L::wk},
@@ -98,6 +99,10 @@ const TensorRule<L> kLlamaLayer[14] = {
     {"ffn_up.weight", Dim::kEmbd, Dim::kFf, TensorKind::kMatrix, kReq, &L::up},
     {"ffn_down.weight", Dim::kFf, Dim::kEmbd, TensorKind::kMatrix, kReq, &L::down},
 };
+
+// A declared size larger than the rows given would leave empty rules.
+static_assert(std::ranges::none_of(kLlamaGlobals, [](const auto& r) { return r.name.empty(); }));
+static_assert(std::ranges::none_of(kLlamaLayer, [](const auto& r) { return r.name.empty(); }));
 
 const ArchDescription kLlama{
     .globals = kLlamaGlobals, .layer = kLlamaLayer, .forward = llamaForward};
