@@ -2,6 +2,21 @@
 
 namespace kvscope::backend {
 
+bool TensorDump::wants(const model::OpName& op) {
+  if (name.empty()) return false;
+  if (name == kListTensorNames) {
+    names.push_back(op.str());
+    return false;
+  }
+  return op.str() == name;
+}
+
+void TensorDump::append(std::span<const float> captured, uint32_t rowWidth) {
+  width = rowWidth;
+  rows += static_cast<uint32_t>(captured.size() / rowWidth);
+  values.insert(values.end(), captured.begin(), captured.end());
+}
+
 Status Backend::exportKv(const std::function<Status(std::span<const uint8_t>)>&) const {
   return makeError(ErrorCode::kUnsupported, "the {} backend cannot save its KV cache", name());
 }

@@ -86,6 +86,12 @@ struct TensorDump {
   std::vector<float> values;  // [rows, width]
   // With the target kListTensorNames: every op output's name, in step order.
   std::vector<std::string> names;
+
+  // What an executor asks of every op output: whether to capture it (its
+  // name is the target), having noted the name when the names are listed.
+  bool wants(const model::OpName& op);
+  // Appends captured rows of `rowWidth` floats.
+  void append(std::span<const float> rows, uint32_t rowWidth);
 };
 inline constexpr std::string_view kListTensorNames = "*";
 

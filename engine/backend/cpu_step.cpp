@@ -46,17 +46,7 @@ std::span<float> CpuStep::span(Act a) {
 }
 
 void CpuStep::captured(Act out, model::OpName name) {
-  TensorDump& d = m_b.m_dump;
-  if (d.name.empty()) return;
-  if (d.name == kListTensorNames) {
-    d.names.push_back(name.str());
-    return;
-  }
-  if (name.str() != d.name) return;
-  const std::span<const float> rows = span(out);
-  d.width = out.width;
-  d.rows += static_cast<uint32_t>(rows.size() / out.width);
-  d.values.insert(d.values.end(), rows.begin(), rows.end());
+  if (m_b.m_dump.wants(name)) m_b.m_dump.append(span(out), out.width);
 }
 
 Expected<Act> CpuStep::logitRows(Act x, model::OpName name) {

@@ -79,17 +79,10 @@ void VulkanStep::order(std::initializer_list<Act> reads, std::initializer_list<A
 
 // A copy of the captured op output to a host buffer, read after the submit.
 Status VulkanStep::captured(Act out, model::OpName name) {
-  TensorDump& d = m_b.m_dump;
   // A prefill split into chunks computes the logit rows of its last one only.
-  if (d.name.empty() || (out.logitRows && !m_lastChunk)) return okStatus();
-  if (d.name == kListTensorNames) {
-    d.names.push_back(name.str());
-    return okStatus();
-  }
-  if (name.str() != d.name) return okStatus();
+  if ((out.logitRows && !m_lastChunk) || !m_b.m_dump.wants(name)) return okStatus();
   m_dumpWidth = out.width;
-  m_dumpRows = rows(out);
-  const size_t bytes = size_t{m_dumpRows} * out.width * sizeof(float);
+  const size_t bytes = size_t{rows(out)} * out.width * sizeof(float);
   KVS_ASSIGN_OR_RETURN(m_dump,
                        gpu::Buffer::create(m_b.m_shared->context(), bytes, gpu::MemoryUse::kHost));
   m_b.m_rec->copy(buffer(out), 0, m_dump, 0, bytes);
@@ -98,12 +91,9 @@ Status VulkanStep::captured(Act out, model::OpName name) {
 
 Status VulkanStep::collectDump() {
   if (m_dump.size() == 0) return okStatus();
-  std::vector<float> values(size_t{m_dumpRows} * m_dumpWidth);
+  std::vector<float> values(m_dump.size() / sizeof(float));
   KVS_TRY(m_dump.download(std::span<float>(values)));
-  TensorDump& d = m_b.m_dump;
-  d.width = m_dumpWidth;
-  d.rows += m_dumpRows;
-  d.values.insert(d.values.end(), values.begin(), values.end());
+  m_b.m_dump.append(values, m_dumpWidth);
   return okStatus();
 }
 

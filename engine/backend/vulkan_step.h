@@ -63,7 +63,7 @@ class VulkanStep final : public model::ForwardOps {
   std::vector<const model::RopeSpec*> m_ropeSpecs;  // spec i's table: m_b's ropeTables[i]
   Status m_error;                                   // an act() buffer that could not be made
   gpu::Buffer m_dump;                               // host-visible copy of the captured tensor
-  uint32_t m_dumpWidth = 0, m_dumpRows = 0;
+  uint32_t m_dumpWidth = 0;
 };
 
 }  // namespace kvscope::backend

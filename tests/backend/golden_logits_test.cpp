@@ -226,29 +226,30 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name,
   return rows;
 }
 
+void expectBothBackendsMatchGolden(const std::string& name) {
+  expectMatchesGolden(name);
+  expectMatchesGolden(name, Engine::kVulkan);
+}
+
 TEST(GoldenLogits, Qwen2) {
-  expectMatchesGolden("qwen2");
-  expectMatchesGolden("qwen2", Engine::kVulkan);
+  expectBothBackendsMatchGolden("qwen2");
 }
 
 TEST(GoldenLogits, Qwen3) {
-  expectMatchesGolden("qwen3");
-  expectMatchesGolden("qwen3", Engine::kVulkan);
+  expectBothBackendsMatchGolden("qwen3");
 }
 
 // phi3: fused q/k/v and gate/up tensors, and LongRoPE (the 256-token context
 // is beyond the 128-token original one, so the long factors and the
 // magnitude factor apply).
 TEST(GoldenLogits, Phi3) {
-  expectMatchesGolden("phi3");
-  expectMatchesGolden("phi3", Engine::kVulkan);
+  expectBothBackendsMatchGolden("phi3");
 }
 
 // Phi-4-mini's shape: RoPE over 3/4 of each head, so the query's scale before
 // attention reaches values RoPE does not rotate.
 TEST(GoldenLogits, Phi3PartialRotary) {
-  expectMatchesGolden("phi3-partial-rotary");
-  expectMatchesGolden("phi3-partial-rotary", Engine::kVulkan);
+  expectBothBackendsMatchGolden("phi3-partial-rotary");
 }
 
 // llama.cpp has no "mistral" architecture (Mistral GGUF files say "llama"), so
