@@ -19,11 +19,12 @@ bool hasLayer(const char* name) {
   return false;
 }
 
-bool hasInstanceExtension(const char* name) {
+// `layer` null: the loader's and drivers' extensions; else those a layer adds.
+bool hasInstanceExtension(const char* name, const char* layer = nullptr) {
   uint32_t count = 0;
-  if (vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr) != VK_SUCCESS) return false;
+  if (vkEnumerateInstanceExtensionProperties(layer, &count, nullptr) != VK_SUCCESS) return false;
   std::vector<VkExtensionProperties> exts(count);
-  if (vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data()) != VK_SUCCESS)
+  if (vkEnumerateInstanceExtensionProperties(layer, &count, exts.data()) != VK_SUCCESS)
     return false;
   for (const auto& e : exts)
     if (std::strcmp(e.extensionName, name) == 0) return true;
@@ -57,6 +58,8 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
     layers.push_back(kValidationLayer);
     if (hasInstanceExtension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
       extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (hasInstanceExtension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer))
+      extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   }
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -81,6 +84,22 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   ci.ppEnabledExtensionNames = extensions.data();
   if (!extensions.empty()) ci.pNext = &dbg;  // also catches messages from create/destroy
+
+  // Synchronization validation checks every recorded dependency: a barrier the
+  // executor's hazard tracking left out is reported as a read-after-write (or
+  // write-after-read/write) hazard, on any device, lavapipe included, where a
+  // serial executor would otherwise hide it.
+  const VkValidationFeatureEnableEXT syncValidation =
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &syncValidation;
+  for (const char* e : extensions) {
+    if (std::strcmp(e, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) == 0) {
+      features.pNext = ci.pNext;
+      ci.pNext = &features;
+    }
+  }
 
   VkResult r = vkCreateInstance(&ci, nullptr, &inst->m_instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
