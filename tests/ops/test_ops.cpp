@@ -93,8 +93,10 @@ Measured measure(const OpCase& c) {
     ADD_FAILURE() << c.name << ": " << cpu.error().describe();
     return m;
   }
-  auto gpu =
-      backend::VulkanBackend::create(file, {.timing = false, .kvSchemes = kv, .errorStride = 0});
+  // Validation (synchronization included) runs too: an op recorded without the
+  // barrier it needs fails here even where the device happens to serialise.
+  auto gpu = backend::VulkanBackend::create(
+      file, {.validation = true, .timing = false, .kvSchemes = kv, .errorStride = 0});
   if (!gpu.ok()) {
     ADD_FAILURE() << c.name << ": " << gpu.error().describe();
     return m;
@@ -118,6 +120,7 @@ Measured measure(const OpCase& c) {
   }
   m.nmse = ref > 0.0 ? err / ref : err;
   m.ran = true;
+  EXPECT_EQ((*gpu)->context().validationMessages(), 0u) << c.name << ": Vulkan validation messages";
   return m;
 }
 
