@@ -13,7 +13,8 @@ namespace kvscope::gpu {
 
 Expected<std::unique_ptr<Context>> Context::create(const ContextOptions& options) {
   std::unique_ptr<Context> ctx(new Context());
-  KVS_ASSIGN_OR_RETURN(ctx->m_instance, Instance::create(options.validation));
+  KVS_ASSIGN_OR_RETURN(ctx->m_instance, Instance::get(options.validation));
+  ctx->m_messagesAtStart = ctx->m_instance->validationMessages();
   KVS_TRY(ctx->createDevice(options));
   KVS_TRY(ctx->loadPipelineCache(options));
   return ctx;

@@ -44,9 +44,13 @@ class Context {
   double timestampPeriodNs() const { return m_timestampPeriodNs; }
   uint32_t timestampValidBits() const { return m_timestampValidBits; }
 
-  // Validation messages seen so far (always 0 without validation).
-  uint64_t validationMessages() const { return m_instance->validationMessages(); }
+  // Validation messages seen since this context was created (always 0
+  // without validation).
+  uint64_t validationMessages() const {
+    return m_instance->validationMessages() - m_messagesAtStart;
+  }
   bool validationEnabled() const { return m_instance->validation(); }
+  VkInstance instance() const { return m_instance->handle(); }
 
   // Where the pipeline cache lives, and how many bytes were loaded at start.
   const std::filesystem::path& pipelineCachePath() const { return m_cachePath; }
@@ -76,7 +80,8 @@ class Context {
 
   friend class Buffer;  // counts its allocations in m_allocatedBytes
   std::atomic<uint64_t> m_allocatedBytes{0};
-  std::unique_ptr<Instance> m_instance;
+  Instance* m_instance = nullptr;  // the process's (Instance::get)
+  uint64_t m_messagesAtStart = 0;
   VkPhysicalDevice m_physical = VK_NULL_HANDLE;
   VkDevice m_device = VK_NULL_HANDLE;
   VkQueue m_queue = VK_NULL_HANDLE;

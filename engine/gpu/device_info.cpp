@@ -26,7 +26,7 @@ const char* deviceTypeName(DeviceType type) {
 }
 
 Expected<std::vector<DeviceInfo>> listDevices() {
-  KVS_ASSIGN_OR_RETURN(auto instance, Instance::create(/*validation=*/false));
+  KVS_ASSIGN_OR_RETURN(Instance * instance, Instance::get(/*validation=*/false));
   KVS_ASSIGN_OR_RETURN(auto physical, instance->physicalDevices());
   std::vector<DeviceInfo> out;
   for (size_t i = 0; i < physical.size(); ++i)

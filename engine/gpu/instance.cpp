@@ -1,6 +1,7 @@
 #include "gpu/instance.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "core/log.h"
 
@@ -32,6 +33,18 @@ bool hasInstanceExtension(const char* name, const char* layer = nullptr) {
 }
 
 }  // namespace
+
+Expected<Instance*> Instance::get(bool validation) {
+  static std::mutex mutex;
+  static Instance* instances[2] = {nullptr, nullptr};  // [validation]; never freed, see header
+  std::lock_guard<std::mutex> lock(mutex);
+  Instance*& slot = instances[validation ? 1 : 0];
+  if (!slot) {
+    KVS_ASSIGN_OR_RETURN(auto made, create(validation));
+    slot = made.release();
+  }
+  return slot;
+}
 
 Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   KVS_TRY(loadVulkan());
@@ -111,15 +124,18 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   volkLoadInstanceOnly(inst->m_instance);
 
   if (!extensions.empty()) {
-    KVS_VK(vkCreateDebugUtilsMessengerEXT(inst->m_instance, &dbg, nullptr, &inst->m_messenger),
-           "vkCreateDebugUtilsMessengerEXT");
+    r = vkCreateDebugUtilsMessengerEXT(inst->m_instance, &dbg, nullptr, &inst->m_messenger);
+    if (r != VK_SUCCESS) inst->destroy();
+    KVS_VK(r, "vkCreateDebugUtilsMessengerEXT");
   }
   return inst;
 }
 
-Instance::~Instance() {
+void Instance::destroy() {
   if (m_messenger) vkDestroyDebugUtilsMessengerEXT(m_instance, m_messenger, nullptr);
   if (m_instance) vkDestroyInstance(m_instance, nullptr);
+  m_messenger = VK_NULL_HANDLE;
+  m_instance = VK_NULL_HANDLE;
 }
 
 Expected<std::vector<VkPhysicalDevice>> Instance::physicalDevices() const {

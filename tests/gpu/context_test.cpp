@@ -33,6 +33,30 @@ TEST_F(ContextTest, ValidationLayerCountsMisuse) {
   resetValidationBaseline();
 }
 
+// Contexts made one after another share the process's instance (a driver that
+// is unloaded and loaded again per context stopped loading on NVIDIA), and
+// each counts validation messages from its own start.
+TEST_F(ContextTest, ContextsShareTheProcessInstance) {
+  VkInstance first = VK_NULL_HANDLE;
+  {
+    auto a = gpu::Context::create({.validation = true});
+    ASSERT_TRUE(a.ok()) << a.error().describe();
+    first = (*a)->instance();
+    VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;  // size 0: invalid, one message
+    VkBuffer buffer = VK_NULL_HANDLE;
+    if (vkCreateBuffer((*a)->device(), &ci, nullptr, &buffer) == VK_SUCCESS && buffer)
+      vkDestroyBuffer((*a)->device(), buffer, nullptr);
+    EXPECT_GT((*a)->validationMessages(), 0u);
+  }
+  auto b = gpu::Context::create({.validation = true});
+  ASSERT_TRUE(b.ok()) << b.error().describe();
+  EXPECT_EQ((*b)->instance(), first);
+  EXPECT_EQ((*b)->instance(), ctx().instance());
+  EXPECT_EQ((*b)->validationMessages(), 0u);
+  resetValidationBaseline();
+}
+
 TEST_F(ContextTest, BuffersRoundTripWithOffsets) {
   for (auto use : {gpu::MemoryUse::kDevice, gpu::MemoryUse::kHost}) {
     auto b = gpu::Buffer::create(ctx(), 1000, use);
