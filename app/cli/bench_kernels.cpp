@@ -1,10 +1,12 @@
 // `kvscope-cli bench-kernels`: throughput of the weight kernels
 // (gpu/weight_kernels.h) for every supported GGUF type on the selected device.
 // matvec at a large square shape and at the shapes of a ~40M-parameter model
-// (dim 512, FFN 1536); matmul (prefill) at n = 16, 64, 256 tokens. Each figure
+// (dim 512, FFN 1536) and of Llama-3.2-1B (dim 2048, FFN 8192, vocabulary
+// 128256); matmul (prefill) at n = 16, 64, 256 tokens. Each figure
 // is the best of 3 runs of back-to-back dispatches separated by barriers, as
 // in a forward step: wall-clock time of the submission divided by the
 // dispatches (per-dispatch timestamps would add their own cost on lavapipe).
+// --matvec-wg/--matvec-rows sweep the GPU matvec's launch (gpu::MatvecLaunch).
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -46,13 +48,15 @@ struct Shape {
   uint32_t n, rows, cols;
 };
 constexpr Shape kShapes[] = {
-    {1, 4096, 4096}, {1, 512, 512},   {1, 1536, 512},   {1, 512, 1536},  // matvec
-    {16, 1536, 512}, {64, 1536, 512}, {256, 1536, 512},                  // matmul
+    {1, 4096, 4096}, {1, 512, 512},   {1, 1536, 512},   {1, 512, 1536},    // matvec
+    {1, 2048, 2048}, {1, 8192, 2048}, {1, 2048, 8192},  {1, 128256, 2048},  // matvec, 1B
+    {16, 1536, 512}, {64, 1536, 512}, {256, 1536, 512},                    // matmul
 };
 
 struct Result {
   std::string type;
   Shape shape;
+  gpu::MatvecLaunch launch;
   double us = 0.0;  // per dispatch
   double weightBytes = 0.0;
 };
@@ -87,7 +91,7 @@ Expected<Result> benchOne(gpu::Context& ctx, gpu::WeightKernels& wk, gpu::Record
   KVS_TRY(wb.upload(std::span<const uint8_t>(weights)));
   KVS_TRY(xb.upload(std::span<const float>(x)));
 
-  Result result{bt.name, s, 1e30, static_cast<double>(weights.size())};
+  Result result{bt.name, s, wk.matvecLaunch(), 1e30, static_cast<double>(weights.size())};
   for (int run = 0; run < 4; ++run) {  // the first run compiles lavapipe's shader
     const uint32_t count = run == 0 ? 1 : iters;
     KVS_TRY(rec.begin());
@@ -105,7 +109,8 @@ Expected<Result> benchOne(gpu::Context& ctx, gpu::WeightKernels& wk, gpu::Record
   return result;
 }
 
-int run(int device, uint32_t iters, const std::vector<std::string>& only, bool json) {
+int run(int device, uint32_t iters, const std::vector<std::string>& only, bool json,
+        const std::vector<uint32_t>& sweepWg, const std::vector<uint32_t>& sweepRows) {
   gpu::ContextOptions options;
   options.device = device;
   auto ctx = gpu::Context::create(options);
@@ -113,26 +118,43 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
     fmt::print(stderr, "error: {}\n", ctx.error().message);
     return 1;
   }
-  gpu::WeightKernels wk(**ctx);
   auto rec = gpu::Recorder::create(**ctx, {.maxDispatches = iters + 1});
   if (!rec.ok()) {
     fmt::print(stderr, "error: {}\n", rec.error().message);
     return 1;
   }
-  std::vector<Result> results;
-  for (const BenchType& bt : kBenchTypes) {
-    if (!only.empty() && std::find(only.begin(), only.end(), bt.name) == only.end()) continue;
-    for (const Shape& s : kShapes) {
-      auto r = benchOne(**ctx, wk, **rec, bt, s, iters);
-      if (!r.ok()) {
-        fmt::print(stderr, "error: {} {}x{} n={}: {}\n", bt.name, s.rows, s.cols, s.n,
-                   r.error().message);
-        return 1;
-      }
-      results.push_back(*r);
+  // The default launch, then each swept one (matvec shapes only).
+  std::vector<gpu::MatvecLaunch> launches = {gpu::MatvecLaunch{}};
+  for (uint32_t w : sweepWg.empty() ? std::vector<uint32_t>{launches[0].workgroup} : sweepWg) {
+    for (uint32_t r : sweepRows.empty() ? std::vector<uint32_t>{launches[0].rows} : sweepRows) {
+      if (w != launches[0].workgroup || r != launches[0].rows) launches.push_back({w, r});
     }
   }
-  const std::string shape = gpu::weightShapeName(wk.shape());
+  std::vector<Result> results;
+  std::string shape;
+  for (size_t l = 0; l < launches.size(); ++l) {
+    gpu::WeightKernels wk(**ctx, gpu::WeightShape::kAuto, launches[l]);
+    shape = gpu::weightShapeName(wk.shape());
+    for (const BenchType& bt : kBenchTypes) {
+      if (!only.empty() && std::find(only.begin(), only.end(), bt.name) == only.end()) continue;
+      for (const Shape& s : kShapes) {
+        if (l > 0 && s.n != 1) continue;
+        // A tensor larger than one binding (lavapipe: 128 MiB) is split by
+        // the backend into row ranges; here it is left out.
+        if (auto rowBytes = gpu::WeightKernels::rowBytes(bt.type, s.cols);
+            rowBytes && *rowBytes * s.rows > (*ctx)->limits().maxStorageBufferRange) {
+          continue;
+        }
+        auto r = benchOne(**ctx, wk, **rec, bt, s, iters);
+        if (!r.ok()) {
+          fmt::print(stderr, "error: {} {}x{} n={}: {}\n", bt.name, s.rows, s.cols, s.n,
+                     r.error().message);
+          return 1;
+        }
+        results.push_back(*r);
+      }
+    }
+  }
   if (json) {
     nlohmann::json out = {
         {"device", (*ctx)->info().name}, {"shape", shape}, {"results", nlohmann::json::array()}};
@@ -142,6 +164,8 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
                                 {"n", r.shape.n},
                                 {"rows", r.shape.rows},
                                 {"cols", r.shape.cols},
+                                {"matvec_wg", r.launch.workgroup},
+                                {"matvec_rows", r.launch.rows},
                                 {"us", r.us},
                                 {"gmacs", macs / r.us * 1e-3},
                                 {"weight_gbs", r.weightBytes / r.us * 1e-3},
@@ -152,12 +176,16 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
   }
   fmt::print("device {} | launch shape {} | {} dispatches per run, best of 3\n",
              (*ctx)->info().name, shape, iters);
-  fmt::print("{:<6} {:>4} {:>11} {:>11} {:>9} {:>12} {:>12}\n", "type", "n", "rows x cols",
-             "us/call", "G MAC/s", "weight GB/s", "tokens/s");
+  fmt::print("{:<6} {:>4} {:>12} {:>7} {:>11} {:>9} {:>12} {:>12}\n", "type", "n",
+             "rows x cols", "wg/rows", "us/call", "G MAC/s", "weight GB/s", "tokens/s");
   for (const Result& r : results) {
     const double macs = static_cast<double>(r.shape.n) * r.shape.rows * r.shape.cols;
-    fmt::print("{:<6} {:>4} {:>5}x{:<5} {:>11.1f} {:>9.2f} {:>12.2f} {:>12.0f}\n", r.type,
-               r.shape.n, r.shape.rows, r.shape.cols, r.us, macs / r.us * 1e-3,
+    const std::string launch =
+        r.shape.n == 1 && shape != "cpu"
+            ? fmt::format("{}/{}", r.launch.workgroup, r.launch.rows)
+            : "-";
+    fmt::print("{:<6} {:>4} {:>6}x{:<5} {:>7} {:>11.1f} {:>9.2f} {:>12.2f} {:>12.0f}\n", r.type,
+               r.shape.n, r.shape.rows, r.shape.cols, launch, r.us, macs / r.us * 1e-3,
                r.weightBytes / r.us * 1e-3, r.shape.n / r.us * 1e6);
   }
   return 0;
@@ -176,7 +204,16 @@ void registerBenchKernels(CLI::App& app, const GlobalOptions& global, int& exitC
       ->delimiter(',')
       ->check(CLI::IsMember(typeNames()));
   cmd->add_flag("--json", json, "Print JSON instead of a table");
-  cmd->callback([&global, &exitCode] { exitCode = run(global.device, iters, types, json); });
+  static std::vector<uint32_t> sweepWg, sweepRows;
+  cmd->add_option("--matvec-wg", sweepWg, "Also time the GPU matvec at these workgroup sizes")
+      ->delimiter(',')
+      ->check(CLI::IsMember({32u, 64u, 128u, 256u, 512u}));
+  cmd->add_option("--matvec-rows", sweepRows, "Also time the GPU matvec at these rows per group")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 16u));
+  cmd->callback([&global, &exitCode] {
+    exitCode = run(global.device, iters, types, json, sweepWg, sweepRows);
+  });
 }
 
 }  // namespace kvscope::cli

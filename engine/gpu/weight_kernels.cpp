@@ -48,8 +48,7 @@ static_assert(std::size(kTypes) == 8, "WeightKernels::kTypeCount");
 constexpr uint32_t kPlaneAlign = 32;  // the widest shader load
 constexpr uint32_t kCpuWorkgroup = 16;
 constexpr uint32_t kGroupsPerCpuThread = 3;             // few large groups: see header
-constexpr uint32_t kGpuWorkgroup = KVS_WEIGHT_TILE_WG;  // matvec uses the same size
-constexpr uint32_t kGpuMatvecRows = 2;                  // rows per workgroup
+constexpr uint32_t kGpuWorkgroup = KVS_WEIGHT_TILE_WG;
 
 const TypeInfo* findType(TensorType type) {
   for (const TypeInfo& t : kTypes) {
@@ -118,8 +117,8 @@ const char* weightShapeName(WeightShape shape) {
   return "?";
 }
 
-WeightKernels::WeightKernels(Context& ctx, WeightShape shape)
-    : m_ctx(ctx), m_shape(resolveShape(ctx, shape)) {
+WeightKernels::WeightKernels(Context& ctx, WeightShape shape, MatvecLaunch launch)
+    : m_ctx(ctx), m_shape(resolveShape(ctx, shape)), m_launch(launch) {
   if (m_shape == WeightShape::kCpu)
     m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
 }
@@ -191,7 +190,7 @@ Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kerne
                  ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
                  : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
     } else {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{kGpuWorkgroup, kGpuMatvecRows, 1, epilogue}
+      spec = kernel == kMatvec ? std::vector<uint32_t>{m_launch.workgroup, m_launch.rows, 1, epilogue}
                                : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
     }
     KVS_ASSIGN_OR_RETURN(Pipeline p,
@@ -305,7 +304,7 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
     const uint64_t tokenTasks = kernel == kMatvec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
     count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
   } else if (kernel == kMatvec) {
-    count = groups((rows + kGpuMatvecRows - 1) / kGpuMatvecRows, 1);
+    count = groups((rows + m_launch.rows - 1) / m_launch.rows, 1);
   } else {
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);

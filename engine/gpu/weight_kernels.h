@@ -68,9 +68,17 @@ struct Epilogue {
   bool siluGate = false;              // y = silu(y) * Wx (y holds the gate)
 };
 
+// The GPU shapes' matvec launch: invocations per workgroup (a power of two)
+// and the rows each workgroup computes; bench-kernels sweeps them.
+struct MatvecLaunch {
+  uint32_t workgroup = 64;
+  uint32_t rows = 2;
+};
+
 class WeightKernels {
  public:
-  explicit WeightKernels(Context& ctx, WeightShape shape = WeightShape::kAuto);
+  explicit WeightKernels(Context& ctx, WeightShape shape = WeightShape::kAuto,
+                         MatvecLaunch launch = {});
 
   static bool supportsType(gguf::TensorType type);
   // Device bytes of one row of `cols` values; nullopt when the type is not
@@ -82,6 +90,7 @@ class WeightKernels {
 
   // The launch shape this instance uses (kAuto resolved).
   WeightShape shape() const { return m_shape; }
+  const MatvecLaunch& matvecLaunch() const { return m_launch; }
 
   Status matvec(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
                 const BufferRange& y, uint32_t rows, uint32_t cols, const Epilogue& epilogue = {});
@@ -103,6 +112,7 @@ class WeightKernels {
 
   Context& m_ctx;
   WeightShape m_shape;
+  MatvecLaunch m_launch;
   uint32_t m_cpuThreads = 0;  // >0 for the kCpu shape: the device's worker threads
   static constexpr size_t kEpilogues = 8;  // every combination of the KVS_WEIGHT_* flags
   std::array<std::array<std::array<std::optional<Pipeline>, kEpilogues>, kKernelCount>, kTypeCount>

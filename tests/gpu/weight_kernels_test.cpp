@@ -154,6 +154,31 @@ TEST_P(WeightKernelTest, MatvecMatchesReference) {
   }
 }
 
+// Every launch bench-kernels can sweep computes the same product: workgroups
+// narrower than, equal to and wider than a subgroup, rows per group that do
+// and do not divide the row count.
+TEST_P(WeightKernelTest, MatvecMatchesReferenceAtEveryLaunch) {
+  const auto& [tc, shape] = GetParam();
+  if (shape == WeightShape::kCpu) GTEST_SKIP() << "the CPU shape has no matvec launch";
+  if (tc.type != TensorType::kQ8_0 && tc.type != TensorType::kQ4_K)
+    GTEST_SKIP() << "the launch is type-independent; checked on Q8_0 and Q4_K";
+  const uint32_t cols = tc.cols.back();
+  for (uint32_t wg : {32u, 128u, 256u}) {
+    for (uint32_t perGroup : {1u, 3u, 8u}) {
+      gpu::WeightKernels wk(ctx(), shape, {.workgroup = wg, .rows = perGroup});
+      for (uint32_t rows : {7u, 100u}) {
+        const Weights w = makeWeights(tc.type, rows, cols, rows + wg + perGroup);
+        const auto x = randomFloats(cols, cols + wg);
+        const auto got = run(wk, tc.type, w, x, 1, rows, cols, true);
+        expectProductClose(got, w.values, x, 1, rows, cols,
+                           fmt::format("{} matvec {}x{} wg {} rows {}", tc.name, rows, cols, wg,
+                                       perGroup));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST_P(WeightKernelTest, MatmulMatchesReference) {
   const auto& [tc, shape] = GetParam();
   gpu::WeightKernels wk(ctx(), shape);
