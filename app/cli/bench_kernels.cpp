@@ -91,7 +91,7 @@ Expected<Result> benchOne(gpu::Context& ctx, gpu::WeightKernels& wk, gpu::Record
   KVS_TRY(wb.upload(std::span<const uint8_t>(weights)));
   KVS_TRY(xb.upload(std::span<const float>(x)));
 
-  Result result{bt.name, s, wk.matvecLaunch(), 1e30, static_cast<double>(weights.size())};
+  Result result{bt.name, s, wk.matvecLaunch(s.cols), 1e30, static_cast<double>(weights.size())};
   for (int run = 0; run < 4; ++run) {  // the first run compiles lavapipe's shader
     const uint32_t count = run == 0 ? 1 : iters;
     KVS_TRY(rec.begin());
@@ -123,11 +123,13 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
     fmt::print(stderr, "error: {}\n", rec.error().message);
     return 1;
   }
-  // The default launch, then each swept one (matvec shapes only).
-  std::vector<gpu::MatvecLaunch> launches = {gpu::MatvecLaunch{}};
-  for (uint32_t w : sweepWg.empty() ? std::vector<uint32_t>{launches[0].workgroup} : sweepWg) {
-    for (uint32_t r : sweepRows.empty() ? std::vector<uint32_t>{launches[0].rows} : sweepRows) {
-      if (w != launches[0].workgroup || r != launches[0].rows) launches.push_back({w, r});
+  // The default (per-shape) launch, then each swept one (matvec shapes only).
+  std::vector<std::optional<gpu::MatvecLaunch>> launches = {std::nullopt};
+  const gpu::MatvecLaunch fallback;
+  if (!sweepWg.empty() || !sweepRows.empty()) {
+    for (uint32_t w : sweepWg.empty() ? std::vector<uint32_t>{fallback.workgroup} : sweepWg) {
+      for (uint32_t r : sweepRows.empty() ? std::vector<uint32_t>{fallback.rows} : sweepRows)
+        launches.push_back(gpu::MatvecLaunch{w, r});
     }
   }
   std::vector<Result> results;

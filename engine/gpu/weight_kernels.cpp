@@ -1,6 +1,9 @@
 #include "gpu/weight_kernels.h"
 
 #include <algorithm>
+#include <bit>
+
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <string>
@@ -43,7 +46,6 @@ constexpr TypeInfo kTypes[] = {
     {TensorType::kQ5_K, "q5_k", 256, 176, 3, {{{48, 128}, {16, 32}, {0, 16}}}, 2, 8, 8},
     {TensorType::kQ6_K, "q6_k", 256, 210, 4, {{{0, 128}, {128, 64}, {192, 16}, {208, 2}}}, 4, 8, 8},
 };
-static_assert(std::size(kTypes) == 8, "WeightKernels::kTypeCount");
 
 constexpr uint32_t kPlaneAlign = 32;  // the widest shader load
 constexpr uint32_t kCpuWorkgroup = 16;
@@ -117,7 +119,11 @@ const char* weightShapeName(WeightShape shape) {
   return "?";
 }
 
-WeightKernels::WeightKernels(Context& ctx, WeightShape shape, MatvecLaunch launch)
+MatvecLaunch matvecLaunchFor(uint32_t cols) {
+  return {std::clamp(std::bit_floor(std::max(cols / 64, 1u)), 32u, 256u), 4};
+}
+
+WeightKernels::WeightKernels(Context& ctx, WeightShape shape, std::optional<MatvecLaunch> launch)
     : m_ctx(ctx), m_shape(resolveShape(ctx, shape)), m_launch(launch) {
   if (m_shape == WeightShape::kCpu)
     m_cpuThreads = std::max(1u, std::thread::hardware_concurrency());
@@ -171,11 +177,14 @@ Expected<std::vector<uint8_t>> WeightKernels::repack(TensorType type, uint32_t c
 }
 
 Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel,
-                                                  uint32_t epilogue) {
-  std::optional<Pipeline>& slot = m_pipelines[typeIndex][kernel][epilogue];
-  if (!slot) {
+                                                  uint32_t epilogue, const MatvecLaunch& launch) {
+  const bool cpu = m_shape == WeightShape::kCpu;
+  const bool launched = !cpu && kernel == kMatvec;
+  const auto key = std::make_tuple(typeIndex, kernel, epilogue, launched ? launch.workgroup : 0u,
+                                   launched ? launch.rows : 0u);
+  auto found = m_pipelines.find(key);
+  if (found == m_pipelines.end()) {
     const TypeInfo& t = kTypes[typeIndex];
-    const bool cpu = m_shape == WeightShape::kCpu;
     const char* suffix = cpu                                    ? "cpu"
                          : kernel == kMatmul                    ? "gpu"
                          : m_shape == WeightShape::kGpuSubgroup ? "sg"
@@ -190,15 +199,15 @@ Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kerne
                  ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
                  : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
     } else {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{m_launch.workgroup, m_launch.rows, 1, epilogue}
+      spec = kernel == kMatvec ? std::vector<uint32_t>{launch.workgroup, launch.rows, 1, epilogue}
                                : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
     }
     KVS_ASSIGN_OR_RETURN(Pipeline p,
                          Pipeline::create(m_ctx, {name, 4, sizeof(push::WeightPush), spec,
                                                   kernel == kMatvec ? "matvec" : "matmul"}));
-    slot = std::move(p);
+    found = m_pipelines.emplace(key, std::move(p)).first;
   }
-  return &*slot;
+  return &found->second;
 }
 
 Expected<BufferRange> WeightKernels::bind(const BufferRange& range, uint64_t bytes,
@@ -289,7 +298,8 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                          (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
-  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags));
+  const MatvecLaunch launch = matvecLaunch(cols);
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags, launch));
   const push::WeightPush push{rows,
                               cols,
                               n,
@@ -304,7 +314,7 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
     const uint64_t tokenTasks = kernel == kMatvec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
     count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
   } else if (kernel == kMatvec) {
-    count = groups((rows + m_launch.rows - 1) / m_launch.rows, 1);
+    count = groups((rows + launch.rows - 1) / launch.rows, 1);
   } else {
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);

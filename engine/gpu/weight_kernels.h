@@ -40,8 +40,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "gguf/tensor_type.h"
@@ -72,13 +74,23 @@ struct Epilogue {
 // and the rows each workgroup computes; bench-kernels sweeps them.
 struct MatvecLaunch {
   uint32_t workgroup = 64;
-  uint32_t rows = 2;
+  uint32_t rows = 4;
 };
+
+// The launch for rows of `cols` values: 4 rows per workgroup, one invocation
+// per 64 columns (32-256). Measured on an NVIDIA H200 against the former
+// fixed 64 invocations x 2 rows (bench-kernels --matvec-wg --matvec-rows,
+// docs/RESULTS.md "Real GPUs"): on Llama-3.2-1B's shapes Q8_0 is faster on
+// every one (the 128256x2048 output 1.6x, 8192x2048 1.5x), Q4_K on the
+// large ones (output 1.5x) and within 7% slower on 2048x2048 and 2048x8192.
+MatvecLaunch matvecLaunchFor(uint32_t cols);
 
 class WeightKernels {
  public:
+  // `launch` fixes the GPU matvec launch; by default each product takes
+  // matvecLaunchFor(cols).
   explicit WeightKernels(Context& ctx, WeightShape shape = WeightShape::kAuto,
-                         MatvecLaunch launch = {});
+                         std::optional<MatvecLaunch> launch = std::nullopt);
 
   static bool supportsType(gguf::TensorType type);
   // Device bytes of one row of `cols` values; nullopt when the type is not
@@ -90,7 +102,10 @@ class WeightKernels {
 
   // The launch shape this instance uses (kAuto resolved).
   WeightShape shape() const { return m_shape; }
-  const MatvecLaunch& matvecLaunch() const { return m_launch; }
+  // The GPU matvec launch for rows of `cols` values.
+  MatvecLaunch matvecLaunch(uint32_t cols) const {
+    return m_launch ? *m_launch : matvecLaunchFor(cols);
+  }
 
   Status matvec(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
                 const BufferRange& y, uint32_t rows, uint32_t cols, const Epilogue& epilogue = {});
@@ -101,9 +116,9 @@ class WeightKernels {
 
  private:
   enum Kernel { kMatvec, kMatmul, kKernelCount };
-  static constexpr size_t kTypeCount = 8;
 
-  Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel, uint32_t epilogue);
+  Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel, uint32_t epilogue,
+                                     const MatvecLaunch& launch);
   Status record(Recorder& rec, gguf::TensorType type, Kernel kernel, const BufferRange& w,
                 const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
                 uint32_t cols, const Epilogue& epilogue);
@@ -112,11 +127,11 @@ class WeightKernels {
 
   Context& m_ctx;
   WeightShape m_shape;
-  MatvecLaunch m_launch;
+  std::optional<MatvecLaunch> m_launch;
   uint32_t m_cpuThreads = 0;  // >0 for the kCpu shape: the device's worker threads
-  static constexpr size_t kEpilogues = 8;  // every combination of the KVS_WEIGHT_* flags
-  std::array<std::array<std::array<std::optional<Pipeline>, kEpilogues>, kKernelCount>, kTypeCount>
-      m_pipelines;
+  // By type, kernel, epilogue (KVS_WEIGHT_* flags) and, for the GPU matvec,
+  // the launch's workgroup and rows (0, 0 elsewhere).
+  std::map<std::tuple<size_t, Kernel, uint32_t, uint32_t, uint32_t>, Pipeline> m_pipelines;
 };
 
 }  // namespace kvscope::gpu

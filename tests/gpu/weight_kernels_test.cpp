@@ -165,7 +165,7 @@ TEST_P(WeightKernelTest, MatvecMatchesReferenceAtEveryLaunch) {
   const uint32_t cols = tc.cols.back();
   for (uint32_t wg : {32u, 128u, 256u}) {
     for (uint32_t perGroup : {1u, 3u, 8u}) {
-      gpu::WeightKernels wk(ctx(), shape, {.workgroup = wg, .rows = perGroup});
+      gpu::WeightKernels wk(ctx(), shape, gpu::MatvecLaunch{.workgroup = wg, .rows = perGroup});
       for (uint32_t rows : {7u, 100u}) {
         const Weights w = makeWeights(tc.type, rows, cols, rows + wg + perGroup);
         const auto x = randomFloats(cols, cols + wg);
@@ -235,6 +235,18 @@ TEST_P(WeightKernelTest, EpiloguesFinishTheProductAsTheSeparateKernels) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, WeightKernelTest, ::testing::ValuesIn(allCases()), caseName);
 
 class WeightKernelApiTest : public GpuTest {};
+
+// The per-shape launch rule: one invocation per 64 columns, 32 to 256, 4 rows.
+TEST(MatvecLaunchRule, OneInvocationPer64ColumnsWithinBounds) {
+  const std::pair<uint32_t, uint32_t> cases[] = {
+      {32, 32}, {512, 32}, {1536, 32}, {2048, 32}, {3072, 32},
+      {4096, 64}, {8192, 128}, {14336, 128}, {16384, 256}, {65536, 256}};
+  for (const auto& [cols, workgroup] : cases) {
+    const gpu::MatvecLaunch l = gpu::matvecLaunchFor(cols);
+    EXPECT_EQ(l.workgroup, workgroup) << cols << " columns";
+    EXPECT_EQ(l.rows, 4u) << cols << " columns";
+  }
+}
 
 TEST_F(WeightKernelApiTest, TensorsShareOneBufferAtAlignedOffsets) {
   // Two Q4_K tensors and their inputs/outputs packed into single buffers, as a
