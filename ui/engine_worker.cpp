@@ -211,11 +211,11 @@ void setKvFacts(ModelInfo& info, const runtime::Session& session) {
       static_cast<quint64>(std::ceil(sidecar * c.nHeadKv * c.nLayer));
   // An auto policy is shown as chosen ("auto"); what it picked per layer
   // arrives with the KV reports.
-  auto policy = kv::KvPolicy::parse(session.kvPolicy());
-  if (policy.ok() && policy->autoBits) {
+  const kv::KvPolicy& policy = session.kvPolicy();
+  if (policy.autoBits) {
     kv::KvPolicy chosen;  // auto and its seed; the attention items follow
-    chosen.autoBits = policy->autoBits;
-    chosen.seed = policy->seed;
+    chosen.autoBits = policy.autoBits;
+    chosen.seed = policy.seed;
     info.kvPolicy = qstr(chosen.toString());
   } else {
     info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
@@ -471,7 +471,13 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   choice.kind = kind;
   choice.contextLimit = request.backend.contextLimit;
   choice.device = request.backend.device;
-  choice.kvPolicy = request.backend.kvPolicy.toStdString();
+  // The settings hold the policy as the user wrote it; it is parsed here, once.
+  auto policy = kv::KvPolicy::parse(request.backend.kvPolicy.toStdString());
+  if (!policy.ok()) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, policy.error()));
+    return;
+  }
+  choice.kvPolicy = std::move(policy).value();
   // A context the device cannot hold is refused while the current model still runs.
   if (const Status fits = runtime::checkDeviceFits(*model, choice); !fits.ok()) {
     emit modelLoadFailed(request.path, loadErrorMessage(request.path, fits.error()));
@@ -542,8 +548,12 @@ void EngineWorker::estimateMemory(const QString& path, const BackendSettings& ba
         if (chosen.ok() && d.index == *chosen) deviceBytes = d.deviceLocalBytes;
     }
   }
-  auto estimate = runtime::estimateMemory(**file, backend.contextLimit,
-                                          backend.kvPolicy.toStdString(), deviceBytes);
+  auto policy = kv::KvPolicy::parse(backend.kvPolicy.toStdString());
+  if (!policy.ok()) {
+    emit memoryEstimateFailed(path, QString::fromStdString(policy.error().message));
+    return;
+  }
+  auto estimate = runtime::estimateMemory(**file, backend.contextLimit, *policy, deviceBytes);
   if (!estimate.ok()) {
     emit memoryEstimateFailed(path, QString::fromStdString(estimate.error().message));
     return;
@@ -791,11 +801,17 @@ void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {
     emit kvPolicyFailed(turnId, QStringLiteral("Stopped; the KV cache keeps its policy."));
     return;
   }
+  auto parsed = kv::KvPolicy::parse(policy.toStdString());
+  if (!parsed.ok()) {
+    emit kvPolicyFailed(turnId, QStringLiteral("Could not switch the KV cache policy: %1")
+                                    .arg(qstr(parsed.error().message)));
+    return;
+  }
   m_runningTurn.store(turnId);
   TurnObserver observer(*this, turnId);
   Status status = okStatus();
   try {
-    status = m_session->setKvPolicy(policy.toStdString(), &observer);
+    status = m_session->setKvPolicy(*parsed, &observer);
   } catch (const std::bad_alloc&) {
     status = makeError(ErrorCode::kOutOfMemory, "out of memory");
   }

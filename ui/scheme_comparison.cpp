@@ -35,11 +35,22 @@ bool SchemeComparison::start(const QString& modelPath, const QList<qint32>& toke
   join();
   m_cancel.store(false);
   m_running = true;
-  std::vector<std::string> texts;
-  for (const QString& p : policies) texts.push_back(p.toStdString());
+  // The presets are policy texts; each is parsed here, once.
+  std::vector<kv::KvPolicy> parsed;
+  for (const QString& p : policies) {
+    auto policy = kv::KvPolicy::parse(p.toStdString());
+    if (!policy.ok()) {  // ends at once, answered like a run that failed
+      m_running = false;
+      QMetaObject::invokeMethod(
+          this, [this, m = QString::fromStdString(policy.error().message)] { emit failed(m); },
+          Qt::QueuedConnection);
+      return true;
+    }
+    parsed.push_back(std::move(policy).value());
+  }
   std::vector<int32_t> ids(tokens.begin(), tokens.end());
   m_thread = std::thread([this, path = modelPath.toStdString(), ids = std::move(ids),
-                          texts = std::move(texts), policies] {
+                          parsed = std::move(parsed), policies] {
     // Answers go to this object's thread; the object outlives the run (join()).
     auto post = [this](auto call) { QMetaObject::invokeMethod(this, call, Qt::QueuedConnection); };
     auto fail = [&](const std::string& message) {
@@ -64,7 +75,7 @@ bool SchemeComparison::start(const QString& modelPath, const QList<qint32>& toke
     };
     Expected<std::vector<runtime::EvalResult>> results = makeError(ErrorCode::kInternal, "");
     try {
-      results = runtime::evaluateKvPolicies(model, ids, choice, texts, options);
+      results = runtime::evaluateKvPolicies(model, ids, choice, parsed, options);
     } catch (const std::bad_alloc&) {
       results = makeError(ErrorCode::kOutOfMemory,
                           "out of memory: the comparison needs a second copy of the model and "

@@ -38,7 +38,7 @@ struct BenchArgs {
   unsigned threads = 0;
   bool json = false;
   bool kernels = false;                           // device time per kernel class of one decode step
-  std::vector<std::string> kvPolicies = {"f16"};  // see policyText()
+  std::vector<std::string> kvPolicies = {"f16"};  // see policyOf()
   std::vector<std::string> indexers;              // --indexer settings; empty: the policy's own
 };
 
@@ -117,11 +117,11 @@ long peakRssMiB() {
 
 // "f16" is shorthand for the plain f16 cache and a bare scheme name X for
 // k=X,v=X; anything else (auto[:BITS] included) is a full --kv-policy text.
-std::string policyText(const std::string& kv) {
-  if (kv == "f16") return "";
+Expected<kv::KvPolicy> policyOf(const std::string& kv) {
+  if (kv == "f16") return kv::KvPolicy{};
   if (kv.find('=') == std::string::npos && !kv.starts_with("auto"))
-    return fmt::format("k={},v={}", kv, kv);
-  return kv;
+    return kv::KvPolicy::parse(fmt::format("k={},v={}", kv, kv));
+  return kv::KvPolicy::parse(kv);
 }
 
 struct BenchOutput {
@@ -143,12 +143,13 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   // cost about a fifth of decode speed on lavapipe. No device vetting: bench
   // measures the backend it is told to, and its cold start must not include
   // the vetting run.
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, policyOf(kv));
   runtime::BackendChoice choice{.kind = kind,
                                 .contextLimit = ctx,
                                 .device = global.device,
                                 .threads = a.threads,
                                 .timing = a.kernels,
-                                .kvPolicy = policyText(kv),
+                                .kvPolicy = policy,
                                 .vetDevice = false};
   auto b = runtime::makeBackend(m, choice);
   if (!b.ok()) {
@@ -158,12 +159,12 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   // An auto policy measures a calibration prefill of bench tokens in f16 and
   // is timed under the schemes it chose.
   std::string label = kv;
-  if (auto policy = kv::KvPolicy::parse(policyText(kv)); policy.ok() && policy->autoBits) {
+  if (policy.autoBits) {
     const uint32_t n = std::min(kv::kAutoCalibrationTokens, ctx);
     KVS_TRY((*b)->forward({benchTokens(n, m->config().nVocab, 5)}, logits));
-    KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(**b, *policy));
+    KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(**b, policy));
     label = kv + " (" + chosen.policy.toString() + ")";
-    choice.kvPolicy = chosen.policy.toString();
+    choice.kvPolicy = chosen.policy;
     b = runtime::makeBackend(m, choice);
     if (!b.ok()) return makeError(b.error().code, "{} backend: {}", kind, b.error().message);
   }

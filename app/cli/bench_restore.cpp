@@ -52,13 +52,13 @@ Status run(const RestoreArgs& a) {
   choice.threads = a.threads;
   choice.timing = false;
   choice.vetDevice = false;
-  choice.kvPolicy = a.kv;
+  KVS_ASSIGN_OR_RETURN(choice.kvPolicy, kv::KvPolicy::parse(a.kv));
   const runtime::BackendFactory factory = runtime::makeBackendFactory(model, choice);
   const auto session = [&]() -> Expected<std::unique_ptr<runtime::Session>> {
-    KVS_ASSIGN_OR_RETURN(auto backend, factory(a.kv));
+    KVS_ASSIGN_OR_RETURN(auto backend, factory(choice.kvPolicy));
     KVS_ASSIGN_OR_RETURN(auto tok, model::loadTokenizer(*model));
     return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tok), factory,
-                                              a.kv);
+                                              choice.kvPolicy);
   };
   const uint32_t vocab = model->config().nVocab;
   std::vector<int32_t> history(a.tokens);

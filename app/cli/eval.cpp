@@ -54,12 +54,13 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   // Completion tokenization, BOS as the vocabulary asks (Session::tokenizeCompletion).
   const auto tokens = tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const runtime::BackendChoice choice{.kind = a.backend,
                                       .contextLimit = a.context,
                                       .device = global.device,
                                       .threads = a.threads,
                                       .timing = false,
-                                      .kvPolicy = policy,
+                                      .kvPolicy = std::move(parsed),
                                       // With an indexer, report the mass it captured.
                                       .indexerDiagnostic = true,
                                       // eval measures the backend it names, like bench.

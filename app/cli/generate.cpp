@@ -73,7 +73,7 @@ int runGenerate(const GenerateArgs& a, const GlobalOptions& global) {
                           {"decode_tps", st.decodeTokensPerSecond()},
                           {"context_shifts", st.contextShifts},
                           {"shifted_tokens", st.shiftedTokens},
-                          {"kv_policy", s.kvPolicy()}};
+                          {"kv_policy", s.kvPolicy().toString()}};
     if (const kv::AutoPlan* plan = s.autoPlan()) out["auto"] = runtime::autoPlanJson(*plan);
     fmt::print("{}\n", out.dump(2));
   } else {

@@ -39,12 +39,12 @@ void addModelOptions(CLI::App* cmd, ModelOptions& o) {
       ->each([&o](const std::string&) { o.seedSet = true; });
 }
 
-std::string kvPolicyText(const ModelOptions& o) {
-  if (!o.kvPolicy.empty()) return withIndexer(o.kvPolicy, o.indexer);
+Expected<kv::KvPolicy> kvPolicyOf(const ModelOptions& o) {
+  if (!o.kvPolicy.empty()) return kv::KvPolicy::parse(withIndexer(o.kvPolicy, o.indexer));
   std::string text;
   if (!o.cacheTypeK.empty()) text = "k=" + o.cacheTypeK;
   if (!o.cacheTypeV.empty()) text += (text.empty() ? "v=" : ",v=") + o.cacheTypeV;
-  return withIndexer(text, o.indexer);
+  return kv::KvPolicy::parse(withIndexer(text, o.indexer));
 }
 
 void addIndexerOption(CLI::App* cmd, std::string& indexer) {
@@ -133,11 +133,12 @@ Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
   warnPastTrainedContext(o.context, *model);
   KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
   std::string notice;
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kvPolicyOf(o));
   runtime::BackendChoice choice{.kind = o.backend,
                                 .contextLimit = o.context,
                                 .device = global.device,
                                 .threads = o.threads,
-                                .kvPolicy = kvPolicyText(o)};
+                                .kvPolicy = std::move(policy)};
   KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model, choice, &notice));
   if (!notice.empty()) fmt::print(stderr, "warning: {}\n", notice);
   // The factory rebuilds the backend the session got (an auto policy

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "kv/kv_policy.h"
 #include "model/model_file.h"
 #include "runtime/session.h"
 
@@ -32,8 +33,9 @@ struct ModelOptions {
 
 // Adds -m, -c, --backend, --threads, the KV cache and the sampling options to `cmd`.
 void addModelOptions(CLI::App* cmd, ModelOptions& options);
-// The KV cache policy text the options ask for ("" = f16).
-std::string kvPolicyText(const ModelOptions& options);
+// The KV cache policy the options ask for (none: f16); a text that does not
+// parse is its error, naming the item.
+Expected<kv::KvPolicy> kvPolicyOf(const ModelOptions& options);
 
 // --indexer on `cmd`, and the policy text with it added as indexer=... (a
 // policy that names its own indexer then fails to parse: given twice).

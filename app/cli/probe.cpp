@@ -57,16 +57,19 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
                                 .timing = false,
                                 .indexerDiagnostic = true,
                                 .vetDevice = false};
+  choice.kvPolicy = policy;
   {
-    KVS_ASSIGN_OR_RETURN(auto dense, runtime::makeBackend(model, choice));
+    runtime::BackendChoice f16 = choice;
+    f16.kvPolicy = {};
+    KVS_ASSIGN_OR_RETURN(auto dense, runtime::makeBackend(model, f16));
     KVS_ASSIGN_OR_RETURN(runs.dense, runtime::runProbe(*dense, layout));
     // An auto policy chooses from the dense run's f16 rows, as eval does.
     if (policy.autoBits) {
       KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(*dense, policy));
       runs.policy = chosen.policy.toString();
+      choice.kvPolicy = chosen.policy;
     }
   }
-  choice.kvPolicy = runs.policy;
   KVS_ASSIGN_OR_RETURN(auto test, runtime::makeBackend(model, choice));
   KVS_ASSIGN_OR_RETURN(runs.test, runtime::runProbe(*test, layout));
   return runs;

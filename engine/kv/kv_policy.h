@@ -67,6 +67,10 @@ struct KvTarget {
 };
 
 struct KvPolicy {
+  // Declared so that KvPolicy is no aggregate: text never converts to a policy
+  // by brace elision (BackendChoice{.kvPolicy = "auto"} would set `key`).
+  KvPolicy() = default;
+
   struct Override {
     uint32_t first = 0, last = 0;  // layers, inclusive
     bool key = false, value = false;

@@ -91,7 +91,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
     return makeError(ErrorCode::kInvalidArgument,
                      "unknown backend '{}' (choose cpu, vulkan or auto)", kind);
   // The policy is checked against the model before anything is loaded or vetted.
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(requested.kvPolicy));
+  const kv::KvPolicy& policy = requested.kvPolicy;
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
                        policy.resolve({c.architecture, c.nLayer, c.headDim}));
@@ -158,19 +158,16 @@ namespace {
 // The spec the load's vetting ran (makeBackend), when it vetted.
 std::optional<VetSpec> vettedAtLoad(const model::ModelFile& model, const BackendChoice& loaded) {
   if (!loaded.vetDevice || loaded.kind != "vulkan") return std::nullopt;
-  auto policy = kv::KvPolicy::parse(loaded.kvPolicy);
-  if (!policy.ok()) return std::nullopt;
-  auto spec = vetSpecFor(model, *policy);
+  auto spec = vetSpecFor(model, loaded.kvPolicy);
   return spec.ok() ? std::optional<VetSpec>(std::move(spec).value()) : std::nullopt;
 }
 
-// Whether the load's vetting ran every kernel `policy` needs. Unparsable text
-// is left to makeBackend to report.
+// Whether the load's vetting ran every kernel `policy` needs. A policy the
+// model cannot hold is left to makeBackend to report.
 bool covered(const model::ModelFile& model, const std::optional<VetSpec>& vetted,
-             std::string_view policy) {
-  auto parsed = kv::KvPolicy::parse(policy);
-  if (!vetted || !parsed.ok()) return false;
-  auto wanted = vetSpecFor(model, *parsed);
+             const kv::KvPolicy& policy) {
+  if (!vetted) return false;
+  auto wanted = vetSpecFor(model, policy);
   return wanted.ok() && vetted->covers(*wanted);
 }
 
@@ -181,10 +178,10 @@ BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
   // BackendChoice::kind is a view; the factory outlives the caller's string.
   std::optional<VetSpec> vetted = vettedAtLoad(*model, choice);
   return [model = std::move(model), choice, kind = std::string(choice.kind),
-          vetted = std::move(vetted)](std::string_view policy) {
+          vetted = std::move(vetted)](const kv::KvPolicy& policy) {
     BackendChoice c = choice;
     c.kind = kind;
-    c.kvPolicy = std::string(policy);
+    c.kvPolicy = policy;
     // A policy switch never moves the session to another backend.
     c.fallBackToCpu = false;
     c.vetDevice = c.vetDevice && kind == "vulkan" && !covered(*model, vetted, policy);

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_matmul.h"
+#include "kv/kv_policy.h"
 #include "model/model_file.h"
 
 namespace kvscope::runtime {
@@ -24,7 +25,7 @@ struct BackendChoice {
   // the tests hold every kernel to). cpu_matmul.h states both bounds.
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kInt8Activations;
   bool timing = true;    // GPU time per kernel class (costs ~20% decode on lavapipe)
-  std::string kvPolicy;  // kv::KvPolicy text ("k=q8_0,v=turbo3,…"); empty: f16
+  kv::KvPolicy kvPolicy;  // the cache's schemes and attention options; default f16
   // The indexer's diagnostic mode (kv::IndexerOptions::diagnostic): dense
   // scores too, to report the attention mass each selection captured.
   bool indexerDiagnostic = false;
@@ -74,10 +75,10 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
     std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice,
     std::string* notice = nullptr);
 
-// Builds a backend for one model and device under KV cache policy `policy`
-// (kv::KvPolicy text), with an empty cache; Session::setKvPolicy uses it.
+// Builds a backend for one model and device under KV cache policy `policy`,
+// with an empty cache; Session::setKvPolicy uses it.
 using BackendFactory =
-    std::function<Expected<std::unique_ptr<backend::Backend>>(std::string_view policy)>;
+    std::function<Expected<std::unique_ptr<backend::Backend>>(const kv::KvPolicy& policy)>;
 
 // The factory that builds what makeBackend(model, choice) builds, under any
 // policy (pass the kind and context limit of the backend the session really

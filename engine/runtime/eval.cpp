@@ -135,16 +135,15 @@ double quantile(std::vector<double> values, double q) {
 Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> model,
                                       std::span<const int32_t> tokens, const BackendChoice& test,
                                       const EvalOptions& options) {
-  const std::string policy = test.kvPolicy;
-  KVS_ASSIGN_OR_RETURN(auto results,
-                       evaluateKvPolicies(std::move(model), tokens, test, {&policy, 1}, options));
+  KVS_ASSIGN_OR_RETURN(
+      auto results, evaluateKvPolicies(std::move(model), tokens, test, {&test.kvPolicy, 1}, options));
   return std::move(results.front());
 }
 
 Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model::ModelFile> model,
                                                      std::span<const int32_t> tokens,
                                                      const BackendChoice& test,
-                                                     std::span<const std::string> policies,
+                                                     std::span<const kv::KvPolicy> policies,
                                                      const EvalOptions& options) {
   if (options.prefill < 1)
     return makeError(ErrorCode::kInvalidArgument, "the prefill must be at least 1 token");
@@ -161,16 +160,12 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
                        t, c.nVocab);
     }
   }
-  // A bad policy fails here rather than after the f16 run.
-  std::vector<kv::KvPolicy> parsed;
-  for (const std::string& text : policies) {
-    KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kv::KvPolicy::parse(text));
+  // A policy the model cannot hold fails here rather than after the f16 run.
+  for (const kv::KvPolicy& policy : policies)
     KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
-    parsed.push_back(std::move(policy));
-  }
   // Progress over every forced step of every run, the f16 run first.
   const uint64_t steps = tokens.size() - options.prefill;
-  const uint64_t total = steps * (1 + parsed.size());
+  const uint64_t total = steps * (1 + policies.size());
   uint64_t done = 0;
   const std::function<Status()> onStep = [&]() -> Status {
     if (options.cancel && options.cancel->load())
@@ -182,11 +177,11 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
 
   ForcedRun f16;
   std::vector<std::vector<float>> f16Rows[2];  // [part][layer]
-  std::vector<EvalResult> results(parsed.size());
-  std::vector<BackendChoice> tested(parsed.size(), test);
+  std::vector<EvalResult> results(policies.size());
+  std::vector<BackendChoice> tested(policies.size(), test);
   {
     BackendChoice reference = test;
-    reference.kvPolicy.clear();
+    reference.kvPolicy = {};
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, reference));
     KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill, onStep));
     for (uint32_t l = 0; l < c.nLayer; ++l) {
@@ -197,18 +192,18 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     }
     // An auto policy chooses from the f16 run's rows, as a session does: not
     // below kv::kAutoMinTokens, where it stays f16.
-    for (size_t i = 0; i < parsed.size(); ++i) {
-      results[i].policy = parsed[i].toString();
+    for (size_t i = 0; i < policies.size(); ++i) {
+      results[i].policy = policies[i].toString();
       tested[i].kvPolicy = policies[i];
-      if (!parsed[i].autoBits || b->cachedTokens() < kv::kAutoMinTokens) continue;
-      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, parsed[i]));
+      if (!policies[i].autoBits || b->cachedTokens() < kv::kAutoMinTokens) continue;
+      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, policies[i]));
       results[i].policy = chosen.policy.toString();
-      tested[i].kvPolicy = results[i].policy;
+      tested[i].kvPolicy = chosen.policy;
       results[i].autoPlan = std::move(chosen.plan);
     }
   }
 
-  for (size_t i = 0; i < parsed.size(); ++i) {
+  for (size_t i = 0; i < policies.size(); ++i) {
     EvalResult& r = results[i];
     r.tokens = static_cast<uint32_t>(tokens.size());
     r.prefill = options.prefill;

@@ -102,7 +102,7 @@ Expected<EvalResult> evaluateKvPolicy(std::shared_ptr<const model::ModelFile> mo
 Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model::ModelFile> model,
                                                      std::span<const int32_t> tokens,
                                                      const BackendChoice& test,
-                                                     std::span<const std::string> policies,
+                                                     std::span<const kv::KvPolicy> policies,
                                                      const EvalOptions& options = {});
 
 // KL(P || Q) in nats of the softmax distributions of two logit vectors of the

@@ -14,9 +14,8 @@
 namespace kvscope::runtime {
 
 Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t contextLength,
-                                        std::string_view kvPolicy, uint64_t memoryBytes) {
+                                        const kv::KvPolicy& policy, uint64_t memoryBytes) {
   const model::ModelConfig& c = model.config();
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(kvPolicy));
   KVS_ASSIGN_OR_RETURN(const std::vector<kv::LayerSchemes> layers,
                        policy.resolve({c.architecture, c.nLayer, c.headDim}));
 
@@ -52,8 +51,8 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   return e;
 }
 
-Status checkFits(const model::ModelFile& model, uint32_t contextLength, std::string_view kvPolicy,
-                 uint64_t memoryBytes, std::string_view memoryName) {
+Status checkFits(const model::ModelFile& model, uint32_t contextLength,
+                 const kv::KvPolicy& kvPolicy, uint64_t memoryBytes, std::string_view memoryName) {
   KVS_ASSIGN_OR_RETURN(const MemoryEstimate e, estimateMemory(model, contextLength, kvPolicy));
   if (e.totalBytes() <= memoryBytes) return okStatus();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "kv/kv_policy.h"
 #include "model/model_file.h"
 
 namespace kvscope::runtime {
@@ -32,19 +33,18 @@ struct MemoryEstimate {
   uint64_t totalBytes() const { return weightBytes + kvBytes + transientBytes; }
 };
 
-// `contextLength` 0 means the model's trained context. `kvPolicy` is a
-// kv::KvPolicy text as BackendChoice takes it ("k=q8_0,v=turbo3,boundary=2";
-// empty: f16), resolved per layer for this model. `memoryBytes` 0: no limit.
-// A policy that does not parse or resolve is the policy's error.
+// `contextLength` 0 means the model's trained context. `kvPolicy` is resolved
+// per layer for this model; one it cannot hold is the policy's error.
+// `memoryBytes` 0: no limit.
 Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t contextLength,
-                                        std::string_view kvPolicy, uint64_t memoryBytes = 0);
+                                        const kv::KvPolicy& kvPolicy, uint64_t memoryBytes = 0);
 
 // Whether the weights and a KV cache full at `contextLength` (0: trained)
 // fit `memoryBytes` of `memoryName` ("llvmpipe's device memory"); when they do
 // not, a kOutOfMemory error saying what is needed and the longest context that
 // fits (or that the weights alone do not). A policy that does not resolve is
 // its error, as for estimateMemory.
-Status checkFits(const model::ModelFile& model, uint32_t contextLength, std::string_view kvPolicy,
-                 uint64_t memoryBytes, std::string_view memoryName);
+Status checkFits(const model::ModelFile& model, uint32_t contextLength,
+                 const kv::KvPolicy& kvPolicy, uint64_t memoryBytes, std::string_view memoryName);
 
 }  // namespace kvscope::runtime

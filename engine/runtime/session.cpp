@@ -42,7 +42,7 @@ const char* stopReasonName(StopReason reason) {
 
 Session::Session(std::shared_ptr<const model::ModelFile> model,
                  std::unique_ptr<backend::Backend> backend, tokenizer::Tokenizer tokenizer,
-                 BackendFactory factory, std::string kvPolicy)
+                 BackendFactory factory, kv::KvPolicy kvPolicy)
     : Session(std::move(model), std::move(backend),
               std::make_shared<const tokenizer::Tokenizer>(std::move(tokenizer)),
               std::move(factory), std::move(kvPolicy)) {}
@@ -50,7 +50,7 @@ Session::Session(std::shared_ptr<const model::ModelFile> model,
 Session::Session(std::shared_ptr<const model::ModelFile> model,
                  std::unique_ptr<backend::Backend> backend,
                  std::shared_ptr<const tokenizer::Tokenizer> tokenizer, BackendFactory factory,
-                 std::string kvPolicy)
+                 kv::KvPolicy kvPolicy)
     : m_model(std::move(model)),
       m_backend(std::move(backend)),
       m_factory(std::move(factory)),
@@ -59,7 +59,7 @@ Session::Session(std::shared_ptr<const model::ModelFile> model,
   for (const auto& [name, source] : m_tokenizer->vocab().namedChatTemplates) {
     if (name == "tool_use") m_toolTemplate.emplace(source, modelName(m_model.get()));
   }
-  setPolicyText(std::move(kvPolicy));
+  setPolicy(std::move(kvPolicy));
 }
 
 Expected<std::unique_ptr<Session>> Session::sibling() const {
@@ -145,26 +145,25 @@ Expected<backend::TensorDump> Session::dumpTensor(std::span<const int32_t> token
   return dump;
 }
 
-Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_t chunk) {
+Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint32_t chunk) {
   m_stop.store(false);
   if (!m_factory) {
     return makeError(ErrorCode::kUnsupported,
                      "this session was opened without a backend factory; "
                      "its KV cache policy is fixed");
   }
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const model::ModelConfig& c = m_backend->config();
-  KVS_TRY(parsed.resolve({c.architecture, c.nLayer, c.headDim}));
-  kv::IndexerOptions attention = parsed.attention;
+  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
-  if (auto current = kv::KvPolicy::parse(m_kvPolicy); current.ok() && current->sameCache(parsed)) {
+  if (m_kvPolicy.sameCache(policy)) {
     // Only how attention reads the cache changes: no re-encode.
     KVS_TRY(m_backend->setIndexer(attention));
-    setPolicyText(std::string(policy));
+    setPolicy(policy);
     report(observer);
     return okStatus();
   }
-  if (parsed.autoBits) {
+  if (policy.autoBits) {
     // Measure on f16 rows of (at most) the calibration window, then settle.
     const size_t measured = std::min<size_t>(m_history.size(), kv::kAutoCalibrationTokens);
     backend::Logits logits;
@@ -172,8 +171,8 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
         auto f16, rebuild(policy, std::span(m_history).first(measured), observer, chunk, logits));
     std::optional<kv::AutoPlan> previousPlan = std::move(m_autoPlan);
     std::unique_ptr<backend::Backend> previous = std::exchange(m_backend, std::move(f16));
-    std::string previousPolicy = m_kvPolicy;
-    setPolicyText(std::string(policy));
+    kv::KvPolicy previousPolicy = m_kvPolicy;
+    setPolicy(policy);
     m_autoPlan.reset();
     if (m_history.size() < kv::kAutoMinTokens) {
       // Too little to measure yet: the rest of the history, and the choice
@@ -183,7 +182,7 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
     }
     if (auto st = settleAuto(observer, chunk, logits); !st.ok()) {
       m_backend = std::move(previous);
-      setPolicyText(std::move(previousPolicy));
+      setPolicy(std::move(previousPolicy));
       m_autoPlan = std::move(previousPlan);
       return st;
     }
@@ -194,18 +193,17 @@ Status Session::setKvPolicy(std::string_view policy, Observer* observer, uint32_
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next,
                        rebuild(policy, m_history, observer, chunk, logits));
   m_backend = std::move(next);
-  setPolicyText(std::string(policy));
+  setPolicy(policy);
   m_autoPlan.reset();
   report(observer);
   return okStatus();
 }
 
-Expected<std::unique_ptr<backend::Backend>> Session::rebuild(std::string_view policy,
+Expected<std::unique_ptr<backend::Backend>> Session::rebuild(const kv::KvPolicy& policy,
                                                              std::span<const int32_t> tokens,
                                                              Observer* observer, uint32_t chunk,
                                                              backend::Logits& logits) {
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
-  kv::IndexerOptions attention = parsed.attention;
+  kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
   KVS_TRY(next->setIndexer(attention));
@@ -225,12 +223,10 @@ Expected<std::unique_ptr<backend::Backend>> Session::rebuild(std::string_view po
 }
 
 bool Session::autoPending() const {
-  return m_autoPolicy && !m_autoPlan && m_autoFailure.empty();
+  return m_kvPolicy.autoBits && !m_autoPlan && m_autoFailure.empty();
 }
 
-void Session::setPolicyText(std::string policy) {
-  auto parsed = kv::KvPolicy::parse(policy);
-  m_autoPolicy = parsed.ok() && parsed->autoBits.has_value();
+void Session::setPolicy(kv::KvPolicy policy) {
   m_autoFailure.clear();
   m_kvPolicy = std::move(policy);
 }
@@ -244,10 +240,8 @@ Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& 
                        "this session was opened without a backend factory, so auto cannot "
                        "re-encode its cache");
     }
-    KVS_ASSIGN_OR_RETURN(const kv::KvPolicy parsed, kv::KvPolicy::parse(m_kvPolicy));
-    KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, parsed));
-    KVS_ASSIGN_OR_RETURN(auto next,
-                         rebuild(choice.policy.toString(), m_history, observer, chunk, logits));
+    KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, m_kvPolicy));
+    KVS_ASSIGN_OR_RETURN(auto next, rebuild(choice.policy, m_history, observer, chunk, logits));
     m_backend = std::move(next);
     m_autoPlan = std::move(choice.plan);
     return okStatus();
@@ -278,9 +272,9 @@ void Session::report(Observer* observer) const {
       kv.layers[l].keyPromotion = m_autoPlan->layers[l].key.reason;
       kv.layers[l].valuePromotion = m_autoPlan->layers[l].value.reason;
     }
-  } else if (m_autoPolicy && !m_autoFailure.empty()) {
-    kv.autoStatus = fmt::format("{} could not re-encode the cache ({}); it stays f16", m_kvPolicy,
-                                m_autoFailure);
+  } else if (m_kvPolicy.autoBits && !m_autoFailure.empty()) {
+    kv.autoStatus = fmt::format("{} could not re-encode the cache ({}); it stays f16",
+                                m_kvPolicy.toString(), m_autoFailure);
   } else if (autoPending()) {
     kv.autoMeasuring = true;
     kv.autoMeasureTokens = kv::kAutoMinTokens;
@@ -288,10 +282,10 @@ void Session::report(Observer* observer) const {
         m_history.empty()
             ? fmt::format("{} is measuring: the cache is f16 until the first prompt has run (at "
                           "least {} tokens); then each layer's schemes are chosen from its rows",
-                          m_kvPolicy, kv::kAutoMinTokens)
+                          m_kvPolicy.toString(), kv::kAutoMinTokens)
             : fmt::format("{} is measuring: the cache stays f16 until the conversation reaches "
                           "{} tokens (now {}); then each layer's schemes are chosen from its rows",
-                          m_kvPolicy, kv::kAutoMinTokens, m_history.size());
+                          m_kvPolicy.toString(), kv::kAutoMinTokens, m_history.size());
   }
   observer->onKv(kv);
   if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));

@@ -74,7 +74,7 @@ class Session {
   // `factory` (optional; makeBackendFactory) lets setKvPolicy() build backends
   // under other policies; `kvPolicy` is the policy `backend` was built with.
   Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
-          tokenizer::Tokenizer tokenizer, BackendFactory factory = {}, std::string kvPolicy = {});
+          tokenizer::Tokenizer tokenizer, BackendFactory factory = {}, kv::KvPolicy kvPolicy = {});
 
   // A new conversation beside this one: the same model and tokenizer, chat
   // template and settings, attention options and KV policy (an auto policy
@@ -127,9 +127,9 @@ class Session {
   Expected<backend::TensorDump> dumpTensor(std::span<const int32_t> tokens,
                                            const std::string& name);
 
-  // The KV policy text the cache is encoded with ("" is f16 everywhere); for
-  // an auto policy the text as given ("auto:5.5").
-  const std::string& kvPolicy() const { return m_kvPolicy; }
+  // The KV policy the cache is encoded with; for an auto policy the policy as
+  // given (auto:5.5), whose choice autoPlan() holds once made.
+  const kv::KvPolicy& kvPolicy() const { return m_kvPolicy; }
   // An auto policy's choice, once it has measured; null otherwise.
   const kv::AutoPlan* autoPlan() const { return m_autoPlan ? &*m_autoPlan : nullptr; }
   // Re-encodes the cache under `policy`: a backend built for it runs the
@@ -142,7 +142,7 @@ class Session {
   // weights' memory on a device).
   // A policy that differs only in its attention options (indexer, sparse_v)
   // applies at once, without re-encoding.
-  Status setKvPolicy(std::string_view policy, Observer* observer = nullptr, uint32_t chunk = 256);
+  Status setKvPolicy(const kv::KvPolicy& policy, Observer* observer = nullptr, uint32_t chunk = 256);
   // The indexer's diagnostic mode (dense scores too, for the captured mass);
   // kept across policy switches.
   Status setIndexerDiagnostic(bool on);
@@ -166,7 +166,7 @@ class Session {
  private:
   Session(std::shared_ptr<const model::ModelFile> model, std::unique_ptr<backend::Backend> backend,
           std::shared_ptr<const tokenizer::Tokenizer> tokenizer, BackendFactory factory,
-          std::string kvPolicy);
+          kv::KvPolicy kvPolicy);
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
   // Drops the older half of the history after the first `keep` tokens and
@@ -177,14 +177,14 @@ class Session {
   void report(Observer* observer) const;
   // A backend built under `policy` with `tokens` run through it (chunks of
   // `chunk`, Observer::onProgress); `logits` are the last chunk's.
-  Expected<std::unique_ptr<backend::Backend>> rebuild(std::string_view policy,
+  Expected<std::unique_ptr<backend::Backend>> rebuild(const kv::KvPolicy& policy,
                                                       std::span<const int32_t> tokens,
                                                       Observer* observer, uint32_t chunk,
                                                       backend::Logits& logits);
   // Whether the policy is auto and has not measured yet.
   bool autoPending() const;
-  // Sets m_kvPolicy and whether it is an auto policy.
-  void setPolicyText(std::string policy);
+  // Sets m_kvPolicy; an auto policy measures anew.
+  void setPolicy(kv::KvPolicy policy);
   // Measures the f16 rows cached so far, chooses, and re-encodes the history.
   // A failure other than a stop is final for this policy (m_autoFailure; the
   // cache stays f16 and the KV snapshot says why).
@@ -197,8 +197,7 @@ class Session {
   mutable std::optional<uint64_t> m_fingerprint;
   std::unique_ptr<backend::Backend> m_backend;
   BackendFactory m_factory;
-  std::string m_kvPolicy;
-  bool m_autoPolicy = false;  // m_kvPolicy is auto[:BITS]
+  kv::KvPolicy m_kvPolicy;
   std::string m_autoFailure;  // why auto could not re-encode (then it stays f16)
   std::optional<kv::AutoPlan> m_autoPlan;
   std::shared_ptr<const tokenizer::Tokenizer> m_tokenizer;  // shared with siblings

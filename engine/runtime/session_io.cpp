@@ -37,11 +37,11 @@ Status Session::saveCache(const std::filesystem::path& path) const {
   info.cacheSeed = layout->cacheSeed();
   info.schemes = layout->layerSchemes();
   info.tokens = m_history;
-  info.policy = m_kvPolicy;
+  info.policy = m_kvPolicy.toString();
   if (m_autoPlan) {
     info.autoState = AutoState::kSettled;
     info.autoPlan = m_autoPlan;
-  } else if (m_autoPolicy && !m_autoFailure.empty()) {
+  } else if (m_kvPolicy.autoBits && !m_autoFailure.empty()) {
     info.autoState = AutoState::kFailed;
     info.autoFailure = m_autoFailure;
   } else if (autoPending()) {
@@ -67,13 +67,12 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
                      info.modelName, info.fingerprint, m_model->path().filename().string(),
                      fingerprint);
   }
+  // The file holds the policy as text (kv_file.h); it is parsed here, once.
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy saved, kv::KvPolicy::parse(info.policy));
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy current, kv::KvPolicy::parse(m_kvPolicy));
-  if (!saved.sameCache(current)) {
+  if (!saved.sameCache(m_kvPolicy)) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache was made under policy '{}', this session uses '{}'",
-                     info.policy.empty() ? "f16" : info.policy,
-                     m_kvPolicy.empty() ? "f16" : m_kvPolicy);
+                     saved.toString(), m_kvPolicy.toString());
   }
   if (info.autoState != AutoState::kNone && !saved.autoBits)
     return makeError(ErrorCode::kBadFile,
@@ -114,10 +113,9 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
                        "only a cache stored as its own");
     }
     // An auto policy that chose, or a two-phase cache in the other phase.
-    const std::string policy = info.autoState == AutoState::kSettled
-                                   ? saved.withLayers(info.schemes).toString()
-                                   : info.policy;
-    kv::IndexerOptions attention = current.attention;
+    const kv::KvPolicy policy =
+        info.autoState == AutoState::kSettled ? saved.withLayers(info.schemes) : saved;
+    kv::IndexerOptions attention = m_kvPolicy.attention;
     attention.diagnostic = m_backend->indexer().diagnostic;
     KVS_ASSIGN_OR_RETURN(built, m_factory(policy));
     KVS_TRY(built->setIndexer(attention));

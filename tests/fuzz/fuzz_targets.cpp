@@ -132,11 +132,13 @@ class KvCacheTarget : public Target {
     if (m_sessions.size() >= 16) return nullptr;
     const runtime::BackendFactory factory = runtime::makeBackendFactory(
         m_model, {.kind = "cpu", .contextLimit = 512, .threads = 1, .vetDevice = false});
-    auto backend = factory(policy);
+    auto parsed = kv::KvPolicy::parse(policy);  // the text is the fuzzer's input
+    if (!parsed.ok()) return nullptr;
+    auto backend = factory(*parsed);
     auto tok = model::loadTokenizer(*m_model);
     if (!backend.ok() || !tok.ok()) return nullptr;
     auto s = std::make_unique<runtime::Session>(m_model, std::move(backend).value(),
-                                                std::move(tok).value(), factory, policy);
+                                                std::move(tok).value(), factory, *parsed);
     return m_sessions.emplace(policy, std::move(s)).first->second.get();
   }
 

@@ -19,6 +19,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/device_vetting.h"
 #include "support/demo_model.h"
+#include "support/policy.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
@@ -296,7 +297,7 @@ TEST_F(DeviceVetting, APolicySwitchTheLoadDidNotVetIsVettedFirst) {
   const auto q8 = q8Model();
   ASSERT_TRUE(q8);
   runtime::BackendChoice choice{
-      .kind = "vulkan", .threads = 2, .kvPolicy = "auto", .verdictFile = m_file.string()};
+      .kind = "vulkan", .threads = 2, .kvPolicy = policyOf("auto"), .verdictFile = m_file.string()};
   std::string notice;
   auto loaded = runtime::makeBackend(q8, choice, &notice);
   ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
@@ -307,12 +308,12 @@ TEST_F(DeviceVetting, APolicySwitchTheLoadDidNotVetIsVettedFirst) {
 
   // The device goes wrong after the load (as a driver update would).
   const gpu::KernelSubstitution wrong("weight_matvec_q8_0_", "weight_matvec_q4_0_");
-  auto settled = factory("k=q8_0,v=turbo4b");  // what auto may settle on: vetted at load
+  auto settled = factory(policyOf("k=q8_0,v=turbo4b"));  // what auto may settle on: vetted at load
   ASSERT_TRUE(settled.ok()) << settled.error().describe();
   EXPECT_EQ((*settled)->name(), "vulkan");
   EXPECT_EQ(readFile(), vetted) << "not vetted again";
 
-  auto refused = factory("k=q8_0,v=turbo4");  // turbo4 is not an auto candidate
+  auto refused = factory(policyOf("k=q8_0,v=turbo4"));  // turbo4 is not an auto candidate
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kDevice);
   EXPECT_NE(refused.error().message.find("this KV cache policy is not used on it"),

@@ -12,6 +12,7 @@
 
 #include "model/model_tokenizer.h"
 #include "runtime/eval.h"
+#include "support/policy.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -58,7 +59,8 @@ class EvalTest : public ::testing::Test {
   }
 
   Expected<runtime::EvalResult> eval(const std::string& policy, uint32_t prefill = 16) {
-    return runtime::evaluateKvPolicy(m_model, m_tokens, {.kind = "cpu", .kvPolicy = policy},
+    return runtime::evaluateKvPolicy(m_model, m_tokens,
+                                     {.kind = "cpu", .kvPolicy = policyOf(policy)},
                                      {.prefill = prefill});
   }
 
@@ -155,7 +157,9 @@ TEST_F(EvalTest, SeveralPoliciesEqualSeparateRunsAndCanBeCancelled) {
     done = d;
     total = t;
   }};
-  auto all = runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, policies, options);
+  std::vector<kv::KvPolicy> parsed;
+  for (const std::string& p : policies) parsed.push_back(policyOf(p));
+  auto all = runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, parsed, options);
   ASSERT_TRUE(all.ok()) << all.error().describe();
   ASSERT_EQ(all->size(), policies.size());
   EXPECT_EQ(total, (m_tokens.size() - 16) * (1 + policies.size()));
@@ -181,7 +185,7 @@ TEST_F(EvalTest, SeveralPoliciesEqualSeparateRunsAndCanBeCancelled) {
                                     },
                                 .cancel = &cancel};
   auto stopped =
-      runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, policies, stopping);
+      runtime::evaluateKvPolicies(m_model, m_tokens, {.kind = "cpu"}, parsed, stopping);
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.error().code, ErrorCode::kCancelled);
   EXPECT_EQ(seen, 40u);

@@ -14,6 +14,7 @@
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
+#include "support/policy.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -38,17 +39,17 @@ std::unique_ptr<Probe> openProbe(const std::string& policy) {
   EXPECT_TRUE(tok.ok());
   auto probe = std::make_unique<Probe>();
   runtime::BackendFactory factory = [build = runtime::makeBackendFactory(m, {.kind = "cpu"}),
-                                     p = probe.get()](std::string_view text) {
-    auto b = build(text);
+                                     p = probe.get()](const kv::KvPolicy& asked) {
+    auto b = build(asked);
     ++p->factoryCalls;
     if (b.ok()) p->backend = b->get();
     return b;
   };
-  auto first = factory(policy);
+  auto first = factory(policyOf(policy));
   EXPECT_TRUE(first.ok());
   if (!first.ok() || !tok.ok()) return nullptr;
-  probe->session = std::make_unique<runtime::Session>(m, std::move(first).value(),
-                                                      std::move(tok).value(), factory, policy);
+  probe->session = std::make_unique<runtime::Session>(
+      m, std::move(first).value(), std::move(tok).value(), factory, policyOf(policy));
   probe->factoryCalls = 0;
   return probe;
 }
@@ -105,11 +106,11 @@ TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestores
   const std::vector<float> f16Logits = nextLogits(*p, next);
 
   CountingObserver observer;
-  auto switched = s.setKvPolicy(compact, &observer, kChunk);
+  auto switched = s.setKvPolicy(policyOf(compact), &observer, kChunk);
   ASSERT_TRUE(switched.ok()) << switched.error().describe();
   EXPECT_EQ(s.history(), history) << "the conversation stays";
   EXPECT_EQ(s.backend().cachedTokens(), history.size());
-  EXPECT_EQ(s.kvPolicy(), compact);
+  EXPECT_EQ(s.kvPolicy().toString(), compact);
   EXPECT_EQ(observer.total, history.size());
   EXPECT_EQ(observer.last, history.size());
   EXPECT_EQ(observer.calls, int((history.size() + kChunk - 1) / kChunk));
@@ -132,7 +133,7 @@ TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestores
   ASSERT_EQ(fresh->backend->cachedTokens(), history.size());
   EXPECT_EQ(nextLogits(*fresh, next), compactLogits);
 
-  ASSERT_TRUE(s.setKvPolicy("", nullptr, kChunk).ok());
+  ASSERT_TRUE(s.setKvPolicy({}, nullptr, kChunk).ok());
   EXPECT_EQ(nextLogits(*p, next), f16Logits) << "f16 again is the original cache";
 
   // The next turn reuses the whole re-encoded history.
@@ -153,7 +154,8 @@ TEST_F(KvPolicySwitchTest, IndexerOptionsApplyWithoutReEncoding) {
   auto reply = s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(12));
   ASSERT_TRUE(reply.ok());
   CountingObserver observer;
-  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=turbo3,indexer=16:4:1,sparse_v=0.001", &observer).ok());
+  ASSERT_TRUE(
+      s.setKvPolicy(policyOf("k=q8_0,v=turbo3,indexer=16:4:1,sparse_v=0.001"), &observer).ok());
   EXPECT_EQ(p->factoryCalls, 0) << "no re-encode";
   EXPECT_EQ(observer.calls, 0) << "no progress to report";
   EXPECT_EQ(s.backend().indexer().topK, 16u);
@@ -176,31 +178,30 @@ TEST_F(KvPolicySwitchTest, IndexerOptionsApplyWithoutReEncoding) {
     for (const auto& runs : layer.heads) EXPECT_FALSE(runs.empty()) << "more rows than the budget";
   }
   // Off again: the same backend, no sidecar.
-  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=turbo3", &observer).ok());
+  ASSERT_TRUE(s.setKvPolicy(policyOf("k=q8_0,v=turbo3"), &observer).ok());
   EXPECT_EQ(p->factoryCalls, 0);
   EXPECT_FALSE(s.backend().indexer().enabled());
   EXPECT_TRUE(s.backend().indexer().diagnostic) << "the diagnostic mode is the session's";
   for (const auto& l : observer.snapshot.layers) EXPECT_EQ(l.key.sidecar, 0u);
 }
 
-TEST_F(KvPolicySwitchTest, InvalidPolicyFailsBeforeAnyWork) {
+// A policy the model cannot hold (a layer past its last) fails before any work.
+TEST_F(KvPolicySwitchTest, PolicyTheModelCannotHoldFailsBeforeAnyWork) {
   auto p = openProbe("");
   ASSERT_TRUE(p);
   runtime::Session& s = *p->session;
   ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time"), greedy(4)).ok());
   const auto history = s.history();
   const backend::Backend* before = &s.backend();
-  for (const char* bad : {"k=nonsense", "v=q8_0,v=q4_0", "k@99=q8_0"}) {
-    CountingObserver observer;
-    auto r = s.setKvPolicy(bad, &observer);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << bad;
-    EXPECT_EQ(observer.calls, 0) << bad;
-  }
+  CountingObserver observer;
+  auto r = s.setKvPolicy(policyOf("k@99=q8_0"), &observer);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(observer.calls, 0);
   EXPECT_EQ(p->factoryCalls, 0) << "nothing was built";
   EXPECT_EQ(&s.backend(), before);
   EXPECT_EQ(s.history(), history);
-  EXPECT_EQ(s.kvPolicy(), "");
+  EXPECT_EQ(s.kvPolicy().toString(), kv::KvPolicy{}.toString());
 }
 
 TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
@@ -219,12 +220,12 @@ TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
    private:
     runtime::Session& m_session;
   } stopper(s);
-  auto r = s.setKvPolicy("k=q8_0,v=turbo3", &stopper, kChunk);
+  auto r = s.setKvPolicy(policyOf("k=q8_0,v=turbo3"), &stopper, kChunk);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
   EXPECT_EQ(&s.backend(), before);
   EXPECT_EQ(s.backend().cachedTokens(), history.size());
-  EXPECT_EQ(s.kvPolicy(), "");
+  EXPECT_EQ(s.kvPolicy().toString(), kv::KvPolicy{}.toString());
   EXPECT_EQ(s.backend().kvBytes()[0].value->name(), "f16");
 }
 
@@ -256,7 +257,7 @@ void expectSettled(Probe& p, const CountingObserver& observer, int32_t next) {
   EXPECT_NE(observer.snapshot.autoStatus.find("chose"), std::string::npos)
       << observer.snapshot.autoStatus;
   const std::vector<float> logits = nextLogits(p, next);
-  auto explicitPolicy = kv::KvPolicy::parse(s.kvPolicy())->withLayers(schemes);
+  auto explicitPolicy = s.kvPolicy().withLayers(schemes);
   auto fresh = openProbe(explicitPolicy.toString());
   ASSERT_TRUE(fresh);
   ASSERT_TRUE(fresh->session->generate(s.history(), greedy(1)).ok());
@@ -272,7 +273,7 @@ TEST_F(KvPolicySwitchTest, AutoChoosesOnTheFirstPromptAndEqualsAFreshSessionUnde
   ASSERT_GT(prompt.size(), kv::kAutoCalibrationTokens);  // measured on the first 512
   auto reply = s.generate(prompt, greedy(3), &observer);
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
-  EXPECT_EQ(s.kvPolicy(), "auto:10");
+  EXPECT_EQ(s.kvPolicy().toString(), "auto:10");
   EXPECT_EQ(p->factoryCalls, 1) << "one re-encode under the choice";
   expectSettled(*p, observer, reply->tokens.back());
 }
@@ -303,11 +304,11 @@ TEST_F(KvPolicySwitchTest, SwitchingToAutoMeasuresTheHistory) {
   auto reply = s.generate(s.tokenizeCompletion(storyText().substr(0, 600)), greedy(2));
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
   CountingObserver observer;
-  ASSERT_TRUE(s.setKvPolicy("auto:9", &observer, kChunk).ok());
+  ASSERT_TRUE(s.setKvPolicy(policyOf("auto:9"), &observer, kChunk).ok());
   EXPECT_EQ(p->factoryCalls, 2) << "f16 to measure, then the choice";
   expectSettled(*p, observer, reply->tokens.back());
   // Another policy drops the plan.
-  ASSERT_TRUE(s.setKvPolicy("k=q8_0,v=q8_0", &observer, kChunk).ok());
+  ASSERT_TRUE(s.setKvPolicy(policyOf("k=q8_0,v=q8_0"), &observer, kChunk).ok());
   EXPECT_EQ(s.autoPlan(), nullptr);
   EXPECT_TRUE(observer.snapshot.autoStatus.empty());
 }
@@ -321,9 +322,10 @@ TEST_F(KvPolicySwitchTest, AutoThatCannotReEncodeStaysF16AndSaysWhy) {
   std::shared_ptr<const model::ModelFile> m(std::move(file).value());
   auto tok = model::loadTokenizer(*m);
   ASSERT_TRUE(tok.ok());
-  auto backend = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = "auto:10"});
+  auto backend = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = policyOf("auto:10")});
   ASSERT_TRUE(backend.ok());
-  runtime::Session s(m, std::move(backend).value(), std::move(tok).value(), {}, "auto:10");
+  runtime::Session s(m, std::move(backend).value(), std::move(tok).value(), {},
+                     policyOf("auto:10"));
   CountingObserver observer;
   auto reply = s.generate(s.tokenizeCompletion(storyText()), greedy(3), &observer);
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
@@ -344,7 +346,7 @@ TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {
   auto b = runtime::makeBackend(m, {.kind = "cpu"});
   ASSERT_TRUE(tok.ok() && b.ok());
   runtime::Session s(m, std::move(b).value(), std::move(tok).value());
-  auto r = s.setKvPolicy("k=q8_0");
+  auto r = s.setKvPolicy(policyOf("k=q8_0"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
 }

@@ -17,6 +17,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
 #include "support/demo_model.h"
+#include "support/policy.h"
 #include "support/stories_session.h"
 #include "support/test_support.h"
 
@@ -68,17 +69,18 @@ class KvRestoreTest : public testing::TestWithParam<Case> {
                                               .timing = false,
                                               .vetDevice = false});
     Opened* raw = o.get();
-    runtime::BackendFactory factory = [inner, raw](std::string_view p) {
+    runtime::BackendFactory factory = [inner, raw](const kv::KvPolicy& p) {
       auto b = inner(p);
       if (b.ok()) raw->built.push_back(b->get());
       return b;
     };
-    auto first = factory(policy);
+    auto first = factory(policyOf(policy));
     auto tok = model::loadTokenizer(*m_model);
     EXPECT_TRUE(first.ok() && tok.ok());
     if (!first.ok() || !tok.ok()) return nullptr;
     o->session = std::make_unique<runtime::Session>(m_model, std::move(first).value(),
-                                                    std::move(tok).value(), factory, policy);
+                                                    std::move(tok).value(), factory,
+                                                    policyOf(policy));
     return o;
   }
 
@@ -258,11 +260,11 @@ TEST(KvRestore, ACacheSavedOnOneBackendRestoresOnTheOther) {
                                             .threads = 2,
                                             .timing = false,
                                             .vetDevice = false});
-    auto b = factory(policy);
+    auto b = factory(policyOf(policy));
     auto tok = model::loadTokenizer(*model);
     EXPECT_TRUE(b.ok() && tok.ok());
     return std::make_unique<runtime::Session>(model, std::move(b).value(), std::move(tok).value(),
-                                              factory, policy);
+                                              factory, policyOf(policy));
   };
   const auto file = std::filesystem::temp_directory_path() /
                     ("kvscope-cross-" + std::to_string(::getpid()) + ".kvcache");

@@ -11,6 +11,7 @@
 #include "runtime/kv_snapshot.h"
 #include "runtime/session.h"
 #include "support/demo_model.h"
+#include "support/policy.h"
 #include "support/stories_session.h"
 #include "support/test_support.h"
 
@@ -75,11 +76,11 @@ TEST_F(KvSnapshotTest, SessionReportsTheCacheAtTheEndOfAGeneration) {
 TEST_F(KvSnapshotTest, AutoSaysItIsMeasuringUntilItChooses) {
   auto model = openDemoModel();
   ASSERT_TRUE(model);
-  const runtime::BackendChoice choice{.kind = "cpu", .threads = 1, .kvPolicy = "auto"};
+  const runtime::BackendChoice choice{.kind = "cpu", .threads = 1, .kvPolicy = policyOf("auto")};
   auto backend = runtime::makeBackend(model, choice);
   ASSERT_TRUE(backend.ok()) << backend.error().describe();
   runtime::Session s(model, std::move(*backend), model::loadTokenizer(*model).value(),
-                     runtime::makeBackendFactory(model, choice), "auto");
+                     runtime::makeBackendFactory(model, choice), choice.kvPolicy);
   runtime::GenerateOptions o;
   o.maxTokens = 4;
   o.sampler.temperature = 0.0f;

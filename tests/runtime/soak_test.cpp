@@ -24,6 +24,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
 #include "support/demo_model.h"
+#include "support/policy.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -68,11 +69,11 @@ std::vector<Footprint> soak(std::string_view kind) {
   EXPECT_TRUE(tok.ok());
   const runtime::BackendFactory factory = runtime::makeBackendFactory(
       model, {.kind = kind, .threads = 2, .timing = false, .vetDevice = false});
-  auto first = factory(kPolicies[0]);
+  auto first = factory(policyOf(kPolicies[0]));
   EXPECT_TRUE(first.ok()) << first.error().describe();
   if (!first.ok() || !tok.ok()) return {};
   runtime::Session session(model, std::move(first).value(), std::move(tok).value(), factory,
-                           kPolicies[0]);
+                           policyOf(kPolicies[0]));
   runtime::GenerateOptions options;
   options.maxTokens = 12;
   options.sampler.temperature = 0.0f;
@@ -85,7 +86,7 @@ std::vector<Footprint> soak(std::string_view kind) {
   int turn = 0;
   for (int c = -kConversations; c < kConversations; ++c) {
     const char* policy = kPolicies[static_cast<size_t>((c + kConversations) % kConversations)];
-    const Status switched = session.setKvPolicy(policy);
+    const Status switched = session.setKvPolicy(policyOf(policy));
     EXPECT_TRUE(switched.ok()) << policy << ": " << switched.error().describe();
     EXPECT_TRUE(session.trim(0).ok());  // a new conversation
     std::vector<tokenizer::ChatMessage> messages;

@@ -11,6 +11,7 @@
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
+#include "support/policy.h"
 #include "support/synthetic_model_file.h"
 
 namespace kvscope::test {
@@ -53,7 +54,7 @@ TEST(VulkanModelSharing, PolicySwitchesAutoAndASiblingShareOneCopyOfTheWeights) 
 
   // A switch to auto mid-chat holds three caches at its peak: the one it may
   // go back to, the f16 rows it measures and the cache it settles on.
-  ASSERT_TRUE(session.setKvPolicy("auto").ok());
+  ASSERT_TRUE(session.setKvPolicy(policyOf("auto")).ok());
   ASSERT_NE(session.autoPlan(), nullptr) << "auto settled";
   EXPECT_LE(gpu::Buffer::peakLiveBytes() - before, weights + 3 * oneBackend + oneBackend / 4)
       << "weights " << weights << ", one backend " << oneBackend;
@@ -61,7 +62,7 @@ TEST(VulkanModelSharing, PolicySwitchesAutoAndASiblingShareOneCopyOfTheWeights) 
   // A switch holds two: the old cache and the new one; so do a chat and its sibling.
   gpu::Buffer::resetPeakLiveBytes();
   for (const char* policy : {"kv=q8_0", "k=q8_0,v=turbo4", "", "kv=q4_0", "k=f16,v=turbo3"}) {
-    ASSERT_TRUE(session.setKvPolicy(policy).ok()) << policy;
+    ASSERT_TRUE(session.setKvPolicy(policyOf(policy)).ok()) << policy;
     ASSERT_EQ(session.backend().name(), "vulkan");
   }
   auto sibling = session.sibling();

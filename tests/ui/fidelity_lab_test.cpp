@@ -79,8 +79,9 @@ class FidelityLabTest : public QObject {
     std::shared_ptr<const model::ModelFile> m(std::move(file).value());
     const std::vector<int32_t> ids(tokens.begin(), tokens.end());
     for (const ComparisonPoint& p : lab.points()) {
-      auto alone =
-          runtime::evaluateKvPolicy(m, ids, {.kind = "cpu", .kvPolicy = p.policy.toStdString()});
+      auto policy = kv::KvPolicy::parse(p.policy.toStdString());
+      QVERIFY(policy.ok());
+      auto alone = runtime::evaluateKvPolicy(m, ids, {.kind = "cpu", .kvPolicy = *policy});
       QVERIFY(alone.ok());
       QCOMPARE(p.kld, alone->kldMean);
       QCOMPARE(p.top1, alone->top1);

@@ -53,7 +53,9 @@ std::string referenceReply(const QList<ui::ChatMessage>& messages, const QString
   auto file = model::ModelFile::open(ui::test::storiesModel().toStdString());
   std::shared_ptr<const model::ModelFile> model(std::move(*file));
   auto tokenizer = model::loadTokenizer(*model);
-  auto backend = runtime::makeBackend(model, {.kind = "cpu", .kvPolicy = policy.toStdString()});
+  auto parsed = kv::KvPolicy::parse(policy.toStdString());
+  if (!parsed.ok()) return "<bad policy>";
+  auto backend = runtime::makeBackend(model, {.kind = "cpu", .kvPolicy = *parsed});
   if (!backend.ok()) return "<engine error>";
   runtime::Session session(model, std::move(*backend), std::move(*tokenizer));
   std::vector<tokenizer::ChatMessage> chat;
