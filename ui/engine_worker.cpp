@@ -590,14 +590,6 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   for (const ChatMessage& m : request.messages)
     messages.push_back({m.role.toStdString(), m.text.toStdString()});
   m_session->setChatSettings(chatSettings(request.sampling));
-  const auto prompt = m_session->renderChat(messages);
-  if (!prompt.ok()) {
-    // The template refused the conversation: the user chooses another renderer.
-    const QString message = QString::fromStdString(prompt.error().message);
-    emit chatTemplateFailed(id, message);
-    emit turnFailed(id, message, {});
-    return;
-  }
   runtime::GenerateOptions options =
       generateOptions(request.sampling, m_session->backend().contextLimit());
   if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
@@ -611,18 +603,26 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   const runtime::ContextOverflow policy =
       overflow.ok() ? *overflow : runtime::ContextOverflow::kStop;
   const uint32_t limit = m_session->backend().contextLimit();
-  auto fit = runtime::fitChat(*m_session, messages, policy,
-                              runtime::replyReserve(policy, options.maxTokens, limit));
-  if (!fit.ok()) {
-    QString message = QString::fromStdString(fit.error().message);
+  runtime::TurnStage failedAt = runtime::TurnStage::kContext;
+  auto turn = runtime::prepareChatTurn(
+      *m_session, {.messages = messages, .overflow = policy, .options = options}, &failedAt);
+  if (!turn.ok() && failedAt == runtime::TurnStage::kTemplate) {
+    // The template refused the conversation: the user chooses another renderer.
+    const QString message = QString::fromStdString(turn.error().message);
+    emit chatTemplateFailed(id, message);
+    emit turnFailed(id, message, {});
+    return;
+  }
+  if (!turn.ok()) {
+    QString message = QString::fromStdString(turn.error().message);
     if (policy == runtime::ContextOverflow::kStop &&
-        fit.error().code == ErrorCode::kInvalidArgument) {
+        turn.error().code == ErrorCode::kInvalidArgument) {
       // The engine's message names CLI options; say it with the app's own
       // controls, and offer them (conversationTooLong) where leaving out old
       // turns would make it fit. Otherwise the last message alone is too long.
       const auto middle = runtime::ContextOverflow::kTruncateMiddle;
-      auto leaving = runtime::fitChat(*m_session, messages, middle,
-                                      runtime::replyReserve(middle, options.maxTokens, limit));
+      auto leaving = runtime::prepareChatTurn(
+          *m_session, {.messages = messages, .overflow = middle, .options = options});
       if (leaving.ok()) {
         message = tr("This conversation no longer fits the model's context of %1 tokens. Leave "
                      "out its oldest turns (System prompt & sampling › When the context is "
@@ -638,9 +638,8 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   QList<int> leftOut;
   const int first = request.systemPrompt.isEmpty() ? 0 : 1;  // messages[0] is the system prompt
-  for (size_t i : fit->dropped) leftOut.append(static_cast<int>(i) - first);
-  emit promptFitted(id, leftOut, fit->prefill);
-  const std::vector<int32_t>& tokens = fit->tokens;
+  for (size_t i : turn->fit.dropped) leftOut.append(static_cast<int>(i) - first);
+  emit promptFitted(id, leftOut, turn->fit.prefill);
   if (stopRequested(id)) {
     // Stopped before it began: an empty reply, as if stopped at the first step.
     ReplyStats stats;
@@ -652,8 +651,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   applyIndexerDiagnostic();
   m_cacheOwner = request.conversationId;
-  options.shift = runtime::chatShift(*m_session, fit->messages, policy, tokens, options.maxTokens);
-  auto result = m_session->generate(tokens, options, &observer);
+  auto result = m_session->generate(turn->fit.tokens, turn->options, &observer);
   observer.flushText();
   if (!result.ok()) {
     if (result.error().code == ErrorCode::kCancelled) {

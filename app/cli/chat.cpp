@@ -191,44 +191,39 @@ int runChat(const ChatArgs& a, const GlobalOptions& global) {
     }
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    auto prompt = s.renderChat(messages);
-    if (!prompt.ok()) {
-      fmt::print(stderr, "error: {}\n", prompt.error().message);
-      if (prompt.error().code == ErrorCode::kOutOfMemory || !chooseRenderer(s)) {
-        messages.pop_back();
-        continue;
-      }
-      prompt = s.renderChat(messages);
-      if (!prompt.ok()) {
-        fmt::print(stderr, "error: {}\n", prompt.error().message);
-        messages.pop_back();
-        continue;
-      }
-    }
-    if (!prompt->warning.empty() && !warned) {
-      fmt::print(stderr, "warning: {}\n", prompt->warning);
-      warned = true;
-    }
     // The whole conversation stays here; what does not fit is left out of this
     // turn's prompt (again at every later turn).
-    const uint32_t limit = s.backend().contextLimit();
-    auto fit = runtime::fitChat(s, messages, overflow,
-                                runtime::replyReserve(overflow, a.maxTokens, limit));
-    if (!fit.ok()) {
-      fmt::print(stderr, "error: {}\n", fit.error().message);
+    const runtime::ChatTurnRequest request{.messages = messages, .overflow = overflow, .options = go};
+    runtime::TurnStage failedAt = runtime::TurnStage::kContext;
+    auto turn = runtime::prepareChatTurn(s, request, &failedAt);
+    if (!turn.ok() && failedAt == runtime::TurnStage::kTemplate &&
+        turn.error().code != ErrorCode::kOutOfMemory) {
+      // The template refused the conversation: another renderer, if the user picks one.
+      fmt::print(stderr, "error: {}\n", turn.error().message);
+      if (!chooseRenderer(s)) {
+        messages.pop_back();
+        continue;
+      }
+      turn = runtime::prepareChatTurn(s, request);
+    }
+    if (!turn.ok()) {
+      fmt::print(stderr, "error: {}\n", turn.error().message);
       messages.pop_back();
       continue;
     }
-    if (!fit->dropped.empty()) {
+    if (const std::string& warning = turn->fit.prompt.warning; !warning.empty() && !warned) {
+      fmt::print(stderr, "warning: {}\n", warning);
+      warned = true;
+    }
+    if (!turn->fit.dropped.empty()) {
       fmt::print(stderr,
                  "[context overflow ({}): {} earlier messages left out; prefilling {} "
                  "tokens]\n",
-                 a.overflow, fit->dropped.size(), fit->prefill);
+                 a.overflow, turn->fit.dropped.size(), turn->fit.prefill);
     }
     Stream stream;
     g_active = &s;
-    go.shift = runtime::chatShift(s, fit->messages, overflow, fit->tokens, go.maxTokens);
-    auto r = s.generate(fit->tokens, go, &stream);
+    auto r = s.generate(turn->fit.tokens, turn->options, &stream);
     g_active = nullptr;
     if (!r.ok()) {
       fmt::print(stderr, "\nerror: {}\n", r.error().message);

@@ -94,7 +94,7 @@ ContextShift promptShift(std::span<const int32_t> prompt, ContextOverflow overfl
 Expected<FittedChat> fitChat(const Session& session,
                              std::span<const tokenizer::ChatMessage> messages,
                              ContextOverflow overflow, uint32_t reserve, bool addGenerationPrompt,
-                             const std::string& toolsJson) {
+                             const std::string& toolsJson, TurnStage* failedAt) {
   const uint32_t limit = session.backend().contextLimit();
   // Exchanges: each starts at a user message (or at the first message after
   // the leading system messages); the system messages are never dropped.
@@ -118,8 +118,12 @@ Expected<FittedChat> fitChat(const Session& session,
           fit.dropped.push_back(i);
       }
     }
-    KVS_ASSIGN_OR_RETURN(fit.prompt,
-                         session.renderChat(fit.messages, addGenerationPrompt, toolsJson));
+    auto rendered = session.renderChat(fit.messages, addGenerationPrompt, toolsJson);
+    if (!rendered.ok()) {
+      if (failedAt) *failedAt = TurnStage::kTemplate;
+      return rendered.takeError();
+    }
+    fit.prompt = std::move(rendered).value();
     fit.tokens = session.tokenizeChat(fit.prompt);
     fit.prefill =
         static_cast<uint32_t>(fit.tokens.size()) - cachedPrefix(fit.tokens, session.history());
@@ -127,6 +131,7 @@ Expected<FittedChat> fitChat(const Session& session,
   };
   auto fits = [&](const FittedChat& f) { return uint64_t{f.tokens.size()} + reserve <= limit; };
 
+  if (failedAt) *failedAt = TurnStage::kContext;  // unless a render says otherwise
   KVS_ASSIGN_OR_RETURN(FittedChat whole, render());
   if (fits(whole)) return whole;
   if (overflow == ContextOverflow::kStop) return tooLong(whole.tokens.size(), reserve, limit);
@@ -153,6 +158,20 @@ Expected<FittedChat> fitChat(const Session& session,
                fmt::format("even the system prompt and the last message need {}, but the context "
                            "holds {}; shorten the message or raise the context length",
                            needs(smallest.tokens.size(), reserve), limit)};
+}
+
+Expected<PreparedTurn> prepareChatTurn(const Session& session, const ChatTurnRequest& request,
+                                       TurnStage* failedAt) {
+  const uint32_t limit = session.backend().contextLimit();
+  const uint32_t reserve = replyReserve(request.overflow, request.options.maxTokens, limit);
+  PreparedTurn turn;
+  KVS_ASSIGN_OR_RETURN(turn.fit, fitChat(session, request.messages, request.overflow, reserve,
+                                         /*addGenerationPrompt=*/true, request.toolsJson,
+                                         failedAt));
+  turn.options = request.options;
+  turn.options.shift = chatShift(session, turn.fit.messages, request.overflow, turn.fit.tokens,
+                                 request.options.maxTokens, request.toolsJson);
+  return turn;
 }
 
 Expected<std::vector<int32_t>> fitPrompt(std::span<const int32_t> prompt, ContextOverflow overflow,

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -54,14 +55,40 @@ struct FittedChat {
   uint32_t prefill = 0;
 };
 
+// Which step refused a turn: the chat template (it raised, or cannot render
+// these messages), or the context (the prompt does not fit).
+enum class TurnStage { kTemplate, kContext };
+
 // Renders `messages` for `session` and applies `overflow` when the prompt and
 // `reserve` tokens do not fit its context. Errors: the template's;
 // kInvalidArgument under kStop, and when even the system prompt and the last
-// message do not fit (the message says how to go on).
+// message do not fit (the message says how to go on). `failedAt`, when given,
+// receives which step refused.
 Expected<FittedChat> fitChat(const Session& session,
                              std::span<const tokenizer::ChatMessage> messages,
                              ContextOverflow overflow, uint32_t reserve,
-                             bool addGenerationPrompt = true, const std::string& toolsJson = {});
+                             bool addGenerationPrompt = true, const std::string& toolsJson = {},
+                             TurnStage* failedAt = nullptr);
+
+// A chat turn as the app, the CLI and the server run it.
+struct ChatTurnRequest {
+  std::span<const tokenizer::ChatMessage> messages;  // the whole conversation
+  std::string toolsJson;                             // for templates that take tools
+  ContextOverflow overflow = ContextOverflow::kStop;
+  GenerateOptions options;  // its `shift` is what prepareChatTurn sets
+};
+struct PreparedTurn {
+  FittedChat fit;           // what is rendered and prefilled; fit.prompt.warning
+  GenerateOptions options;  // the request's, with the reply's context shift
+};
+// The one preparation of a chat turn: renders the conversation with the
+// session's template, fits it to the context under the overflow policy
+// (replyReserve), tokenizes it, and sets the context shift the reply gets
+// (chatShift). Session::generate(fit.tokens, options) then reuses the cached
+// prefix and answers; the server runs that on the slot the tokens choose.
+// Errors as fitChat's, with `failedAt`.
+Expected<PreparedTurn> prepareChatTurn(const Session& session, const ChatTurnRequest& request,
+                                       TurnStage* failedAt = nullptr);
 
 // The context shift a reply gets under `overflow` (GenerateOptions::shift):
 // none under kStop; otherwise on, keeping what the policy keeps when it drops

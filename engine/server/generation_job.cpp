@@ -181,34 +181,26 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
   };
   std::vector<int32_t> prompt;
   if (chat) {
-    // A template that refuses the conversation (e.g. a system message it does
-    // not support) is the request's problem: 400 with the template's message.
-    const auto rendered = renderer.renderChat(job.chat().messages, /*addGenerationPrompt=*/true,
-                                              job.chat().toolsJson);
-    if (!rendered.ok()) {
+    runtime::TurnStage failedAt = runtime::TurnStage::kContext;
+    auto turn = runtime::prepareChatTurn(renderer,
+                                         {.messages = job.chat().messages,
+                                          .toolsJson = job.chat().toolsJson,
+                                          .overflow = overflow,
+                                          .options = options},
+                                         &failedAt);
+    if (!turn.ok() && failedAt == runtime::TurnStage::kTemplate) {
       // The model's template refused these messages (its raise_exception,
       // e.g. roles that do not alternate): the request's doing, so a 400.
-      job.fail({.status = 400, .message = rendered.error().message, .param = "messages"});
+      job.fail({.status = 400, .message = turn.error().message, .param = "messages"});
       return std::nullopt;
     }
-    warning = rendered->warning;
-    prompt = renderer.tokenizeChat(*rendered);
-    // The messages the prompt holds, after the overflow policy.
-    std::span<const tokenizer::ChatMessage> kept = job.chat().messages;
-    std::optional<runtime::FittedChat> fitted;
-    if (uint64_t{prompt.size()} + reserve > limit) {
-      auto fit = runtime::fitChat(renderer, job.chat().messages, overflow, reserve,
-                                  /*addGenerationPrompt=*/true, job.chat().toolsJson);
-      if (!fit.ok()) {
-        tooLong(fit.error().message);
-        return std::nullopt;
-      }
-      fitted = std::move(fit).value();
-      prompt = std::move(fitted->tokens);
-      kept = fitted->messages;
+    if (!turn.ok()) {
+      tooLong(turn.error().message);
+      return std::nullopt;
     }
-    options.shift = runtime::chatShift(renderer, kept, overflow, prompt, options.maxTokens,
-                                       job.chat().toolsJson);
+    warning = turn->fit.prompt.warning;
+    prompt = std::move(turn->fit.tokens);
+    options = std::move(turn->options);
   } else {
     uint32_t dropped = 0;
     auto fit = runtime::fitPrompt(renderer.tokenizeCompletion(job.completion().prompt), overflow,

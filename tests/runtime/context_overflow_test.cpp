@@ -166,6 +166,41 @@ TEST_F(ContextOverflowTest, ALastMessageTooLongForAnyPolicyIsAnError) {
   }
 }
 
+// prepareChatTurn says which step refused a turn: a template that raises, or
+// a conversation the context cannot hold; a turn that runs gets the context
+// shift its overflow policy keeps (rolling: the system prompt's tokens).
+TEST_F(ContextOverflowTest, PreparedTurnSaysWhichStepRefusedAndCarriesTheShift) {
+  auto s = openSession();
+  const auto chat = longChat();
+  runtime::TurnStage failedAt = runtime::TurnStage::kTemplate;
+  auto tooLong = runtime::prepareChatTurn(
+      *s, {.messages = chat, .overflow = ContextOverflow::kStop}, &failedAt);
+  ASSERT_FALSE(tooLong.ok());
+  EXPECT_EQ(failedAt, runtime::TurnStage::kContext);
+
+  // A reply that can reach the end of the context: the shift keeps a head.
+  runtime::GenerateOptions options;
+  options.maxTokens = 100;
+  auto rolling = runtime::prepareChatTurn(
+      *s, {.messages = chat, .overflow = ContextOverflow::kRolling, .options = options}, &failedAt);
+  ASSERT_TRUE(rolling.ok()) << rolling.error().describe();
+  EXPECT_FALSE(rolling->fit.dropped.empty());
+  EXPECT_LE(rolling->fit.tokens.size() + kContext / 4, kContext) << "a quarter kept for the reply";
+  EXPECT_EQ(rolling->options.maxTokens, 100u);
+  EXPECT_TRUE(rolling->options.shift.enabled);
+  // The kept head is the rendered system prompt: "<system>You tell short stories."
+  const std::vector<ChatMessage> system(chat.begin(), chat.begin() + 1);
+  const auto head = s->tokenizeChat(s->renderChat(system, /*addGenerationPrompt=*/false).value());
+  EXPECT_EQ(rolling->options.shift.keep, head.size());
+
+  s->setChatTemplateSource("{{ raise_exception('roles must alternate') }}");
+  auto refused = runtime::prepareChatTurn(*s, {.messages = chat}, &failedAt);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(failedAt, runtime::TurnStage::kTemplate);
+  EXPECT_NE(refused.error().message.find("roles must alternate"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST(ContextOverflowPrompt, KeepsHeadAndTailOrTheTail) {
   std::vector<int32_t> prompt(100);
   std::iota(prompt.begin(), prompt.end(), 0);
