@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/codec_error.h"
 #include "core/error.h"
 #include "kv/indexer.h"
 #include "kv/kv_cache.h"
@@ -143,6 +144,9 @@ class Backend {
   // Measured codec error, one entry per layer in layer order; empty when the
   // backend does not measure it.
   virtual std::vector<KvLayerError> kvErrors() const { return {}; }
+  // The codec error of rows importKv took from a caller that measured them
+  // (runtime::reencodeKv); a backend that does not measure ignores it.
+  virtual void setKvErrors(const CodecErrorMeter&) {}
 
   // The indexer and sparse V, changed between steps without touching the
   // cached rows (the sidecar is built from them when the indexer turns on).

@@ -30,6 +30,15 @@ double CodecErrorMeter::error(uint32_t layer, kv::KvPart part) const {
   return s.norm > 0.0 ? std::sqrt(s.error / s.norm) : 0.0;
 }
 
+void CodecErrorMeter::assume(uint32_t layer, kv::KvPart part, double relativeError) {
+  Sums& s = m_sums[index(layer, part)];
+  s = {};
+  if (relativeError < 0.0) return;
+  s.error = relativeError * relativeError;
+  s.norm = 1.0;
+  s.rows = 1;
+}
+
 void CodecErrorMeter::reset() {
   for (Sums& s : m_sums) s = {};
 }

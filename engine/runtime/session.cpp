@@ -9,6 +9,7 @@
 
 #include "kv/kv_policy.h"
 #include "runtime/kv_auto.h"
+#include "runtime/kv_reencode.h"
 #include "tokenizer/detokenizer.h"
 
 namespace kvscope::runtime {
@@ -191,7 +192,7 @@ Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint
   }
   backend::Logits logits;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next,
-                       rebuild(policy, m_history, observer, chunk, logits));
+                       convert(policy, observer, chunk, logits));
   m_backend = std::move(next);
   setPolicy(policy);
   m_autoPlan.reset();
@@ -199,14 +200,45 @@ Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint
   return okStatus();
 }
 
+Expected<std::unique_ptr<backend::Backend>> Session::convert(const kv::KvPolicy& policy,
+                                                             Observer* observer, uint32_t chunk,
+                                                             backend::Logits& logits) {
+  // Two-phase caches change layout at the first decode step: run again.
+  const kv::KvLayout* from = m_backend->kvLayout();
+  if (policy.twoPhase || m_kvPolicy.twoPhase || !from ||
+      m_backend->cachedTokens() != m_history.size()) {
+    return rebuild(policy, m_history, observer, chunk, logits);
+  }
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, build(policy));
+  if (!next->kvLayout() || !canReencode(*from, *next->kvLayout())) {
+    KVS_TRY(replay(*next, m_history, observer, chunk, logits));
+    return next;
+  }
+  KVS_TRY(reencodeKv(*m_backend, *next));
+  const auto n = static_cast<uint32_t>(m_history.size());
+  if (observer) observer->onProgress(n, n);
+  return next;
+}
+
 Expected<std::unique_ptr<backend::Backend>> Session::rebuild(const kv::KvPolicy& policy,
                                                              std::span<const int32_t> tokens,
                                                              Observer* observer, uint32_t chunk,
                                                              backend::Logits& logits) {
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, build(policy));
+  KVS_TRY(replay(*next, tokens, observer, chunk, logits));
+  return next;
+}
+
+Expected<std::unique_ptr<backend::Backend>> Session::build(const kv::KvPolicy& policy) {
   kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
   KVS_TRY(next->setIndexer(attention));
+  return next;
+}
+
+Status Session::replay(backend::Backend& next, std::span<const int32_t> tokens,
+                       Observer* observer, uint32_t chunk, backend::Logits& logits) {
   // The history is the conversation as the model saw it; the new cache is
   // built the way a fresh session would build it, so both hold the same rows.
   const size_t step = std::max<uint32_t>(chunk, 1);
@@ -214,12 +246,12 @@ Expected<std::unique_ptr<backend::Backend>> Session::rebuild(const kv::KvPolicy&
     if (m_stop.load())
       return makeError(ErrorCode::kCancelled, "stopped while re-encoding the cache");
     const size_t n = std::min(step, tokens.size() - done);
-    KVS_TRY(next->forward({tokens.subspan(done, n)}, logits));
+    KVS_TRY(next.forward({tokens.subspan(done, n)}, logits));
     done += n;
     if (observer)
       observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(tokens.size()));
   }
-  return next;
+  return okStatus();
 }
 
 bool Session::autoPending() const {
@@ -241,6 +273,9 @@ Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& 
                        "re-encode its cache");
     }
     KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, m_kvPolicy));
+    // Runs the history again, so that the cache equals a fresh session's under
+    // the choice (re-encoding the measured f16 rows, as convert() does for an
+    // explicit switch, would skip that prefill).
     KVS_ASSIGN_OR_RETURN(auto next, rebuild(choice.policy, m_history, observer, chunk, logits));
     m_backend = std::move(next);
     m_autoPlan = std::move(choice.plan);

@@ -132,9 +132,11 @@ class Session {
   const kv::KvPolicy& kvPolicy() const { return m_kvPolicy; }
   // An auto policy's choice, once it has measured; null otherwise.
   const kv::AutoPlan* autoPlan() const { return m_autoPlan ? &*m_autoPlan : nullptr; }
-  // Re-encodes the cache under `policy`: a backend built for it runs the
-  // whole token history again (prefill in chunks of `chunk` tokens,
-  // Observer::onProgress), then replaces the current one. The history is
+  // Re-encodes the cache under `policy` into a backend built for it, which
+  // then replaces the current one: from f16 rows (or streams stored alike)
+  // the stored rows are re-encoded without a forward pass
+  // (runtime/kv_reencode.h; one Observer::onProgress); otherwise the whole
+  // token history runs again (prefill in chunks of `chunk` tokens). The history is
   // unchanged, so the next generate() reuses all of it. A policy that does not
   // parse or does not fit the model fails before any work; a failure or a stop
   // request during the re-encode keeps the current backend and cache as they
@@ -181,6 +183,19 @@ class Session {
                                                       std::span<const int32_t> tokens,
                                                       Observer* observer, uint32_t chunk,
                                                       backend::Logits& logits);
+  // A backend built under `policy` holding the whole history: the stored
+  // rows re-encoded where runtime::canReencode allows (no forward pass;
+  // `logits` stay the current backend's), else the history run again
+  // (rebuild; `logits` are its last chunk's).
+  Expected<std::unique_ptr<backend::Backend>> convert(const kv::KvPolicy& policy,
+                                                      Observer* observer, uint32_t chunk,
+                                                      backend::Logits& logits);
+  // An empty backend under `policy`, with its attention options and the
+  // session's diagnostic mode.
+  Expected<std::unique_ptr<backend::Backend>> build(const kv::KvPolicy& policy);
+  // Runs `tokens` through `next` in chunks (a stop request: kCancelled).
+  Status replay(backend::Backend& next, std::span<const int32_t> tokens, Observer* observer,
+                uint32_t chunk, backend::Logits& logits);
   // Whether the policy is auto and has not measured yet.
   bool autoPending() const;
   // Sets m_kvPolicy; an auto policy measures anew.

@@ -4,12 +4,14 @@
 // the original logits bit for bit, and bad policies or a stop change nothing.
 // The auto policy: measured on the first prompt (or once the conversation is
 // long enough), then the same cache a fresh session under its choice has.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "kv/auto_policy.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
@@ -94,7 +96,11 @@ class KvPolicySwitchTest : public ::testing::Test {
   void SetUp() override { KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf")); }
 };
 
-TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestoresF16) {
+// From an f16 cache a switch re-encodes the stored rows (no forward pass):
+// each new row is the f16 row round-tripped through its new scheme; from a
+// compressed cache to other schemes it runs the history again and equals a
+// fresh session; f16 again is the original cache.
+TEST_F(KvPolicySwitchTest, SwitchesReEncodeF16RowsElseRunTheHistoryAgain) {
   const std::string compact = "k=q8_0,v=turbo3";
   auto p = openProbe("");
   ASSERT_TRUE(p);
@@ -104,16 +110,44 @@ TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestores
   const std::vector<int32_t> history = s.history();
   const int32_t next = reply->tokens.back();  // sampled, not yet run
   const std::vector<float> f16Logits = nextLogits(*p, next);
+  const model::ModelConfig& c = s.config();
+  std::vector<std::vector<float>> f16Rows[2];  // [K, V][layer]
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue})
+      f16Rows[static_cast<int>(part)].push_back(s.backend().readKv(l, part).value());
+  }
 
   CountingObserver observer;
   auto switched = s.setKvPolicy(policyOf(compact), &observer, kChunk);
   ASSERT_TRUE(switched.ok()) << switched.error().describe();
+  EXPECT_EQ(p->factoryCalls, 1);
   EXPECT_EQ(s.history(), history) << "the conversation stays";
   EXPECT_EQ(s.backend().cachedTokens(), history.size());
   EXPECT_EQ(s.kvPolicy().toString(), compact);
   EXPECT_EQ(observer.total, history.size());
   EXPECT_EQ(observer.last, history.size());
-  EXPECT_EQ(observer.calls, int((history.size() + kChunk - 1) / kChunk));
+  EXPECT_EQ(observer.calls, 1) << "no chunks: no forward pass";
+  // Each row: the f16 row encoded and decoded by the new scheme.
+  auto layout = kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim},
+                                     std::vector<kv::LayerSchemes>(c.nLayer, {"q8_0", "turbo3"}));
+  ASSERT_TRUE(layout.ok());
+  std::vector<uint8_t> code;
+  std::vector<float> want(c.headDim);
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
+      const std::vector<float> got = s.backend().readKv(l, part).value();
+      const std::vector<float>& f16 = f16Rows[static_cast<int>(part)][l];
+      ASSERT_EQ(got.size(), f16.size());
+      const kv::KvScheme& scheme = layout->scheme(l, part);
+      code.resize(layout->rowBytes(l, part));
+      for (size_t at = 0; at < f16.size(); at += c.headDim) {
+        scheme.encode(std::span(f16).subspan(at, c.headDim), code);
+        scheme.decode(code, want);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + static_cast<ptrdiff_t>(at)))
+            << "layer " << l << " row " << at / c.headDim;
+      }
+    }
+  }
   ASSERT_FALSE(observer.snapshot.layers.empty());
   EXPECT_EQ(observer.snapshot.layers[0].keyScheme, "q8_0");
   EXPECT_EQ(observer.snapshot.layers[0].valueScheme, "turbo3");
@@ -125,13 +159,18 @@ TEST_F(KvPolicySwitchTest, ReEncodingEqualsAFreshSessionAndSwitchingBackRestores
   const std::vector<float> compactLogits = nextLogits(*p, next);
   EXPECT_NE(compactLogits, f16Logits) << "the cache really changed codec";
 
-  // A session that prefills the same tokens under the same policy.
-  auto fresh = openProbe(compact);
+  // Compressed to other schemes: the history runs again, in chunks, and the
+  // cache equals that of a session that prefills the same tokens.
+  const std::string other = "kv=q4_0";
+  observer = {};
+  ASSERT_TRUE(s.setKvPolicy(policyOf(other), &observer, kChunk).ok());
+  EXPECT_EQ(observer.calls, int((history.size() + kChunk - 1) / kChunk));
+  auto fresh = openProbe(other);
   ASSERT_TRUE(fresh);
   auto prefill = fresh->session->generate(history, greedy(1));
   ASSERT_TRUE(prefill.ok());
   ASSERT_EQ(fresh->backend->cachedTokens(), history.size());
-  EXPECT_EQ(nextLogits(*fresh, next), compactLogits);
+  EXPECT_EQ(nextLogits(*fresh, next), nextLogits(*p, next));
 
   ASSERT_TRUE(s.setKvPolicy({}, nullptr, kChunk).ok());
   EXPECT_EQ(nextLogits(*p, next), f16Logits) << "f16 again is the original cache";
@@ -204,8 +243,9 @@ TEST_F(KvPolicySwitchTest, PolicyTheModelCannotHoldFailsBeforeAnyWork) {
   EXPECT_EQ(s.kvPolicy().toString(), kv::KvPolicy{}.toString());
 }
 
+// A switch that runs the history again (compressed to other schemes).
 TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
-  auto p = openProbe("");
+  auto p = openProbe("kv=q4_0");
   ASSERT_TRUE(p);
   runtime::Session& s = *p->session;
   ASSERT_TRUE(s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(8)).ok());
@@ -225,8 +265,8 @@ TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
   EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
   EXPECT_EQ(&s.backend(), before);
   EXPECT_EQ(s.backend().cachedTokens(), history.size());
-  EXPECT_EQ(s.kvPolicy().toString(), kv::KvPolicy{}.toString());
-  EXPECT_EQ(s.backend().kvBytes()[0].value->name(), "f16");
+  EXPECT_EQ(s.kvPolicy().toString(), "k=q4_0,v=q4_0");
+  EXPECT_EQ(s.backend().kvBytes()[0].value->name(), "q4_0");
 }
 
 std::string storyText() {

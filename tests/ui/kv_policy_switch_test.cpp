@@ -48,24 +48,37 @@ ui::SamplingSettings greedy() {
   return s;
 }
 
-// The engine's greedy reply to `messages` under `policy`, with no UI in between.
-std::string referenceReply(const QList<ui::ChatMessage>& messages, const QString& policy) {
+// The engine's reply to `asked` from a session that answered `turns` (each
+// the conversation as sent) with the f16 cache and then switched to `policy`
+// (Session::setKvPolicy: from f16 it re-encodes the stored rows).
+std::string replyAfterSwitch(const std::vector<QList<ui::ChatMessage>>& turns,
+                             const QList<ui::ChatMessage>& asked, const QString& policy) {
   auto file = model::ModelFile::open(ui::test::storiesModel().toStdString());
   std::shared_ptr<const model::ModelFile> model(std::move(*file));
   auto tokenizer = model::loadTokenizer(*model);
+  const runtime::BackendChoice choice{.kind = "cpu"};
+  auto backend = runtime::makeBackend(model, choice);
   auto parsed = kv::KvPolicy::parse(policy.toStdString());
-  if (!parsed.ok()) return "<bad policy>";
-  auto backend = runtime::makeBackend(model, {.kind = "cpu", .kvPolicy = *parsed});
-  if (!backend.ok()) return "<engine error>";
-  runtime::Session session(model, std::move(*backend), std::move(*tokenizer));
-  std::vector<tokenizer::ChatMessage> chat;
-  for (const ui::ChatMessage& m : messages)
-    chat.push_back({m.role.toStdString(), m.text.toStdString()});
+  if (!backend.ok() || !parsed.ok()) return "<engine error>";
+  runtime::Session session(model, std::move(*backend), std::move(*tokenizer),
+                           runtime::makeBackendFactory(model, choice));
   runtime::GenerateOptions options;
   options.maxTokens = kMaxTokens;
   options.sampler.temperature = 0.0f;
-  auto result = session.generate(session.tokenizeChat(session.renderChat(chat).value()), options);
-  return result.ok() ? result->text : std::string("<engine error>");
+  const auto reply = [&](const QList<ui::ChatMessage>& messages) -> Expected<std::string> {
+    std::vector<tokenizer::ChatMessage> chat;
+    for (const ui::ChatMessage& m : messages)
+      chat.push_back({m.role.toStdString(), m.text.toStdString()});
+    KVS_ASSIGN_OR_RETURN(auto prompt, session.renderChat(chat));
+    KVS_ASSIGN_OR_RETURN(auto result, session.generate(session.tokenizeChat(prompt), options));
+    return result.text;
+  };
+  for (const auto& turn : turns) {
+    if (!reply(turn).ok()) return "<engine error>";
+  }
+  if (!session.setKvPolicy(*parsed).ok()) return "<engine error>";
+  auto last = reply(asked);
+  return last.ok() ? *last : std::string("<engine error>");
 }
 
 }  // namespace
@@ -130,7 +143,7 @@ class KvPolicySwitchTest : public QObject {
     QVERIFY(!chat.isChangingPolicy());
     QCOMPARE(changed.first().at(0).toString(), kCompact);
 
-    // The history was read again, all of it, and nothing in the conversation moved.
+    // The whole history was re-encoded, and nothing in the conversation moved.
     QVERIFY(!progress.isEmpty());
     QCOMPARE(progress.last().at(0).toUInt(), second.cachedTokens);
     QCOMPARE(progress.last().at(1).toUInt(), second.cachedTokens);
@@ -157,15 +170,17 @@ class KvPolicySwitchTest : public QObject {
       QVERIFY(layer.valueError > layer.keyError);
     }
 
-    // The next reply reuses the re-encoded cache and is the engine's reply under the new
-    // policy to the same conversation.
+    // The next reply reuses the re-encoded cache and is the engine's reply after the same
+    // turns and the same switch.
     const ReplyStats third = sendAndWait(chat, QStringLiteral("Then it rained"));
     QVERIFY(third.valid());
     QVERIFY(third.reusedTokens > 0);
     QVERIFY(third.generatedTokens > 0);
     QList<ui::ChatMessage> asked = messages;
     asked.append(chat.conversation().messages[4]);
-    QCOMPARE(chat.conversation().messages[5].text.toStdString(), referenceReply(asked, kCompact));
+    const QList<ui::ChatMessage> firstTurn = messages.mid(0, 1), secondTurn = messages.mid(0, 3);
+    QCOMPARE(chat.conversation().messages[5].text.toStdString(),
+             replyAfterSwitch({firstTurn, secondTurn}, asked, kCompact));
   }
 
   void badPolicyFailsAndKeepsTheCache() {
