@@ -592,10 +592,6 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   m_session->setChatSettings(chatSettings(request.sampling));
   runtime::GenerateOptions options =
       generateOptions(request.sampling, m_session->backend().contextLimit());
-  if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
-    emit turnFailed(id, QString::fromStdString(valid.error().message), {});
-    return;
-  }
   // A conversation longer than the context: the chosen policy leaves out old
   // messages (the GUI greys them), or the turn fails saying what to do.
   const auto overflow =
@@ -611,6 +607,10 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     const QString message = QString::fromStdString(turn.error().message);
     emit chatTemplateFailed(id, message);
     emit turnFailed(id, message, {});
+    return;
+  }
+  if (auto valid = runtime::validate(options.sampler); !valid.ok()) {
+    emit turnFailed(id, QString::fromStdString(valid.error().message), {});
     return;
   }
   if (!turn.ok()) {

@@ -40,9 +40,12 @@ bool SchemeComparison::start(const QString& modelPath, const QList<qint32>& toke
   for (const QString& p : policies) {
     auto policy = kv::KvPolicy::parse(p.toStdString());
     if (!policy.ok()) {  // ends at once, answered like a run that failed
-      m_running = false;
       QMetaObject::invokeMethod(
-          this, [this, m = QString::fromStdString(policy.error().message)] { emit failed(m); },
+          this,
+          [this, m = QString::fromStdString(policy.error().message)] {
+            m_running = false;
+            emit failed(m);
+          },
           Qt::QueuedConnection);
       return true;
     }

@@ -144,6 +144,8 @@ class Backend {
   // Measured codec error, one entry per layer in layer order; empty when the
   // backend does not measure it.
   virtual std::vector<KvLayerError> kvErrors() const { return {}; }
+  // What kvErrors() is computed from; null when the backend does not measure.
+  virtual const CodecErrorMeter* kvErrorMeter() const { return nullptr; }
   // The codec error of rows importKv took from a caller that measured them
   // (runtime::reencodeKv); a backend that does not measure ignores it.
   virtual void setKvErrors(const CodecErrorMeter&) {}

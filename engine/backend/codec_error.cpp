@@ -30,13 +30,9 @@ double CodecErrorMeter::error(uint32_t layer, kv::KvPart part) const {
   return s.norm > 0.0 ? std::sqrt(s.error / s.norm) : 0.0;
 }
 
-void CodecErrorMeter::assume(uint32_t layer, kv::KvPart part, double relativeError) {
-  Sums& s = m_sums[index(layer, part)];
-  s = {};
-  if (relativeError < 0.0) return;
-  s.error = relativeError * relativeError;
-  s.norm = 1.0;
-  s.rows = 1;
+void CodecErrorMeter::copyStream(const CodecErrorMeter& other, uint32_t layer, kv::KvPart part) {
+  const size_t i = index(layer, part);
+  if (i < m_sums.size() && i < other.m_sums.size()) m_sums[i] = other.m_sums[i];
 }
 
 void CodecErrorMeter::reset() {

@@ -25,9 +25,9 @@ class CodecErrorMeter {
   // Round-trips `x` through `scheme` (encode, decode) and adds it.
   void measure(uint32_t layer, kv::KvPart part, const kv::KvScheme& scheme,
                std::span<const float> x);
-  // Takes (layer, part)'s error as measured elsewhere (a stream copied as
-  // stored keeps its source's error); a negative error leaves it unmeasured.
-  void assume(uint32_t layer, kv::KvPart part, double relativeError);
+  // Takes (layer, part)'s sums from `other` (a stream copied as stored keeps
+  // what its source measured, weighted as its source weighted it).
+  void copyStream(const CodecErrorMeter& other, uint32_t layer, kv::KvPart part);
   // Relative RMS error of the rows added for (layer, part); negative when none.
   double error(uint32_t layer, kv::KvPart part) const;
   void reset();

@@ -86,6 +86,7 @@ class VulkanBackend final : public Backend {
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
   std::vector<KvLayerError> kvErrors() const override;
+  const CodecErrorMeter* kvErrorMeter() const override { return &m_errors; }
   void setKvErrors(const CodecErrorMeter& measured) override { m_errors = measured; }
   const kv::KvLayout* kvLayout() const override { return &m_kvLayout; }
   Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;

@@ -61,6 +61,7 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
+  bool debugUtils = false, syncValidation = false;
   if (validation) {
     if (!hasLayer(kValidationLayer)) {
       return makeError(ErrorCode::kDevice,
@@ -69,10 +70,17 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
                        kValidationLayer);
     }
     layers.push_back(kValidationLayer);
-    if (hasInstanceExtension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
-      extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-    if (hasInstanceExtension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer))
+    debugUtils = hasInstanceExtension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (debugUtils) extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    syncValidation =
+        hasInstanceExtension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer);
+    if (syncValidation) {
       extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    } else {
+      log::write(log::Level::kWarn,
+                 "the Vulkan validation layer offers no VK_EXT_validation_features: "
+                 "synchronization (missing barriers) is not validated");
+    }
   }
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -96,22 +104,20 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   ci.ppEnabledLayerNames = layers.data();
   ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   ci.ppEnabledExtensionNames = extensions.data();
-  if (!extensions.empty()) ci.pNext = &dbg;  // also catches messages from create/destroy
+  if (debugUtils) ci.pNext = &dbg;  // also catches messages from create/destroy
 
   // Synchronization validation checks every recorded dependency: a barrier the
   // executor's hazard tracking left out is reported as a read-after-write (or
   // write-after-read/write) hazard, on any device, lavapipe included, where a
   // serial executor would otherwise hide it.
-  const VkValidationFeatureEnableEXT syncValidation =
+  const VkValidationFeatureEnableEXT syncFeature =
       VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
   VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
   features.enabledValidationFeatureCount = 1;
-  features.pEnabledValidationFeatures = &syncValidation;
-  for (const char* e : extensions) {
-    if (std::strcmp(e, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) == 0) {
-      features.pNext = ci.pNext;
-      ci.pNext = &features;
-    }
+  features.pEnabledValidationFeatures = &syncFeature;
+  if (syncValidation) {
+    features.pNext = ci.pNext;
+    ci.pNext = &features;
   }
 
   VkResult r = vkCreateInstance(&ci, nullptr, &inst->m_instance);
@@ -123,7 +129,7 @@ Expected<std::unique_ptr<Instance>> Instance::create(bool validation) {
   KVS_VK(r, "vkCreateInstance");
   volkLoadInstanceOnly(inst->m_instance);
 
-  if (!extensions.empty()) {
+  if (debugUtils) {
     r = vkCreateDebugUtilsMessengerEXT(inst->m_instance, &dbg, nullptr, &inst->m_messenger);
     if (r != VK_SUCCESS) inst->destroy();
     KVS_VK(r, "vkCreateDebugUtilsMessengerEXT");

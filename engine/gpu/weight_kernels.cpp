@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-
-#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <string>
@@ -298,7 +296,13 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                          (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
-  const MatvecLaunch launch = matvecLaunch(cols);
+  // Within what the device runs in one workgroup, a power of two (reduce.glsl).
+  MatvecLaunch launch = matvecLaunch(cols);
+  const VkPhysicalDeviceLimits& limits = m_ctx.limits();
+  launch.workgroup = std::bit_floor(std::clamp(
+      launch.workgroup, 1u,
+      std::min(limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0])));
+  launch.rows = std::max(launch.rows, 1u);
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags, launch));
   const push::WeightPush push{rows,
                               cols,

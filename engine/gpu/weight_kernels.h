@@ -71,7 +71,9 @@ struct Epilogue {
 };
 
 // The GPU shapes' matvec launch: invocations per workgroup (a power of two)
-// and the rows each workgroup computes; bench-kernels sweeps them.
+// and the rows each workgroup computes; bench-kernels sweeps them. A product
+// runs it within the device's limits (the workgroup rounded down to a power
+// of two they allow, at least one row).
 struct MatvecLaunch {
   uint32_t workgroup = 64;
   uint32_t rows = 4;

@@ -109,13 +109,12 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
     offset += out.size();
     return okStatus();
   }));
-  // Streams copied as stored keep the error `from` measured on them.
-  const std::vector<backend::KvLayerError> measured = from.kvErrors();
-  for (uint32_t l = 0; l < g.nLayer && l < measured.size(); ++l) {
-    if (storedAlike(*src, *dst, l, kv::KvPart::kKey))
-      errors.assume(l, kv::KvPart::kKey, measured[l].key);
-    if (storedAlike(*src, *dst, l, kv::KvPart::kValue))
-      errors.assume(l, kv::KvPart::kValue, measured[l].value);
+  // Streams copied as stored keep what `from` measured on them.
+  if (const backend::CodecErrorMeter* measured = from.kvErrorMeter()) {
+    for (uint32_t l = 0; l < g.nLayer; ++l) {
+      for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue})
+        if (storedAlike(*src, *dst, l, p)) errors.copyStream(*measured, l, p);
+    }
   }
   to.setKvErrors(errors);
   return okStatus();

@@ -214,7 +214,20 @@ Expected<std::unique_ptr<backend::Backend>> Session::convert(const kv::KvPolicy&
     KVS_TRY(replay(*next, m_history, observer, chunk, logits));
     return next;
   }
-  KVS_TRY(reencodeKv(*m_backend, *next));
+  Status converted = okStatus();
+  try {
+    converted = reencodeKv(*m_backend, *next);
+  } catch (const std::bad_alloc&) {
+    // The host copy of the new cache did not fit: run the history instead.
+    converted = makeError(ErrorCode::kOutOfMemory, "out of memory");
+  }
+  if (!converted.ok() && converted.error().code == ErrorCode::kOutOfMemory) {
+    KVS_TRY(next->trim(0));
+    KVS_TRY(replay(*next, m_history, observer, chunk, logits));
+    return next;
+  }
+  KVS_TRY(converted);
+  if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped while re-encoding the cache");
   const auto n = static_cast<uint32_t>(m_history.size());
   if (observer) observer->onProgress(n, n);
   return next;

@@ -8,9 +8,10 @@
 //     decodes until end of generation, maxTokens, a stop request or a full
 //     context. A full context is an explicit outcome (StopReason::kContextFull),
 //     never silent truncation; a prompt longer than the context is an error.
-//   - setKvPolicy(policy): re-encodes the cache under another KV policy by
-//     running the token history again through a backend built for it (the
-//     BackendFactory), with progress; the conversation and its history stay.
+//   - setKvPolicy(policy): re-encodes the cache under another KV policy into
+//     a backend built for it (the BackendFactory): the stored rows where they
+//     are f16 or stored alike (runtime/kv_reencode.h), else by running the
+//     token history again, with progress; the conversation and history stay.
 //   - an auto policy (kv/auto_policy.h) caches f16 until the first prompt
 //     has run (its first kv::kAutoCalibrationTokens tokens; if it is shorter
 //     than kv::kAutoMinTokens, until the conversation reaches that), measures
@@ -138,7 +139,7 @@ class Session {
   // (runtime/kv_reencode.h; one Observer::onProgress); otherwise the whole
   // token history runs again (prefill in chunks of `chunk` tokens). The history is
   // unchanged, so the next generate() reuses all of it. A policy that does not
-  // parse or does not fit the model fails before any work; a failure or a stop
+  // fit the model fails before any work; a failure or a stop
   // request during the re-encode keeps the current backend and cache as they
   // were. The old and new backend coexist during the switch (twice the
   // weights' memory on a device).

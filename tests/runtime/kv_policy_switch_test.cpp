@@ -243,6 +243,27 @@ TEST_F(KvPolicySwitchTest, PolicyTheModelCannotHoldFailsBeforeAnyWork) {
   EXPECT_EQ(s.kvPolicy().toString(), kv::KvPolicy{}.toString());
 }
 
+// A stream that keeps its scheme is copied as stored and keeps the codec
+// error measured on it; the re-encoded stream gets one measured on its rows.
+TEST_F(KvPolicySwitchTest, CopiedStreamsKeepTheirMeasuredError) {
+  auto p = openProbe("k=q8_0,v=f16");
+  ASSERT_TRUE(p);
+  runtime::Session& s = *p->session;
+  CountingObserver observer;
+  ASSERT_TRUE(
+      s.generate(s.tokenizeCompletion("Once upon a time, there was"), greedy(40), &observer).ok());
+  const runtime::KvSnapshot before = observer.snapshot;
+  observer.calls = 0;
+  ASSERT_TRUE(s.setKvPolicy(policyOf("k=q8_0,v=turbo3"), &observer, kChunk).ok());
+  EXPECT_EQ(observer.calls, 1) << "re-encoded, not run again";
+  ASSERT_EQ(observer.snapshot.layers.size(), before.layers.size());
+  for (size_t l = 0; l < before.layers.size(); ++l) {
+    EXPECT_GT(before.layers[l].keyError, 0.0) << l;
+    EXPECT_EQ(observer.snapshot.layers[l].keyError, before.layers[l].keyError) << l;
+    EXPECT_GT(observer.snapshot.layers[l].valueError, 0.0) << l;
+  }
+}
+
 // A switch that runs the history again (compressed to other schemes).
 TEST_F(KvPolicySwitchTest, StopDuringReEncodeKeepsTheOldCache) {
   auto p = openProbe("kv=q4_0");
