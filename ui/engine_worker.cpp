@@ -799,17 +799,13 @@ void EngineWorker::setKvPolicy(quint64 turnId, const QString& policy) {
     emit kvPolicyFailed(turnId, QStringLiteral("Stopped; the KV cache keeps its policy."));
     return;
   }
+  // The policy is the text the user chose; it is parsed here, once.
   auto parsed = kv::KvPolicy::parse(policy.toStdString());
-  if (!parsed.ok()) {
-    emit kvPolicyFailed(turnId, QStringLiteral("Could not switch the KV cache policy: %1")
-                                    .arg(qstr(parsed.error().message)));
-    return;
-  }
+  Status status = parsed.ok() ? okStatus() : Status(parsed.takeError());
   m_runningTurn.store(turnId);
   TurnObserver observer(*this, turnId);
-  Status status = okStatus();
   try {
-    status = m_session->setKvPolicy(*parsed, &observer);
+    if (status.ok()) status = m_session->setKvPolicy(*parsed, &observer);
   } catch (const std::bad_alloc&) {
     status = makeError(ErrorCode::kOutOfMemory, "out of memory");
   }

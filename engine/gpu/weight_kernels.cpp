@@ -121,6 +121,17 @@ MatvecLaunch matvecLaunchFor(uint32_t cols) {
   return {std::clamp(std::bit_floor(std::max(cols / 64, 1u)), 32u, 256u), 4};
 }
 
+MatvecLaunch WeightKernels::matvecLaunch(uint32_t cols) const {
+  // Within what the device runs in one workgroup, a power of two (reduce.glsl).
+  MatvecLaunch launch = m_launch ? *m_launch : matvecLaunchFor(cols);
+  const VkPhysicalDeviceLimits& limits = m_ctx.limits();
+  launch.workgroup = std::bit_floor(std::clamp(
+      launch.workgroup, 1u,
+      std::min(limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0])));
+  launch.rows = std::max(launch.rows, 1u);
+  return launch;
+}
+
 WeightKernels::WeightKernels(Context& ctx, WeightShape shape, std::optional<MatvecLaunch> launch)
     : m_ctx(ctx), m_shape(resolveShape(ctx, shape)), m_launch(launch) {
   if (m_shape == WeightShape::kCpu)
@@ -296,13 +307,7 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                          (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
-  // Within what the device runs in one workgroup, a power of two (reduce.glsl).
-  MatvecLaunch launch = matvecLaunch(cols);
-  const VkPhysicalDeviceLimits& limits = m_ctx.limits();
-  launch.workgroup = std::bit_floor(std::clamp(
-      launch.workgroup, 1u,
-      std::min(limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0])));
-  launch.rows = std::max(launch.rows, 1u);
+  const MatvecLaunch launch = matvecLaunch(cols);
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags, launch));
   const push::WeightPush push{rows,
                               cols,

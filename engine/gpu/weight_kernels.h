@@ -84,7 +84,7 @@ struct MatvecLaunch {
 // fixed 64 invocations x 2 rows (bench-kernels --matvec-wg --matvec-rows,
 // docs/RESULTS.md "Real GPUs"): on Llama-3.2-1B's shapes Q8_0 is faster on
 // every one (the 128256x2048 output 1.6x, 8192x2048 1.5x), Q4_K on the
-// large ones (output 1.5x) and within 7% slower on 2048x2048 and 2048x8192.
+// large ones (output 1.5x) and up to 7% slower on 2048x2048 and 2048x8192.
 MatvecLaunch matvecLaunchFor(uint32_t cols);
 
 class WeightKernels {
@@ -104,10 +104,9 @@ class WeightKernels {
 
   // The launch shape this instance uses (kAuto resolved).
   WeightShape shape() const { return m_shape; }
-  // The GPU matvec launch for rows of `cols` values.
-  MatvecLaunch matvecLaunch(uint32_t cols) const {
-    return m_launch ? *m_launch : matvecLaunchFor(cols);
-  }
+  // The GPU matvec launch that runs rows of `cols` values: the fixed or the
+  // per-shape one, within the device's limits.
+  MatvecLaunch matvecLaunch(uint32_t cols) const;
 
   Status matvec(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
                 const BufferRange& y, uint32_t rows, uint32_t cols, const Epilogue& epilogue = {});

@@ -222,7 +222,7 @@ Expected<std::unique_ptr<backend::Backend>> Session::convert(const kv::KvPolicy&
     converted = makeError(ErrorCode::kOutOfMemory, "out of memory");
   }
   if (!converted.ok() && converted.error().code == ErrorCode::kOutOfMemory) {
-    KVS_TRY(next->trim(0));
+    // reencodeKv leaves `next` empty on an error.
     KVS_TRY(replay(*next, m_history, observer, chunk, logits));
     return next;
   }

@@ -113,12 +113,11 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
                        "only a cache stored as its own");
     }
     // An auto policy that chose, or a two-phase cache in the other phase.
-    const kv::KvPolicy policy =
+    // The rows are the file's; how attention reads them is this session's.
+    kv::KvPolicy policy =
         info.autoState == AutoState::kSettled ? saved.withLayers(info.schemes) : saved;
-    kv::IndexerOptions attention = m_kvPolicy.attention;
-    attention.diagnostic = m_backend->indexer().diagnostic;
-    KVS_ASSIGN_OR_RETURN(built, m_factory(policy));
-    KVS_TRY(built->setIndexer(attention));
+    policy.attention = m_kvPolicy.attention;
+    KVS_ASSIGN_OR_RETURN(built, build(policy));
     target = built.get();
   }
   KVS_ASSIGN_OR_RETURN(const kv::KvLayout fileLayout, layoutFor(*target));
