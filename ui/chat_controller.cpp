@@ -439,8 +439,8 @@ bool ChatController::followsTurn(quint64 turnId) const {
 
 void ChatController::onStep(const StepReport& report) {
   if (!followsTurn(report.turnId)) return;
-  m_cachedTokens = report.cachedTokens;
-  emit contextUsageChanged(m_cachedTokens, report.contextLimit);
+  m_cachedTokens = report.stats.cachedTokens;
+  emit contextUsageChanged(m_cachedTokens, report.stats.contextLimit);
   emit stepReported(report);
 }
 

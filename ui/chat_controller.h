@@ -134,7 +134,7 @@ class ChatController : public QObject {
   // The previous model was released (a new load passed its file checks); hasModel() is
   // false until modelLoaded().
   void modelUnloaded();
-  void memoryEstimated(const QString& path, const kvscope::ui::MemoryEstimate& estimate);
+  void memoryEstimated(const QString& path, const kvscope::runtime::MemoryEstimate& estimate);
   void memoryEstimateFailed(const QString& path, const QString& message);
   void samplingChanged(const kvscope::ui::SamplingSettings& sampling);
 

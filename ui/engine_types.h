@@ -1,7 +1,8 @@
 #pragma once
 // The value types that cross between the engine thread (EngineWorker) and the GUI thread
-// (ChatController, widgets). Plain data with Qt containers: copied through queued
-// signals, never pointing into engine state, so a widget can keep one as long as it
+// (ChatController, widgets). Plain data (Qt containers, and the runtime's own value
+// types for the engine's reports): copied through queued signals, never pointing into
+// engine state, so a widget can keep one as long as it
 // likes. registerEngineTypes() (engine_worker.h) registers every one with QMetaType.
 //
 // Sizes are bytes, times milliseconds, token counts are the engine's (prompt tokens
@@ -14,6 +15,8 @@
 #include <QStringList>
 
 #include "kv/kv_policy.h"
+#include "runtime/memory_estimate.h"
+#include "runtime/observer.h"
 
 namespace kvscope::ui {
 
@@ -69,16 +72,6 @@ struct ModelInfo {
   quint64 weightBytes = 0;      // tensors as stored
   quint64 kvBytesPerToken = 0;  // under the active KV policy, all layers, K and V
   QString kvPolicy;             // the active policy, "k=f16,v=f16" by default
-};
-
-// Memory a model needs before it is loaded (model picker, load dialog).
-struct MemoryEstimate {
-  quint64 weightBytes = 0;
-  quint64 kvBytes = 0;  // the KV cache full at `contextLength`
-  quint64 kvBytesPerToken = 0;
-  quint32 contextLength = 0;       // the length the estimate is for
-  quint32 maxContextThatFits = 0;  // longest context whose weights + KV fit the given memory
-  quint64 totalBytes() const { return weightBytes + kvBytes; }
 };
 
 // Where discovery found a model.
@@ -205,103 +198,31 @@ struct ServedReport {
 
 // ---- Live telemetry ---------------------------------------------------------------------
 
-struct KernelTime {
-  QString kernelClass;  // "matvec", "attention", …
-  quint32 dispatches = 0;
-  double ms = 0.0;
-};
+// The engine's own reports (runtime/observer.h), each with the turn that
+// produced it: the GUI reads the runtime's value types as they are.
 
 // One decode step (forwarded at most ~10 times a second, and once at the end of a reply).
 struct StepReport {
   quint64 turnId = 0;
-  quint32 promptTokens = 0;
-  quint32 reusedTokens = 0;
-  quint32 generatedTokens = 0;
-  quint32 cachedTokens = 0;
-  quint32 contextLimit = 0;
-  double prefillMs = 0.0;
-  double decodeMs = 0.0;
-  double lastStepMs = 0.0;
-  double prefillTokensPerSecond = 0.0;
-  double decodeTokensPerSecond = 0.0;
-  quint32 contextShifts = 0;  // the reply reached the end of the context and went on
-  quint32 shiftedTokens = 0;  // oldest tokens those shifts dropped
-  QList<KernelTime> kernels;  // device time of the last step by kernel class
-};
-
-// Bytes of one K or V stream of one layer, by what they are for.
-struct KvPartBytes {
-  quint64 codes = 0;
-  quint64 scales = 0;
-  quint64 padding = 0;  // layout padding inside rows
-  quint64 sidecar = 0;  // the indexer's page bounds (keys only)
-  quint64 total() const { return codes + scales + sidecar + padding; }
-};
-
-struct KvLayerReport {
-  QString keyScheme;  // "f16", "q8_0", "turbo3", …
-  QString valueScheme;
-  double keyBitsPerValue = 0.0;
-  double valueBitsPerValue = 0.0;
-  KvPartBytes key;
-  KvPartBytes value;
-  quint64 f16Bytes = 0;  // what this layer's rows would take at f16
-  // Measured codec error of the layer's rows (relative RMS); negative: not measured.
-  double keyError = -1.0;
-  double valueError = -1.0;
-  // Under the auto policy: why this layer's K or V got a safer codec than most
-  // layers; empty when it did not.
-  QString keyPromotion, valuePromotion;
+  runtime::StepStats stats;
 };
 
 // The KV cache at one moment (at most ~10 Hz during a reply, and at the end of each).
 struct KvReport {
   quint64 turnId = 0;
-  quint32 rows = 0;  // cached tokens
-  quint32 contextLimit = 0;
-  quint64 bytes = 0;           // sum of every layer's key and value bytes
-  quint64 f16Bytes = 0;        // the same rows at f16
-  quint64 allocatedBytes = 0;  // pages reserved, including rows not yet filled
-  QList<KvLayerReport> layers;
-  QString autoStatus;  // what the auto policy did ("" when it is not in use)
-  bool autoMeasuring = false;   // auto keeps f16 on purpose until autoMeasureTokens
-  quint32 autoMeasureTokens = 0;
-  double compressionRatio() const { return bytes > 0 ? double(f16Bytes) / double(bytes) : 1.0; }
-};
-
-// Rows [begin, end) of the cache.
-struct RowRange {
-  quint32 begin = 0, end = 0;
-  bool operator==(const RowRange&) const = default;
-};
-
-struct IndexerLayerReport {
-  QList<QList<RowRange>> heads;  // [KV head]: the rows it attended; empty: every row
-  double capturedMass = -1.0;    // share of dense attention's mass; negative: not measured
+  runtime::KvSnapshot kv;
 };
 
 // What the sparse-attention indexer did in the last decode step (at most ~10 Hz during a
 // reply, and once at its end), while it is on.
 struct IndexerReport {
   quint64 turnId = 0;
-  quint32 rows = 0;  // cached rows the step attended over
-  quint32 topK = 0, window = 0, sinks = 0;
-  bool diagnostic = false;
+  runtime::IndexerSnapshot indexer;  // indexer.step.layers empty: no indexed step yet
   // The text of tokens [tokensFrom, tokensFrom + tokenTexts.size()): only what the
   // receiver does not have yet (tokens before tokensFrom are unchanged since the last
   // report).
   quint32 tokensFrom = 0;
   QStringList tokenTexts;
-  QList<IndexerLayerReport> layers;  // empty: no indexed step yet
-  // The mean captured mass over layers; negative when not measured.
-  double capturedMass() const {
-    double sum = 0.0;
-    for (const IndexerLayerReport& l : layers) {
-      if (l.capturedMass < 0.0) return -1.0;
-      sum += l.capturedMass;
-    }
-    return layers.isEmpty() ? -1.0 : sum / double(layers.size());
-  }
 };
 
 }  // namespace kvscope::ui
@@ -310,7 +231,7 @@ Q_DECLARE_METATYPE(kvscope::ui::BackendSettings)
 Q_DECLARE_METATYPE(kvscope::ui::LoadRequest)
 Q_DECLARE_METATYPE(kvscope::ui::LoadStage)
 Q_DECLARE_METATYPE(kvscope::ui::ModelInfo)
-Q_DECLARE_METATYPE(kvscope::ui::MemoryEstimate)
+Q_DECLARE_METATYPE(kvscope::runtime::MemoryEstimate)
 Q_DECLARE_METATYPE(kvscope::ui::ModelEntry)
 Q_DECLARE_METATYPE(kvscope::ui::SamplingSettings)
 Q_DECLARE_METATYPE(kvscope::ui::StopReason)

@@ -90,59 +90,6 @@ StopReason stopReason(runtime::StopReason reason) {
   return StopReason::kNone;
 }
 
-StepReport stepReport(quint64 turnId, const runtime::StepStats& s) {
-  StepReport r;
-  r.turnId = turnId;
-  r.promptTokens = s.promptTokens;
-  r.reusedTokens = s.reusedTokens;
-  r.generatedTokens = s.generatedTokens;
-  r.cachedTokens = s.cachedTokens;
-  r.contextLimit = s.contextLimit;
-  r.prefillMs = s.prefillMs;
-  r.decodeMs = s.decodeMs;
-  r.lastStepMs = s.lastStepMs;
-  r.prefillTokensPerSecond = s.prefillTokensPerSecond();
-  r.decodeTokensPerSecond = s.decodeTokensPerSecond();
-  r.contextShifts = s.contextShifts;
-  r.shiftedTokens = s.shiftedTokens;
-  for (const auto& k : s.kernels)
-    r.kernels.append({QString::fromStdString(k.kernelClass), k.dispatches, k.ms});
-  return r;
-}
-
-KvPartBytes partBytes(const kv::KvBytes& b) {
-  return {.codes = b.codes, .scales = b.scales, .padding = b.padding, .sidecar = b.sidecar};
-}
-
-KvReport kvReport(quint64 turnId, const runtime::KvSnapshot& s) {
-  KvReport r;
-  r.turnId = turnId;
-  r.rows = s.rows;
-  r.contextLimit = s.contextLimit;
-  r.bytes = s.usedBytes();
-  r.f16Bytes = s.f16Bytes();
-  r.allocatedBytes = s.allocatedBytes();
-  for (const auto& l : s.layers) {
-    KvLayerReport layer;
-    layer.keyScheme = QString::fromStdString(l.keyScheme);
-    layer.valueScheme = QString::fromStdString(l.valueScheme);
-    layer.keyBitsPerValue = l.keyBitsPerValue;
-    layer.valueBitsPerValue = l.valueBitsPerValue;
-    layer.key = partBytes(l.key);
-    layer.value = partBytes(l.value);
-    layer.f16Bytes = l.f16Bytes;
-    layer.keyError = l.keyError;
-    layer.valueError = l.valueError;
-    layer.keyPromotion = QString::fromStdString(l.keyPromotion);
-    layer.valuePromotion = QString::fromStdString(l.valuePromotion);
-    r.layers.append(layer);
-  }
-  r.autoStatus = QString::fromStdString(s.autoStatus);
-  r.autoMeasuring = s.autoMeasuring;
-  r.autoMeasureTokens = s.autoMeasureTokens;
-  return r;
-}
-
 ReplyStats replyStats(const runtime::GenerationResult& result) {
   const runtime::StepStats& s = result.stats;
   ReplyStats r;
@@ -301,10 +248,10 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
     m_worker.applyIndexerDiagnostic();
     if (Clock::now() - m_lastStep < kTelemetryInterval) return;
     m_lastStep = Clock::now();
-    emit m_worker.stepReported(stepReport(m_turnId, stats));
+    emit m_worker.stepReported({m_turnId, stats});
   }
   void onKv(const runtime::KvSnapshot& snapshot) override {
-    emit m_worker.kvReported(kvReport(m_turnId, snapshot));
+    emit m_worker.kvReported({m_turnId, snapshot});
   }
   void onIndexer(const runtime::IndexerSnapshot& snapshot) override {
     // The first report of a turn carries every token's text: the GUI may have
@@ -344,7 +291,7 @@ void registerEngineTypes() {
   qRegisterMetaType<LoadRequest>();
   qRegisterMetaType<LoadStage>();
   qRegisterMetaType<ModelInfo>();
-  qRegisterMetaType<MemoryEstimate>();
+  qRegisterMetaType<runtime::MemoryEstimate>();
   qRegisterMetaType<ModelEntry>();
   qRegisterMetaType<QList<ModelEntry>>();
   qRegisterMetaType<SamplingSettings>();
@@ -558,13 +505,7 @@ void EngineWorker::estimateMemory(const QString& path, const BackendSettings& ba
     emit memoryEstimateFailed(path, QString::fromStdString(estimate.error().message));
     return;
   }
-  MemoryEstimate e;
-  e.weightBytes = estimate->weightBytes;
-  e.kvBytes = estimate->kvBytes;
-  e.kvBytesPerToken = estimate->kvBytesPerToken;
-  e.contextLength = estimate->contextLength;
-  e.maxContextThatFits = estimate->maxContextThatFits;
-  emit memoryEstimated(path, e);
+  emit memoryEstimated(path, *estimate);
 }
 
 void EngineWorker::generate(const TurnRequest& request) {
@@ -665,7 +606,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     emit turnFailed(id, QString::fromStdString(result.error().message), qstr(observer.streamed()));
     return;
   }
-  emit stepReported(stepReport(id, result->stats));
+  emit stepReported({id, result->stats});
   emit turnFinished(id, qstr(result->text), replyStats(*result));
 }
 
@@ -736,23 +677,7 @@ void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
 }
 
 IndexerReport EngineWorker::indexerReport(quint64 turnId, const runtime::IndexerSnapshot& s) {
-  IndexerReport r;
-  r.turnId = turnId;
-  r.rows = s.step.rows;
-  r.topK = s.options.topK;
-  r.window = s.options.window;
-  r.sinks = s.options.sinks;
-  r.diagnostic = s.options.diagnostic;
-  for (const backend::IndexerLayerStep& l : s.step.layers) {
-    IndexerLayerReport layer;
-    layer.capturedMass = l.capturedMass;
-    for (const auto& runs : l.heads) {
-      QList<RowRange> head;
-      for (const kv::RowRun& run : runs) head.append({run.begin, run.end});
-      layer.heads.append(head);
-    }
-    r.layers.append(layer);
-  }
+  IndexerReport r{.turnId = turnId, .indexer = s};
   // Token texts for the panel's hover: those it has not been sent since the history
   // last changed under it.
   const std::vector<int32_t>& history = m_session->history();
@@ -852,7 +777,7 @@ void EngineWorker::startServer(const ServeRequest& request) {
   hooks.onServed = [this](const server::ServedRequest& served) {
     const quint64 id = m_servedTurn->turnId();
     // A request cancelled before its prefill finished has no stats to show.
-    if (served.stats.contextLimit != 0) emit stepReported(stepReport(id, served.stats));
+    if (served.stats.contextLimit != 0) emit stepReported({id, served.stats});
     ServedReport report;
     report.turnId = id;
     report.chat = served.kind == server::GenerationJob::Kind::kChat;

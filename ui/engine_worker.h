@@ -141,7 +141,7 @@ class EngineWorker : public QObject {
   void modelLoadFailed(const QString& path, const QString& message);
   void modelUnloaded();
 
-  void memoryEstimated(const QString& path, const kvscope::ui::MemoryEstimate& estimate);
+  void memoryEstimated(const QString& path, const kvscope::runtime::MemoryEstimate& estimate);
   void memoryEstimateFailed(const QString& path, const QString& message);
 
   // Prompt processing: `done` of `total` new (not reused) prompt tokens, or of the

@@ -18,9 +18,9 @@ constexpr int kFooterHeight = 16;  // position labels below
 // always attended), else among the rows picked by score.
 enum class Zone { kSink, kWindow, kPicked };
 
-Zone zoneOf(const IndexerReport& r, quint32 first, quint32 last) {
-  if (first < r.sinks) return Zone::kSink;
-  if (quint64(last) + r.window >= r.rows) return Zone::kWindow;
+Zone zoneOf(const runtime::IndexerSnapshot& r, quint32 first, quint32 last) {
+  if (first < r.options.sinks) return Zone::kSink;
+  if (quint64(last) + r.options.window >= r.step.rows) return Zone::kWindow;
   return Zone::kPicked;
 }
 
@@ -103,7 +103,7 @@ void IndexerHeatmap::paintEvent(QPaintEvent*) {
   const QRect plot = plotRect();
   p.fillRect(plot, c.sunken);
   if (m_history.empty()) return;
-  const IndexerReport& report = m_history.last();
+  const runtime::IndexerSnapshot& report = m_history.last();
   const quint32 rows = m_history.rows();
   const int layers = m_history.layers();
   const quint32 columns = std::min<quint32>(rows, static_cast<quint32>(plot.width()));

@@ -7,14 +7,14 @@ namespace {
 
 // Calls f(begin, end, weight) for the rows each KV head of `layer` attended.
 template <typename F>
-void forEachRange(const IndexerLayerReport& layer, quint32 rows, F&& f) {
-  const float weight = layer.heads.isEmpty() ? 0.0f : 1.0f / float(layer.heads.size());
-  for (const QList<RowRange>& head : layer.heads) {
-    if (head.isEmpty()) {
+void forEachRange(const backend::IndexerLayerStep& layer, quint32 rows, F&& f) {
+  const float weight = layer.heads.empty() ? 0.0f : 1.0f / float(layer.heads.size());
+  for (const std::vector<kv::RowRun>& head : layer.heads) {
+    if (head.empty()) {
       f(0u, rows, weight);
       continue;
     }
-    for (const RowRange& r : head) f(r.begin, std::min(r.end, rows), weight);
+    for (const kv::RowRun& r : head) f(r.begin, std::min(r.end, rows), weight);
   }
 }
 
@@ -35,43 +35,49 @@ void IndexerHistory::add(const IndexerReport& report) {
   while (m_texts.size() > static_cast<qsizetype>(report.tokensFrom)) m_texts.removeLast();
   while (m_texts.size() < static_cast<qsizetype>(report.tokensFrom)) m_texts.append(QString());
   m_texts.append(report.tokenTexts);
-  if (report.layers.isEmpty() || report.rows == 0) return;
-  if (report.rows < m_rows || report.layers.size() != m_layers) restart();
+  const backend::IndexerStep& step = report.indexer.step;
+  if (step.layers.empty() || step.rows == 0) return;
+  if (step.rows < m_rows || step.layers.size() != size_t(m_layers)) restart();
 
-  m_layers = static_cast<int>(report.layers.size());
-  m_rows = report.rows;
+  m_layers = static_cast<int>(step.layers.size());
+  m_rows = step.rows;
   m_sum.resize(size_t(m_layers));
   for (std::vector<float>& row : m_sum) row.resize(m_rows, 0.0f);  // new rows start at 0
   m_last.assign(size_t(m_layers) * m_rows, 0.0f);
   double read = 0.0, streams = 0.0;
   for (int l = 0; l < m_layers; ++l) {
-    forEachRange(report.layers[l], m_rows, [&](quint32 begin, quint32 end, float w) {
+    forEachRange(step.layers[size_t(l)], m_rows, [&](quint32 begin, quint32 end, float w) {
       float* row = &m_last[size_t(l) * m_rows];
       for (quint32 p = begin; p < end; ++p) row[p] += w;
       read += end - begin;
     });
-    streams += report.layers[l].heads.size();
+    streams += double(step.layers[size_t(l)].heads.size());
   }
   m_rowsRead = streams > 0 ? read / (streams * m_rows) : 0.0;
 
-  IndexerReport kept = report;
-  kept.tokenTexts.clear();
-  accumulate(kept, 1.0f);
-  m_window.push_back(std::move(kept));
+  accumulate(step, 1.0f);
+  m_window.push_back(report.indexer);
   if (static_cast<int>(m_window.size()) > kSteps) {
-    accumulate(m_window.front(), -1.0f);
+    accumulate(m_window.front().step, -1.0f);
     m_window.pop_front();
   }
-  if (const double mass = report.capturedMass(); mass >= 0.0) {
+  if (const double mass = lastMass(); mass >= 0.0) {
     m_mass.push_back(mass);
     if (static_cast<int>(m_mass.size()) > kMassPoints) m_mass.pop_front();
   }
 }
 
-void IndexerHistory::accumulate(const IndexerReport& report, float sign) {
+double IndexerHistory::lastMass() const {
+  if (m_window.empty()) return -1.0;
+  runtime::IndexerTally tally;
+  tally.add(m_window.back().step);
+  return tally.capturedMass();
+}
+
+void IndexerHistory::accumulate(const backend::IndexerStep& step, float sign) {
   for (int l = 0; l < m_layers; ++l) {
     float* row = m_sum[size_t(l)].data();
-    forEachRange(report.layers[l], report.rows, [&](quint32 begin, quint32 end, float w) {
+    forEachRange(step.layers[size_t(l)], step.rows, [&](quint32 begin, quint32 end, float w) {
       for (quint32 p = begin; p < end; ++p) row[p] += sign * w;
     });
   }

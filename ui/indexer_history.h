@@ -32,7 +32,9 @@ class IndexerHistory {
   quint32 rows() const { return m_rows; }
   int layers() const { return m_layers; }
   int steps() const { return static_cast<int>(m_window.size()); }
-  const IndexerReport& last() const { return m_window.back(); }
+  const runtime::IndexerSnapshot& last() const { return m_window.back(); }
+  // The mean captured mass of the last step's layers; negative when not measured.
+  double lastMass() const;
 
   // In [0, 1]: the share of the layer's KV heads that attended `position` last step ...
   float lastStep(int layer, quint32 position) const;
@@ -47,12 +49,12 @@ class IndexerHistory {
   const std::deque<double>& mass() const { return m_mass; }
 
  private:
-  // Adds `sign` / heads over every attended position of `report` to m_sum.
-  void accumulate(const IndexerReport& report, float sign);
+  // Adds `sign` / heads over every attended position of `step` to m_sum.
+  void accumulate(const backend::IndexerStep& step, float sign);
 
   quint32 m_rows = 0;
   int m_layers = 0;
-  std::deque<IndexerReport> m_window;  // the last kSteps reports, their texts dropped
+  std::deque<runtime::IndexerSnapshot> m_window;  // the last kSteps reports' steps
   std::vector<float> m_last;               // [layer * rows + position]
   std::vector<std::vector<float>> m_sum;  // [layer][position], grown as rows are added
   double m_rowsRead = 0.0;

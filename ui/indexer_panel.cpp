@@ -128,15 +128,15 @@ void IndexerPanel::showReport(const IndexerReport& report) {
 }
 
 void IndexerPanel::updateSummary() {
-  const IndexerReport& r = m_history.last();
+  const runtime::IndexerSnapshot& r = m_history.last();
   const QLocale locale;
   m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3 · "
                         "%4% of %5 cached rows read in the last step")
-                         .arg(locale.toString(r.topK), locale.toString(r.sinks),
-                              locale.toString(r.window),
+                         .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),
+                              locale.toString(r.options.window),
                               locale.toString(100.0 * m_history.rowsRead(), 'f', 1),
-                              locale.toString(r.rows)));
-  const double mass = r.capturedMass();
+                              locale.toString(r.step.rows)));
+  const double mass = m_history.lastMass();
   m_massValue->setText(mass >= 0.0 ? locale.toString(100.0 * mass, 'f', 1) + QLatin1Char('%')
                                    : QStringLiteral("–"));
 }

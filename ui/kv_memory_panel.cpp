@@ -45,18 +45,18 @@ QString percent(double error) {
   return QLocale().toString(error * 100, 'f', error < 0.01 ? 2 : 1) + QLatin1Char('%');
 }
 
-bool anyError(const QList<KvLayerReport>& layers) {
-  for (const KvLayerReport& l : layers)
+bool anyError(const std::vector<runtime::KvLayerSnapshot>& layers) {
+  for (const runtime::KvLayerSnapshot& l : layers)
     if (l.keyError >= 0 || l.valueError >= 0) return true;
   return false;
 }
 
-quint64 streamScale(const QList<KvLayerReport>& layers) {
+quint64 streamScale(const std::vector<runtime::KvLayerSnapshot>& layers) {
   quint64 scale = 1;
-  for (const KvLayerReport& layer : layers) {
+  for (const runtime::KvLayerSnapshot& layer : layers) {
     scale = qMax(scale, layer.f16Bytes / 2);
-    scale = qMax(scale, layer.key.total());
-    scale = qMax(scale, layer.value.total());
+    scale = qMax(scale, layer.key.used());
+    scale = qMax(scale, layer.value.used());
   }
   return scale;
 }
@@ -65,19 +65,19 @@ QString bits(double value) {
   return QLocale().toString(value, 'f', value < 10 ? 2 : 1);
 }
 
-QString streamRows(const QString& name, const QString& scheme, double bitsPerValue,
-                   const KvPartBytes& bytes, quint64 f16, double error) {
+QString streamRows(const QString& name, const std::string& scheme, double bitsPerValue,
+                   const kv::KvBytes& bytes, quint64 f16, double error) {
   QString rows = QStringLiteral("<tr><td><b>%1</b></td><td><b>%2</b> · %3 bits/value</td></tr>")
-                     .arg(name, scheme.toHtmlEscaped(), bits(bitsPerValue));
+                     .arg(name, QString::fromStdString(scheme).toHtmlEscaped(), bits(bitsPerValue));
   rows += QStringLiteral("<tr><td></td><td>codes %1 · scales %2 · other %3</td></tr>")
               .arg(formatBytes(bytes.codes), formatBytes(bytes.scales), formatBytes(bytes.padding));
   if (bytes.sidecar > 0) {
     rows += QStringLiteral("<tr><td></td><td>indexer sidecar %1</td></tr>")
                 .arg(formatBytes(bytes.sidecar));
   }
-  const double ratio = bytes.total() > 0 ? double(f16) / bytes.total() : 1.0;
+  const double ratio = bytes.used() > 0 ? double(f16) / bytes.used() : 1.0;
   rows += QStringLiteral("<tr><td></td><td>%1 stored · f16 %2 · %3×</td></tr>")
-              .arg(formatBytes(bytes.total()), formatBytes(f16), QLocale().toString(ratio, 'f', 2));
+              .arg(formatBytes(bytes.used()), formatBytes(f16), QLocale().toString(ratio, 'f', 2));
   if (error >= 0) {
     rows += QStringLiteral("<tr><td></td><td>reconstruction error %1%</td></tr>")
                 .arg(QLocale().toString(error * 100, 'f', 2));
@@ -147,10 +147,10 @@ QString tokenCount(quint64 tokens) {
 KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weightBytes,
                       quint64 trainedContext) {
   KvSummary s;
-  s.rows = report.rows;
-  for (const KvLayerReport& layer : report.layers) {
-    s.keyBytes += layer.key.total();
-    s.valueBytes += layer.value.total();
+  s.rows = report.kv.rows;
+  for (const runtime::KvLayerSnapshot& layer : report.kv.layers) {
+    s.keyBytes += layer.key.used();
+    s.valueBytes += layer.value.used();
     s.f16Bytes += layer.f16Bytes;
   }
   s.bytes = s.keyBytes + s.valueBytes;
@@ -181,7 +181,7 @@ KvLayerChart::KvLayerChart(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
 }
 
-void KvLayerChart::setLayers(const QList<KvLayerReport>& layers) {
+void KvLayerChart::setLayers(const std::vector<runtime::KvLayerSnapshot>& layers) {
   const bool resized = layers.size() != m_layers.size();
   m_layers = layers;
   if (resized) {
@@ -192,7 +192,8 @@ void KvLayerChart::setLayers(const QList<KvLayerReport>& layers) {
 }
 
 int KvLayerChart::barHeight() const {
-  return m_layers.size() > 40 ? 5 : m_layers.size() > 20 ? 6 : m_layers.size() > 8 ? 8 : 11;
+  const size_t n = m_layers.size();
+  return n > 40 ? 5 : n > 20 ? 6 : n > 8 ? 8 : 11;
 }
 
 int KvLayerChart::rowHeight() const {
@@ -205,19 +206,19 @@ QSize KvLayerChart::sizeHint() const {
 
 int KvLayerChart::layerAt(QPoint point) const {
   const int row = (point.y() - 2) / rowHeight();
-  return point.y() >= 2 && row < m_layers.size() ? row : -1;
+  return point.y() >= 2 && row < layerCount() ? row : -1;
 }
 
 QString KvLayerChart::layerErrorText(int layer) const {
-  if (layer < 0 || layer >= m_layers.size()) return {};
-  const KvLayerReport& l = m_layers.at(layer);
+  if (layer < 0 || layer >= layerCount()) return {};
+  const runtime::KvLayerSnapshot& l = m_layers.at(layer);
   if (l.keyError < 0 && l.valueError < 0) return {};
   return QStringLiteral("%1 / %2").arg(percent(l.keyError), percent(l.valueError));
 }
 
 QString KvLayerChart::layerToolTip(int layer) const {
-  if (layer < 0 || layer >= m_layers.size()) return {};
-  const KvLayerReport& l = m_layers.at(layer);
+  if (layer < 0 || layer >= layerCount()) return {};
+  const runtime::KvLayerSnapshot& l = m_layers.at(layer);
   const quint64 f16 = l.f16Bytes / 2;
   return QStringLiteral("<table cellspacing=2><tr><td colspan=2><b>%1</b></td></tr>%2%3</table>")
       .arg(tr("Layer %1").arg(layer),
@@ -249,8 +250,8 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
   const int barH = barHeight();
   const bool labelEvery = m_layers.size() <= 40;
 
-  for (int i = 0; i < m_layers.size(); ++i) {
-    const KvLayerReport& layer = m_layers.at(i);
+  for (int i = 0; i < layerCount(); ++i) {
+    const runtime::KvLayerSnapshot& layer = m_layers.at(i);
     const int top = 2 + i * rowHeight();
     const QRect labelRect(0, top, kLabelWidth - 6, 2 * barH + kStreamGap);
     if (labelEvery || i % 4 == 0) {
@@ -259,7 +260,7 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
     }
     const int f16Width = qRound(layer.f16Bytes / 2 * scale);
     for (int stream = 0; stream < 2; ++stream) {
-      const KvPartBytes& bytes = stream == 0 ? layer.key : layer.value;
+      const kv::KvBytes& bytes = stream == 0 ? layer.key : layer.value;
       const PartColors colors = partColors(stream == 0 ? c.keys : c.values);
       const int y = top + stream * (barH + kStreamGap);
       int x = kLabelWidth;
@@ -283,7 +284,7 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
     }
     p.drawText(QRect(width() - kBytesWidth, top, kBytesWidth, 2 * barH + kStreamGap),
                Qt::AlignRight | Qt::AlignVCenter,
-               formatBytes(layer.key.total() + layer.value.total()));
+               formatBytes(layer.key.used() + layer.value.used()));
   }
 }
 
@@ -370,7 +371,7 @@ void KvMemoryPanel::refresh() {
   const KvSummary& s = m_summary;
   const QLocale locale;
   const ThemeColors& c = themeColors();
-  showContent(!m_report.layers.isEmpty());
+  showContent(!m_report.kv.layers.empty());
 
   m_total->setValue(formatBytes(s.bytes));
   m_total->setDetail(s.rows > 0 ? tr("%1 tokens · %2 per token")
@@ -383,11 +384,11 @@ void KvMemoryPanel::refresh() {
                                     : tr("uncompressed: the f16 size"));
   m_bits->setValue(s.bytes > 0 ? locale.toString(s.bitsPerValue, 'f', 2) : QStringLiteral("–"));
   m_bits->setDetail(tr("K %1 · V %2").arg(bits(s.keyBitsPerValue), bits(s.valueBitsPerValue)));
-  if (m_report.autoMeasuring) {
+  if (m_report.kv.autoMeasuring) {
     // Not a compression failure: auto caches f16 while it measures this conversation.
     m_ratio->setValue(tr("measuring"), c.accent);
     m_ratio->setDetail(tr("auto keeps f16 until %1 tokens, then compresses each layer")
-                           .arg(locale.toString(m_report.autoMeasureTokens)));
+                           .arg(locale.toString(m_report.kv.autoMeasureTokens)));
     m_bits->setDetail(tr("f16 on purpose while auto measures"));
   }
   if (s.usableContext > 0 && s.trainedContextBinds) {
@@ -408,14 +409,14 @@ void KvMemoryPanel::refresh() {
                                          : tr("after the first tokens are cached"));
   }
   m_allocation->setText(tr("%1 of %2 context rows filled · %3 reserved in pages")
-                            .arg(locale.toString(m_report.rows),
-                                 locale.toString(m_report.contextLimit),
-                                 formatBytes(m_report.allocatedBytes)));
-  m_chart->setLayers(m_report.layers);
+                            .arg(locale.toString(m_report.kv.rows),
+                                 locale.toString(m_report.kv.contextLimit),
+                                 formatBytes(m_report.kv.allocatedBytes())));
+  m_chart->setLayers(m_report.kv.layers);
   QString scale = tr("Each layer: K above V; full width is %1 per stream. Hover a layer for "
                      "its codecs and exact bytes.")
-                      .arg(formatBytes(streamScale(m_report.layers)));
-  if (anyError(m_report.layers)) {
+                      .arg(formatBytes(streamScale(m_report.kv.layers)));
+  if (anyError(m_report.kv.layers)) {
     scale += QLatin1Char(' ') +
              tr("Right of the bars: the codec's measured error on this conversation, K / V "
                 "(relative RMS).");

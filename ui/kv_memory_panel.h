@@ -50,7 +50,7 @@ class KvLayerChart : public QWidget {
  public:
   explicit KvLayerChart(QWidget* parent = nullptr);
 
-  void setLayers(const QList<KvLayerReport>& layers);
+  void setLayers(const std::vector<runtime::KvLayerSnapshot>& layers);
   // Layer `layer`'s measured codec error as its row shows it ("0.03% / 6.1%", K / V);
   // empty when the engine did not measure it.
   QString layerErrorText(int layer) const;
@@ -69,8 +69,9 @@ class KvLayerChart : public QWidget {
  private:
   int barHeight() const;
   int rowHeight() const;
+  int layerCount() const { return static_cast<int>(m_layers.size()); }
 
-  QList<KvLayerReport> m_layers;
+  std::vector<runtime::KvLayerSnapshot> m_layers;  // [nLayer]
 };
 
 class KvMemoryPanel : public InspectorPanel {

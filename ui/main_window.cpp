@@ -268,7 +268,7 @@ void MainWindow::connectController() {
     m_modelStatus->setText(tr("No model loaded"));
   });
   connect(c, &ChatController::memoryEstimated, this,
-          [this](const QString& path, const MemoryEstimate& estimate) {
+          [this](const QString& path, const runtime::MemoryEstimate& estimate) {
             if (m_picker) m_picker->showEstimate(path, estimate);
           });
   connect(c, &ChatController::memoryEstimateFailed, this,

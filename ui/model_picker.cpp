@@ -396,7 +396,7 @@ void ModelPicker::requestEstimate() {
   if (!selectedPath().isEmpty()) emit estimateRequested(selectedPath(), settings());
 }
 
-void ModelPicker::showEstimate(const QString& path, const MemoryEstimate& estimate) {
+void ModelPicker::showEstimate(const QString& path, const runtime::MemoryEstimate& estimate) {
   if (path != selectedPath()) return;
   const quint64 capacity = deviceBytes();
   m_memory->set(estimate.weightBytes, estimate.kvBytes, capacity);

@@ -45,7 +45,7 @@ class ModelPicker : public QDialog {
   BackendSettings settings() const;
 
  public slots:
-  void showEstimate(const QString& path, const kvscope::ui::MemoryEstimate& estimate);
+  void showEstimate(const QString& path, const kvscope::runtime::MemoryEstimate& estimate);
   void showEstimateError(const QString& path, const QString& message);
   void showLoadProgress(kvscope::ui::LoadStage stage, const QString& message);
   void showLoaded();

@@ -413,16 +413,19 @@ void SchemePanel::updateApply() {
 
 void SchemePanel::showReport(const KvReport& report) {
   const ThemeColors& c = themeColors();
-  m_table->setRowCount(static_cast<int>(report.layers.size()));
+  const std::vector<runtime::KvLayerSnapshot>& layers = report.kv.layers;
+  m_table->setRowCount(static_cast<int>(layers.size()));
   QStringList why;  // one line per promoted part
-  for (int i = 0; i < report.layers.size(); ++i) {
-    const KvLayerReport& layer = report.layers.at(i);
+  for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
+    const runtime::KvLayerSnapshot& layer = layers[size_t(i)];
     m_table->setItem(i, kLayer, cell(QString::number(i), Qt::AlignRight));
-    QTableWidgetItem* key = cell(layer.keyScheme);
-    key->setBackground(codecTint(layer.keyScheme));
+    const QString keyScheme = QString::fromStdString(layer.keyScheme);
+    const QString valueScheme = QString::fromStdString(layer.valueScheme);
+    QTableWidgetItem* key = cell(keyScheme);
+    key->setBackground(codecTint(keyScheme));
     key->setForeground(c.text);
-    QTableWidgetItem* value = cell(layer.valueScheme);
-    value->setBackground(codecTint(layer.valueScheme));
+    QTableWidgetItem* value = cell(valueScheme);
+    value->setBackground(codecTint(valueScheme));
     value->setForeground(c.text);
     m_table->setItem(i, kKey, key);
     m_table->setItem(i, kKeyBits, cell(bitsText(layer.keyBitsPerValue)));
@@ -436,8 +439,8 @@ void SchemePanel::showReport(const KvReport& report) {
     m_table->setItem(i, kError, error);
     // Under auto: a promoted part is marked in its cell, and why listed below.
     for (const auto& [item, reason, part] :
-         {std::tuple{key, layer.keyPromotion, QStringLiteral("K")},
-          std::tuple{value, layer.valuePromotion, QStringLiteral("V")}}) {
+         {std::tuple{key, QString::fromStdString(layer.keyPromotion), QStringLiteral("K")},
+          std::tuple{value, QString::fromStdString(layer.valuePromotion), QStringLiteral("V")}}) {
       if (reason.isEmpty()) continue;
       item->setText(item->text() + QStringLiteral(" ▲"));
       item->setToolTip(tr("Promoted by auto: %1").arg(reason));
@@ -445,12 +448,12 @@ void SchemePanel::showReport(const KvReport& report) {
     }
   }
   // Under auto the (disabled) pickers show the codecs most layers got.
-  if (m_auto && !report.layers.isEmpty()) {
+  if (m_auto && !layers.empty()) {
     const auto mostCommon = [&](bool key) {
       QHash<QString, int> count;
       QString best;
-      for (const KvLayerReport& l : report.layers) {
-        const QString& scheme = key ? l.keyScheme : l.valueScheme;
+      for (const runtime::KvLayerSnapshot& l : layers) {
+        const QString scheme = QString::fromStdString(key ? l.keyScheme : l.valueScheme);
         if (++count[scheme] > count.value(best)) best = scheme;
       }
       return best;
@@ -459,11 +462,11 @@ void SchemePanel::showReport(const KvReport& report) {
     m_keys->setCurrentText(mostCommon(true));
     m_values->setCurrentText(mostCommon(false));
   }
-  m_autoStatus->setText(report.autoStatus);
-  m_autoStatus->setVisible(!report.autoStatus.isEmpty());
+  m_autoStatus->setText(QString::fromStdString(report.kv.autoStatus));
+  m_autoStatus->setVisible(!report.kv.autoStatus.empty());
   m_promotions->setText(why.join(QLatin1Char('\n')));
   m_promotions->setVisible(!why.isEmpty());
-  showContent(!report.layers.isEmpty());
+  showContent(!layers.empty());
 }
 
 void SchemePanel::clear() {

@@ -75,7 +75,7 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
       reopen();
   });
   connect(c, &ChatController::stepReported, this, [this](const StepReport& report) {
-    m_tokens = report.generatedTokens;
+    m_tokens = report.stats.generatedTokens;
     checkReady();
   });
   connect(c, &ChatController::kvReported, this, [this] {

@@ -62,10 +62,10 @@ KernelBars::KernelBars(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
 }
 
-void KernelBars::setKernels(const QList<KernelTime>& kernels) {
+void KernelBars::setKernels(const std::vector<backend::KernelTiming>& kernels) {
   m_kernels = kernels;
   std::sort(m_kernels.begin(), m_kernels.end(),
-            [](const KernelTime& a, const KernelTime& b) { return a.ms > b.ms; });
+            [](const backend::KernelTiming& a, const backend::KernelTiming& b) { return a.ms > b.ms; });
   setFixedHeight(sizeHint().height());
   update();
 }
@@ -78,24 +78,24 @@ void KernelBars::paintEvent(QPaintEvent*) {
   QPainter p(this);
   const ThemeColors& c = themeColors();
   p.setFont(scaledFont(0.85));
-  if (m_kernels.isEmpty()) {
+  if (m_kernels.empty()) {
     p.setPen(c.muted);
     p.drawText(rect(), Qt::AlignLeft | Qt::AlignVCenter,
                tr("No device timings: the CPU backend does not report them."));
     return;
   }
   double total = 0;
-  for (const KernelTime& k : m_kernels) total += k.ms;
-  const double longest = qMax(1e-9, m_kernels.first().ms);
+  for (const backend::KernelTiming& k : m_kernels) total += k.ms;
+  const double longest = qMax(1e-9, m_kernels.front().ms);
   const int labelWidth = 86;
   const int valueWidth = 96;
   const int barArea = qMax(30, width() - labelWidth - valueWidth - 8);
-  for (int i = 0; i < m_kernels.size(); ++i) {
-    const KernelTime& k = m_kernels.at(i);
-    const int y = i * kKernelRow;
+  int y = 0;
+  for (const backend::KernelTiming& k : m_kernels) {
     p.setPen(c.text);
     p.drawText(QRect(0, y, labelWidth - 6, kKernelRow), Qt::AlignLeft | Qt::AlignVCenter,
-               p.fontMetrics().elidedText(k.kernelClass, Qt::ElideRight, labelWidth - 6));
+               p.fontMetrics().elidedText(QString::fromStdString(k.kernelClass), Qt::ElideRight,
+                                          labelWidth - 6));
     const int w = qMax(1, qRound(k.ms / longest * barArea));
     p.fillRect(QRect(labelWidth, y + 5, barArea, kKernelRow - 10), c.sunken);
     p.fillRect(QRect(labelWidth, y + 5, w, kKernelRow - 10), c.accent);
@@ -105,6 +105,7 @@ void KernelBars::paintEvent(QPaintEvent*) {
                               .arg(qRound(total > 0 ? 100 * k.ms / total : 0));
     p.drawText(QRect(width() - valueWidth, y, valueWidth, kKernelRow),
                Qt::AlignRight | Qt::AlignVCenter, value);
+    y += kKernelRow;
   }
 }
 
@@ -208,21 +209,20 @@ void ThroughputPanel::clear() {
 }
 
 void ThroughputPanel::showStep(const StepReport& report) {
-  if (!m_haveTurn || report.turnId != m_turnId) startTurn(report);
-  updatePrefillPoint(report);
-  addDecodeSample(report);
-  updateTiles(report);
-  m_kernels->setKernels(report.kernels);
-  m_last = report;
+  if (!m_haveTurn || report.turnId != m_turnId) startTurn(report.turnId);
+  updatePrefillPoint(report.stats);
+  addDecodeSample(report.stats);
+  updateTiles(report.stats);
+  m_kernels->setKernels(report.stats.kernels);
+  m_last = report.stats;
   fitAxes();
   showContent(true);
 }
 
-void ThroughputPanel::startTurn(const StepReport& report) {
-  m_turnId = report.turnId;
+void ThroughputPanel::startTurn(quint64 turnId) {
+  m_turnId = turnId;
   m_haveTurn = true;
-  m_last = StepReport{};
-  m_last.turnId = report.turnId;
+  m_last = {};
   auto* series = new QLineSeries;
   series->setColor(themeColors().decode);
   QPen pen = series->pen();
@@ -245,31 +245,31 @@ void ThroughputPanel::startTurn(const StepReport& report) {
   }
 }
 
-void ThroughputPanel::updatePrefillPoint(const StepReport& report) {
-  if (report.prefillTokensPerSecond <= 0 || m_last.prefillTokensPerSecond > 0) return;
+void ThroughputPanel::updatePrefillPoint(const runtime::StepStats& report) {
+  if (report.prefillTokensPerSecond() <= 0 || m_last.prefillTokensPerSecond() > 0) return;
   const double x = report.promptTokens;
-  m_prefillSeries->append(x, report.prefillTokensPerSecond);
-  m_maxPrefill = qMax(m_maxPrefill, report.prefillTokensPerSecond);
+  m_prefillSeries->append(x, report.prefillTokensPerSecond());
+  m_maxPrefill = qMax(m_maxPrefill, report.prefillTokensPerSecond());
   m_maxX = qMax(m_maxX, x);
 }
 
-void ThroughputPanel::addDecodeSample(const StepReport& report) {
+void ThroughputPanel::addDecodeSample(const runtime::StepStats& report) {
   if (report.generatedTokens <= m_last.generatedTokens || report.decodeMs <= m_last.decodeMs)
     return;
   // The rate since the previous report: the chart shows speed at this context length,
   // not the reply's running average.
   const double tokens = report.generatedTokens - m_last.generatedTokens;
   const double rate = m_last.decodeMs > 0 ? tokens * 1000.0 / (report.decodeMs - m_last.decodeMs)
-                                          : report.decodeTokensPerSecond;
+                                          : report.decodeTokensPerSecond();
   if (rate <= 0) return;
   m_decodeSeries.last()->append(report.cachedTokens, rate);
   m_maxDecode = qMax(m_maxDecode, rate);
   m_maxX = qMax(m_maxX, double(report.cachedTokens));
 }
 
-void ThroughputPanel::updateTiles(const StepReport& report) {
+void ThroughputPanel::updateTiles(const runtime::StepStats& report) {
   const ThemeColors& c = themeColors();
-  m_decode->setValue(rate(report.decodeTokensPerSecond), c.decode);
+  m_decode->setValue(rate(report.decodeTokensPerSecond()), c.decode);
   QString decodeDetail = tr("tok/s · %1 generated").arg(report.generatedTokens);
   if (report.contextShifts > 0) {
     decodeDetail += tr(" · context shifted %1× (%2 tokens dropped)")
@@ -277,7 +277,7 @@ void ThroughputPanel::updateTiles(const StepReport& report) {
                         .arg(report.shiftedTokens);
   }
   m_decode->setDetail(decodeDetail);
-  m_prefill->setValue(rate(report.prefillTokensPerSecond), c.prefill);
+  m_prefill->setValue(rate(report.prefillTokensPerSecond()), c.prefill);
   const quint32 fresh = report.promptTokens - qMin(report.promptTokens, report.reusedTokens);
   m_prefill->setDetail(tr("tok/s · %1 new, %2 reused").arg(fresh).arg(report.reusedTokens));
   const double average =
@@ -288,9 +288,9 @@ void ThroughputPanel::updateTiles(const StepReport& report) {
   m_firstToken->setValue(report.prefillMs > 0 ? millis(report.prefillMs) : QStringLiteral("–"));
   m_firstToken->setDetail(tr("prompt processing of this reply"));
   double total = 0;
-  for (const KernelTime& k : report.kernels) total += k.ms;
+  for (const backend::KernelTiming& k : report.kernels) total += k.ms;
   m_kernelCaption->setText(
-      report.kernels.isEmpty()
+      report.kernels.empty()
           ? QString()
           : tr("%1 of device time in the last step, from Vulkan timestamps.").arg(millis(total)));
 }

@@ -30,8 +30,8 @@ class KernelBars : public QWidget {
  public:
   explicit KernelBars(QWidget* parent = nullptr);
 
-  void setKernels(const QList<KernelTime>& kernels);
-  const QList<KernelTime>& kernels() const { return m_kernels; }
+  void setKernels(const std::vector<backend::KernelTiming>& kernels);
+  const std::vector<backend::KernelTiming>& kernels() const { return m_kernels; }
 
   QSize sizeHint() const override;
 
@@ -39,7 +39,7 @@ class KernelBars : public QWidget {
   void paintEvent(QPaintEvent* event) override;
 
  private:
-  QList<KernelTime> m_kernels;  // sorted, longest first
+  std::vector<backend::KernelTiming> m_kernels;  // sorted, longest first
 };
 
 class ThroughputPanel : public InspectorPanel {
@@ -56,10 +56,10 @@ class ThroughputPanel : public InspectorPanel {
   int prefillPointCount() const;
 
  private:
-  void startTurn(const StepReport& report);
-  void addDecodeSample(const StepReport& report);
-  void updatePrefillPoint(const StepReport& report);
-  void updateTiles(const StepReport& report);
+  void startTurn(quint64 turnId);
+  void addDecodeSample(const runtime::StepStats& report);
+  void updatePrefillPoint(const runtime::StepStats& report);
+  void updateTiles(const runtime::StepStats& report);
   void fitAxes();
 
   QChart* m_chart;
@@ -78,7 +78,7 @@ class ThroughputPanel : public InspectorPanel {
 
   quint64 m_turnId = 0;
   bool m_haveTurn = false;
-  StepReport m_last;  // the previous report of the current turn
+  runtime::StepStats m_last;  // the previous report of the current turn
   double m_maxDecode = 0;
   double m_maxPrefill = 0;
   double m_maxX = 0;

@@ -111,12 +111,12 @@ class ChatControllerTest : public QObject {
     // The last KV report is the cache at the end of the turn: 5 layers, 4 KV heads,
     // K and V rows of 8 f16 values each.
     QVERIFY(!kv.isEmpty());
-    const auto last = kv.last().at(0).value<ui::KvReport>();
+    const runtime::KvSnapshot last = kv.last().at(0).value<ui::KvReport>().kv;
     QCOMPARE(last.rows, stats.cachedTokens);
-    QCOMPARE(last.layers.size(), 5);
-    QCOMPARE(last.layers[0].keyScheme, QStringLiteral("f16"));
-    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
-    QCOMPARE(last.f16Bytes, last.bytes);
+    QCOMPARE(last.layers.size(), size_t{5});
+    QCOMPARE(QString::fromStdString(last.layers[0].keyScheme), QStringLiteral("f16"));
+    QCOMPARE(last.usedBytes(), quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+    QCOMPARE(last.f16Bytes(), last.usedBytes());
   }
 
   void kvReportsFollowTheLoadedPolicy() {
@@ -133,13 +133,13 @@ class ChatControllerTest : public QObject {
     QSignalSpy kv(&chat, &ChatController::kvReported);
     const ReplyStats stats = sendAndWait(chat, QStringLiteral("Once upon a time"));
     QVERIFY(stats.valid());
-    const auto last = kv.last().at(0).value<ui::KvReport>();
+    const runtime::KvSnapshot last = kv.last().at(0).value<ui::KvReport>().kv;
     QCOMPARE(last.rows, stats.cachedTokens);
-    QCOMPARE(last.layers[0].keyScheme, QStringLiteral("q8_0"));
-    QCOMPARE(last.layers[0].valueScheme, QStringLiteral("q4_0"));
-    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * (12 + 8));
-    QCOMPARE(last.f16Bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
-    QVERIFY(last.compressionRatio() > 1.5);
+    QCOMPARE(QString::fromStdString(last.layers[0].keyScheme), QStringLiteral("q8_0"));
+    QCOMPARE(QString::fromStdString(last.layers[0].valueScheme), QStringLiteral("q4_0"));
+    QCOMPARE(last.usedBytes(), quint64{last.rows} * 5 * 4 * (12 + 8));
+    QCOMPARE(last.f16Bytes(), quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+    QVERIFY(double(last.f16Bytes()) > 1.5 * double(last.usedBytes()));
   }
 
   void stopKeepsThePartialReply() {
@@ -472,9 +472,9 @@ class ChatControllerTest : public QObject {
     QVERIFY(stats.generatedTokens > 0);
     QVERIFY(!chat.conversation().messages[1].text.isEmpty());
     QVERIFY(!kv.isEmpty());
-    const auto last = kv.last().at(0).value<ui::KvReport>();
+    const runtime::KvSnapshot last = kv.last().at(0).value<ui::KvReport>().kv;
     QCOMPARE(last.rows, stats.cachedTokens);
-    QCOMPARE(last.bytes, quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
+    QCOMPARE(last.usedBytes(), quint64{last.rows} * 5 * 4 * 2 * 8 * 2);
   }
 
   // A Vulkan device that computes wrong (the F16 weight kernels stand in for

@@ -60,7 +60,7 @@ class DialogsTest : public QObject {
     QCOMPARE(settings.device, 1);
     QCOMPARE(settings.contextLimit, quint32{4096});
 
-    MemoryEstimate estimate;
+    kvscope::runtime::MemoryEstimate estimate;
     estimate.weightBytes = 700u << 20;
     estimate.kvBytes = 512u << 20;
     estimate.contextLength = 4096;
@@ -85,7 +85,7 @@ class DialogsTest : public QObject {
     QTest::keyClicks(context, QStringLiteral("16384"));
     QCOMPARE(picker.settings().contextLimit, quint32{16384});
     auto* text = picker.findChild<QLabel*>(QStringLiteral("memoryEstimate"));
-    MemoryEstimate estimate;
+    kvscope::runtime::MemoryEstimate estimate;
     estimate.weightBytes = 700u << 20;
     estimate.kvBytes = 512u << 20;
     estimate.contextLength = 16384;
@@ -115,7 +115,7 @@ class DialogsTest : public QObject {
     QVERIFY(device->itemText(0).contains(QStringLiteral("CPU-emulated")));
     picker.setModels({entry("/m/a.gguf", "A")});
     backend->setCurrentIndex(vulkan);
-    MemoryEstimate estimate;
+    kvscope::runtime::MemoryEstimate estimate;
     estimate.contextLength = 4096;
     picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
     auto* text = picker.findChild<QLabel*>(QStringLiteral("memoryEstimate"));

@@ -23,15 +23,15 @@ namespace {
 IndexerReport report(quint32 rows, double mass = -1.0) {
   IndexerReport r;
   r.turnId = 1;
-  r.rows = rows;
-  r.topK = 16;
-  r.window = 8;
-  r.sinks = 4;
-  IndexerLayerReport l0, l1;
+  r.indexer.step.rows = rows;
+  r.indexer.options.topK = 16;
+  r.indexer.options.window = 8;
+  r.indexer.options.sinks = 4;
+  kvscope::backend::IndexerLayerStep l0, l1;
   l0.heads = {{{0, 4}, {rows - 8, rows}}, {}};
   l1.heads = {{{0, 4}, {20, 36}, {rows - 8, rows}}, {{0, 4}, {20, 36}, {rows - 8, rows}}};
   l0.capturedMass = l1.capturedMass = mass;
-  r.layers = {l0, l1};
+  r.indexer.step.layers = {l0, l1};
   return r;
 }
 
@@ -54,7 +54,7 @@ class IndexerPanelTest : public QObject {
     QCOMPARE(h.rowsRead(), (12.0 + 100.0 + 56.0) / 400.0);
     // A second step at 101 rows where layer 1 moved its page: [20, 36) picked once of two.
     IndexerReport next = report(101);
-    next.layers[1].heads = {{{0, 4}, {60, 76}, {93, 101}}, {{0, 4}, {60, 76}, {93, 101}}};
+    next.indexer.step.layers[1].heads = {{{0, 4}, {60, 76}, {93, 101}}, {{0, 4}, {60, 76}, {93, 101}}};
     h.add(next);
     QCOMPARE(h.steps(), 2);
     QCOMPARE(h.frequency(1, 25), 0.5f);
@@ -116,7 +116,7 @@ class IndexerPanelTest : public QObject {
     QVERIFY(!panel.hasContent());
     IndexerReport r = report(100, 0.8);
     for (int i = 0; i < 100; ++i) r.tokenTexts << QStringLiteral("w%1").arg(i);
-    r.layers[1].capturedMass = 0.9;
+    r.indexer.step.layers[1].capturedMass = 0.9;
     panel.showReport(r);
     QVERIFY(panel.hasContent());
     panel.show();

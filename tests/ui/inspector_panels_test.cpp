@@ -29,39 +29,34 @@ namespace {
 KvReport twoLayerReport() {
   KvReport report;
   report.turnId = 1;
-  report.rows = 100;
-  report.contextLimit = 2048;
+  report.kv.rows = 100;
+  report.kv.contextLimit = 2048;
   for (int i = 0; i < 2; ++i) {
-    KvLayerReport layer;
-    layer.keyScheme = QStringLiteral("q4_0");
-    layer.valueScheme = QStringLiteral("q8_0");
+    kvscope::runtime::KvLayerSnapshot layer;
+    layer.keyScheme = "q4_0";
+    layer.valueScheme = "q8_0";
     layer.keyBitsPerValue = 4.5;
     layer.valueBitsPerValue = 8.75;
-    layer.key = {3200, 400, 0};
-    layer.value = {6400, 400, 200};
+    layer.key = {.codes = 3200, .scales = 400};
+    layer.value = {.codes = 6400, .scales = 400, .padding = 200};
     layer.f16Bytes = 25600;
-    report.layers.append(layer);
+    report.kv.layers.push_back(layer);
   }
-  report.bytes = 21200;
-  report.f16Bytes = 51200;
   return report;
 }
 
 StepReport step(quint64 turn, quint32 generated, double decodeMs, quint32 cached) {
   StepReport r;
   r.turnId = turn;
-  r.promptTokens = 40;
-  r.reusedTokens = 10;
-  r.prefillMs = 100;
-  r.prefillTokensPerSecond = 300;
-  r.generatedTokens = generated;
-  r.decodeMs = decodeMs;
-  r.cachedTokens = cached;
-  r.lastStepMs = 20;
-  r.decodeTokensPerSecond = decodeMs > 0 ? generated * 1000.0 / decodeMs : 0;
-  r.kernels = {{QStringLiteral("norm"), 10, 0.5},
-               {QStringLiteral("matvec"), 40, 6.0},
-               {QStringLiteral("attention"), 20, 3.5}};
+  r.stats.promptTokens = 40;
+  r.stats.reusedTokens = 10;
+  r.stats.prefillMs = 100;  // 30 new tokens: 300 tok/s
+  r.stats.generatedTokens = generated;
+  r.stats.decodeSteps = generated;
+  r.stats.decodeMs = decodeMs;
+  r.stats.cachedTokens = cached;
+  r.stats.lastStepMs = 20;
+  r.stats.kernels = {{"norm", 10, 0.5}, {"matvec", 40, 6.0}, {"attention", 20, 3.5}};
   return r;
 }
 
@@ -124,7 +119,7 @@ class InspectorPanelsTest : public QObject {
     KvReport report = twoLayerReport();
     QCOMPARE(summarizeKv(report, 0, 0, 0).maxContext, quint64{0});
     QCOMPARE(summarizeKv(report, 50000, 100000, 0).maxContext, quint64{0});  // weights too big
-    report.rows = 0;
+    report.kv.rows = 0;
     QCOMPARE(summarizeKv(report, 1000000, 0, 0).bytesPerToken, quint64{0});
     QCOMPARE(summarizeKv(KvReport{}, 1000000, 0, 0).ratio, 1.0);
   }
@@ -151,7 +146,7 @@ class InspectorPanelsTest : public QObject {
   void layerTooltipsNameCodecsAndBytes() {
     KvLayerChart chart;
     chart.resize(360, chart.sizeHint().height());
-    chart.setLayers(twoLayerReport().layers);
+    chart.setLayers(twoLayerReport().kv.layers);
     QCOMPARE(chart.layerAt(QPoint(100, 3)), 0);
     QCOMPARE(chart.layerAt(QPoint(100, chart.height() - 3)), 1);
     QCOMPARE(chart.layerAt(QPoint(100, chart.height() + 40)), -1);
@@ -177,9 +172,9 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(panel.decodePointCount(), 3);
     QCOMPARE(panel.prefillPointCount(), 2);
     auto* bars = panel.findChild<KernelBars*>();
-    QCOMPARE(bars->kernels().size(), 3);
-    QCOMPARE(bars->kernels().first().kernelClass, QStringLiteral("matvec"));
-    QCOMPARE(bars->kernels().last().kernelClass, QStringLiteral("norm"));
+    QCOMPARE(bars->kernels().size(), size_t{3});
+    QCOMPARE(QString::fromStdString(bars->kernels().front().kernelClass), QStringLiteral("matvec"));
+    QCOMPARE(QString::fromStdString(bars->kernels().back().kernelClass), QStringLiteral("norm"));
     panel.clear();
     QCOMPARE(panel.decodePointCount(), 0);
   }
@@ -266,17 +261,18 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));
 
     KvReport report = twoLayerReport();
-    report.autoStatus = QStringLiteral("auto:5.5 chose 6.50 bits per value on average");
-    report.layers[1].keyScheme = QStringLiteral("q8_0");
-    report.layers[1].keyPromotion = QStringLiteral("K score error at turbo4b is 3.1x the median");
+    report.kv.autoStatus = "auto:5.5 chose 6.50 bits per value on average";
+    report.kv.layers[1].keyScheme = "q8_0";
+    report.kv.layers[1].keyPromotion = "K score error at turbo4b is 3.1x the median";
+    const QString promotion = QString::fromStdString(report.kv.layers[1].keyPromotion);
     panel.showReport(report);
     auto* why = panel.findChild<QLabel*>(QStringLiteral("autoPromotions"));
     QVERIFY(!status->isHidden());
-    QCOMPARE(status->text(), report.autoStatus);
+    QCOMPARE(status->text(), QString::fromStdString(report.kv.autoStatus));
     QVERIFY(!why->isHidden());
-    QCOMPARE(why->text(), QStringLiteral("▲ layer 1 K → q8_0: ") + report.layers[1].keyPromotion);
+    QCOMPARE(why->text(), QStringLiteral("▲ layer 1 K → q8_0: ") + promotion);
     QCOMPARE(table->item(1, 1)->text(), QStringLiteral("q8_0 ▲"));
-    QVERIFY(table->item(1, 1)->toolTip().contains(report.layers[1].keyPromotion));
+    QVERIFY(table->item(1, 1)->toolTip().contains(promotion));
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("q4_0"));
     // The disabled pickers show what most layers got (V: q8_0 in both layers).
     auto* values = panel.findChild<QComboBox*>(QStringLiteral("valueSchemePicker"));
@@ -295,8 +291,8 @@ class InspectorPanelsTest : public QObject {
 
     // Another policy hides what auto did.
     panel.setPolicy(QStringLiteral("k=q8_0,v=q8_0"));
-    report.autoStatus.clear();
-    report.layers[1].keyPromotion.clear();
+    report.kv.autoStatus.clear();
+    report.kv.layers[1].keyPromotion.clear();
     panel.showReport(report);
     QVERIFY(status->isHidden());
     QVERIFY(why->isHidden());
@@ -347,7 +343,7 @@ class InspectorPanelsTest : public QObject {
 
   void layerChartShowsTheMeasuredError() {
     KvLayerChart chart;
-    QList<KvLayerReport> layers = twoLayerReport().layers;
+    std::vector<kvscope::runtime::KvLayerSnapshot> layers = twoLayerReport().kv.layers;
     chart.setLayers(layers);
     QVERIFY(chart.layerErrorText(0).isEmpty());  // not measured
     layers[0].keyError = 0.0003;
@@ -366,7 +362,7 @@ class InspectorPanelsTest : public QObject {
     InspectorDock dock;
     KvReport report = twoLayerReport();
     for (quint32 rows = 1; rows <= 50; ++rows) {
-      report.rows = rows;
+      report.kv.rows = rows;
       dock.showKv(report);
     }
     QVERIFY(!dock.kvMemoryPanel()->hasContent());  // nothing painted per report
@@ -375,7 +371,7 @@ class InspectorPanelsTest : public QObject {
     dock.flush();
     QCOMPARE(dock.kvMemoryPanel()->summary().rows, quint32{50});  // the latest one
     QCOMPARE(dock.throughputPanel()->decodePointCount(), 2);      // every step is a point
-    report.rows = 51;
+    report.kv.rows = 51;
     dock.showKv(report);
     QTRY_COMPARE(dock.kvMemoryPanel()->summary().rows, quint32{51});  // the timer applies it
   }

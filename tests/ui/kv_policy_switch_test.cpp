@@ -122,8 +122,8 @@ class KvPolicySwitchTest : public QObject {
     QVERIFY(sendAndWait(chat, QStringLiteral("Once upon a time there was a dog")).valid());
     const ReplyStats second = sendAndWait(chat, QStringLiteral("The dog liked to play"));
     QVERIFY(second.valid());
-    const KvReport before = kv.last().at(0).value<KvReport>();
-    QCOMPARE(before.layers[0].valueScheme, QStringLiteral("f16"));
+    const runtime::KvSnapshot before = kv.last().at(0).value<KvReport>().kv;
+    QCOMPARE(QString::fromStdString(before.layers[0].valueScheme), QStringLiteral("f16"));
     const QList<ui::ChatMessage> messages = chat.conversation().messages;
     QCOMPARE(messages.size(), 4);
 
@@ -158,14 +158,14 @@ class KvPolicySwitchTest : public QObject {
 
     // The new cache: same rows, the new schemes, fewer bytes, a measured error per layer.
     QVERIFY(!kv.isEmpty());
-    const KvReport after = kv.last().at(0).value<KvReport>();
+    const runtime::KvSnapshot after = kv.last().at(0).value<KvReport>().kv;
     QCOMPARE(after.rows, before.rows);
-    QCOMPARE(after.f16Bytes, before.f16Bytes);
-    QVERIFY(after.bytes < before.bytes);
-    QCOMPARE(after.layers.size(), 5);
-    for (const ui::KvLayerReport& layer : after.layers) {
-      QCOMPARE(layer.keyScheme, QStringLiteral("q8_0"));
-      QCOMPARE(layer.valueScheme, QStringLiteral("turbo3"));
+    QCOMPARE(after.f16Bytes(), before.f16Bytes());
+    QVERIFY(after.usedBytes() < before.usedBytes());
+    QCOMPARE(after.layers.size(), size_t{5});
+    for (const runtime::KvLayerSnapshot& layer : after.layers) {
+      QCOMPARE(QString::fromStdString(layer.keyScheme), QStringLiteral("q8_0"));
+      QCOMPARE(QString::fromStdString(layer.valueScheme), QStringLiteral("turbo3"));
       QVERIFY(layer.keyError > 0.0);
       QVERIFY(layer.valueError > layer.keyError);
     }
