@@ -128,7 +128,14 @@ int main(int argc, char** argv) {
     plan.indexerDiagnostic = parser.isSet(demoDiagnostic);
     plan.compare = parser.isSet(demoCompare);
     plan.servePort = static_cast<quint16>(parser.value(demoServe).toUInt());
-    plan.contextOverflow = parser.value(demoOverflow);
+    if (parser.isSet(demoOverflow)) {
+      auto overflow = kvscope::runtime::parseContextOverflow(parser.value(demoOverflow).toStdString());
+      if (!overflow.ok()) {
+        qCritical("--demo-overflow: %s", overflow.error().message.c_str());
+        return 2;
+      }
+      plan.contextOverflow = *overflow;
+    }
     plan.reopen = parser.isSet(demoReopen);
     if (!plan.modelPath.isEmpty() && plan.prompts.isEmpty()) {
       qCritical("--demo-model needs at least one --demo-chat prompt");

@@ -8,6 +8,8 @@
 // Sizes are bytes, times milliseconds, token counts are the engine's (prompt tokens
 // include the chat template's markup).
 
+#include <optional>
+
 #include <QDateTime>
 #include <QList>
 #include <QMetaType>
@@ -15,6 +17,8 @@
 #include <QStringList>
 
 #include "kv/kv_policy.h"
+#include "tokenizer/chat_template.h"
+#include "runtime/context_overflow.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/observer.h"
 
@@ -109,14 +113,14 @@ struct SamplingSettings {
   QString systemPrompt;
   // How chats render (tokenizer/chat_template.h): the model's Jinja template,
   // kvscope's built-in format for its family, or plain completion; and
-  // enable_thinking for templates that read it ("default" leaves it unset).
-  QString chatRenderer = QStringLiteral("template");  // "template", "builtin", "plain"
-  QString thinking = QStringLiteral("default");       // "default", "on", "off"
-  // A conversation longer than the context (runtime/context_overflow.h):
-  // "stop", "truncate-middle" or "rolling". The default never dead-ends a
-  // chat, and keeps the first exchange (where people state what they want)
-  // as well as the newest turns; a reply past the end shifts the context.
-  QString contextOverflow = QStringLiteral("truncate-middle");
+  // enable_thinking for templates that read it (unset: the template's default).
+  tokenizer::ChatRenderer chatRenderer = tokenizer::ChatRenderer::kTemplate;
+  std::optional<bool> thinking;
+  // A conversation longer than the context (runtime/context_overflow.h). The
+  // default never dead-ends a chat, and keeps the first exchange (where people
+  // state what they want) as well as the newest turns; a reply past the end
+  // shifts the context.
+  runtime::ContextOverflow contextOverflow = runtime::ContextOverflow::kTruncateMiddle;
   bool operator==(const SamplingSettings&) const = default;
 };
 

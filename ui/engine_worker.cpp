@@ -3,53 +3,24 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QThread>
-#include <cmath>
 #include <filesystem>
 #include <new>
 
 #include "kv/kv_policy.h"
-#include "model/default_model.h"
-#include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/context_overflow.h"
 #include "runtime/kv_cache_folder.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session.h"
+#include "runtime/session_load.h"
 #include "server/server.h"
+#include "ui/engine_values.h"
 #include "ui/theme.h"
 
 namespace kvscope::ui {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-QString kindName(gpu::DeviceType type) {
-  switch (type) {
-    case gpu::DeviceType::kDiscrete:
-      return QStringLiteral("Discrete GPU");
-    case gpu::DeviceType::kIntegrated:
-      return QStringLiteral("Integrated GPU");
-    case gpu::DeviceType::kVirtual:
-      return QStringLiteral("Virtual GPU");
-    case gpu::DeviceType::kCpu:
-      return QStringLiteral("CPU");
-    case gpu::DeviceType::kOther:
-      break;
-  }
-  return QStringLiteral("Other device");
-}
-
-DeviceSummary summarize(const gpu::DeviceInfo& info) {
-  DeviceSummary s;
-  s.index = info.index;
-  s.name = QString::fromStdString(info.name);
-  s.kind = kindName(info.type);
-  s.apiVersion = QString::fromStdString(info.apiVersion);
-  s.driverInfo = QString::fromStdString(info.driverInfo);
-  s.deviceLocalBytes = info.deviceLocalBytes;
-  s.cpuEmulated = info.type == gpu::DeviceType::kCpu;
-  return s;
-}
 
 QString userMessage(const Error& error) {
   // An empty message would leave the status bar blank, which reads as "still probing".
@@ -76,140 +47,10 @@ QString loadErrorMessage(const QString& path, const Error& error) {
 const QString kOutOfMemoryMessage =
     QStringLiteral("Out of memory. Try a shorter context or a more compressed KV cache policy.");
 
-StopReason stopReason(runtime::StopReason reason) {
-  switch (reason) {
-    case runtime::StopReason::kEndOfGeneration:
-      return StopReason::kEndOfGeneration;
-    case runtime::StopReason::kMaxTokens:
-      return StopReason::kMaxTokens;
-    case runtime::StopReason::kStopRequested:
-      return StopReason::kStopRequested;
-    case runtime::StopReason::kContextFull:
-      return StopReason::kContextFull;
-  }
-  return StopReason::kNone;
-}
-
-ReplyStats replyStats(const runtime::GenerationResult& result) {
-  const runtime::StepStats& s = result.stats;
-  ReplyStats r;
-  r.promptTokens = s.promptTokens;
-  r.reusedTokens = s.reusedTokens;
-  r.generatedTokens = s.generatedTokens;
-  r.cachedTokens = s.cachedTokens;
-  r.contextLimit = s.contextLimit;
-  r.prefillMs = s.prefillMs;
-  r.decodeMs = s.decodeMs;
-  r.prefillTokensPerSecond = s.prefillTokensPerSecond();
-  r.decodeTokensPerSecond = s.decodeTokensPerSecond();
-  r.stop = stopReason(result.stop);
-  r.seed = result.seed;
-  r.contextShifts = s.contextShifts;
-  r.shiftedTokens = s.shiftedTokens;
-  return r;
-}
-
-runtime::GenerateOptions generateOptions(const SamplingSettings& s, uint32_t contextLimit) {
-  runtime::GenerateOptions o;
-  o.maxTokens = s.maxTokens > 0 ? static_cast<uint32_t>(s.maxTokens)
-                                : std::max<uint32_t>(1, contextLimit / 4);
-  o.sampler.temperature = static_cast<float>(s.temperature);
-  o.sampler.topK = s.topK;
-  o.sampler.topP = static_cast<float>(s.topP);
-  o.sampler.minP = static_cast<float>(s.minP);
-  o.sampler.repeatPenalty = static_cast<float>(s.repeatPenalty);
-  o.sampler.repeatLastN = s.repeatLastN;
-  if (s.seed >= 0) o.sampler.seed = static_cast<uint64_t>(s.seed);
-  return o;
-}
-
-runtime::Session::ChatSettings chatSettings(const SamplingSettings& s) {
-  runtime::Session::ChatSettings chat;
-  chat.renderer = tokenizer::parseChatRenderer(s.chatRenderer.toStdString())
-                      .value_or(tokenizer::ChatRenderer::kTemplate);
-  if (s.thinking != QStringLiteral("default"))
-    chat.enableThinking = s.thinking == QStringLiteral("on");
-  return chat;
-}
-
 // The id the server lists the model under: its file or folder name.
 QString servedModelId(const QString& path) {
   const QFileInfo file(path);
   return file.isDir() ? QDir(path).dirName() : file.fileName();
-}
-
-// "k=f16,v=f16" when every layer uses the same pair, else the per-layer list.
-QString policyText(const runtime::KvSnapshot& s) {
-  QStringList layers;
-  for (const auto& l : s.layers)
-    layers << QStringLiteral("k=%1,v=%2").arg(qstr(l.keyScheme), qstr(l.valueScheme));
-  layers.removeDuplicates();
-  return layers.join(QStringLiteral("; "));
-}
-
-// The parts of ModelInfo that follow the KV policy.
-void setKvFacts(ModelInfo& info, const runtime::Session& session) {
-  const model::ModelConfig& c = session.config();
-  const kv::IndexerOptions indexer = session.backend().indexer();
-  const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, indexer);
-  const kv::KvLayout* layout = session.backend().kvLayout();
-  info.kvBytesPerToken =
-      (layout ? layout->tokenBytes() : 0) +
-      static_cast<quint64>(std::ceil(sidecar * c.nHeadKv * c.nLayer));
-  // An auto policy is shown as chosen ("auto"); what it picked per layer
-  // arrives with the KV reports.
-  const kv::KvPolicy& policy = session.kvPolicy();
-  if (policy.autoBits) {
-    kv::KvPolicy chosen;  // auto and its seed; the attention items follow
-    chosen.autoBits = policy.autoBits;
-    chosen.seed = policy.seed;
-    info.kvPolicy = qstr(chosen.toString());
-  } else {
-    info.kvPolicy = policyText(runtime::snapshotKv(session.backend()));
-  }
-  info.kvPolicy += qstr(indexer.policyItems());
-}
-
-ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
-                    const model::ModelFile& file) {
-  const model::ModelConfig& c = session.config();
-  ModelInfo info;
-  info.path = request.path;
-  info.loadedWith = request.backend;
-  info.name = c.name.empty() ? QFileInfo(request.path).completeBaseName() : qstr(c.name);
-  info.architecture = qstr(c.architecture);
-  info.format = file.format() == model::ModelFormat::kGguf ? QStringLiteral("GGUF")
-                                                           : QStringLiteral("Hugging Face");
-  info.backend = qstr(session.backend().name());
-  const tokenizer::ChatTemplate& chat = session.chatTemplate();
-  if (chat.empty()) {
-    info.chatTemplate = QStringLiteral("none");
-    info.templateWarning = qstr(tokenizer::missingTemplateWarning(session.tokenizer()));
-  } else {
-    // The model's own Jinja template renders chats; the family is what the
-    // built-in renderer would use instead.
-    info.chatTemplate = QStringLiteral("Jinja (%1)").arg(qstr(chat.familyName()));
-    if (chat.parseError()) info.templateWarning = qstr(chat.parseError()->message);
-  }
-  info.templateReadsThinking = chat.readsThinking();
-  if (chat.family() != tokenizer::ChatFamily::kNone &&
-      chat.family() != tokenizer::ChatFamily::kUnknown) {
-    info.builtinFormat = qstr(chat.familyName());
-  }
-  info.nLayer = c.nLayer;
-  info.nHead = c.nHead;
-  info.nHeadKv = c.nHeadKv;
-  info.headDim = c.headDim;
-  info.nVocab = c.nVocab;
-  info.trainedContext = c.contextLength;
-  if (auto demo = model::findDefaultModel(); demo.ok()) {
-    std::error_code ec;
-    info.demo = std::filesystem::equivalent(*demo, request.path.toStdString(), ec);
-  }
-  info.contextLimit = session.backend().contextLimit();
-  info.weightBytes = file.weightBytes();
-  setKvFacts(info, session);
-  return info;
 }
 
 }  // namespace
@@ -373,7 +214,7 @@ void EngineWorker::probeDevices() {
   int chosenPosition = -1;
   for (const auto& info : *devices) {
     if (info.index == *chosen) chosenPosition = static_cast<int>(summaries.size());
-    summaries.append(summarize(info));
+    summaries.append(summarizeDevice(info));
   }
   if (chosenPosition < 0) {
     emit deviceError(
@@ -393,43 +234,42 @@ void EngineWorker::loadModel(const LoadRequest& request) {
   }
 }
 
-// The file, the tokenizer and whether the context fits the device are checked before the
-// current model is released, so a bad file or too long a context leaves it usable; the
-// backend is built after, so two models never hold device memory at once.
+// runtime::checkLoad runs before the current model is released, so a bad file or too long
+// a context leaves it usable; the backend is built after (startSession), so two models
+// never hold device memory at once.
 void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   const QString fileName = QFileInfo(request.path).fileName();
-  emit loadProgress(LoadStage::kReadingFile, QStringLiteral("Reading %1").arg(fileName));
-  auto file = model::ModelFile::open(request.path.toStdString());
-  if (!file.ok()) {
-    emit modelLoadFailed(request.path, loadErrorMessage(request.path, file.error()));
-    return;
-  }
-  std::shared_ptr<const model::ModelFile> model(std::move(*file));
-  emit loadProgress(LoadStage::kLoadingTokenizer, QStringLiteral("Loading the tokenizer"));
-  auto tokenizer = model::loadTokenizer(*model);
-  if (!tokenizer.ok()) {
-    emit modelLoadFailed(request.path, loadErrorMessage(request.path, tokenizer.error()));
-    return;
-  }
-
-  const std::string kind =
-      runtime::resolveBackendKind(request.backend.kind.toStdString(), request.backend.device);
-  runtime::BackendChoice choice;
-  choice.kind = kind;
-  choice.contextLimit = request.backend.contextLimit;
-  choice.device = request.backend.device;
+  const bool cpu = runtime::resolveBackendKind(request.backend.kind.toStdString(),
+                                               request.backend.device) == "cpu";
+  const runtime::LoadProgress progress = [&](runtime::LoadStep step) {
+    switch (step) {
+      case runtime::LoadStep::kReadingFile:
+        emit loadProgress(LoadStage::kReadingFile, QStringLiteral("Reading %1").arg(fileName));
+        return;
+      case runtime::LoadStep::kLoadingTokenizer:
+        emit loadProgress(LoadStage::kLoadingTokenizer, QStringLiteral("Loading the tokenizer"));
+        return;
+      case runtime::LoadStep::kBuildingBackend:
+        emit loadProgress(LoadStage::kUploadingWeights,
+                          cpu ? QStringLiteral("Preparing weights for the CPU")
+                              : QStringLiteral("Checking the Vulkan device (on first use) and "
+                                               "uploading weights"));
+        return;
+    }
+  };
+  const auto fail = [&](const Error& error) {
+    emit modelLoadFailed(request.path, loadErrorMessage(request.path, error));
+  };
   // The settings hold the policy as the user wrote it; it is parsed here, once.
   auto policy = kv::KvPolicy::parse(request.backend.kvPolicy.toStdString());
-  if (!policy.ok()) {
-    emit modelLoadFailed(request.path, loadErrorMessage(request.path, policy.error()));
-    return;
-  }
-  choice.kvPolicy = std::move(policy).value();
-  // A context the device cannot hold is refused while the current model still runs.
-  if (const Status fits = runtime::checkDeviceFits(*model, choice); !fits.ok()) {
-    emit modelLoadFailed(request.path, loadErrorMessage(request.path, fits.error()));
-    return;
-  }
+  if (!policy.ok()) return fail(policy.error());
+  runtime::BackendChoice choice{.kind = request.backend.kind.toStdString(),
+                                .contextLimit = request.backend.contextLimit,
+                                .device = request.backend.device,
+                                .kvPolicy = std::move(policy).value()};
+  auto checked = runtime::checkLoad(request.path.toStdString(), std::move(choice), progress);
+  if (!checked.ok()) return fail(checked.error());
+  const std::shared_ptr<const model::ModelFile> file = checked->model;
 
   if (m_session) {
     endServing(QStringLiteral("another model is loading"));
@@ -440,26 +280,14 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
     m_info = {};
     emit modelUnloaded();
   }
-  emit loadProgress(LoadStage::kUploadingWeights,
-                    kind == "cpu" ? QStringLiteral("Preparing weights for the CPU")
-                                  : QStringLiteral("Checking the Vulkan device (on first use) and "
-                                                   "uploading weights"));
   std::string notice;
-  auto backend = runtime::makeBackend(model, choice, &notice);
-  if (!backend.ok()) {
-    emit modelLoadFailed(request.path, loadErrorMessage(request.path, backend.error()));
-    return;
-  }
-  choice.kind = (*backend)->name();  // "cpu" when a Vulkan device failed vetting
-  choice.contextLimit = (*backend)->contextLimit();  // what chooseContext gave
-  auto session = std::make_unique<runtime::Session>(
-      model, std::move(*backend), std::move(*tokenizer), runtime::makeBackendFactory(model, choice),
-      choice.kvPolicy);
-  m_info = modelInfo(request, *session, *model);
+  auto session = runtime::startSession(std::move(checked).value(), &notice, progress);
+  if (!session.ok()) return fail(session.error());
+  m_info = modelInfo(request, **session, *file);
   m_info.backendNotice = QString::fromStdString(notice);
   {
     std::lock_guard lock(m_sessionMutex);
-    m_session = std::move(session);
+    m_session = std::move(session).value();
   }
   m_diagnostic = false;
   m_textSent.clear();
@@ -535,10 +363,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
       generateOptions(request.sampling, m_session->backend().contextLimit());
   // A conversation longer than the context: the chosen policy leaves out old
   // messages (the GUI greys them), or the turn fails saying what to do.
-  const auto overflow =
-      runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
-  const runtime::ContextOverflow policy =
-      overflow.ok() ? *overflow : runtime::ContextOverflow::kStop;
+  const runtime::ContextOverflow policy = request.sampling.contextOverflow;
   const uint32_t limit = m_session->backend().contextLimit();
   runtime::TurnStage failedAt = runtime::TurnStage::kContext;
   auto turn = runtime::prepareChatTurn(
@@ -617,59 +442,50 @@ void EngineWorker::saveKvCache(const QString& conversationId, const QString& pat
     emit kvCacheNotSaved(conversationId, {});
     return;
   }
-  const kv::KvLayout* layout = m_session->backend().kvLayout();
-  const quint64 bytes = layout ? m_session->history().size() * layout->tokenBytes() : 0;
-  const std::filesystem::path file = path.toStdString();
-  std::error_code ec;
-  if (bytes > maxFileBytes) {
-    std::filesystem::remove(file, ec);  // an older, shorter cache would only mislead
-    emit kvCacheNotSaved(
-        conversationId,
-        QStringLiteral("its KV cache (%1) is larger than the %2 allowed per conversation")
-            .arg(formatBytes(bytes), formatBytes(maxFileBytes)));
+  auto saved = runtime::saveKvCacheTo(*m_session, path.toStdString(), maxFileBytes, maxFolderBytes);
+  if (!saved.ok()) {
+    emit kvCacheNotSaved(conversationId, qstr(saved.error().message));
     return;
   }
-  if (const Status st = m_session->saveCache(file); !st.ok()) {
-    emit kvCacheNotSaved(conversationId, QString::fromStdString(st.error().message));
-    return;
+  switch (saved->outcome) {
+    case runtime::KvCacheSave::Outcome::kTooLarge:
+      emit kvCacheNotSaved(
+          conversationId,
+          QStringLiteral("its KV cache (%1) is larger than the %2 allowed per conversation")
+              .arg(formatBytes(saved->cacheBytes), formatBytes(maxFileBytes)));
+      return;
+    case runtime::KvCacheSave::Outcome::kEvicted:
+      emit kvCacheNotSaved(conversationId, QStringLiteral("the saved KV caches may take at most %1")
+                                               .arg(formatBytes(maxFolderBytes)));
+      return;
+    case runtime::KvCacheSave::Outcome::kSaved:
+      emit kvCacheSaved(conversationId, saved->fileBytes, saved->tokens,
+                        static_cast<quint32>(saved->evicted));
+      return;
   }
-  const auto evicted = runtime::evictKvCaches(file.parent_path(), maxFolderBytes, file);
-  const bool keptSelf = std::filesystem::exists(file, ec);
-  if (!keptSelf) {
-    emit kvCacheNotSaved(conversationId,
-                         QStringLiteral("the saved KV caches may take at most %1")
-                             .arg(formatBytes(maxFolderBytes)));
-    return;
-  }
-  emit kvCacheSaved(conversationId, std::filesystem::file_size(file, ec),
-                    static_cast<quint32>(m_session->history().size()),
-                    static_cast<quint32>(evicted.size()));
 }
 
 void EngineWorker::restoreKvCache(quint64 turnId, const QString& conversationId,
                                   const QString& path) {
-  const std::filesystem::path file = path.toStdString();
-  std::error_code ec;
   if (!m_session) return;
   if (m_cacheOwner == conversationId) {  // the cache holds this chat, its latest turns too
     emit kvCacheRestored(conversationId, static_cast<quint32>(m_session->history().size()),
                          false);
     return;
   }
+  const std::filesystem::path file = path.toStdString();
+  std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return;
   TurnObserver observer(*this, turnId);
   Status st = okStatus();
   try {
-    st = m_session->restoreCache(file, &observer);
+    st = runtime::restoreKvCacheFrom(*m_session, file, &observer);
   } catch (const std::bad_alloc&) {
     st = makeError(ErrorCode::kOutOfMemory, "out of memory");
   }
   if (!st.ok()) {
-    // A damaged file goes; one made for another model or policy stays for
-    // them (a turn under this one replaces it when the chat is left).
-    if (st.error().code == ErrorCode::kBadFile) std::filesystem::remove(file, ec);
     if (m_session->history().empty()) m_cacheOwner.clear();  // emptied, then failed
-    emit kvCacheRestoreFailed(conversationId, QString::fromStdString(st.error().message));
+    emit kvCacheRestoreFailed(conversationId, qstr(st.error().message));
     return;
   }
   m_cacheOwner = conversationId;
@@ -764,9 +580,7 @@ void EngineWorker::startServer(const ServeRequest& request) {
   // chat's device and weights, backend/vulkan_model.h).
   options.slotCount = 2;
   options.defaults = generateOptions(request.sampling, m_session->backend().contextLimit());
-  if (auto overflow = runtime::parseContextOverflow(request.sampling.contextOverflow.toStdString());
-      overflow.ok())
-    options.contextOverflow = *overflow;
+  options.contextOverflow = request.sampling.contextOverflow;
   m_servedChat = chatSettings(request.sampling);
   if (!m_runner) m_runner = std::make_unique<Runner>(*this);
   m_servedTurn = std::make_unique<TurnObserver>(*this, kServedTurnBit | ++m_servedCount,

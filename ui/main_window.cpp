@@ -424,9 +424,9 @@ void MainWindow::chooseChatFormat(const QString& message) {
   box.exec();
   SamplingSettings sampling = m_controller->sampling();
   if (builtin && box.clickedButton() == builtin) {
-    sampling.chatRenderer = QStringLiteral("builtin");
+    sampling.chatRenderer = tokenizer::ChatRenderer::kBuiltin;
   } else if (box.clickedButton() == plain) {
-    sampling.chatRenderer = QStringLiteral("plain");
+    sampling.chatRenderer = tokenizer::ChatRenderer::kPlain;
   } else {
     return;
   }
@@ -449,7 +449,7 @@ void MainWindow::connectWidgets() {
   });
   connect(m_chat, &ChatView::leaveOutOldestTurnsRequested, this, [this] {
     SamplingSettings sampling = m_controller->sampling();
-    sampling.contextOverflow = QStringLiteral("truncate-middle");
+    sampling.contextOverflow = runtime::ContextOverflow::kTruncateMiddle;
     m_controller->setSampling(sampling);
     m_controller->regenerate();
   });

@@ -32,9 +32,14 @@ SamplingSettings ModelSettings::sampling(const QString& modelPath) const {
   s.maxTokens = q.value("maxTokens", d.maxTokens).toInt();
   s.seed = q.value("seed", d.seed).toLongLong();
   s.systemPrompt = q.value("systemPrompt", d.systemPrompt).toString();
-  s.chatRenderer = q.value("chatRenderer", d.chatRenderer).toString();
-  s.thinking = q.value("thinking", d.thinking).toString();
-  s.contextOverflow = q.value("contextOverflow", d.contextOverflow).toString();
+  // Stored by name; a name this version does not know reads as the default.
+  s.chatRenderer = tokenizer::parseChatRenderer(q.value("chatRenderer").toString().toStdString())
+                       .value_or(d.chatRenderer);
+  const QString thinking = q.value("thinking").toString();
+  if (thinking == QStringLiteral("on") || thinking == QStringLiteral("off"))
+    s.thinking = thinking == QStringLiteral("on");
+  auto overflow = runtime::parseContextOverflow(q.value("contextOverflow").toString().toStdString());
+  s.contextOverflow = overflow.ok() ? *overflow : d.contextOverflow;
   q.endGroup();
   return s;
 }
@@ -52,9 +57,11 @@ void ModelSettings::setSampling(const QString& modelPath, const SamplingSettings
   q.setValue("maxTokens", s.maxTokens);
   q.setValue("seed", s.seed);
   q.setValue("systemPrompt", s.systemPrompt);
-  q.setValue("chatRenderer", s.chatRenderer);
-  q.setValue("thinking", s.thinking);
-  q.setValue("contextOverflow", s.contextOverflow);
+  q.setValue("chatRenderer", QString::fromUtf8(tokenizer::chatRendererName(s.chatRenderer)));
+  q.setValue("thinking", !s.thinking ? QStringLiteral("default")
+                         : *s.thinking ? QStringLiteral("on")
+                                       : QStringLiteral("off"));
+  q.setValue("contextOverflow", QString::fromUtf8(runtime::contextOverflowName(s.contextOverflow)));
   q.endGroup();
 }
 

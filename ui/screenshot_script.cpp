@@ -47,7 +47,7 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
     if (!m_plan.systemPrompt.isEmpty()) c->setSystemPrompt(m_plan.systemPrompt);
     SamplingSettings sampling = c->sampling();
     if (m_plan.maxTokens > 0) sampling.maxTokens = m_plan.maxTokens;
-    if (!m_plan.contextOverflow.isEmpty()) sampling.contextOverflow = m_plan.contextOverflow;
+    if (m_plan.contextOverflow) sampling.contextOverflow = *m_plan.contextOverflow;
     if (sampling != c->sampling()) c->setSampling(sampling);
     sendNext();
   });
@@ -60,7 +60,7 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
     });
   });
   connect(c, &ChatController::conversationTooLong, this, [this] {
-    if (m_plan.contextOverflow != QStringLiteral("stop")) return;
+    if (m_plan.contextOverflow != runtime::ContextOverflow::kStop) return;
     m_tooLong = true;
     QTimer::singleShot(kSettleMs, this, &ScreenshotScript::capture);
   });

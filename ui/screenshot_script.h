@@ -33,10 +33,9 @@ struct ScreenshotPlan {
   QStringList prompts;
   QString systemPrompt;
   int maxTokens = 0;        // reply length limit; 0: the model's remembered setting
-  // "truncate-middle", "rolling"; empty: the remembered setting; "stop": capture
-  // once a turn fails because the conversation no longer fits (its banner and
-  // actions).
-  QString contextOverflow;
+  // Unset: the remembered setting. kStop: capture once a turn fails because
+  // the conversation no longer fits (its banner and actions).
+  std::optional<runtime::ContextOverflow> contextOverflow;
   int minTokens = 24;
   int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"

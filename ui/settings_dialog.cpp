@@ -14,6 +14,11 @@
 namespace kvscope::ui {
 namespace {
 
+// The Thinking picker's item data (SamplingSettings::thinking: unset, true, false).
+constexpr int kThinkingDefault = -1;
+constexpr int kThinkingOff = 0;
+constexpr int kThinkingOn = 1;
+
 QDoubleSpinBox* decimal(double min, double max, double step, int decimals) {
   auto* box = new QDoubleSpinBox;
   box->setRange(min, max);
@@ -86,26 +91,27 @@ SettingsDialog::SettingsDialog(const QString& modelName, const QString& systemPr
   form->addRow(tr("Seed"), m_seed);
 
   m_renderer->setObjectName(QStringLiteral("chatRenderer"));
-  m_renderer->addItem(tr("The model's own template"), QStringLiteral("template"));
+  m_renderer->addItem(tr("The model's own template"), int(tokenizer::ChatRenderer::kTemplate));
   if (!choices.builtinFormat.isEmpty()) {
     m_renderer->addItem(tr("kvscope's built-in %1 format").arg(choices.builtinFormat),
-                        QStringLiteral("builtin"));
+                        int(tokenizer::ChatRenderer::kBuiltin));
   }
-  m_renderer->addItem(tr("Plain completion (no template)"), QStringLiteral("plain"));
+  m_renderer->addItem(tr("Plain completion (no template)"), int(tokenizer::ChatRenderer::kPlain));
   m_renderer->setToolTip(tr("What turns the conversation into the model's prompt"));
   m_thinking->setObjectName(QStringLiteral("thinking"));
-  m_thinking->addItem(tr("The template's default"), QStringLiteral("default"));
-  m_thinking->addItem(tr("On"), QStringLiteral("on"));
-  m_thinking->addItem(tr("Off"), QStringLiteral("off"));
+  m_thinking->addItem(tr("The template's default"), kThinkingDefault);
+  m_thinking->addItem(tr("On"), kThinkingOn);
+  m_thinking->addItem(tr("Off"), kThinkingOff);
   m_thinking->setEnabled(choices.readsThinking);
   m_thinking->setToolTip(choices.readsThinking
                              ? tr("enable_thinking: whether the model reasons before answering")
                              : tr("This model's template has no thinking switch"));
   m_overflow->setObjectName(QStringLiteral("contextOverflow"));
-  m_overflow->addItem(tr("Stop and say so"), QStringLiteral("stop"));
+  m_overflow->addItem(tr("Stop and say so"), int(runtime::ContextOverflow::kStop));
   m_overflow->addItem(tr("Leave out the middle (keep the first exchange)"),
-                      QStringLiteral("truncate-middle"));
-  m_overflow->addItem(tr("Rolling window (keep the newest)"), QStringLiteral("rolling"));
+                      int(runtime::ContextOverflow::kTruncateMiddle));
+  m_overflow->addItem(tr("Rolling window (keep the newest)"),
+                      int(runtime::ContextOverflow::kRolling));
   m_overflow->setToolTip(
       tr("When the conversation outgrows the context: messages left out stay in the chat, "
          "greyed, and the model no longer sees them"));
@@ -159,9 +165,12 @@ void SettingsDialog::showSampling(const SamplingSettings& sampling) {
   m_maxTokens->setValue(sampling.maxTokens);
   m_seed->setValue(static_cast<int>(qBound(qint64{-1}, sampling.seed, qint64{m_seed->maximum()})));
   // A choice the model no longer offers (no built-in format) shows the default.
-  m_renderer->setCurrentIndex(qMax(0, m_renderer->findData(sampling.chatRenderer)));
-  m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(sampling.thinking)));
-  m_overflow->setCurrentIndex(qMax(0, m_overflow->findData(sampling.contextOverflow)));
+  m_renderer->setCurrentIndex(qMax(0, m_renderer->findData(int(sampling.chatRenderer))));
+  const int thinking = !sampling.thinking ? kThinkingDefault
+                       : *sampling.thinking ? kThinkingOn
+                                            : kThinkingOff;
+  m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(thinking)));
+  m_overflow->setCurrentIndex(qMax(0, m_overflow->findData(int(sampling.contextOverflow))));
 }
 
 QString SettingsDialog::systemPrompt() const {
@@ -178,9 +187,10 @@ SamplingSettings SettingsDialog::sampling() const {
   s.repeatLastN = m_repeatLastN->value();
   s.maxTokens = m_maxTokens->value();
   s.seed = m_seed->value();
-  s.chatRenderer = m_renderer->currentData().toString();
-  s.thinking = m_thinking->currentData().toString();
-  s.contextOverflow = m_overflow->currentData().toString();
+  s.chatRenderer = static_cast<tokenizer::ChatRenderer>(m_renderer->currentData().toInt());
+  const int thinking = m_thinking->currentData().toInt();
+  s.thinking = thinking == kThinkingDefault ? std::nullopt : std::optional(thinking == kThinkingOn);
+  s.contextOverflow = static_cast<runtime::ContextOverflow>(m_overflow->currentData().toInt());
   return s;
 }
 

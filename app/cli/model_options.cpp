@@ -4,8 +4,7 @@
 
 #include "core/text_file.h"
 #include "model/default_model.h"
-#include "model/model_tokenizer.h"
-#include "runtime/backend_factory.h"
+#include "runtime/session_load.h"
 
 namespace kvscope::cli {
 
@@ -128,27 +127,22 @@ void warnPastTrainedContext(uint32_t context, const model::ModelFile& model) {
 
 Expected<std::unique_ptr<runtime::Session>> loadSession(const ModelOptions& o,
                                                         const GlobalOptions& global) {
-  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(o.model));
-  std::shared_ptr<const model::ModelFile> model(std::move(file));
-  warnPastTrainedContext(o.context, *model);
-  KVS_ASSIGN_OR_RETURN(auto tokenizer, model::loadTokenizer(*model));
-  std::string notice;
+  std::filesystem::path path = o.model;
+  if (path.empty()) {
+    KVS_ASSIGN_OR_RETURN(path, model::findDefaultModel());
+  }
   KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kvPolicyOf(o));
   runtime::BackendChoice choice{.kind = o.backend,
                                 .contextLimit = o.context,
                                 .device = global.device,
                                 .threads = o.threads,
                                 .kvPolicy = std::move(policy)};
-  KVS_ASSIGN_OR_RETURN(auto backend, runtime::makeBackend(model, choice, &notice));
+  KVS_ASSIGN_OR_RETURN(runtime::CheckedLoad load, runtime::checkLoad(path, std::move(choice)));
+  warnPastTrainedContext(o.context, *load.model);
+  std::string notice;
+  KVS_ASSIGN_OR_RETURN(auto session, runtime::startSession(std::move(load), &notice));
   if (!notice.empty()) fmt::print(stderr, "warning: {}\n", notice);
-  // The factory rebuilds the backend the session got (an auto policy
-  // re-encodes once it has measured).
-  const std::string kind(backend->name());
-  choice.kind = kind;
-  choice.contextLimit = backend->contextLimit();  // what chooseContext gave
-  auto factory = runtime::makeBackendFactory(model, choice);
-  return std::make_unique<runtime::Session>(model, std::move(backend), std::move(tokenizer),
-                                            std::move(factory), choice.kvPolicy);
+  return session;
 }
 
 }  // namespace kvscope::cli

@@ -175,16 +175,14 @@ bool covered(const model::ModelFile& model, const std::optional<VetSpec>& vetted
 
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice) {
-  // BackendChoice::kind is a view; the factory outlives the caller's string.
   std::optional<VetSpec> vetted = vettedAtLoad(*model, choice);
-  return [model = std::move(model), choice, kind = std::string(choice.kind),
+  return [model = std::move(model), choice,
           vetted = std::move(vetted)](const kv::KvPolicy& policy) {
     BackendChoice c = choice;
-    c.kind = kind;
     c.kvPolicy = policy;
     // A policy switch never moves the session to another backend.
     c.fallBackToCpu = false;
-    c.vetDevice = c.vetDevice && kind == "vulkan" && !covered(*model, vetted, policy);
+    c.vetDevice = c.vetDevice && c.kind == "vulkan" && !covered(*model, vetted, policy);
     return makeBackend(model, c);
   };
 }

@@ -16,7 +16,7 @@
 namespace kvscope::runtime {
 
 struct BackendChoice {
-  std::string_view kind = "vulkan";  // "cpu", "vulkan" or "auto"
+  std::string kind = "vulkan";  // "cpu", "vulkan" or "auto"
   uint32_t contextLimit = 0;         // 0: the model's trained context
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
@@ -86,7 +86,7 @@ using BackendFactory =
 // whose kernels the load-time vetting did not run (vetSpecFor of choice's
 // policy does not cover it) is vetted first; a device that fails it refuses
 // the policy with an error rather than moving the session to another
-// backend. It keeps its own copies of `choice`'s strings.
+// backend.
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/session.h"
+
 namespace kvscope::runtime {
 namespace {
 
@@ -62,6 +64,37 @@ std::vector<fs::path> evictKvCaches(const fs::path& folder, uint64_t maxBytes,
     }
   }
   return removed;
+}
+
+Expected<KvCacheSave> saveKvCacheTo(const Session& session, const fs::path& file,
+                                    uint64_t maxFileBytes, uint64_t maxFolderBytes) {
+  KvCacheSave save;
+  save.tokens = static_cast<uint32_t>(session.history().size());
+  const kv::KvLayout* layout = session.backend().kvLayout();
+  save.cacheBytes = layout ? uint64_t{save.tokens} * layout->tokenBytes() : 0;
+  std::error_code ec;
+  if (save.cacheBytes > maxFileBytes) {
+    fs::remove(file, ec);
+    save.outcome = KvCacheSave::Outcome::kTooLarge;
+    return save;
+  }
+  KVS_TRY(session.saveCache(file));
+  save.evicted = evictKvCaches(file.parent_path(), maxFolderBytes, file).size();
+  if (!fs::exists(file, ec)) {
+    // The file went last (evictKvCaches keeps it to the end): not one of the others.
+    save.outcome = KvCacheSave::Outcome::kEvicted;
+    save.evicted -= std::min<size_t>(save.evicted, 1);
+    return save;
+  }
+  save.fileBytes = fs::file_size(file, ec);
+  return save;
+}
+
+Status restoreKvCacheFrom(Session& session, const fs::path& file, Observer* observer) {
+  Status st = session.restoreCache(file, observer);
+  std::error_code ec;
+  if (!st.ok() && st.error().code == ErrorCode::kBadFile) fs::remove(file, ec);
+  return st;
 }
 
 }  // namespace kvscope::runtime

@@ -68,7 +68,7 @@ std::vector<Footprint> soak(std::string_view kind) {
   auto tok = model::loadTokenizer(*model);
   EXPECT_TRUE(tok.ok());
   const runtime::BackendFactory factory = runtime::makeBackendFactory(
-      model, {.kind = kind, .threads = 2, .timing = false, .vetDevice = false});
+      model, {.kind = std::string(kind), .threads = 2, .timing = false, .vetDevice = false});
   auto first = factory(policyOf(kPolicies[0]));
   EXPECT_TRUE(first.ok()) << first.error().describe();
   if (!first.ok() || !tok.ok()) return {};

@@ -418,7 +418,7 @@ class ChatControllerTest : public QObject {
     ChatController chat(engine.worker());
     QVERIFY(load(chat, QStringLiteral("cpu"), 96));
     ui::SamplingSettings sampling = greedy(8);
-    sampling.contextOverflow = QStringLiteral("rolling");
+    sampling.contextOverflow = runtime::ContextOverflow::kRolling;
     chat.setSampling(sampling);
     QSignalSpy leftOut(&chat, &ChatController::messagesLeftOut);
     QSignalSpy tooLong(&chat, &ChatController::conversationTooLong);
@@ -432,7 +432,7 @@ class ChatControllerTest : public QObject {
     QVERIFY(!messages[messages.size() - 2].leftOut);  // the message being answered
     QVERIFY(tooLong.isEmpty());
 
-    sampling.contextOverflow = QStringLiteral("stop");
+    sampling.contextOverflow = runtime::ContextOverflow::kStop;
     chat.setSampling(sampling);
     QSignalSpy failed(&chat, &ChatController::replyFailed);
     const qsizetype before = messages.size();

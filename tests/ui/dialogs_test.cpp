@@ -184,22 +184,22 @@ class DialogsTest : public QObject {
   // choice the model does not offer falls back to its own template.
   void chatFormatChoices() {
     SamplingSettings sampling;
-    sampling.chatRenderer = QStringLiteral("builtin");
-    sampling.thinking = QStringLiteral("off");
+    sampling.chatRenderer = kvscope::tokenizer::ChatRenderer::kBuiltin;
+    sampling.thinking = false;
     SettingsDialog gemma(QStringLiteral("gemma"), {}, sampling, {QStringLiteral("gemma"), false});
     auto* renderer = gemma.findChild<QComboBox*>(QStringLiteral("chatRenderer"));
     QCOMPARE(renderer->count(), 3);
-    QCOMPARE(gemma.sampling().chatRenderer, QStringLiteral("builtin"));
+    QCOMPARE(gemma.sampling().chatRenderer, kvscope::tokenizer::ChatRenderer::kBuiltin);
     QVERIFY(!gemma.findChild<QComboBox*>(QStringLiteral("thinking"))->isEnabled());
-    renderer->setCurrentIndex(renderer->findData(QStringLiteral("plain")));
-    QCOMPARE(gemma.sampling().chatRenderer, QStringLiteral("plain"));
+    renderer->setCurrentIndex(renderer->findData(int(kvscope::tokenizer::ChatRenderer::kPlain)));
+    QCOMPARE(gemma.sampling().chatRenderer, kvscope::tokenizer::ChatRenderer::kPlain);
 
     SettingsDialog odd(QStringLiteral("odd"), {}, sampling, {QString(), true});
     QCOMPARE(odd.findChild<QComboBox*>(QStringLiteral("chatRenderer"))->count(), 2);
-    QCOMPARE(odd.sampling().chatRenderer, QStringLiteral("template"));
+    QCOMPARE(odd.sampling().chatRenderer, kvscope::tokenizer::ChatRenderer::kTemplate);
     auto* thinking = odd.findChild<QComboBox*>(QStringLiteral("thinking"));
     QVERIFY(thinking->isEnabled());
-    QCOMPARE(odd.sampling().thinking, QStringLiteral("off"));
+    QCOMPARE(odd.sampling().thinking, std::optional<bool>(false));
   }
 
   // The saved-cache limits come back as the user set them, the folder's size

@@ -177,7 +177,7 @@ class MainWindowTest : public QObject {
     ui::SamplingSettings stop;
     stop.temperature = 0;
     stop.maxTokens = 8;
-    stop.contextOverflow = QStringLiteral("stop");
+    stop.contextOverflow = kvscope::runtime::ContextOverflow::kStop;
     auto* banner = window.findChild<QWidget*>(QStringLiteral("errorBanner"));
     auto* leaveOut = window.findChild<QPushButton*>(QStringLiteral("overflowLeaveOutButton"));
     auto* newChat = window.findChild<QPushButton*>(QStringLiteral("overflowNewChatButton"));
@@ -201,7 +201,7 @@ class MainWindowTest : public QObject {
     QSignalSpy finished(controller, &ui::ChatController::replyFinished);
     leaveOut->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
-    QCOMPARE(controller->sampling().contextOverflow, QStringLiteral("truncate-middle"));
+    QCOMPARE(controller->sampling().contextOverflow, kvscope::runtime::ContextOverflow::kTruncateMiddle);
     const ui::ChatMessage& reply = controller->conversation().messages.last();
     QVERIFY(reply.error.isEmpty());
     QVERIFY(!reply.text.isEmpty());

@@ -1,6 +1,8 @@
 // Model discovery over a fake home folder laid out like a machine with Hugging Face,
 // LM Studio and GPT4All models, and the per-model settings kept in QSettings.
+#include <QCryptographicHash>
 #include <QDir>
+#include <QSettings>
 #include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -157,6 +159,9 @@ class ModelDiscoveryTest : public QObject {
     custom.maxTokens = 99;
     custom.seed = 1234567890123;
     custom.systemPrompt = QStringLiteral("Be brief.");
+    custom.chatRenderer = kvscope::tokenizer::ChatRenderer::kPlain;
+    custom.thinking = true;
+    custom.contextOverflow = kvscope::runtime::ContextOverflow::kRolling;
     {
       ModelSettings settings(file);
       settings.setSampling(QStringLiteral("/a/model.gguf"), custom);
@@ -181,6 +186,44 @@ class ModelDiscoveryTest : public QObject {
     QCOMPARE(backend.device, 2);
     QCOMPARE(backend.contextLimit, 4096u);
     QCOMPARE(backend.kvPolicy, QStringLiteral("k=q8_0,v=q4_0"));
+  }
+
+  // The chat format, Thinking and overflow settings are stored by name, as
+  // earlier versions wrote them; a name this version does not know reads as
+  // the default.
+  void chatSettingsAreStoredByName() {
+    QTemporaryDir dir;
+    const QString file = QDir(dir.path()).filePath(QStringLiteral("settings.ini"));
+    const QString model = QStringLiteral("/a/model.gguf");
+    {
+      ModelSettings settings(file);
+      settings.setSampling(model, {});
+    }
+    const QString group = QStringLiteral("models/") +
+                          QString::fromLatin1(QCryptographicHash::hash(
+                              model.toUtf8(), QCryptographicHash::Sha1).toHex());
+    {
+      QSettings raw(file, QSettings::IniFormat);
+      QCOMPARE(raw.value(group + QStringLiteral("/contextOverflow")).toString(),
+               QStringLiteral("truncate-middle"));
+      QCOMPARE(raw.value(group + QStringLiteral("/thinking")).toString(),
+               QStringLiteral("default"));
+      raw.setValue(group + QStringLiteral("/chatRenderer"), QStringLiteral("builtin"));
+      raw.setValue(group + QStringLiteral("/thinking"), QStringLiteral("off"));
+      raw.setValue(group + QStringLiteral("/contextOverflow"), QStringLiteral("stop"));
+    }
+    kvscope::ui::SamplingSettings read = ModelSettings(file).sampling(model);
+    QCOMPARE(read.chatRenderer, kvscope::tokenizer::ChatRenderer::kBuiltin);
+    QCOMPARE(read.thinking, std::optional<bool>(false));
+    QCOMPARE(read.contextOverflow, kvscope::runtime::ContextOverflow::kStop);
+    {
+      QSettings raw(file, QSettings::IniFormat);
+      raw.setValue(group + QStringLiteral("/chatRenderer"), QStringLiteral("fancy"));
+      raw.setValue(group + QStringLiteral("/contextOverflow"), QStringLiteral("sideways"));
+    }
+    read = ModelSettings(file).sampling(model);
+    QCOMPARE(read.chatRenderer, kvscope::tokenizer::ChatRenderer::kTemplate);
+    QCOMPARE(read.contextOverflow, kvscope::runtime::ContextOverflow::kTruncateMiddle);
   }
 };
 
