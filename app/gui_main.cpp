@@ -129,9 +129,10 @@ int main(int argc, char** argv) {
     plan.compare = parser.isSet(demoCompare);
     plan.servePort = static_cast<quint16>(parser.value(demoServe).toUInt());
     if (parser.isSet(demoOverflow)) {
-      auto overflow = kvscope::runtime::parseContextOverflow(parser.value(demoOverflow).toStdString());
+      auto overflow =
+          kvscope::runtime::parseContextOverflow(parser.value(demoOverflow).toStdString());
       if (!overflow.ok()) {
-        qCritical("--demo-overflow: %s", overflow.error().message.c_str());
+        qCritical("--demo-context-overflow: %s", overflow.error().message.c_str());
         return 2;
       }
       plan.contextOverflow = *overflow;

@@ -2,8 +2,8 @@
 // The value types that cross between the engine thread (EngineWorker) and the GUI thread
 // (ChatController, widgets). Plain data (Qt containers, and the runtime's own value
 // types for the engine's reports): copied through queued signals, never pointing into
-// engine state, so a widget can keep one as long as it
-// likes. registerEngineTypes() (engine_worker.h) registers every one with QMetaType.
+// engine state, so a widget can keep one as long as it likes. registerEngineTypes()
+// (engine_worker.h) registers every one with QMetaType.
 //
 // Sizes are bytes, times milliseconds, token counts are the engine's (prompt tokens
 // include the chat template's markup).
@@ -17,10 +17,10 @@
 #include <QStringList>
 
 #include "kv/kv_policy.h"
-#include "tokenizer/chat_template.h"
 #include "runtime/context_overflow.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/observer.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvscope::ui {
 

@@ -9,11 +9,12 @@
 #include "model/default_model.h"
 
 namespace kvscope::ui {
-namespace {
 
 QString qstr(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
+
+namespace {
 
 QString kindName(gpu::DeviceType type) {
   switch (type) {

@@ -1,10 +1,10 @@
 #pragma once
 // The app's value types (engine_types.h) made from the engine's, and the
-// engine's options made from the app's settings: every conversion between the
-// two sides in one place, so EngineWorker only calls the engine and turns
-// what it answers into signals.
+// engine's options made from the app's settings, so that EngineWorker mostly
+// calls the engine and turns what it answers into signals.
 
 #include <cstdint>
+#include <string_view>
 
 #include "gpu/device_info.h"
 #include "model/model_file.h"
@@ -13,6 +13,9 @@
 #include "ui/engine_types.h"
 
 namespace kvscope::ui {
+
+// The engine's UTF-8 text.
+QString qstr(std::string_view s);
 
 DeviceSummary summarizeDevice(const gpu::DeviceInfo& info);
 

@@ -28,10 +28,6 @@ QString userMessage(const Error& error) {
   return QString::fromStdString(error.message);
 }
 
-QString qstr(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
 // A load error as the user reads it: what failed, the engine's reason, and for memory a
 // way out.
 QString loadErrorMessage(const QString& path, const Error& error) {
@@ -239,8 +235,7 @@ void EngineWorker::loadModel(const LoadRequest& request) {
 // never hold device memory at once.
 void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
   const QString fileName = QFileInfo(request.path).fileName();
-  const bool cpu = runtime::resolveBackendKind(request.backend.kind.toStdString(),
-                                               request.backend.device) == "cpu";
+  bool cpu = false;  // known once checkLoad resolved the kind; read at kBuildingBackend
   const runtime::LoadProgress progress = [&](runtime::LoadStep step) {
     switch (step) {
       case runtime::LoadStep::kReadingFile:
@@ -269,6 +264,7 @@ void EngineWorker::loadModelOrThrow(const LoadRequest& request) {
                                 .kvPolicy = std::move(policy).value()};
   auto checked = runtime::checkLoad(request.path.toStdString(), std::move(choice), progress);
   if (!checked.ok()) return fail(checked.error());
+  cpu = checked->kind == "cpu";
   const std::shared_ptr<const model::ModelFile> file = checked->model;
 
   if (m_session) {

@@ -33,7 +33,8 @@ class IndexerHistory {
   int layers() const { return m_layers; }
   int steps() const { return static_cast<int>(m_window.size()); }
   const runtime::IndexerSnapshot& last() const { return m_window.back(); }
-  // The mean captured mass of the last step's layers; negative when not measured.
+  // The mean captured mass of the last step's measured layers; negative when no
+  // layer was measured.
   double lastMass() const;
 
   // In [0, 1]: the share of the layer's KV heads that attended `position` last step ...

@@ -7,9 +7,10 @@
 //     and the codec error the engine measured on the layer's K and V rows.
 // summarizeKv() does the arithmetic, so it is testable without painting.
 
-#include <QList>
 
 class QLabel;
+
+#include <vector>
 
 #include "ui/engine_types.h"
 #include "ui/inspector_panel.h"

@@ -399,12 +399,17 @@ void ModelPicker::requestEstimate() {
 void ModelPicker::showEstimate(const QString& path, const runtime::MemoryEstimate& estimate) {
   if (path != selectedPath()) return;
   const quint64 capacity = deviceBytes();
-  m_memory->set(estimate.weightBytes, estimate.kvBytes, capacity);
+  // Under auto the f16 cache it measures with sits beside the compressed one
+  // while it settles: part of the peak, so of the bar's KV share too.
+  m_memory->set(estimate.weightBytes, estimate.kvBytes + estimate.transientBytes, capacity);
   const QLocale locale;
-  QString text =
-      tr("Weights <b>%1</b> + KV cache <b>%2</b> at %3 tokens = <b>%4</b>")
-          .arg(formatBytes(estimate.weightBytes), formatBytes(estimate.kvBytes),
-               locale.toString(estimate.contextLength), formatBytes(estimate.totalBytes()));
+  QString text = tr("Weights <b>%1</b> + KV cache <b>%2</b> at %3 tokens")
+                     .arg(formatBytes(estimate.weightBytes), formatBytes(estimate.kvBytes),
+                          locale.toString(estimate.contextLength));
+  if (estimate.transientBytes > 0) {
+    text += tr(" + <b>%1</b> while auto measures in f16").arg(formatBytes(estimate.transientBytes));
+  }
+  text += tr(" = <b>%1</b>").arg(formatBytes(estimate.totalBytes()));
   text +=
       QStringLiteral("<br>") + tr("%1 of KV per token").arg(formatBytes(estimate.kvBytesPerToken));
   if (capacity > 0) {

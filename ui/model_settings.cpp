@@ -38,7 +38,8 @@ SamplingSettings ModelSettings::sampling(const QString& modelPath) const {
   const QString thinking = q.value("thinking").toString();
   if (thinking == QStringLiteral("on") || thinking == QStringLiteral("off"))
     s.thinking = thinking == QStringLiteral("on");
-  auto overflow = runtime::parseContextOverflow(q.value("contextOverflow").toString().toStdString());
+  auto overflow =
+      runtime::parseContextOverflow(q.value("contextOverflow").toString().toStdString());
   s.contextOverflow = overflow.ok() ? *overflow : d.contextOverflow;
   q.endGroup();
   return s;
@@ -58,7 +59,7 @@ void ModelSettings::setSampling(const QString& modelPath, const SamplingSettings
   q.setValue("seed", s.seed);
   q.setValue("systemPrompt", s.systemPrompt);
   q.setValue("chatRenderer", QString::fromUtf8(tokenizer::chatRendererName(s.chatRenderer)));
-  q.setValue("thinking", !s.thinking ? QStringLiteral("default")
+  q.setValue("thinking", !s.thinking   ? QStringLiteral("default")
                          : *s.thinking ? QStringLiteral("on")
                                        : QStringLiteral("off"));
   q.setValue("contextOverflow", QString::fromUtf8(runtime::contextOverflowName(s.contextOverflow)));

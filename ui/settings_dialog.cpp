@@ -166,7 +166,7 @@ void SettingsDialog::showSampling(const SamplingSettings& sampling) {
   m_seed->setValue(static_cast<int>(qBound(qint64{-1}, sampling.seed, qint64{m_seed->maximum()})));
   // A choice the model no longer offers (no built-in format) shows the default.
   m_renderer->setCurrentIndex(qMax(0, m_renderer->findData(int(sampling.chatRenderer))));
-  const int thinking = !sampling.thinking ? kThinkingDefault
+  const int thinking = !sampling.thinking   ? kThinkingDefault
                        : *sampling.thinking ? kThinkingOn
                                             : kThinkingOff;
   m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(thinking)));

@@ -64,8 +64,9 @@ KernelBars::KernelBars(QWidget* parent) : QWidget(parent) {
 
 void KernelBars::setKernels(const std::vector<backend::KernelTiming>& kernels) {
   m_kernels = kernels;
-  std::sort(m_kernels.begin(), m_kernels.end(),
-            [](const backend::KernelTiming& a, const backend::KernelTiming& b) { return a.ms > b.ms; });
+  std::sort(
+      m_kernels.begin(), m_kernels.end(),
+      [](const backend::KernelTiming& a, const backend::KernelTiming& b) { return a.ms > b.ms; });
   setFixedHeight(sizeHint().height());
   update();
 }

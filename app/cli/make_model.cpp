@@ -28,6 +28,13 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--rope-theta", spec.ropeTheta, "RoPE base frequency")->default_val(spec.ropeTheta);
   cmd->add_option("--rope-dims", spec.ropeDims, "Rotated dimensions per head (0: all)")
       ->default_val(spec.ropeDims);
+  cmd->add_option("--experts", spec.nExpert,
+                  "Experts per layer (an architecture with experts: qwen3moe)")
+      ->default_val(spec.nExpert);
+  cmd->add_option("--experts-used", spec.nExpertUsed, "Experts a token uses")
+      ->default_val(spec.nExpertUsed);
+  cmd->add_option("--expert-ffn", spec.nFfExp, "Each expert's feed-forward width")
+      ->default_val(spec.nFfExp);
   cmd->add_flag("--rope-factors", spec.ropeFreqFactors,
                 "Ship RoPE factor tensors (llama: rope_freqs; phi3: LongRoPE long and short)");
   cmd->callback([&exitCode] {
@@ -44,7 +51,10 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
       return;
     }
     const uint64_t q = uint64_t{spec.nHead} * spec.headDim, kv = uint64_t{spec.nHeadKv} * spec.headDim;
-    const uint64_t perLayer = spec.nEmbd * (2 * q + 2 * kv) + 3ull * spec.nEmbd * spec.nFf;
+    const uint64_t ffn = spec.nExpert > 0
+                             ? uint64_t{spec.nEmbd} * spec.nExpert * (1 + 3ull * spec.nFfExp)
+                             : 3ull * spec.nEmbd * spec.nFf;
+    const uint64_t perLayer = spec.nEmbd * (2 * q + 2 * kv) + ffn;
     const uint64_t params = perLayer * spec.nLayer + uint64_t{spec.nEmbd} * spec.nVocab * (spec.tiedEmbeddings ? 1 : 2);
     fmt::print("wrote {} ({} {}, {:.1f}M parameters)\n", out, spec.architecture, type, static_cast<double>(params) / 1e6);
   });

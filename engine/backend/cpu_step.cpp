@@ -167,4 +167,80 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
   return okStatus();
 }
 
+// Each token's experts are picked first; then each expert used by any token
+// runs once over the rows of the tokens that picked it (a prefill reads each
+// expert's weights once), into that token's slot. The slots are summed in
+// pick order, as llama.cpp sums them, before the residual add.
+Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
+  const uint32_t width = x.width, nUsed = spec.nUsed, nExpert = spec.nExpert;
+  const std::span<const float> in = span(x);
+  ThreadPool& pool = *m_b.m_pool;
+  std::vector<float> probs(size_t{m_n} * nExpert);
+  cpu::matmul(*spec.router, in, probs, m_n, pool, m_b.m_matmul);
+  cpu::softmax(probs, probs, nExpert, m_n);
+
+  std::vector<uint32_t> picked(size_t{m_n} * nUsed);  // [token][slot]: the expert
+  std::vector<float> weight(size_t{m_n} * nUsed);     // [token][slot]
+  std::vector<uint32_t> order(nExpert);
+  for (uint32_t t = 0; t < m_n; ++t) {
+    const float* p = &probs[size_t{t} * nExpert];
+    for (uint32_t e = 0; e < nExpert; ++e) order[e] = e;
+    std::partial_sort(
+        order.begin(), order.begin() + nUsed, order.end(),
+        [&](uint32_t a, uint32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0.0f;
+    for (uint32_t k = 0; k < nUsed; ++k) {
+      picked[size_t{t} * nUsed + k] = order[k];
+      sum += weight[size_t{t} * nUsed + k] = p[order[k]];
+    }
+    for (uint32_t k = 0; k < nUsed; ++k) {
+      float& w = weight[size_t{t} * nUsed + k];
+      w /= std::max(sum, 6.103515625e-5f);
+      if (spec.scale != 0.0f && spec.scale != 1.0f) w *= spec.scale;
+    }
+  }
+
+  std::vector<float> slots(size_t{m_n} * nUsed * width);  // [token][slot][width]
+  std::vector<uint32_t> rows;                             // token * nUsed + slot
+  std::vector<float> gathered, gate, up, product;
+  for (uint32_t e = 0; e < nExpert; ++e) {
+    rows.clear();
+    for (size_t i = 0; i < picked.size(); ++i)
+      if (picked[i] == e) rows.push_back(static_cast<uint32_t>(i));
+    if (rows.empty()) continue;
+    const size_t m = rows.size();
+    gathered.resize(m * width);
+    for (size_t r = 0; r < m; ++r)
+      std::copy_n(&in[size_t{rows[r] / nUsed} * width], width, &gathered[r * width]);
+    gate.resize(m * spec.ff);
+    up.resize(m * spec.ff);
+    product.resize(m * width);
+    cpu::matmul(model::expertMatrix(*spec.gate, e), gathered, gate, m, pool, m_b.m_matmul);
+    cpu::matmul(model::expertMatrix(*spec.up, e), gathered, up, m, pool, m_b.m_matmul);
+    cpu::siluMul(gate, up, gate);
+    cpu::matmul(model::expertMatrix(*spec.down, e), gate, product, m, pool, m_b.m_matmul);
+    for (size_t r = 0; r < m; ++r) {
+      const float w = weight[rows[r]];
+      float* slot = &slots[size_t{rows[r]} * width];
+      for (uint32_t i = 0; i < width; ++i) slot[i] = w * product[r * width + i];
+    }
+  }
+
+  const Act moeOut = act("moe_out", width);
+  const std::span<float> sum = span(moeOut);
+  for (uint32_t t = 0; t < m_n; ++t) {
+    float* y = &sum[size_t{t} * width];
+    std::copy_n(&slots[size_t{t} * nUsed * width], width, y);
+    for (uint32_t k = 1; k < nUsed; ++k) {
+      const float* s = &slots[(size_t{t} * nUsed + k) * width];
+      for (uint32_t i = 0; i < width; ++i) y[i] += s[i];
+    }
+  }
+  captured(moeOut, {"ffn_moe_out", name.layer});
+  const std::span<float> residual = span(out);
+  for (size_t i = 0; i < residual.size(); ++i) residual[i] += sum[i];
+  captured(out, name);
+  return okStatus();
+}
+
 }  // namespace kvscope::backend

@@ -34,6 +34,7 @@ class CpuStep final : public model::ForwardOps {
               model::OpName name) override;
   Status attention(model::Act q, model::Act k, model::Act v, model::Act out,
                    const model::AttentionSpec& spec, model::OpName name) override;
+  Status moe(model::Act x, const model::MoeSpec& spec, model::Act out, model::OpName name) override;
 
  private:
   static constexpr uint32_t kLogitsSlot = ~0u;

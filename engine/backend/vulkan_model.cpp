@@ -38,6 +38,16 @@ std::atomic<uint64_t> g_created{0};
 
 Status VulkanModel::checkWeightTypes(const model::ModelFile& model) {
   KVS_ASSIGN_OR_RETURN(const model::ModelWeights bound, model::bindWeights(model.config(), model));
+  return checkRuns(model.config(), bound);
+}
+
+Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::ModelWeights& bound) {
+  if (config.nExpert > 0) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{}'s mixture-of-experts layers run on the CPU backend only so far; choose "
+                     "the CPU backend",
+                     config.architecture);
+  }
   return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
 }
 
@@ -61,7 +71,7 @@ Expected<std::shared_ptr<VulkanModel>> VulkanModel::shared(
   std::shared_ptr<VulkanModel> m(new VulkanModel());
   const model::ModelConfig& c = model->config();
   KVS_ASSIGN_OR_RETURN(m->m_bound, model::bindWeights(c, *model));
-  KVS_TRY(model::checkWeightTypes(m->m_bound, "Vulkan", vulkanDecodes));
+  KVS_TRY(checkRuns(c, m->m_bound));
   gpu::ContextOptions co;
   co.device = options.device;
   co.validation = options.validation;

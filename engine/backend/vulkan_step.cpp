@@ -198,4 +198,11 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
   return captured(out, name);
 }
 
+// VulkanModel::checkRuns refuses a model with experts before its weights
+// upload, so a step never gets here; kept an error rather than an assert.
+Status VulkanStep::moe(Act, const model::MoeSpec&, Act, model::OpName) {
+  return makeError(ErrorCode::kUnsupported,
+                   "mixture-of-experts layers run on the CPU backend only so far");
+}
+
 }  // namespace kvscope::backend

@@ -39,6 +39,7 @@ class VulkanStep final : public model::ForwardOps {
               model::OpName name) override;
   Status attention(model::Act q, model::Act k, model::Act v, model::Act out,
                    const model::AttentionSpec& spec, model::OpName name) override;
+  Status moe(model::Act x, const model::MoeSpec& spec, model::Act out, model::OpName name) override;
 
   // After the submit: appends the captured tensor (if any) to the dump.
   Status collectDump();

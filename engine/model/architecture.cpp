@@ -22,6 +22,7 @@ constexpr ArchitectureInfo kRegistry[] = {
     {"qwen2", &kQwen2, RopeStyle::kNeox, {}},
     {"qwen3", &kQwen3, RopeStyle::kNeox, {}},
     {"phi3", &kPhi3, RopeStyle::kNeox, {}},
+    {"qwen3moe", &kQwen3Moe, RopeStyle::kNeox, {}},
     {"deepseek2", nullptr, RopeStyle::kNormal, kMla},
     {"deepseek3", nullptr, RopeStyle::kNormal, kMla},
     {"minicpm3", nullptr, RopeStyle::kNormal, kMla},

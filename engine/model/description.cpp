@@ -27,6 +27,7 @@ Expected<const TensorView*> bindRule(const WeightSource& src, const ModelConfig&
   }
   std::vector<uint64_t> shape{dimSize(rule.in, c)};
   if (rule.out != Dim::kNone) shape.push_back(dimSize(rule.out, c));
+  if (rule.stack != Dim::kNone) shape.push_back(dimSize(rule.stack, c));
   if (t->shape != shape) {
     return makeError(ErrorCode::kBadFile,
                      "tensor '{}' has shape {}, expected {} from the model's metadata", name,
@@ -114,6 +115,10 @@ uint64_t dimSize(Dim d, const ModelConfig& c) {
       return c.nVocab;
     case Dim::kRopeHalf:
       return c.rope.dims / 2;
+    case Dim::kExpert:
+      return c.nExpert;
+    case Dim::kFfExp:
+      return c.nFfExp;
   }
   return 0;
 }
@@ -145,6 +150,12 @@ Expected<TensorView> rowRange(const TensorView& t, uint64_t first, uint64_t coun
                     t.type,
                     {t.shape[0], count},
                     t.data.subspan(first * rowBytes, count * rowBytes)};
+}
+
+TensorView expertMatrix(const TensorView& t, uint32_t e) {
+  // bindWeights checked the shape, and whole rows are whole blocks.
+  const size_t bytes = t.data.size() / t.shape[2];
+  return TensorView{t.name, t.type, {t.shape[0], t.shape[1]}, t.data.subspan(e * bytes, bytes)};
 }
 
 AttentionSpec ForwardPlan::attention(uint32_t layer) const {

@@ -32,6 +32,8 @@ enum class Dim : uint8_t {
   kHeadDim,   // headDim
   kVocab,     // nVocab
   kRopeHalf,  // rope.dims / 2
+  kExpert,    // nExpert: the third dimension of an expert tensor, or the router's outputs
+  kFfExp,     // nFfExp
 };
 
 // What a tensor is, which decides its WeightRole and how the synthetic
@@ -59,6 +61,7 @@ struct TensorRule {
   TensorKind kind;
   Presence presence;
   const TensorView* Owner::*field;
+  Dim stack = Dim::kNone;  // a third dimension: experts stacked {in, out, nExpert}
 };
 
 struct ForwardPlan;
@@ -90,6 +93,10 @@ Expected<ModelWeights> bindWeights(const ModelConfig& config, const WeightSource
 // the same bytes, no copy (a row is whole blocks of any type).
 Expected<TensorView> rowRange(const TensorView& t, uint64_t first, uint64_t count,
                               std::string name);
+
+// Expert `e` of a stacked expert tensor {in, out, nExpert} as a 2-D weight
+// {in, out}: the same bytes, no copy.
+TensorView expertMatrix(const TensorView& t, uint32_t e);
 
 // What a backend runs one step of: the model's config and bound weights, and
 // what was resolved for the context it runs at.

@@ -88,6 +88,22 @@ struct AttentionSpec {
   float softCap = 0.0f;               // scores become cap * tanh(score / cap); 0: none
 };
 
+// A mixture-of-experts feed-forward. Per token: router logits r = router x
+// over nExpert experts, p = softmax(r) over all of them, the nUsed largest p
+// kept (ties: the lower expert), their weights divided by their sum (clamped
+// below at 2^-14, as llama.cpp does), then multiplied by `scale` unless it is
+// 0 or 1; the FFN output
+//   sum over kept e of w_e * down_e(silu(gate_e x) * up_e x)
+// is added to `out` (the residual).
+struct MoeSpec {
+  const TensorView* router = nullptr;  // {width, nExpert}
+  const TensorView* gate = nullptr;    // {width, ff, nExpert}
+  const TensorView* up = nullptr;      // {width, ff, nExpert}
+  const TensorView* down = nullptr;    // {ff, width, nExpert}
+  uint32_t nExpert = 0, nUsed = 0, ff = 0;
+  float scale = 0.0f;
+};
+
 class ForwardOps {
  public:
   virtual ~ForwardOps() = default;
@@ -117,6 +133,8 @@ class ForwardOps {
   // and writes the attention of q ([n, nHead * headDim]) over it to out.
   virtual Status attention(Act q, Act k, Act v, Act out, const AttentionSpec& spec,
                            OpName name) = 0;
+  // out += the mixture-of-experts FFN of x (MoeSpec).
+  virtual Status moe(Act x, const MoeSpec& spec, Act out, OpName name) = 0;
 };
 
 // What a backend refuses of an AttentionSpec, as one message (the ops both

@@ -32,6 +32,13 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
   w.set(a + ".attention.layer_norm_rms_epsilon", gguf::float32Value(c.rmsEps));
   w.set(a + ".rope.freq_base", gguf::float32Value(c.rope.theta));
   w.set(a + ".rope.dimension_count", gguf::uint32Value(c.rope.dims));
+  if (c.nExpert > 0) {
+    w.set(a + ".expert_count", gguf::uint32Value(c.nExpert));
+    w.set(a + ".expert_used_count", gguf::uint32Value(c.nExpertUsed));
+    w.set(a + ".expert_feed_forward_length", gguf::uint32Value(c.nFfExp));
+    if (c.expertWeightsScale != 0.0f)
+      w.set(a + ".expert_weights_scale", gguf::float32Value(c.expertWeightsScale));
+  }
   if (c.rope.scaling == RopeScaling::kLinear) {
     w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));

@@ -70,6 +70,13 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   c.rope.theta = static_cast<float>(f.getFloat(a + ".rope.freq_base").value_or(10000.0));
   c.rope.dims = static_cast<uint32_t>(f.getUint(a + ".rope.dimension_count").value_or(c.headDim));
   KVS_TRY(ropeScalingFromGguf(f, a, c));
+  c.nExpert = static_cast<uint32_t>(f.getUint(a + ".expert_count").value_or(0));
+  c.nExpertUsed = static_cast<uint32_t>(f.getUint(a + ".expert_used_count").value_or(0));
+  // llama.cpp's fallback for files without the key: the dense width split
+  // over the experts a token uses.
+  c.nFfExp = static_cast<uint32_t>(f.getUint(a + ".expert_feed_forward_length")
+                                       .value_or(c.nExpertUsed ? c.nFf / c.nExpertUsed : 0));
+  c.expertWeightsScale = static_cast<float>(f.getFloat(a + ".expert_weights_scale").value_or(0.0));
 
   const gguf::TensorInfo* embd = f.findTensor("token_embd.weight");
   if (!embd || embd->shape.size() != 2) {
@@ -126,6 +133,9 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
   c.rope.theta = static_cast<float>(getF("rope_theta", 10000.0));
   c.rope.dims = c.headDim;
   c.tiedEmbeddings = j.value("tie_word_embeddings", false);
+  KVS_ASSIGN_OR_RETURN(c.nExpert, getU("num_experts", 0, false));
+  KVS_ASSIGN_OR_RETURN(c.nExpertUsed, getU("num_experts_per_tok", 0, false));
+  KVS_ASSIGN_OR_RETURN(c.nFfExp, getU("moe_intermediate_size", 0, false));
   if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) {
     const std::string type = rs->value("rope_type", rs->value("type", std::string("none")));
     if (type == "linear") {
@@ -177,6 +187,15 @@ Status validateConfig(const ModelConfig& c) {
   if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");
   if (!(c.rmsEps > 0.0f) || c.rmsEps > 1.0f) return bad("RMSNorm epsilon out of range");
   if (c.nVocab == 0) return bad("empty vocabulary");
+  if (c.nExpert > 0) {
+    if (c.nExpert > 4096) return bad(fmt::format("{} experts", c.nExpert));
+    if (c.nExpertUsed == 0 || c.nExpertUsed > c.nExpert)
+      return bad(fmt::format("{} of {} experts used per token", c.nExpertUsed, c.nExpert));
+    if (c.nFfExp == 0 || c.nFfExp > kMaxDim)
+      return bad(fmt::format("expert feed-forward width {}", c.nFfExp));
+    if (!(c.expertWeightsScale >= 0.0f) || c.expertWeightsScale > 1e3f)
+      return bad("expert weights scale out of range");
+  }
   if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f))
     return bad("RoPE scaling factor must be positive");
   if (c.rope.scaling == RopeScaling::kLongRope &&

@@ -55,6 +55,14 @@ struct ModelConfig {
   float rmsEps = 1e-5f;
   RopeConfig rope;
   bool tiedEmbeddings = false;  // output projection shares token_embd
+  // Mixture of experts (0 experts: a dense feed-forward). Each token's router
+  // picks nExpertUsed of nExpert experts of width nFfExp; their weights are
+  // renormalised to sum to 1 where the architecture does, then multiplied by
+  // expertWeightsScale (0 or 1: left as they are).
+  uint32_t nExpert = 0;
+  uint32_t nExpertUsed = 0;
+  uint32_t nFfExp = 0;
+  float expertWeightsScale = 0.0f;
 
   uint32_t qDim() const { return nHead * headDim; }
   uint32_t kvDim() const { return nHeadKv * headDim; }

@@ -18,7 +18,9 @@ void forEachWeight(const ModelWeights& w,
   for (const LayerWeights& l : w.layers) {
     for (const TensorView* t : {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm})
       vector(t);
-    for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down}) matrix(t);
+    for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, l.gateInp, l.gateExps,
+                                l.upExps, l.downExps})
+      matrix(t);
   }
 }
 

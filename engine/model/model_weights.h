@@ -35,6 +35,11 @@ struct LayerWeights {
   const TensorView* gate = nullptr;      // {nEmbd, nFf}
   const TensorView* up = nullptr;        // {nEmbd, nFf}
   const TensorView* down = nullptr;      // {nFf, nEmbd}
+  // A mixture-of-experts feed-forward instead of gate/up/down.
+  const TensorView* gateInp = nullptr;   // {nEmbd, nExpert}: the router
+  const TensorView* gateExps = nullptr;  // {nEmbd, nFfExp, nExpert}
+  const TensorView* upExps = nullptr;    // {nEmbd, nFfExp, nExpert}
+  const TensorView* downExps = nullptr;  // {nFfExp, nEmbd, nExpert}
   // Fused tensors as a file holds them; the description's split() replaces
   // them by views (wq/wk/wv, gate/up), and nothing reads or uploads them.
   const TensorView* wqkv = nullptr;      // {nEmbd, qDim + 2 kvDim}

@@ -68,25 +68,28 @@ void addVocab(gguf::GgufWriter& w, uint32_t n) {
   w.set("tokenizer.ggml.unknown_token_id", gguf::uint32Value(0));
 }
 
-// A 2-D weight {in, out} of the spec's type for `name`.
+// A weight {in, out} (or {in, out, experts}, experts stacked) of the spec's
+// type for `name`.
 Status addWeight(gguf::GgufWriter& w, Filler& f, const SyntheticModelSpec& s,
-                 const std::string& name, uint64_t in, uint64_t out) {
+                 const std::string& name, std::vector<uint64_t> shape) {
   const auto it = s.tensorTypes.find(name);
   const TensorType type = it == s.tensorTypes.end() ? s.weightType : it->second;
+  uint64_t count = 1;
+  for (uint64_t d : shape) count *= d;
   if (!gguf::canQuantize(type)) {
-    const std::optional<uint64_t> size = gguf::byteSize(type, in * out);
+    const std::optional<uint64_t> size = gguf::byteSize(type, count);
     if (!size)
-      return makeError(ErrorCode::kInvalidArgument, "{} values are not whole {} blocks", in * out,
+      return makeError(ErrorCode::kInvalidArgument, "{} values are not whole {} blocks", count,
                        gguf::traits(type).name);
-    return w.addTensor(name, {in, out}, type, f.bytes(*size));
+    return w.addTensor(name, std::move(shape), type, f.bytes(*size));
   }
-  auto values = f.normal(in * out, 1.0f / std::sqrt(static_cast<float>(in)));
+  auto values = f.normal(count, 1.0f / std::sqrt(static_cast<float>(shape[0])));
   if (type == TensorType::kF32) {
     std::vector<uint8_t> bytes(values.size() * 4);
     std::memcpy(bytes.data(), values.data(), bytes.size());
-    return w.addTensor(name, {in, out}, type, std::move(bytes));
+    return w.addTensor(name, std::move(shape), type, std::move(bytes));
   }
-  return w.addQuantizedTensor(name, {in, out}, type, values);
+  return w.addQuantizedTensor(name, std::move(shape), type, values);
 }
 
 Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::string& name) {
@@ -107,6 +110,13 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   const uint32_t ropeDims = s.ropeDims ? s.ropeDims : s.headDim;
   if (ropeDims > s.headDim || ropeDims % 2 != 0)
     return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
+  const bool moe = std::ranges::any_of(arch->description->layer,
+                                       [](const auto& r) { return r.stack == Dim::kExpert; });
+  if (moe && (s.nExpert == 0 || s.nExpertUsed == 0 || s.nExpertUsed > s.nExpert || s.nFfExp == 0))
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a {} model needs experts, experts used (at most the experts) and an expert "
+                     "width",
+                     s.architecture);
   gguf::GgufWriter w;
   ModelConfig c;
   c.architecture = s.architecture;
@@ -121,6 +131,9 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   c.nHeadKv = s.nHeadKv;
   c.headDim = c.headDimV = s.headDim;
   c.rmsEps = 1e-5f;
+  c.nExpert = s.nExpert;
+  c.nExpertUsed = s.nExpertUsed;
+  c.nFfExp = s.nFfExp;
   c.rope.theta = s.ropeTheta;
   c.rope.dims = ropeDims;
   if (s.ropeLinearFactor > 1.0f) {
@@ -156,7 +169,10 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     const uint64_t in = dimSize(rule.in, c), out = dimSize(rule.out, c);
     switch (rule.kind) {
       case TensorKind::kEmbedding:
-      case TensorKind::kMatrix: return addWeight(w, f, s, name, in, out);
+      case TensorKind::kMatrix:
+        if (rule.stack != Dim::kNone)
+          return addWeight(w, f, s, name, {in, out, dimSize(rule.stack, c)});
+        return addWeight(w, f, s, name, {in, out});
       case TensorKind::kNorm: return addVector(w, f.normal(in, 0.1f, 1.0f), name);
       case TensorKind::kBias: return addVector(w, f.normal(in, 0.1f), name);
       case TensorKind::kRopeFactors: {

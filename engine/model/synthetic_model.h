@@ -38,6 +38,11 @@ struct SyntheticModelSpec {
   // twice its original context).
   bool ropeFreqFactors = false;
   bool tiedEmbeddings = false;
+  // Mixture of experts (architectures whose table has expert tensors):
+  // experts, experts a token uses, and each expert's feed-forward width.
+  uint32_t nExpert = 0;
+  uint32_t nExpertUsed = 0;
+  uint32_t nFfExp = 0;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
   // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over
   // weightType. A type gguf/quantize.h cannot produce (IQ4_XS, MXFP4, …) gets

@@ -82,24 +82,39 @@ Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choic
   return fitsMemory(model, choice, deviceMemory(choice));
 }
 
-Expected<std::unique_ptr<backend::Backend>> makeBackend(
-    std::shared_ptr<const model::ModelFile> model, const BackendChoice& requested,
-    std::string* notice) {
-  std::string kind = resolveBackendKind(requested.kind, requested.device);
-  if (notice) notice->clear();
+Expected<std::string> checkChoice(const model::ModelFile& model, const BackendChoice& choice,
+                                  std::string* notice) {
+  std::string kind = resolveBackendKind(choice.kind, choice.device);
   if (kind != "cpu" && kind != "vulkan")
     return makeError(ErrorCode::kInvalidArgument,
                      "unknown backend '{}' (choose cpu, vulkan or auto)", kind);
-  // The policy is checked against the model before anything is loaded or vetted.
+  const kv::KvPolicy& policy = choice.kvPolicy;
+  const auto& c = model.config();
+  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  if (kind == "vulkan" && policy.twoPhase)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache option two_phase runs on the cpu backend only");
+  if (kind == "vulkan") {
+    if (Status runs = backend::VulkanModel::checkWeightTypes(model); !runs.ok()) {
+      if (choice.kind != "auto") return runs.takeError();
+      kind = "cpu";
+      if (notice) *notice = "The CPU backend runs this model: " + runs.error().message + ".";
+    }
+  }
+  return kind;
+}
+
+Expected<std::unique_ptr<backend::Backend>> makeBackend(
+    std::shared_ptr<const model::ModelFile> model, const BackendChoice& requested,
+    std::string* notice) {
+  if (notice) notice->clear();
+  // Everything a user's choice can get wrong is refused before anything is
+  // loaded or vetted.
+  KVS_ASSIGN_OR_RETURN(std::string kind, checkChoice(*model, requested, notice));
   const kv::KvPolicy& policy = requested.kvPolicy;
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
                        policy.resolve({c.architecture, c.nLayer, c.headDim}));
-  if (kind == "vulkan" && policy.twoPhase)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache option two_phase runs on the cpu backend only");
-  // A weight type the device has no kernel for is refused before any vetting.
-  if (kind == "vulkan") KVS_TRY(backend::VulkanModel::checkWeightTypes(*model));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()
@@ -176,15 +191,15 @@ bool covered(const model::ModelFile& model, const std::optional<VetSpec>& vetted
 BackendFactory makeBackendFactory(std::shared_ptr<const model::ModelFile> model,
                                   const BackendChoice& choice) {
   std::optional<VetSpec> vetted = vettedAtLoad(*model, choice);
-  return [model = std::move(model), choice,
-          vetted = std::move(vetted)](const kv::KvPolicy& policy) {
-    BackendChoice c = choice;
-    c.kvPolicy = policy;
-    // A policy switch never moves the session to another backend.
-    c.fallBackToCpu = false;
-    c.vetDevice = c.vetDevice && c.kind == "vulkan" && !covered(*model, vetted, policy);
-    return makeBackend(model, c);
-  };
+  return
+      [model = std::move(model), choice, vetted = std::move(vetted)](const kv::KvPolicy& policy) {
+        BackendChoice c = choice;
+        c.kvPolicy = policy;
+        // A policy switch never moves the session to another backend.
+        c.fallBackToCpu = false;
+        c.vetDevice = c.vetDevice && c.kind == "vulkan" && !covered(*model, vetted, policy);
+        return makeBackend(model, c);
+      };
 }
 
 }  // namespace kvscope::runtime

@@ -16,7 +16,7 @@
 namespace kvscope::runtime {
 
 struct BackendChoice {
-  std::string kind = "vulkan";  // "cpu", "vulkan" or "auto"
+  std::string kind = "vulkan";       // "cpu", "vulkan" or "auto"
   uint32_t contextLimit = 0;         // 0: the model's trained context
   int device = -1;                   // Vulkan device index (-1: automatic)
   unsigned threads = 0;              // CPU threads (0: all)
@@ -68,9 +68,19 @@ Expected<uint32_t> chooseContext(const model::ModelFile& model, const BackendCho
 // answers (the backend then reports what is wrong).
 Status checkDeviceFits(const model::ModelFile& model, const BackendChoice& choice);
 
+// What makeBackend checks before it allocates anything, so that a load can
+// check it first (runtime/session_load.h): the backend kind, the KV policy
+// against the model (every layer's schemes, options the backend runs), and
+// what the Vulkan kernels run (VulkanModel::checkRuns). Returns the kind
+// makeBackend builds: `choice.kind` resolved, or "cpu" when the choice was
+// left to kvscope ("auto") and the Vulkan kernels do not run this model, with
+// `notice` saying why.
+Expected<std::string> checkChoice(const model::ModelFile& model, const BackendChoice& choice,
+                                  std::string* notice = nullptr);
+
 // `notice`, when given, receives a message for the user when the backend
-// differs from the one asked for (a Vulkan device that failed vetting), and is
-// cleared otherwise.
+// differs from the one asked for (a Vulkan device that failed vetting, a model
+// the Vulkan kernels do not run under "auto"), and is cleared otherwise.
 Expected<std::unique_ptr<backend::Backend>> makeBackend(
     std::shared_ptr<const model::ModelFile> model, const BackendChoice& choice,
     std::string* notice = nullptr);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/observer.h"
 #include "runtime/session.h"
 
 namespace kvscope::runtime {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/observer.h"
 
 namespace kvscope::runtime {
 
+class Observer;
 class Session;
 
 inline constexpr const char* kKvCacheExtension = ".kvcache";

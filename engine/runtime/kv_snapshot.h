@@ -43,7 +43,7 @@ struct KvSnapshot {
   bool autoMeasuring = false;
   uint32_t autoMeasureTokens = 0;
 
-  // Bytes the cached rows take (codes + scales + padding), all layers.
+  // Bytes the cached rows take (codes, scales, padding and the indexer's sidecar), all layers.
   uint64_t usedBytes() const;
   // usedBytes() plus reserved rows not yet filled.
   uint64_t allocatedBytes() const;

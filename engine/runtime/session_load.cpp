@@ -20,11 +20,11 @@ Expected<CheckedLoad> checkLoad(const std::filesystem::path& path, BackendChoice
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   report(progress, LoadStep::kLoadingTokenizer);
   KVS_ASSIGN_OR_RETURN(tokenizer::Tokenizer tokenizer, model::loadTokenizer(*model));
-  choice.kind = resolveBackendKind(choice.kind, choice.device);
+  KVS_ASSIGN_OR_RETURN(std::string kind, checkChoice(*model, choice));
   // A context the device cannot hold is refused here, with the longest that
   // would fit, before anything is allocated.
-  KVS_TRY(checkDeviceFits(*model, choice));
-  return CheckedLoad{std::move(model), std::move(tokenizer), std::move(choice)};
+  if (kind == "vulkan") KVS_TRY(checkDeviceFits(*model, choice));
+  return CheckedLoad{std::move(model), std::move(tokenizer), std::move(choice), std::move(kind)};
 }
 
 Expected<std::unique_ptr<Session>> startSession(CheckedLoad load, std::string* notice,

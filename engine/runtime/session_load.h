@@ -1,12 +1,14 @@
 #pragma once
-// Loading a model into a Session: the one sequence the app, the CLI and the
-// local server run. It comes in two halves so that the app can keep the model
+// Loading a model into a Session: the one sequence the app and the CLI (its
+// chat, serve and dump commands) run. It comes in two halves so that the app can keep the model
 // it runs now until the new one is certain to load:
 //
-//   checkLoad    reads and validates the file and its tokenizer, resolves the
-//                backend kind and checks that the weights and a cache at the
-//                chosen context fit the device: everything a user's file or
-//                setting can make fail. Nothing is allocated on the device.
+//   checkLoad    reads and validates the file and its tokenizer, checks the
+//                backend choice against the model (checkChoice: the kind, the
+//                KV policy, what the Vulkan kernels run) and that the weights
+//                and a cache at the chosen context fit the device. Nothing is
+//                allocated on the device; only a device that fails vetting or
+//                runs out of memory can still fail startSession.
 //   startSession vets the device when asked, uploads the weights, allocates
 //                the cache and returns the Session, whose factory rebuilds
 //                the same backend under other KV policies.
@@ -31,7 +33,8 @@ namespace kvscope::runtime {
 struct CheckedLoad {
   std::shared_ptr<const model::ModelFile> model;
   tokenizer::Tokenizer tokenizer;
-  BackendChoice choice;  // kind resolved: "cpu" or "vulkan"
+  BackendChoice choice;
+  std::string kind;  // what startSession builds, unless vetting moves it: "cpu" or "vulkan"
 };
 
 // What a load is doing, for a progress display.

@@ -1,6 +1,6 @@
 // Both backends against logits recorded from llama.cpp (an implementation this
-// project did not write) for the qwen2, qwen3, phi3 and Mistral-shaped llama
-// architectures, so each model description has an independent reference.
+// project did not write) for the qwen2, qwen3, phi3, qwen3moe and
+// Mistral-shaped llama architectures, so each model description has an independent reference.
 //
 // Each tests/data/golden/<name>.json holds a SyntheticModelSpec (every
 // generator parameter), the FNV-1a 64 hash of the GGUF file that spec
@@ -8,8 +8,8 @@
 // "source" field says how they were recorded. The test regenerates the model
 // in-process and first checks the hash, so a change of the generator is
 // reported as such and not as a forward-pass bug. CpuBackend (default exact
-// products, f16 KV cache), then VulkanBackend (f16 KV cache), prefills the first tokens in one batch with
-// logits for every position, and decodes the rest one token at a time.
+// products, f16 KV cache), then VulkanBackend (f16 KV cache), prefills the first tokens in one
+// batch with logits for every position, and decodes the rest one token at a time.
 //
 // Tolerance, relative to the spread (max - min) of each reference row.
 // llama.cpp rounds K/V rows, the query and the softmax weights to f16 in this
@@ -24,6 +24,7 @@
 //   mistral  max 6.5e-5  mean 3.3e-6   (Vulkan 4.3e-5 / 3.3e-6)
 //   phi3     max 4.2e-5  mean 1.5e-6   (Vulkan 7.8e-6 / 3.5e-7)
 //   phi3, RoPE over 48 of 64 dims      4.4e-5 / 1.8e-6 (Vulkan 5.7e-5 / 6.1e-6)
+//   qwen3moe max 1.7e-5  mean 6.9e-7   (CPU only: no expert kernels on Vulkan yet)
 // and it does not move when CpuBackend's own dot() order changes (sequential,
 // reversed or fma sums: the same max, mean 3.0e-6 to 3.3e-6), so it is
 // llama.cpp's arithmetic, fixed in the recording, not an order that a
@@ -42,6 +43,8 @@
 //   phi3 without the attn_factor          8.8e-2 / 1.3e-2
 //   phi3 scaling scores, not queries      4.2e-4 / 5.9e-5 (f16 rounds q before the scale)
 //   partial rotary, unrotated q unscaled  7.8e-1 / 1.3e-1, argmax 2/20
+//   qwen3moe, expert weights not renormalised  3.8e-1 / 4.2e-2, argmax 11/20
+//   qwen3moe, each token's top expert dropped  5.4e-1 / 8.0e-2, argmax 6/20
 // and so do subtler ones, through the mean: no f16 rounding of the query
 // (mean 4.0e-5..5.7e-5) or of the softmax weights (3.1e-5..4.4e-5), or an
 // attention-norm epsilon of 1e-6 instead of 1e-5 (7.7e-5..2.4e-4).
@@ -55,8 +58,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu_backend.h"
-#include "backend/vulkan_backend.h"
 #include "backend/logit_comparison.h"
+#include "backend/vulkan_backend.h"
+#include "backend/vulkan_model.h"
 #include "model/synthetic_model.h"
 #include "support/test_support.h"
 
@@ -105,7 +109,10 @@ model::SyntheticModelSpec specFromJson(const nlohmann::json& j) {
   EXPECT_TRUE(type.has_value()) << j.at("weightType");
   if (type) s.weightType = *type;
   s.seed = j.at("seed");
-  EXPECT_EQ(j.size(), 15u) << "spec fields: " << j.dump();
+  s.nExpert = j.at("nExpert");
+  s.nExpertUsed = j.at("nExpertUsed");
+  s.nFfExp = j.at("nFfExp");
+  EXPECT_EQ(j.size(), 18u) << "spec fields: " << j.dump();
   return s;
 }
 
@@ -264,6 +271,29 @@ TEST(GoldenLogits, Mistral) {
   auto spec = g.spec;
   spec.architecture = "mistral";
   EXPECT_EQ(run(g, spec, Engine::kCpu), rows);
+}
+
+// qwen3moe: qwen3's attention and a mixture of 8 experts, 2 per token, in
+// both layers; the 16-token prefill sends several tokens to each expert (the
+// CPU backend runs an expert once over all of its tokens). The Vulkan backend
+// has no expert kernels yet and refuses the model by name before uploading.
+TEST(GoldenLogits, Qwen3Moe) {
+  expectMatchesGolden("qwen3moe");
+  const GoldenRecord g = readGolden("qwen3moe");
+  auto bytes = model::syntheticModelBytes(g.spec);
+  ASSERT_TRUE(bytes.ok());
+  const TempFile file{std::filesystem::temp_directory_path() /
+                      fmt::format("kvscope-golden-moe-{}.gguf", ::getpid())};
+  std::ofstream(file.path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes->data()),
+             static_cast<std::streamsize>(bytes->size()));
+  auto m = model::ModelFile::open(file.path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  const Status refused = backend::VulkanModel::checkWeightTypes(**m);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(refused.error().message.find("qwen3moe's mixture-of-experts"), std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace

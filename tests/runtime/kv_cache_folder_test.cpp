@@ -85,7 +85,8 @@ std::unique_ptr<Session> demoSession() {
   GenerateOptions options;
   options.maxTokens = 4;
   options.sampler.temperature = 0.0f;
-  EXPECT_TRUE((*session)->generate((*session)->tokenizeCompletion("Once upon a time"), options).ok());
+  EXPECT_TRUE(
+      (*session)->generate((*session)->tokenizeCompletion("Once upon a time"), options).ok());
   return std::move(session).value();
 }
 
@@ -140,9 +141,11 @@ TEST_F(KvCacheFolder, ARestoreRemovesADamagedFileOnly) {
   EXPECT_TRUE(fs::exists(file));
 
   // Another policy's cache is refused and kept for it.
-  auto checked = checkLoad(*model::findDefaultModel(),
-                           {.kind = "cpu", .contextLimit = 256, .threads = 2,
-                            .kvPolicy = *kv::KvPolicy::parse("k=q8_0,v=q8_0")});
+  auto checked =
+      checkLoad(*model::findDefaultModel(), {.kind = "cpu",
+                                             .contextLimit = 256,
+                                             .threads = 2,
+                                             .kvPolicy = *kv::KvPolicy::parse("k=q8_0,v=q8_0")});
   ASSERT_TRUE(checked.ok());
   auto other = startSession(std::move(checked).value(), nullptr);
   ASSERT_TRUE(other.ok());

@@ -19,6 +19,7 @@
 #include "ui/kv_cache_dialog.h"
 #include "ui/model_picker.h"
 #include "ui/settings_dialog.h"
+#include "ui/theme.h"
 
 using namespace kvscope::ui;
 
@@ -70,6 +71,14 @@ class DialogsTest : public QObject {
     QVERIFY(!text->text().contains(QStringLiteral("Fits")));
     picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
     QVERIFY2(text->text().contains(QStringLiteral("Fits in 8.00 GiB")), qPrintable(text->text()));
+    QVERIFY(!text->text().contains(QStringLiteral("auto measures")));
+    // Under auto its f16 measuring cache is part of the peak the sum states.
+    estimate.transientBytes = 64u << 20;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY2(text->text().contains(
+                 QStringLiteral("+ <b>%1</b> while auto measures in f16 = <b>%2</b>")
+                     .arg(formatBytes(64u << 20), formatBytes((700u + 512u + 64u) << 20))),
+             qPrintable(text->text()));
     estimate.kvBytes = 16ull << 30;
     picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
     QVERIFY(text->text().contains(QStringLiteral("Needs more")));

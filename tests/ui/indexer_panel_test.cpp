@@ -54,7 +54,8 @@ class IndexerPanelTest : public QObject {
     QCOMPARE(h.rowsRead(), (12.0 + 100.0 + 56.0) / 400.0);
     // A second step at 101 rows where layer 1 moved its page: [20, 36) picked once of two.
     IndexerReport next = report(101);
-    next.indexer.step.layers[1].heads = {{{0, 4}, {60, 76}, {93, 101}}, {{0, 4}, {60, 76}, {93, 101}}};
+    next.indexer.step.layers[1].heads = {{{0, 4}, {60, 76}, {93, 101}},
+                                         {{0, 4}, {60, 76}, {93, 101}}};
     h.add(next);
     QCOMPARE(h.steps(), 2);
     QCOMPARE(h.frequency(1, 25), 0.5f);

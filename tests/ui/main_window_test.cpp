@@ -201,7 +201,8 @@ class MainWindowTest : public QObject {
     QSignalSpy finished(controller, &ui::ChatController::replyFinished);
     leaveOut->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
-    QCOMPARE(controller->sampling().contextOverflow, kvscope::runtime::ContextOverflow::kTruncateMiddle);
+    QCOMPARE(controller->sampling().contextOverflow,
+             kvscope::runtime::ContextOverflow::kTruncateMiddle);
     const ui::ChatMessage& reply = controller->conversation().messages.last();
     QVERIFY(reply.error.isEmpty());
     QVERIFY(!reply.text.isEmpty());

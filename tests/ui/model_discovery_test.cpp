@@ -2,8 +2,8 @@
 // LM Studio and GPT4All models, and the per-model settings kept in QSettings.
 #include <QCryptographicHash>
 #include <QDir>
-#include <QSettings>
 #include <QFile>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QThread>
@@ -199,9 +199,10 @@ class ModelDiscoveryTest : public QObject {
       ModelSettings settings(file);
       settings.setSampling(model, {});
     }
-    const QString group = QStringLiteral("models/") +
-                          QString::fromLatin1(QCryptographicHash::hash(
-                              model.toUtf8(), QCryptographicHash::Sha1).toHex());
+    const QString group =
+        QStringLiteral("models/") +
+        QString::fromLatin1(
+            QCryptographicHash::hash(model.toUtf8(), QCryptographicHash::Sha1).toHex());
     {
       QSettings raw(file, QSettings::IniFormat);
       QCOMPARE(raw.value(group + QStringLiteral("/contextOverflow")).toString(),

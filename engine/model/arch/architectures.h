@@ -11,6 +11,7 @@ extern const ArchDescription kLlama;  // llama, mistral
 extern const ArchDescription kQwen2;
 extern const ArchDescription kQwen3;
 extern const ArchDescription kPhi3;
+extern const ArchDescription kQwen3Moe;
 
 // llama's tensor tables, which qwen2 and qwen3 share (their descriptions
 // require the biases and the q/k norms the table lists as optional).
@@ -19,8 +20,9 @@ extern const ArchDescription kPhi3;
 extern const TensorRule<ModelWeights> kLlamaGlobals[4];
 extern const TensorRule<LayerWeights> kLlamaLayer[14];
 
-// The llama decoder (arch/llama.cpp). qwen2, qwen3 and phi3 run it with their
-// own tensor tables: a bias or a q/k norm runs where the table bound one.
+// The llama decoder (arch/llama.cpp). qwen2, qwen3, phi3 and qwen3moe run it
+// with their own tensor tables: a bias, a q/k norm or a mixture of experts
+// runs where the table bound one.
 struct LlamaVariant {
   // Scale the queries by 1/sqrt(head dim) before attention, attention then at
   // scale 1 (phi3's graph does; the query's f16 rounding comes after the

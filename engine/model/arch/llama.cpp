@@ -48,8 +48,21 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     if (variant.scaleQueries) attention.scale = 1.0f;
     KVS_TRY(ops.attention(q, k, v, att, attention, {"kqv_out", il}));
     KVS_TRY(ops.matmul(*lw.wo, att, x, {.accumulate = true}, {"ffn_inp", il}));
-    // Feed-forward: norm, SwiGLU, down projection added to the residual.
+    // Feed-forward: norm, SwiGLU (or the experts the router picks, where the
+    // table bound a router), down projection added to the residual.
     KVS_TRY(ops.rmsnorm(x, *lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
+    if (lw.gateInp) {
+      const MoeSpec moe{.router = lw.gateInp,
+                        .gate = lw.gateExps,
+                        .up = lw.upExps,
+                        .down = lw.downExps,
+                        .nExpert = c.nExpert,
+                        .nUsed = c.nExpertUsed,
+                        .ff = c.nFfExp,
+                        .scale = c.expertWeightsScale};
+      KVS_TRY(ops.moe(h, moe, x, {"l_out", il}));
+      continue;
+    }
     KVS_TRY(ops.matmul(*lw.gate, h, ffn, {}, {"ffn_gate", il}));
     KVS_TRY(ops.matmul(*lw.up, h, ffn, {.siluGate = true}, {"ffn_swiglu", il}));
     KVS_TRY(ops.matmul(*lw.down, ffn, x, {.accumulate = true}, {"l_out", il}));
