@@ -28,6 +28,9 @@
 #   tools/screenshot.sh measuring [OUT.png] the demo model under auto after a short first
 #                                          reply, while auto still measures in f16, on the KV
 #                                          memory tab (default auto-measuring.png)
+#   tools/screenshot.sh experts [OUT.png]  a random-weight qwen3moe-shaped model (8 layers,
+#                                          32 experts, 4 per token) in the same chat, on the
+#                                          Experts tab (default experts.png)
 #   tools/screenshot.sh overflow [OUT.png] the demo model with "When the context is full:
 #                                          Stop": prompts until the conversation no longer
 #                                          fits, captured with the error and its New Chat /
@@ -113,6 +116,19 @@ shoot_indexer() {
     shoot_chat "$out"
 }
 
+# A random-weight model of a mixture-of-experts shape (qwen3moe: 8 layers, 32 experts, 4
+# per token; its text is noise), on the Experts tab.
+shoot_experts() {
+  local out=${1:-$shots/experts.png}
+  local cli=$build/app/kvscope-cli
+  "$cli" make-model -o "$home/moe.gguf" --arch qwen3moe --layers 8 --dim 256 --ffn 512 \
+    --heads 4 --kv-heads 2 --head-dim 64 --vocab 512 --ctx 1024 --experts 32 \
+    --experts-used 4 --expert-ffn 128 --seed 7 >/dev/null
+  KVSCOPE_DEMO_MODEL=$home/moe.gguf \
+    KVSCOPE_DEMO_ARGS="--demo-backend cpu --demo-tab 4 --demo-tokens 120 ${KVSCOPE_DEMO_ARGS:-}" \
+    shoot_chat "$out"
+}
+
 shoot_lab() {
   local out=${1:-$shots/fidelity-lab.png}
   KVSCOPE_DEMO_POLICY=${KVSCOPE_DEMO_POLICY-auto} \
@@ -187,7 +203,7 @@ shoot_overflow() {
 case ${1:-all} in
   all)
     shoot_empty && shoot_chat && shoot_indexer && shoot_lab && shoot_serve && shoot_reopen &&
-      shoot_firstrun && shoot_measuring && shoot_overflow
+      shoot_firstrun && shoot_measuring && shoot_overflow && shoot_experts
     ;;
   empty) shoot_empty "${2:-}" ;;
   chat) shoot_chat "${2:-}" ;;
@@ -198,9 +214,10 @@ case ${1:-all} in
   firstrun) shoot_firstrun "${2:-}" ;;
   measuring) shoot_measuring "${2:-}" ;;
   overflow) shoot_overflow "${2:-}" ;;
+  experts) shoot_experts "${2:-}" ;;
   *.png) shoot_empty "$1" ;;  # the script's original form: tools/screenshot.sh OUT.png
   *)
-    echo "usage: tools/screenshot.sh [all | empty | chat | indexer | lab | serve | reopen | firstrun | measuring | overflow] [OUT.png]" >&2
+    echo "usage: tools/screenshot.sh [all | empty | chat | indexer | lab | serve | reopen | firstrun | measuring | overflow | experts] [OUT.png]" >&2
     exit 2
     ;;
 esac

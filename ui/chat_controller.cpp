@@ -71,6 +71,7 @@ ChatController::ChatController(EngineWorker* worker, ConversationStore* store,
   connect(worker, &EngineWorker::stepReported, this, &ChatController::onStep);
   connect(worker, &EngineWorker::kvReported, this, &ChatController::onKv);
   connect(worker, &EngineWorker::indexerReported, this, &ChatController::onIndexer);
+  connect(worker, &EngineWorker::expertsReported, this, &ChatController::onExperts);
   connect(worker, &EngineWorker::turnFinished, this, &ChatController::onTurnFinished);
   connect(worker, &EngineWorker::turnFailed, this, &ChatController::onTurnFailed);
   connect(worker, &EngineWorker::chatTemplateFailed, this,
@@ -450,6 +451,10 @@ void ChatController::onKv(const KvReport& report) {
 
 void ChatController::onIndexer(const IndexerReport& report) {
   if (followsTurn(report.turnId)) emit indexerReported(report);
+}
+
+void ChatController::onExperts(const ExpertReport& report) {
+  if (followsTurn(report.turnId)) emit expertsReported(report);
 }
 
 void ChatController::setIndexerDiagnostic(bool on) {

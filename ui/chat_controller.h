@@ -183,6 +183,7 @@ class ChatController : public QObject {
   void stepReported(const kvscope::ui::StepReport& report);
   void kvReported(const kvscope::ui::KvReport& report);
   void indexerReported(const kvscope::ui::IndexerReport& report);
+  void expertsReported(const kvscope::ui::ExpertReport& report);
 
   // Something the user asked for could not be done (no model, reply running, store
   // failure); show it, nothing was changed.
@@ -198,6 +199,7 @@ class ChatController : public QObject {
   void onStep(const kvscope::ui::StepReport& report);
   void onKv(const kvscope::ui::KvReport& report);
   void onIndexer(const kvscope::ui::IndexerReport& report);
+  void onExperts(const kvscope::ui::ExpertReport& report);
   void onTurnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   void onTurnFailed(quint64 turnId, const QString& message, const QString& partialText);
   void onKvPolicyChanged(quint64 turnId, const kvscope::ui::ModelInfo& info);

@@ -71,6 +71,8 @@ struct ModelInfo {
   quint32 nHeadKv = 0;
   quint32 headDim = 0;
   quint32 nVocab = 0;
+  quint32 nExpert = 0;      // mixture of experts: experts per layer (0: dense)
+  quint32 nExpertUsed = 0;  // experts a token uses
   quint32 trainedContext = 0;
   quint32 contextLimit = 0;     // what this session allows
   quint64 weightBytes = 0;      // tensors as stored
@@ -229,6 +231,12 @@ struct IndexerReport {
   QStringList tokenTexts;
 };
 
+// Which experts a mixture-of-experts model's routers picked (same cadence as KvReport).
+struct ExpertReport {
+  quint64 turnId = 0;
+  backend::ExpertUsage usage;
+};
+
 }  // namespace kvscope::ui
 
 Q_DECLARE_METATYPE(kvscope::ui::BackendSettings)
@@ -248,3 +256,4 @@ Q_DECLARE_METATYPE(kvscope::ui::ServedReport)
 Q_DECLARE_METATYPE(kvscope::ui::StepReport)
 Q_DECLARE_METATYPE(kvscope::ui::KvReport)
 Q_DECLARE_METATYPE(kvscope::ui::IndexerReport)
+Q_DECLARE_METATYPE(kvscope::ui::ExpertReport)

@@ -97,6 +97,9 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
     m_sentIndexer = true;
     emit m_worker.indexerReported(m_worker.indexerReport(m_turnId, snapshot));
   }
+  void onExperts(const backend::ExpertUsage& usage) override {
+    emit m_worker.expertsReported({m_turnId, usage});
+  }
 
   void flushText() {
     if (m_pending.empty()) return;
@@ -142,6 +145,7 @@ void registerEngineTypes() {
   qRegisterMetaType<StepReport>();
   qRegisterMetaType<KvReport>();
   qRegisterMetaType<IndexerReport>();
+  qRegisterMetaType<ExpertReport>();
 }
 
 EngineWorker::EngineWorker(DeviceLister lister, QObject* parent)

@@ -152,6 +152,7 @@ class EngineWorker : public QObject {
   void stepReported(const kvscope::ui::StepReport& report);
   void kvReported(const kvscope::ui::KvReport& report);
   void indexerReported(const kvscope::ui::IndexerReport& report);
+  void expertsReported(const kvscope::ui::ExpertReport& report);
   // `text` is the whole reply: the concatenation of every replyText() piece.
   void turnFinished(quint64 turnId, const QString& text, const kvscope::ui::ReplyStats& stats);
   // The turn failed; `partialText` is what was streamed before the failure.

@@ -2,6 +2,7 @@
 
 #include <QTabWidget>
 
+#include "ui/expert_panel.h"
 #include "ui/indexer_panel.h"
 #include "ui/kv_memory_panel.h"
 #include "ui/scheme_panel.h"
@@ -15,7 +16,8 @@ InspectorDock::InspectorDock(QWidget* parent)
       m_kv(new KvMemoryPanel),
       m_scheme(new SchemePanel),
       m_indexer(new IndexerPanel),
-      m_throughput(new ThroughputPanel) {
+      m_throughput(new ThroughputPanel),
+      m_experts(new ExpertPanel) {
   setObjectName(QStringLiteral("inspectorDock"));
   setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea);
   setMinimumWidth(360);  // all four tab titles and the stat tiles stay readable
@@ -27,6 +29,8 @@ InspectorDock::InspectorDock(QWidget* parent)
   m_tabs->addTab(m_scheme, tr("Scheme"));
   m_tabs->addTab(m_indexer, tr("Indexer"));
   m_tabs->addTab(m_throughput, tr("Throughput"));
+  m_tabs->addTab(m_experts, tr("Experts"));
+  m_tabs->setTabVisible(m_tabs->indexOf(m_experts), false);
   setWidget(m_tabs);
 
   m_refresh.setSingleShot(true);
@@ -48,6 +52,8 @@ void InspectorDock::setModel(const ModelInfo& model, const QString& policy, quin
   m_scheme->setPolicy(policy);
   m_scheme->setEditable(true);
   m_indexer->setIndexerEnabled(policy.contains(QLatin1String("indexer=")));
+  m_tabs->setTabVisible(m_tabs->indexOf(m_experts), model.nExpert > 0);
+  m_throughput->setExpertsShown(model.nExpert > 0);
 }
 
 void InspectorDock::clearModel() {
@@ -55,6 +61,10 @@ void InspectorDock::clearModel() {
   m_pendingSteps.clear();
   m_pendingIndexer.clear();
   m_kvPending = false;
+  m_expertsPending = false;
+  m_experts->clear();
+  m_tabs->setTabVisible(m_tabs->indexOf(m_experts), false);
+  m_throughput->setExpertsShown(false);
   m_kv->clear();
   m_indexer->clear();
   m_scheme->clear();
@@ -82,8 +92,23 @@ void InspectorDock::showIndexer(const IndexerReport& report) {
   if (!m_refresh.isActive()) m_refresh.start();
 }
 
+void InspectorDock::showExperts(const ExpertReport& report) {
+  m_pendingExperts = report;
+  m_expertsPending = true;
+  if (!m_refresh.isActive()) m_refresh.start();
+}
+
+bool InspectorDock::expertTabVisible() const {
+  return m_tabs->isTabVisible(m_tabs->indexOf(m_experts));
+}
+
 void InspectorDock::flush() {
   m_refresh.stop();
+  if (m_expertsPending) {
+    m_expertsPending = false;
+    m_experts->showReport(m_pendingExperts);
+    m_throughput->showExperts(m_pendingExperts.usage);
+  }
   if (m_kvPending) {
     m_kvPending = false;
     m_kv->showReport(m_pendingKv);

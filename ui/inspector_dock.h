@@ -1,6 +1,7 @@
 #pragma once
 // InspectorDock: the right-hand dock that shows the live state of the KV cache. It holds
-// the four inspector panels as tabs (KV memory, Scheme, Indexer, Throughput). Reports
+// the inspector panels as tabs (KV memory, Scheme, Indexer, Throughput, and Experts for a
+// model with experts). Reports
 // arrive as fast as the engine sends them; the dock keeps only the latest of each kind
 // and hands it to the panels at most every kRefreshInterval, so a burst of reports costs
 // one repaint.
@@ -14,6 +15,7 @@ class QTabWidget;
 
 namespace kvscope::ui {
 
+class ExpertPanel;
 class IndexerPanel;
 class KvMemoryPanel;
 class SchemePanel;
@@ -31,6 +33,8 @@ class InspectorDock : public QDockWidget {
   SchemePanel* schemePanel() const { return m_scheme; }
   IndexerPanel* indexerPanel() const { return m_indexer; }
   ThroughputPanel* throughputPanel() const { return m_throughput; }
+  ExpertPanel* expertPanel() const { return m_experts; }
+  bool expertTabVisible() const;
   void showTab(int index);
 
   // `policy`: the KV policy string the model was loaded with (empty: f16).
@@ -42,6 +46,7 @@ class InspectorDock : public QDockWidget {
   void showKv(const kvscope::ui::KvReport& report);
   void showStep(const kvscope::ui::StepReport& report);
   void showIndexer(const kvscope::ui::IndexerReport& report);
+  void showExperts(const kvscope::ui::ExpertReport& report);
   // Applies pending reports now (end of a reply; tests).
   void flush();
 
@@ -56,11 +61,14 @@ class InspectorDock : public QDockWidget {
   SchemePanel* m_scheme;
   IndexerPanel* m_indexer;
   ThroughputPanel* m_throughput;
+  ExpertPanel* m_experts;
   QTimer m_refresh;
   KvReport m_pendingKv;
   QList<StepReport> m_pendingSteps;       // every step is a chart point; only the latest repaints
   QList<IndexerReport> m_pendingIndexer;  // every step counts in the selection frequency
   bool m_kvPending = false;
+  ExpertReport m_pendingExperts;  // the latest only: it carries the counts so far
+  bool m_expertsPending = false;
 };
 
 }  // namespace kvscope::ui

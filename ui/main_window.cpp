@@ -346,6 +346,7 @@ void MainWindow::connectController() {
   connect(c, &ChatController::stepReported, m_inspector, &InspectorDock::showStep);
   connect(c, &ChatController::kvReported, m_inspector, &InspectorDock::showKv);
   connect(c, &ChatController::indexerReported, m_inspector, &InspectorDock::showIndexer);
+  connect(c, &ChatController::expertsReported, m_inspector, &InspectorDock::showExperts);
   connect(c, &ChatController::errorOccurred, m_chat, &ChatView::showError);
   connect(c, &ChatController::kvCacheNotice, this,
           [this](const QString& message) { statusBar()->showMessage(message, 10000); });

@@ -44,6 +44,8 @@ ScreenshotScript::ScreenshotScript(MainWindow& window, ScreenshotPlan plan)
     start();
   });
   connect(c, &ChatController::modelLoaded, this, [this, c] {
+    // Again: a tab the model brings (Experts) shows only once it is loaded.
+    m_window.inspector()->showTab(m_plan.inspectorTab);
     if (!m_plan.systemPrompt.isEmpty()) c->setSystemPrompt(m_plan.systemPrompt);
     SamplingSettings sampling = c->sampling();
     if (m_plan.maxTokens > 0) sampling.maxTokens = m_plan.maxTokens;

@@ -127,6 +127,7 @@ ThroughputPanel::ThroughputPanel(QWidget* parent)
       m_prefill(new StatTile(QStringLiteral("prefillRate"), tr("Prefill"))),
       m_perToken(new StatTile(QStringLiteral("msPerToken"), tr("Per token"))),
       m_firstToken(new StatTile(QStringLiteral("firstToken"), tr("First token"))),
+      m_expertBytes(new StatTile(QStringLiteral("expertBytes"), tr("Experts read"))),
       m_kernels(new KernelBars),
       m_kernelCaption(new QLabel) {
   const ThemeColors& c = themeColors();
@@ -170,6 +171,8 @@ ThroughputPanel::ThroughputPanel(QWidget* parent)
   tiles->addWidget(m_prefill, 0, 1);
   tiles->addWidget(m_perToken, 1, 0);
   tiles->addWidget(m_firstToken, 1, 1);
+  tiles->addWidget(m_expertBytes, 2, 0, 1, 2);
+  m_expertBytes->hide();
   auto* kernelHeading = new QLabel(tr("DEVICE TIME PER KERNEL CLASS · LAST STEP"));
   kernelHeading->setProperty("role", "section");
   m_kernelCaption->setProperty("role", "caption");
@@ -194,6 +197,25 @@ int ThroughputPanel::decodePointCount() const {
 
 int ThroughputPanel::prefillPointCount() const {
   return m_prefillSeries->count();
+}
+
+void ThroughputPanel::setExpertsShown(bool shown) {
+  m_expertBytes->setVisible(shown);
+  m_expertBytes->setValue(QStringLiteral("–"));
+  m_expertBytes->setDetail(tr("expert weights the last token read"));
+}
+
+void ThroughputPanel::showExperts(const backend::ExpertUsage& usage) {
+  if (usage.expertBytes == 0 || usage.lastStepBytes == 0) return;
+  m_expertBytes->setValue(formatBytes(usage.lastStepBytes));
+  m_expertBytes->setDetail(
+      tr("per token: %1 of the %2 of expert weights, %3 of %4 experts per layer")
+          .arg(QLocale().toString(100.0 * double(usage.lastStepBytes) / double(usage.expertBytes),
+                                  'f', 1) +
+                   QLatin1Char('%'),
+               formatBytes(usage.expertBytes))
+          .arg(usage.nUsed)
+          .arg(usage.nExpert));
 }
 
 void ThroughputPanel::clear() {

@@ -49,6 +49,9 @@ class ThroughputPanel : public InspectorPanel {
   explicit ThroughputPanel(QWidget* parent = nullptr);
 
   void showStep(const kvscope::ui::StepReport& report);
+  // A model with experts: the expert weights its last token read, as a tile.
+  void setExpertsShown(bool shown);
+  void showExperts(const backend::ExpertUsage& usage);
   void clear();
 
   // Points plotted so far (tests): decode samples over every reply, prefill points.
@@ -73,6 +76,7 @@ class ThroughputPanel : public InspectorPanel {
   StatTile* m_prefill;
   StatTile* m_perToken;
   StatTile* m_firstToken;
+  StatTile* m_expertBytes;
   KernelBars* m_kernels;
   QLabel* m_kernelCaption;
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/codec_error.h"
+#include "backend/expert_log.h"
 #include "core/error.h"
 #include "kv/indexer.h"
 #include "kv/kv_cache.h"
@@ -161,6 +162,9 @@ class Backend {
   virtual kv::IndexerOptions indexer() const { return {}; }
   // The last decode step the indexer ran on (empty when it has not).
   virtual IndexerStep indexerStep() const { return {}; }
+  // What the mixture-of-experts routers picked over the cached rows (empty
+  // for a model without experts, or a backend that does not log them).
+  virtual ExpertUsage expertUsage() const { return {}; }
 
   // Captures the op output called `name` in the next forward() calls (empty:
   // none; kListTensorNames: only the names); dumped() holds what was

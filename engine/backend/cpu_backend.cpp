@@ -56,6 +56,15 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     cpu::dequantizeRow(t, 0, v);
     b->m_vectors.emplace(&t, std::move(v));
   });
+  if (c.nExpert > 0) {
+    std::vector<uint64_t> bytesPerExpert;
+    for (const model::LayerWeights& l : b->m_weights.layers) {
+      bytesPerExpert.push_back(
+          (l.gateExps->data.size() + l.upExps->data.size() + l.downExps->data.size()) /
+          c.nExpert);
+    }
+    b->m_experts = ExpertLog(c.nExpert, c.nExpertUsed, std::move(bytesPerExpert));
+  }
   b->m_model = std::move(model);
   return b;
 }
@@ -111,6 +120,7 @@ void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t inde
 Status CpuBackend::trim(uint32_t n) {
   KVS_TRY(m_cache->trim(n));
   if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
+  m_experts.trim(n);
   return okStatus();
 }
 
@@ -122,6 +132,7 @@ Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
                             const std::function<Status(std::span<uint8_t>)>& read) {
   if (m_cache->rows() != 0)
     return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
+  m_experts.trim(0);  // the restored rows' picks were not saved: unknown
   if (rows > m_contextLimit) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache holds {} tokens, the context limit is {}", rows,

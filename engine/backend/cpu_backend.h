@@ -77,6 +77,7 @@ class CpuBackend final : public Backend {
   Status setIndexer(const kv::IndexerOptions& options) override;
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }
+  ExpertUsage expertUsage() const override { return m_experts.usage(); }
 
  private:
   friend class CpuStep;
@@ -111,6 +112,7 @@ class CpuBackend final : public Backend {
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;
   kv::IndexerOptions m_indexer;
   IndexerStep m_indexerStep;
+  ExpertLog m_experts;  // a model with experts: each cached row's picks
 };
 
 }  // namespace kvscope::backend

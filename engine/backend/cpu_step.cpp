@@ -198,6 +198,10 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
       w /= std::max(sum, 6.103515625e-5f);
       if (spec.scale != 0.0f && spec.scale != 1.0f) w *= spec.scale;
     }
+    if (name.layer >= 0) {
+      m_b.m_experts.record(static_cast<uint32_t>(name.layer), m_pos0 + t,
+                           std::span(picked).subspan(size_t{t} * nUsed, nUsed));
+    }
   }
 
   std::vector<float> slots(size_t{m_n} * nUsed * width);  // [token][slot][width]

@@ -54,6 +54,9 @@ class Observer {
   // The indexer's last decode step, with the same cadence as onKv, while the
   // indexer is on.
   virtual void onIndexer(const IndexerSnapshot& snapshot) { (void)snapshot; }
+  // Which experts the routers picked (the last row's, and counts over the
+  // cached rows), with the same cadence as onKv, for a model with experts.
+  virtual void onExperts(const backend::ExpertUsage& usage) { (void)usage; }
 };
 
 }  // namespace kvscope::runtime

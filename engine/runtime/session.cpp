@@ -337,6 +337,7 @@ void Session::report(Observer* observer) const {
   }
   observer->onKv(kv);
   if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));
+  if (m_backend->config().nExpert > 0) observer->onExperts(m_backend->expertUsage());
 }
 
 Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {

@@ -149,7 +149,7 @@ Expected<model::ModelConfig> configOf(const std::vector<uint8_t>& bytes) {
   return model::configFromGguf(*f);
 }
 
-TEST(ModelConfig, RefusesMlaAndStateSpaceArchitecturesSayingWhy) {
+TEST(ModelConfig, RefusesMlaStateSpaceAndDeltaNetArchitecturesSayingWhy) {
   auto mla = configOf(tinyGguf("deepseek2"));
   ASSERT_FALSE(mla.ok());
   EXPECT_EQ(mla.error().code, ErrorCode::kUnsupported);
@@ -158,6 +158,20 @@ TEST(ModelConfig, RefusesMlaAndStateSpaceArchitecturesSayingWhy) {
   auto ssm = configOf(tinyGguf("mamba"));
   ASSERT_FALSE(ssm.ok());
   EXPECT_NE(ssm.error().message.find("recurrent state"), std::string::npos);
+  // Today's hybrids and compressed-KV models, by their llama.cpp names, each
+  // with what runs instead.
+  for (const char* arch : {"qwen35", "qwen35moe", "qwen3next"}) {
+    auto hybrid = configOf(tinyGguf(arch));
+    ASSERT_FALSE(hybrid.ok()) << arch;
+    EXPECT_NE(hybrid.error().message.find("Gated DeltaNet"), std::string::npos) << arch;
+    EXPECT_NE(hybrid.error().message.find("(qwen3moe) run instead"), std::string::npos) << arch;
+  }
+  for (const char* arch : {"deepseek32", "deepseek4", "glm-dsa"}) {
+    auto latent = configOf(tinyGguf(arch));
+    ASSERT_FALSE(latent.ok()) << arch;
+    EXPECT_NE(latent.error().message.find("MLA latent"), std::string::npos) << arch;
+    EXPECT_NE(latent.error().message.find("instead"), std::string::npos) << arch;
+  }
   auto unknown = configOf(tinyGguf("gptneox"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("'gptneox' is not supported (supported: "),

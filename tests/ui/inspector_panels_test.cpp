@@ -1,8 +1,9 @@
 // Inspector panels from hand-built reports whose numbers are worked out by hand:
 // KV memory (ratio, bits per value, longest context, per-layer tooltips), throughput
 // (chart points per reply, kernel bars longest first), scheme (per-layer codecs, presets,
-// boundary, policy requests, re-encode progress), the measured codec error per layer, and
-// the dock's coalescing of bursts of reports.
+// boundary, policy requests, re-encode progress), the measured codec error per layer, the
+// experts of a mixture-of-experts model (summary, hover, the dock's tab and the throughput
+// tile), and the dock's coalescing of bursts of reports.
 #include <QComboBox>
 #include <QLabel>
 #include <QProgressBar>
@@ -12,6 +13,7 @@
 #include <QTableWidget>
 #include <QtTest>
 
+#include "ui/expert_panel.h"
 #include "ui/inspector_dock.h"
 #include "ui/kv_memory_panel.h"
 #include "ui/scheme_panel.h"
@@ -356,6 +358,63 @@ class InspectorPanelsTest : public QObject {
                  .arg(locale.toString(0.03, 'f', 2), locale.toString(6.1, 'f', 1)));
     QCOMPARE(chart.layerErrorText(1), QStringLiteral("%1% / –").arg(locale.toString(1.2, 'f', 1)));
     QVERIFY(chart.layerToolTip(0).contains(QStringLiteral("reconstruction error")));
+  }
+
+  // 2 layers of 4 experts, 2 per token, 10 tokens; an expert is 100 bytes. The last
+  // token used experts 0 and 2 in both layers.
+  void expertPanelSummaryHoverAndTab() {
+    ExpertReport report;
+    report.turnId = 1;
+    kvscope::backend::ExpertUsage& u = report.usage;
+    u.nExpert = 4;
+    u.nUsed = 2;
+    u.rows = 10;
+    u.counts = {{5, 5, 6, 4}, {10, 0, 10, 0}};
+    u.lastStep = {{0, 2}, {2, 0}};
+    u.expertBytes = 800;
+    u.lastStepBytes = 400;
+    ExpertPanel panel;
+    QVERIFY(!panel.hasContent());
+    panel.showReport(report);
+    QVERIFY(panel.hasContent());
+    const QString summary = panel.findChild<QLabel*>(QStringLiteral("expertSummary"))->text();
+    QVERIFY2(summary.contains(QStringLiteral("2 of 4 experts per token, over 10 cached tokens")),
+             qPrintable(summary));
+    QVERIFY2(summary.contains(QStringLiteral("<b>%1</b> of expert weights (50% of %2)")
+                                  .arg(formatBytes(400), formatBytes(800))),
+             qPrintable(summary));
+    ExpertHeatmap* map = panel.heatmap();
+    QCOMPARE(map->cellText(0, 2),
+             QStringLiteral("Layer 0 · expert 2: 6 of 10 tokens (60%) · used by the last token"));
+    QCOMPARE(map->cellText(1, 1), QStringLiteral("Layer 1 · expert 1: 0 of 10 tokens (%1%)")
+                                      .arg(QLocale().toString(0.0, 'f', 1)));
+    QVERIFY(map->cellText(2, 0).isEmpty());
+    map->resize(330, 200);  // plot: x 30..326, y 2..184
+    QCOMPARE(map->cellAt(QPoint(31, 3)), std::make_pair(0, 0));
+    QCOMPARE(map->cellAt(QPoint(325, 183)), std::make_pair(1, 3));
+    QCOMPARE(map->cellAt(QPoint(5, 50)), std::make_pair(-1, -1));
+
+    // The dock shows the tab, and the throughput tile, only for a model with experts.
+    InspectorDock dock;
+    ModelInfo dense;
+    dense.nLayer = 2;
+    dock.setModel(dense, {}, 0);
+    QVERIFY(!dock.expertTabVisible());
+    auto* tile = dock.throughputPanel()->findChild<StatTile*>(QStringLiteral("expertBytes"));
+    QVERIFY(tile->isHidden());
+    ModelInfo moe = dense;
+    moe.nExpert = 4;
+    moe.nExpertUsed = 2;
+    dock.setModel(moe, {}, 0);
+    QVERIFY(dock.expertTabVisible());
+    QVERIFY(!tile->isHidden());
+    dock.showExperts(report);
+    dock.flush();
+    QVERIFY(dock.expertPanel()->hasContent());
+    QCOMPARE(tile->value(), formatBytes(400));
+    dock.clearModel();
+    QVERIFY(!dock.expertTabVisible());
+    QVERIFY(!dock.expertPanel()->hasContent());
   }
 
   void dockCoalescesBursts() {

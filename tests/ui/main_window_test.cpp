@@ -113,7 +113,12 @@ class MainWindowTest : public QObject {
     }
     auto* tabs = dock->findChild<QTabWidget*>(QStringLiteral("inspectorTabs"));
     QVERIFY(tabs);
-    QCOMPARE(tabs->count(), 4);
+    // The fifth, Experts, shows only for a model with experts.
+    QCOMPARE(tabs->count(), 5);
+    int visible = 0;
+    for (int i = 0; i < tabs->count(); ++i) visible += tabs->isTabVisible(i) ? 1 : 0;
+    QCOMPARE(visible, 4);
+    QVERIFY(!dock->expertTabVisible());
   }
 
   void sendDisabledWithoutModel() {

@@ -1,0 +1,57 @@
+#pragma once
+// ExpertLog: which experts a mixture-of-experts model's routers picked, per
+// cached row and layer, kept beside the KV cache so the inspector can show
+// which experts the last step used and how often each was used over the rows
+// the cache holds. A trim takes its rows' picks back out; rows the log did
+// not see run (a cache restored from a file) count as unknown.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvscope::backend {
+
+struct ExpertUsage {
+  uint32_t nExpert = 0;  // 0: the model has no experts (everything below empty)
+  uint32_t nUsed = 0;    // experts per token
+  uint32_t rows = 0;     // cached rows whose picks are known
+  // [nLayer][nUsed]: the experts the last row used, in pick order; empty
+  // before any row ran here.
+  std::vector<std::vector<uint32_t>> lastStep;
+  // [nLayer][nExpert]: known rows routed to each expert.
+  std::vector<std::vector<uint32_t>> counts;
+  uint64_t expertBytes = 0;    // every expert's weights, all layers
+  uint64_t lastStepBytes = 0;  // of those, the bytes the last row's experts read
+};
+
+class ExpertLog {
+ public:
+  ExpertLog() = default;  // a model without experts: records nothing
+  // `bytesPerExpert` [nLayer]: one expert's gate, up and down weights.
+  ExpertLog(uint32_t nExpert, uint32_t nUsed, std::vector<uint64_t> bytesPerExpert);
+
+  bool enabled() const { return m_nExpert > 0; }
+  // Row `row`'s picks in `layer` (nUsed experts, pick order). Rows past the
+  // ones logged so far extend the log; those between are unknown.
+  void record(uint32_t layer, uint32_t row, std::span<const uint32_t> experts);
+  // Keeps rows [0, rows).
+  void trim(uint32_t rows);
+  ExpertUsage usage() const;
+
+ private:
+  static constexpr uint32_t kUnknown = ~0u;
+  uint32_t* picks(uint32_t row, uint32_t layer) {
+    return &m_picks[(size_t{row} * m_nLayer + layer) * m_nUsed];
+  }
+  const uint32_t* picks(uint32_t row, uint32_t layer) const {
+    return &m_picks[(size_t{row} * m_nLayer + layer) * m_nUsed];
+  }
+
+  uint32_t m_nExpert = 0, m_nUsed = 0, m_nLayer = 0;
+  std::vector<uint64_t> m_bytesPerExpert;       // [nLayer]
+  std::vector<uint32_t> m_picks;                // [row][layer][slot]; kUnknown: not seen
+  std::vector<std::vector<uint32_t>> m_counts;  // [layer][expert]
+  uint32_t m_rows = 0;
+};
+
+}  // namespace kvscope::backend

@@ -1,0 +1,130 @@
+// The mixture-of-experts log (backend/expert_log.h): counts and the last row's
+// experts worked out by hand, a trim taking its rows back out, rows not seen
+// counted as unknown; then on a qwen3moe-shaped model the CPU backend's logged
+// picks against the router computed here from the file's weights and the
+// normed FFN input the backend dumps (softmax, the two largest).
+#include "backend/expert_log.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu_backend.h"
+#include "model/synthetic_model.h"
+
+namespace kvscope::backend {
+namespace {
+
+uint32_t sum(const std::vector<uint32_t>& v) {
+  return std::accumulate(v.begin(), v.end(), 0u);
+}
+
+TEST(ExpertLog, CountsLastStepBytesAndTrim) {
+  // 2 layers, 4 experts, 2 per row; an expert of layer 0 is 100 bytes, of layer 1 10.
+  ExpertLog log(4, 2, {100, 10});
+  EXPECT_TRUE(log.usage().lastStep.empty());
+  const uint32_t rows[3][2][2] = {{{0, 1}, {2, 3}}, {{1, 2}, {3, 3}}, {{1, 0}, {0, 2}}};
+  for (uint32_t r = 0; r < 3; ++r)
+    for (uint32_t l = 0; l < 2; ++l) log.record(l, r, rows[r][l]);
+  ExpertUsage u = log.usage();
+  EXPECT_EQ(u.nExpert, 4u);
+  EXPECT_EQ(u.rows, 3u);
+  EXPECT_EQ(u.counts[0], (std::vector<uint32_t>{2, 3, 1, 0}));
+  EXPECT_EQ(u.counts[1], (std::vector<uint32_t>{1, 0, 2, 3}));
+  EXPECT_EQ(u.lastStep[0], (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(u.lastStep[1], (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(u.expertBytes, 4u * 100 + 4u * 10);
+  EXPECT_EQ(u.lastStepBytes, 2u * 100 + 2u * 10);
+
+  // Row 1 read one expert twice in layer 1: its weights once.
+  log.trim(2);
+  u = log.usage();
+  EXPECT_EQ(u.rows, 2u);
+  EXPECT_EQ(u.counts[0], (std::vector<uint32_t>{1, 2, 1, 0}));
+  EXPECT_EQ(u.counts[1], (std::vector<uint32_t>{0, 0, 1, 3}));
+  EXPECT_EQ(u.lastStep[1], (std::vector<uint32_t>{3, 3}));
+  EXPECT_EQ(u.lastStepBytes, 2u * 100 + 1u * 10);
+
+  // A row run again replaces its picks.
+  log.record(0, 1, std::vector<uint32_t>{3, 0});
+  EXPECT_EQ(log.usage().counts[0], (std::vector<uint32_t>{2, 1, 0, 1}));
+
+  // Rows the log did not see (a restored cache) are unknown, not counted.
+  log.trim(0);
+  for (uint32_t l = 0; l < 2; ++l) log.record(l, 5, std::vector<uint32_t>{2, 1});
+  u = log.usage();
+  EXPECT_EQ(u.rows, 1u);
+  EXPECT_EQ(sum(u.counts[0]), 2u);
+  EXPECT_EQ(u.lastStep[0], (std::vector<uint32_t>{2, 1}));
+}
+
+// A 2-layer qwen3moe-shaped model with 8 experts, 2 per token.
+TEST(ExpertLog, CpuBackendLogsTheRoutersPicks) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "qwen3moe";
+  spec.nEmbd = 64;
+  spec.nFf = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 16;
+  spec.nVocab = 300;
+  spec.contextLength = 128;
+  spec.nExpert = 8;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 32;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvscope-experts-" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  auto file = model::ModelFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto b = CpuBackend::create(m);
+  ASSERT_TRUE(b.ok()) << b.error().describe();
+  CpuBackend& backend = **b;
+  EXPECT_EQ(backend.expertUsage().rows, 0u);
+
+  const std::vector<int32_t> prompt = {1, 40, 77, 120, 5, 260, 33, 90, 151};
+  Logits logits;
+  backend.setDumpTarget("blk.1.ffn_norm");
+  ASSERT_TRUE(backend.forward({prompt}, logits).ok());
+  const TensorDump& normed = backend.dumped();
+  ASSERT_EQ(normed.rows, prompt.size());
+  const ExpertUsage u = backend.expertUsage();
+  EXPECT_EQ(u.rows, prompt.size());
+  for (const auto& layer : u.counts) EXPECT_EQ(sum(layer), prompt.size() * 2);
+
+  // Layer 1's router for the last token, from the file: softmax of W h, the
+  // two largest (ties: the lower expert).
+  const model::TensorView* router = m->find("blk.1.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  ASSERT_EQ(router->type, gguf::TensorType::kF32);
+  const float* w = reinterpret_cast<const float*>(router->data.data());
+  const float* h = &normed.values[size_t{normed.rows - 1} * normed.width];
+  std::vector<double> p(8);
+  for (uint32_t e = 0; e < 8; ++e)
+    for (uint32_t i = 0; i < 64; ++i) p[e] += double(w[e * 64 + i]) * h[i];
+  const double top = *std::max_element(p.begin(), p.end());
+  for (double& v : p) v = std::exp(v - top);
+  std::vector<uint32_t> order(8);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t c) { return p[a] > p[c]; });
+  ASSERT_EQ(u.lastStep.size(), 2u);
+  EXPECT_EQ(u.lastStep[1], (std::vector<uint32_t>{order[0], order[1]}));
+
+  // One expert's gate, up and down weights, F32: (64 * 32 * 3) * 4 bytes.
+  EXPECT_EQ(u.expertBytes, 2u * 8 * 64 * 32 * 3 * 4);
+  EXPECT_LE(u.lastStepBytes, 2u * 2 * 64 * 32 * 3 * 4);
+  EXPECT_GE(u.lastStepBytes, 2u * 1 * 64 * 32 * 3 * 4);
+
+  ASSERT_TRUE(backend.trim(4).ok());
+  for (const auto& layer : backend.expertUsage().counts) EXPECT_EQ(sum(layer), 4u * 2);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kvscope::backend
