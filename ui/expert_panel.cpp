@@ -170,6 +170,10 @@ void ExpertPanel::showReport(const ExpertReport& report) {
   QString text =
       tr("%1 of %2 experts per token, over %3 cached tokens")
           .arg(locale.toString(u.nUsed), locale.toString(u.nExpert), locale.toString(u.rows));
+  if (u.cachedRows > u.rows) {
+    text += tr(" (%1 more restored from a saved cache, their experts unknown)")
+                .arg(locale.toString(u.cachedRows - u.rows));
+  }
   if (u.lastStepBytes > 0 && u.expertBytes > 0) {
     text +=
         QStringLiteral("<br>") + tr("The last token read <b>%1</b> of expert weights (%2 of %3)")

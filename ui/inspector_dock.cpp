@@ -20,7 +20,7 @@ InspectorDock::InspectorDock(QWidget* parent)
       m_experts(new ExpertPanel) {
   setObjectName(QStringLiteral("inspectorDock"));
   setAllowedAreas(Qt::LeftDockWidgetArea | Qt::RightDockWidgetArea);
-  setMinimumWidth(360);  // all four tab titles and the stat tiles stay readable
+  setMinimumWidth(360);  // the tab titles and the stat tiles stay readable
 
   m_tabs->setObjectName(QStringLiteral("inspectorTabs"));
   m_tabs->setDocumentMode(true);

@@ -200,13 +200,17 @@ int ThroughputPanel::prefillPointCount() const {
 }
 
 void ThroughputPanel::setExpertsShown(bool shown) {
+  if (shown == !m_expertBytes->isHidden()) return;  // a policy switch keeps the reading
   m_expertBytes->setVisible(shown);
   m_expertBytes->setValue(QStringLiteral("–"));
   m_expertBytes->setDetail(tr("expert weights the last token read"));
 }
 
 void ThroughputPanel::showExperts(const backend::ExpertUsage& usage) {
-  if (usage.expertBytes == 0 || usage.lastStepBytes == 0) return;
+  if (usage.expertBytes == 0 || usage.lastStepBytes == 0) {  // the last row's picks unknown
+    m_expertBytes->setValue(QStringLiteral("–"));
+    return;
+  }
   m_expertBytes->setValue(formatBytes(usage.lastStepBytes));
   m_expertBytes->setDetail(
       tr("per token: %1 of the %2 of expert weights, %3 of %4 experts per layer")

@@ -165,6 +165,10 @@ class Backend {
   // What the mixture-of-experts routers picked over the cached rows (empty
   // for a model without experts, or a backend that does not log them).
   virtual ExpertUsage expertUsage() const { return {}; }
+  // The log expertUsage() reads (null: none), and taking over another
+  // backend's for the same rows (runtime::reencodeKv copies the cache).
+  virtual const ExpertLog* expertLog() const { return nullptr; }
+  virtual void setExpertLog(const ExpertLog&) {}
 
   // Captures the op output called `name` in the next forward() calls (empty:
   // none; kListTensorNames: only the names); dumped() holds what was

@@ -27,6 +27,14 @@ bool cpuDecodes(gguf::TensorType type, model::WeightRole role) {
 
 }  // namespace
 
+Status CpuBackend::checkRuns(const model::ModelFile& model) {
+  const model::ModelConfig& c = model.config();
+  KVS_ASSIGN_OR_RETURN(const model::ModelWeights bound, model::bindWeights(c, model));
+  KVS_TRY(model::checkWeightTypes(bound, "CPU", cpuDecodes));
+  KVS_TRY(model::planForward(c, bound, c.contextLength));
+  return okStatus();
+}
+
 Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     std::shared_ptr<const model::ModelFile> model, const CpuBackendOptions& options) {
   std::unique_ptr<CpuBackend> b(new CpuBackend());

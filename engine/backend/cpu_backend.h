@@ -52,6 +52,9 @@ struct CpuBackendOptions {
 
 class CpuBackend final : public Backend {
  public:
+  // Binds the model's weights and checks the CPU kernels decode every type,
+  // as create() does before it allocates anything.
+  static Status checkRuns(const model::ModelFile& model);
   static Expected<std::unique_ptr<CpuBackend>> create(std::shared_ptr<const model::ModelFile> model,
                                                       const CpuBackendOptions& options = {});
 
@@ -78,6 +81,8 @@ class CpuBackend final : public Backend {
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }
   ExpertUsage expertUsage() const override { return m_experts.usage(); }
+  const ExpertLog* expertLog() const override { return &m_experts; }
+  void setExpertLog(const ExpertLog& log) override { m_experts = log; }
 
  private:
   friend class CpuStep;
@@ -105,6 +110,15 @@ class CpuBackend final : public Backend {
     std::vector<std::vector<float>> buffers;  // [rows][width] each
   } m_slots;
   std::vector<float> m_product;  // a matmul's W x before its epilogue combines it
+  // CpuStep::moe's buffers, kept across steps like the slots.
+  struct MoeScratch {
+    std::vector<float> probs;               // [n, nExpert]
+    std::vector<uint32_t> picked, order;    // [n, nUsed], [nExpert]
+    std::vector<float> weight;              // [n, nUsed]
+    std::vector<float> slots;               // [n, nUsed, width]
+    std::vector<uint32_t> rows;             // the (token, slot)s of one expert
+    std::vector<float> gathered, gate, up, product;
+  } m_moe;
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
   uint32_t m_contextLimit = 0;

@@ -1,6 +1,7 @@
 #include "backend/cpu_step.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu_attention.h"
 #include "backend/cpu_backend.h"
@@ -175,57 +176,65 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   const uint32_t width = x.width, nUsed = spec.nUsed, nExpert = spec.nExpert;
   const std::span<const float> in = span(x);
   ThreadPool& pool = *m_b.m_pool;
-  std::vector<float> probs(size_t{m_n} * nExpert);
-  cpu::matmul(*spec.router, in, probs, m_n, pool, m_b.m_matmul);
-  cpu::softmax(probs, probs, nExpert, m_n);
+  CpuBackend::MoeScratch& s = m_b.m_moe;
+  if (m_n == 1 && s.slots.size() > size_t{64} * nUsed * width) s = {};  // after a prefill
+  s.probs.resize(size_t{m_n} * nExpert);
+  cpu::matmul(*spec.router, in, s.probs, m_n, pool, m_b.m_matmul);
+  cpu::softmax(s.probs, s.probs, nExpert, m_n);
 
-  std::vector<uint32_t> picked(size_t{m_n} * nUsed);  // [token][slot]: the expert
-  std::vector<float> weight(size_t{m_n} * nUsed);     // [token][slot]
-  std::vector<uint32_t> order(nExpert);
+  s.picked.resize(size_t{m_n} * nUsed);  // [token][slot]: the expert
+  s.weight.resize(size_t{m_n} * nUsed);  // [token][slot]
+  s.order.resize(nExpert);
   for (uint32_t t = 0; t < m_n; ++t) {
-    const float* p = &probs[size_t{t} * nExpert];
-    for (uint32_t e = 0; e < nExpert; ++e) order[e] = e;
-    std::partial_sort(
-        order.begin(), order.begin() + nUsed, order.end(),
-        [&](uint32_t a, uint32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    const float* p = &s.probs[size_t{t} * nExpert];
+    for (uint32_t e = 0; e < nExpert; ++e) s.order[e] = e;
+    // NaN probabilities (a broken file) sort last, so the order stays strict.
+    const auto key = [&](uint32_t e) { return std::isnan(p[e]) ? -1.0f : p[e]; };
+    std::partial_sort(s.order.begin(), s.order.begin() + nUsed, s.order.end(),
+                      [&](uint32_t a, uint32_t b) {
+                        return key(a) > key(b) || (key(a) == key(b) && a < b);
+                      });
     float sum = 0.0f;
     for (uint32_t k = 0; k < nUsed; ++k) {
-      picked[size_t{t} * nUsed + k] = order[k];
-      sum += weight[size_t{t} * nUsed + k] = p[order[k]];
+      s.picked[size_t{t} * nUsed + k] = s.order[k];
+      sum += s.weight[size_t{t} * nUsed + k] = p[s.order[k]];
     }
     for (uint32_t k = 0; k < nUsed; ++k) {
-      float& w = weight[size_t{t} * nUsed + k];
+      float& w = s.weight[size_t{t} * nUsed + k];
       w /= std::max(sum, 6.103515625e-5f);
       if (spec.scale != 0.0f && spec.scale != 1.0f) w *= spec.scale;
     }
     if (name.layer >= 0) {
       m_b.m_experts.record(static_cast<uint32_t>(name.layer), m_pos0 + t,
-                           std::span(picked).subspan(size_t{t} * nUsed, nUsed));
+                           std::span(s.picked).subspan(size_t{t} * nUsed, nUsed));
     }
   }
 
-  std::vector<float> slots(size_t{m_n} * nUsed * width);  // [token][slot][width]
-  std::vector<uint32_t> rows;                             // token * nUsed + slot
-  std::vector<float> gathered, gate, up, product;
+  // Every (token, slot) is written once below: no zeroing.
+  s.slots.resize(size_t{m_n} * nUsed * width);  // [token][slot][width]
   for (uint32_t e = 0; e < nExpert; ++e) {
-    rows.clear();
-    for (size_t i = 0; i < picked.size(); ++i)
-      if (picked[i] == e) rows.push_back(static_cast<uint32_t>(i));
-    if (rows.empty()) continue;
-    const size_t m = rows.size();
-    gathered.resize(m * width);
+    s.rows.clear();  // token * nUsed + slot
+    for (size_t i = 0; i < s.picked.size(); ++i)
+      if (s.picked[i] == e) s.rows.push_back(static_cast<uint32_t>(i));
+    if (s.rows.empty()) continue;
+    const size_t m = s.rows.size();
+    s.gathered.resize(m * width);
     for (size_t r = 0; r < m; ++r)
-      std::copy_n(&in[size_t{rows[r] / nUsed} * width], width, &gathered[r * width]);
-    gate.resize(m * spec.ff);
-    up.resize(m * spec.ff);
-    product.resize(m * width);
+      std::copy_n(&in[size_t{s.rows[r] / nUsed} * width], width, &s.gathered[r * width]);
+    s.gate.resize(m * spec.ff);
+    s.up.resize(m * spec.ff);
+    s.product.resize(m * width);
+    const std::span<const float> gathered = std::span(s.gathered).first(m * width);
+    const std::span<float> gate = std::span(s.gate).first(m * spec.ff);
+    const std::span<float> up = std::span(s.up).first(m * spec.ff);
+    const std::span<float> product = std::span(s.product).first(m * width);
     cpu::matmul(model::expertMatrix(*spec.gate, e), gathered, gate, m, pool, m_b.m_matmul);
     cpu::matmul(model::expertMatrix(*spec.up, e), gathered, up, m, pool, m_b.m_matmul);
     cpu::siluMul(gate, up, gate);
     cpu::matmul(model::expertMatrix(*spec.down, e), gate, product, m, pool, m_b.m_matmul);
     for (size_t r = 0; r < m; ++r) {
-      const float w = weight[rows[r]];
-      float* slot = &slots[size_t{rows[r]} * width];
+      const float w = s.weight[s.rows[r]];
+      float* slot = &s.slots[size_t{s.rows[r]} * width];
       for (uint32_t i = 0; i < width; ++i) slot[i] = w * product[r * width + i];
     }
   }
@@ -234,10 +243,10 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   const std::span<float> sum = span(moeOut);
   for (uint32_t t = 0; t < m_n; ++t) {
     float* y = &sum[size_t{t} * width];
-    std::copy_n(&slots[size_t{t} * nUsed * width], width, y);
+    std::copy_n(&s.slots[size_t{t} * nUsed * width], width, y);
     for (uint32_t k = 1; k < nUsed; ++k) {
-      const float* s = &slots[(size_t{t} * nUsed + k) * width];
-      for (uint32_t i = 0; i < width; ++i) y[i] += s[i];
+      const float* slot = &s.slots[(size_t{t} * nUsed + k) * width];
+      for (uint32_t i = 0; i < width; ++i) y[i] += slot[i];
     }
   }
   captured(moeOut, {"ffn_moe_out", name.layer});

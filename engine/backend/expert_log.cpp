@@ -17,19 +17,22 @@ void ExpertLog::record(uint32_t layer, uint32_t row, std::span<const uint32_t> e
     m_picks.resize(size_t{row + 1} * m_nLayer * m_nUsed, kUnknown);
     m_rows = row + 1;
   }
-  uint32_t* slot = picks(row, layer);
+  uint16_t* slot = picks(row, layer);
+  if (layer == 0 && slot[0] != kUnknown) --m_known;
   for (uint32_t k = 0; k < m_nUsed; ++k) {
     if (slot[k] != kUnknown) --m_counts[layer][slot[k]];  // the row runs again
-    slot[k] = experts[k] < m_nExpert ? experts[k] : kUnknown;
+    slot[k] = experts[k] < m_nExpert ? static_cast<uint16_t>(experts[k]) : kUnknown;
     if (slot[k] != kUnknown) ++m_counts[layer][slot[k]];
   }
+  if (layer == 0 && slot[0] != kUnknown) ++m_known;
 }
 
 void ExpertLog::trim(uint32_t rows) {
   if (rows >= m_rows) return;
   for (uint32_t row = rows; row < m_rows; ++row) {
+    if (picks(row, 0)[0] != kUnknown) --m_known;
     for (uint32_t l = 0; l < m_nLayer; ++l) {
-      const uint32_t* slot = picks(row, l);
+      const uint16_t* slot = picks(row, l);
       for (uint32_t k = 0; k < m_nUsed; ++k)
         if (slot[k] != kUnknown) --m_counts[l][slot[k]];
     }
@@ -45,12 +48,12 @@ ExpertUsage ExpertLog::usage() const {
   u.nUsed = m_nUsed;
   u.counts = m_counts;
   for (uint32_t l = 0; l < m_nLayer; ++l) u.expertBytes += m_bytesPerExpert[l] * m_nExpert;
-  for (uint32_t row = 0; row < m_rows; ++row)
-    if (picks(row, 0)[0] != kUnknown) ++u.rows;
+  u.rows = m_known;
+  u.cachedRows = m_rows;
   if (m_rows == 0 || picks(m_rows - 1, 0)[0] == kUnknown) return u;
   u.lastStep.resize(m_nLayer);
   for (uint32_t l = 0; l < m_nLayer; ++l) {
-    const uint32_t* slot = picks(m_rows - 1, l);
+    const uint16_t* slot = picks(m_rows - 1, l);
     u.lastStep[l].assign(slot, slot + m_nUsed);
     // Distinct experts: a row reads each chosen expert's weights once.
     std::vector<uint32_t> distinct = u.lastStep[l];

@@ -3,7 +3,8 @@
 // cached row and layer, kept beside the KV cache so the inspector can show
 // which experts the last step used and how often each was used over the rows
 // the cache holds. A trim takes its rows' picks back out; rows the log did
-// not see run (a cache restored from a file) count as unknown.
+// not see run (a cache restored from a file) count as unknown; a cache
+// re-encoded under another KV policy keeps its rows' picks.
 
 #include <cstdint>
 #include <span>
@@ -14,7 +15,8 @@ namespace kvscope::backend {
 struct ExpertUsage {
   uint32_t nExpert = 0;  // 0: the model has no experts (everything below empty)
   uint32_t nUsed = 0;    // experts per token
-  uint32_t rows = 0;     // cached rows whose picks are known
+  uint32_t rows = 0;        // cached rows whose picks are known
+  uint32_t cachedRows = 0;  // rows logged, known or not (a restored cache's are not)
   // [nLayer][nUsed]: the experts the last row used, in pick order; empty
   // before any row ran here.
   std::vector<std::vector<uint32_t>> lastStep;
@@ -39,19 +41,21 @@ class ExpertLog {
   ExpertUsage usage() const;
 
  private:
-  static constexpr uint32_t kUnknown = ~0u;
-  uint32_t* picks(uint32_t row, uint32_t layer) {
+  // Expert ids fit 16 bits (model::validateConfig allows at most 4096).
+  static constexpr uint16_t kUnknown = 0xffff;
+  uint16_t* picks(uint32_t row, uint32_t layer) {
     return &m_picks[(size_t{row} * m_nLayer + layer) * m_nUsed];
   }
-  const uint32_t* picks(uint32_t row, uint32_t layer) const {
+  const uint16_t* picks(uint32_t row, uint32_t layer) const {
     return &m_picks[(size_t{row} * m_nLayer + layer) * m_nUsed];
   }
 
   uint32_t m_nExpert = 0, m_nUsed = 0, m_nLayer = 0;
   std::vector<uint64_t> m_bytesPerExpert;       // [nLayer]
-  std::vector<uint32_t> m_picks;                // [row][layer][slot]; kUnknown: not seen
+  std::vector<uint16_t> m_picks;                // [row][layer][slot]; kUnknown: not seen
   std::vector<std::vector<uint32_t>> m_counts;  // [layer][expert]
   uint32_t m_rows = 0;
+  uint32_t m_known = 0;  // rows whose layer 0 picks are known
 };
 
 }  // namespace kvscope::backend

@@ -125,6 +125,18 @@ uint64_t dimSize(Dim d, const ModelConfig& c) {
 
 Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src) {
   const ArchDescription& d = *c.arch->description;
+  const bool moe =
+      std::any_of(d.layer.begin(), d.layer.end(), [](const auto& r) { return r.stack != Dim::kNone; });
+  if (moe && c.nExpert == 0) {
+    return makeError(ErrorCode::kBadFile,
+                     "a {} model needs expert_count and expert_used_count in its metadata",
+                     c.architecture);
+  }
+  if (!moe && c.nExpert > 0) {
+    return makeError(ErrorCode::kBadFile,
+                     "a {} model has no experts, but its metadata gives expert_count",
+                     c.architecture);
+  }
   ModelWeights w;
   for (const auto& rule : d.globals) {
     KVS_ASSIGN_OR_RETURN(w.*rule.field, bindRule(src, c, rule, std::string(rule.name)));

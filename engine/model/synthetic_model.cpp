@@ -112,6 +112,8 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
   const bool moe = std::ranges::any_of(arch->description->layer,
                                        [](const auto& r) { return r.stack == Dim::kExpert; });
+  if (!moe && (s.nExpert != 0 || s.nExpertUsed != 0 || s.nFfExp != 0))
+    return makeError(ErrorCode::kInvalidArgument, "a {} model has no experts", s.architecture);
   if (moe && (s.nExpert == 0 || s.nExpertUsed == 0 || s.nExpertUsed > s.nExpert || s.nFfExp == 0))
     return makeError(ErrorCode::kInvalidArgument,
                      "a {} model needs experts, experts used (at most the experts) and an expert "

@@ -91,16 +91,20 @@ Expected<std::string> checkChoice(const model::ModelFile& model, const BackendCh
   const kv::KvPolicy& policy = choice.kvPolicy;
   const auto& c = model.config();
   KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
-  if (kind == "vulkan" && policy.twoPhase)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache option two_phase runs on the cpu backend only");
   if (kind == "vulkan") {
+    // What the Vulkan kernels do not run yet goes to the CPU backend when the
+    // user left the choice to kvscope.
     if (Status runs = backend::VulkanModel::checkWeightTypes(model); !runs.ok()) {
-      if (choice.kind != "auto") return runs.takeError();
+      if (choice.kind != "auto" || runs.error().code != ErrorCode::kUnsupported)
+        return runs.takeError();
       kind = "cpu";
       if (notice) *notice = "The CPU backend runs this model: " + runs.error().message + ".";
     }
   }
+  if (kind == "vulkan" && policy.twoPhase)
+    return makeError(ErrorCode::kUnsupported,
+                     "the KV cache option two_phase runs on the cpu backend only");
+  if (kind == "cpu") KVS_TRY(backend::CpuBackend::checkRuns(model));
   return kind;
 }
 

@@ -117,6 +117,8 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
     }
   }
   to.setKvErrors(errors);
+  // The same rows, so the same experts picked them.
+  if (const backend::ExpertLog* log = from.expertLog()) to.setExpertLog(*log);
   return okStatus();
 }
 

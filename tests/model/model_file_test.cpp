@@ -166,7 +166,7 @@ TEST(ModelConfig, RefusesMlaStateSpaceAndDeltaNetArchitecturesSayingWhy) {
     EXPECT_NE(hybrid.error().message.find("Gated DeltaNet"), std::string::npos) << arch;
     EXPECT_NE(hybrid.error().message.find("(qwen3moe) run instead"), std::string::npos) << arch;
   }
-  for (const char* arch : {"deepseek32", "deepseek4", "glm-dsa"}) {
+  for (const char* arch : {"deepseek32", "deepseek4", "glm-dsa", "kimi-linear"}) {
     auto latent = configOf(tinyGguf(arch));
     ASSERT_FALSE(latent.ok()) << arch;
     EXPECT_NE(latent.error().message.find("MLA latent"), std::string::npos) << arch;
@@ -234,6 +234,46 @@ TEST(ModelWeights, ShapeMismatchNamesTheTensor) {
       w.error().message.find("'blk.0.ffn_gate.weight' has shape {256, 512}, expected {256, 999}"),
       std::string::npos)
       << w.error().message;
+}
+
+// Experts where the architecture has none (a crafted or mislabelled file), or
+// none where it needs them, are refused when the weights bind, before any
+// backend reads an expert tensor that is not there.
+TEST(ModelWeights, ExpertsMustMatchTheArchitecture) {
+  for (const char* arch : {"qwen3", "qwen3moe"}) {
+    model::SyntheticModelSpec spec;
+    spec.architecture = arch;
+    const bool moe = std::string_view(arch) == "qwen3moe";
+    if (moe) {
+      spec.nExpert = 4;
+      spec.nExpertUsed = 2;
+      spec.nFfExp = 64;
+    }
+    auto bytes = model::syntheticModelBytes(spec);
+    ASSERT_TRUE(bytes.ok()) << bytes.error().describe();
+    const auto path = std::filesystem::temp_directory_path() /
+                      (std::string("kvscope-experts-") + arch + ".gguf");
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes->data()),
+               static_cast<std::streamsize>(bytes->size()));
+    auto m = model::ModelFile::open(path);
+    ASSERT_TRUE(m.ok()) << m.error().describe();
+    model::ModelConfig c = (*m)->config();
+    ASSERT_TRUE(model::bindWeights(c, **m).ok());
+    c.nExpert = moe ? 0 : 8;
+    c.nExpertUsed = moe ? 0 : 2;
+    auto w = model::bindWeights(c, **m);
+    ASSERT_FALSE(w.ok()) << arch;
+    EXPECT_EQ(w.error().code, ErrorCode::kBadFile);
+    EXPECT_NE(w.error().message.find(moe ? "needs expert_count" : "has no experts"),
+              std::string::npos)
+        << w.error().message;
+    std::filesystem::remove(path);
+  }
+  model::SyntheticModelSpec dense;
+  dense.architecture = "qwen3";
+  dense.nExpert = 8;
+  EXPECT_FALSE(model::syntheticModelBytes(dense).ok());
 }
 
 TEST(HfConfig, Llama3RopeScalingAndTypeErrors) {

@@ -4,8 +4,12 @@
 // the original logits bit for bit, and bad policies or a stop change nothing.
 // The auto policy: measured on the first prompt (or once the conversation is
 // long enough), then the same cache a fresh session under its choice has.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -14,8 +18,10 @@
 #include "kv/kv_layout.h"
 #include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
+#include "model/synthetic_model.h"
 #include "runtime/backend_factory.h"
 #include "runtime/session.h"
+#include "runtime/session_load.h"
 #include "support/policy.h"
 #include "support/test_support.h"
 
@@ -410,6 +416,49 @@ TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {
   auto r = s.setKvPolicy(policyOf("k=q8_0"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
+}
+
+// A model with experts: the inspector's expert counts describe the cached rows,
+// so a switch that re-encodes them keeps them, and one that runs the history
+// again logs the same picks afresh.
+TEST(KvPolicySwitchExperts, ExpertCountsFollowTheCachedRows) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "qwen3moe";
+  spec.nEmbd = 64;
+  spec.nFf = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 16;
+  spec.nVocab = 300;
+  spec.contextLength = 256;
+  spec.nExpert = 8;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 32;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvscope-switch-experts-" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  auto checked = runtime::checkLoad(path, {.kind = "cpu", .threads = 2});
+  ASSERT_TRUE(checked.ok()) << checked.error().describe();
+  auto session = runtime::startSession(std::move(checked).value(), nullptr);
+  ASSERT_TRUE(session.ok()) << session.error().describe();
+  runtime::Session& s = **session;
+  const std::vector<int32_t> prompt = {1, 40, 77, 120, 5, 260, 33, 90, 151, 7, 8};
+  ASSERT_TRUE(s.generate(prompt, greedy(6)).ok());
+  const backend::ExpertUsage before = s.backend().expertUsage();
+  EXPECT_EQ(before.rows, s.history().size());
+
+  ASSERT_TRUE(s.setKvPolicy(policyOf("k=q8_0,v=q8_0")).ok());  // from f16: re-encoded
+  backend::ExpertUsage after = s.backend().expertUsage();
+  EXPECT_EQ(after.rows, before.rows);
+  EXPECT_EQ(after.counts, before.counts);
+  EXPECT_EQ(after.lastStep, before.lastStep);
+
+  ASSERT_TRUE(s.setKvPolicy(policyOf("kv=q4_0")).ok());  // the history runs again
+  after = s.backend().expertUsage();
+  EXPECT_EQ(after.rows, before.rows);
+  for (const auto& layer : after.counts)
+    EXPECT_EQ(std::accumulate(layer.begin(), layer.end(), 0u), before.rows * 2);
+  std::filesystem::remove(path);
 }
 
 }  // namespace
