@@ -2,19 +2,27 @@
 // experts worked out by hand, a trim taking its rows back out, rows not seen
 // counted as unknown; then on a qwen3moe-shaped model the CPU backend's logged
 // picks against the router computed here from the file's weights and the
-// normed FFN input the backend dumps (softmax, the two largest).
+// normed FFN input the backend dumps (softmax, the two largest); and a model
+// with Q8_0 experts against the same model with every tensor dequantized to
+// F32 (gguf::dequantize), so an expert's slice of quantized blocks is checked.
 #include "backend/expert_log.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include <gtest/gtest.h>
 
 #include "backend/cpu_backend.h"
+#include "backend/logit_comparison.h"
+#include "gguf/dequant.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
 #include "model/synthetic_model.h"
 
 namespace kvscope::backend {
@@ -124,6 +132,72 @@ TEST(ExpertLog, CpuBackendLogsTheRoutersPicks) {
   ASSERT_TRUE(backend.trim(4).ok());
   for (const auto& layer : backend.expertUsage().counts) EXPECT_EQ(sum(layer), 4u * 2);
   std::filesystem::remove(path);
+}
+
+// Logits for every position of `tokens` on the CPU backend (exact products).
+std::vector<float> logitsOf(const std::filesystem::path& path, const std::vector<int32_t>& tokens) {
+  auto file = model::ModelFile::open(path);
+  EXPECT_TRUE(file.ok()) << file.error().describe();
+  if (!file.ok()) return {};
+  auto b = CpuBackend::create(std::shared_ptr<const model::ModelFile>(std::move(file).value()));
+  EXPECT_TRUE(b.ok()) << b.error().describe();
+  if (!b.ok()) return {};
+  Logits logits;
+  EXPECT_TRUE((*b)->forward({tokens, true}, logits).ok());
+  return logits.values;
+}
+
+TEST(ExpertLog, QuantizedExpertsEqualTheirDequantizedCopy) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "qwen3moe";
+  spec.nEmbd = 64;
+  spec.nFf = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 16;
+  spec.nVocab = 300;
+  spec.contextLength = 128;
+  spec.nExpert = 8;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 64;
+  spec.weightType = gguf::TensorType::kQ8_0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto q8 = dir / ("kvscope-experts-q8-" + std::to_string(::getpid()) + ".gguf");
+  const auto f32 = dir / ("kvscope-experts-f32-" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(model::writeSyntheticModel(spec, q8).ok());
+  {
+    auto file = gguf::GgufFile::open(q8);
+    ASSERT_TRUE(file.ok()) << file.error().describe();
+    gguf::GgufWriter w;
+    for (const gguf::KeyValue& kv : (*file)->metadata()) w.set(kv.key, kv.value);
+    for (const gguf::TensorInfo& t : (*file)->tensors()) {
+      std::vector<float> values(t.elements());
+      ASSERT_TRUE(gguf::dequantize(t.type, (*file)->tensorData(t), values).ok()) << t.name;
+      std::vector<uint8_t> bytes(values.size() * 4);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      ASSERT_TRUE(w.addTensor(t.name, t.shape, gguf::TensorType::kF32, std::move(bytes)).ok());
+    }
+    auto image = w.toBytes();
+    ASSERT_TRUE(image.ok());
+    std::ofstream(f32, std::ios::binary)
+        .write(reinterpret_cast<const char*>(image->data()),
+               static_cast<std::streamsize>(image->size()));
+  }
+  const std::vector<int32_t> tokens = {1, 40, 77, 120, 5, 260, 33, 90, 151, 12};
+  const std::vector<float> a = logitsOf(q8, tokens), b = logitsOf(f32, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  LogitComparison c;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    c.add(std::span(b).subspan(r * spec.nVocab, spec.nVocab),
+          std::span(a).subspan(r * spec.nVocab, spec.nVocab));
+  }
+  // The same weights: only the float32 summation order of the quantized
+  // kernels differs (cpu_matmul.h bounds it near float rounding).
+  EXPECT_EQ(c.argmaxAgree, c.steps);
+  EXPECT_LE(c.worstRel, 1e-4);
+  std::filesystem::remove(q8);
+  std::filesystem::remove(f32);
 }
 
 }  // namespace
