@@ -22,11 +22,14 @@ struct ArchitectureCache {
 
 // Architectures whose cache is not K/V rows (see model/architecture.cpp).
 constexpr ArchitectureCache kNonRowCaches[] = {
-    {"deepseek2", CacheLayout::kLatent},         {"deepseek3", CacheLayout::kLatent},
-    {"minicpm3", CacheLayout::kLatent},          {"mamba", CacheLayout::kRecurrentState},
-    {"mamba2", CacheLayout::kRecurrentState},    {"rwkv6", CacheLayout::kRecurrentState},
-    {"rwkv7", CacheLayout::kRecurrentState},     {"jamba", CacheLayout::kRecurrentState},
-    {"falcon-h1", CacheLayout::kRecurrentState},
+    {"deepseek2", CacheLayout::kLatent},         {"deepseek32", CacheLayout::kLatent},
+    {"deepseek4", CacheLayout::kLatent},         {"glm-dsa", CacheLayout::kLatent},
+    {"kimi-linear", CacheLayout::kLatent},       {"minicpm3", CacheLayout::kLatent},
+    {"mamba", CacheLayout::kRecurrentState},     {"mamba2", CacheLayout::kRecurrentState},
+    {"rwkv6", CacheLayout::kRecurrentState},     {"rwkv7", CacheLayout::kRecurrentState},
+    {"jamba", CacheLayout::kRecurrentState},     {"falcon-h1", CacheLayout::kRecurrentState},
+    {"qwen3next", CacheLayout::kRecurrentState}, {"qwen35", CacheLayout::kRecurrentState},
+    {"qwen35moe", CacheLayout::kRecurrentState},
 };
 
 std::string_view trim(std::string_view s) {
