@@ -37,7 +37,7 @@ struct ScreenshotPlan {
   // the conversation no longer fits (its banner and actions).
   std::optional<runtime::ContextOverflow> contextOverflow;
   int minTokens = 24;
-  int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput
+  int inspectorTab = 0;            // KV memory, Scheme, Indexer, Throughput, Experts
   bool indexerDiagnostic = false;  // the Indexer panel's "Measure captured mass"
   bool compare = false;            // capture "Compare schemes on this conversation"
   quint16 servePort = 0;           // capture the app serving on this port (0: no)

@@ -101,7 +101,7 @@ class MainWindowTest : public QObject {
     QVERIFY(window.inspector()->throughputPanel()->decodePointCount() > 0);
   }
 
-  void buildsWithFourInspectorPanels() {
+  void buildsWithTheInspectorPanels() {
     EngineThread engine(ui::test::fakeDevices);
     MainWindow window(engine.worker());
     auto* dock = window.findChild<ui::InspectorDock*>(QStringLiteral("inspectorDock"));
