@@ -1,6 +1,7 @@
 #include "backend/cpu_quant_decode.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu_quant_avx2.h"
@@ -74,6 +75,16 @@ void blockQ5_1(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   fiveBitQuants(b + q5_1::kQs, loadU32(b + q5_1::kQh), 0, q);
   scale[0] = scale[1] = half(b + q5_1::kD);
   offset[0] = offset[1] = half(b + q5_1::kM);
+}
+
+void blockMXFP4(const uint8_t* b, int8_t* q, float* scale, float* offset) {
+  const uint8_t* qs = b + mxfp4::kQs;
+  for (int j = 0; j < kQK / 2; ++j) {
+    q[j] = mxfp4::kDoubled[qs[j] & 0x0f];
+    q[j + kQK / 2] = mxfp4::kDoubled[qs[j] >> 4];
+  }
+  scale[0] = scale[1] = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+  offset[0] = offset[1] = 0.0f;
 }
 
 void blockQ8_0(const uint8_t* b, int8_t* q, float* scale, float* offset) {
@@ -205,6 +216,8 @@ Decoder decoderFor(gguf::TensorType type) {
       return {decodeBlocks<blockQ5_1, q5_1::kBytes, kQK>, kQK};
     case TensorType::kQ8_0:
       return {decodeBlocks<blockQ8_0, q8_0::kBytes, kQK>, kQK};
+    case TensorType::kMXFP4:
+      return {decodeBlocks<blockMXFP4, mxfp4::kBytes, kQK>, kQK};
     case TensorType::kQ2_K:
       return {decodeBlocks<blockQ2_K, q2_k::kBytes, kQK_K>, kQK_K};
     case TensorType::kQ3_K:

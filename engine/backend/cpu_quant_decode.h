@@ -24,8 +24,8 @@ struct DecodedRow {
   float* offset;  // [in / kGroup]
 };
 
-// True for the types decodeRow handles: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
-// Q2_K to Q6_K.
+// True for the types decodeRow handles: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4
+// and Q2_K to Q6_K.
 bool canDecodeRow(gguf::TensorType type);
 
 // True when `type` has non-zero offsets, so the dots must add their term.

@@ -30,6 +30,14 @@ inline constexpr size_t kD = 0, kM = 2, kQh = 4, kQs = 8, kBytes = 24;
 namespace q8_0 {
 inline constexpr size_t kD = 0, kQs = 2, kBytes = 34;
 }
+// MXFP4 (OCP microscaling): an E8M0 scale byte, then 32 E2M1 codes as
+// nibbles (value j low, value 16 + j high, as Q4_0).
+namespace mxfp4 {
+inline constexpr size_t kE = 0, kQs = 1, kBytes = 17;
+// The E2M1 values doubled (so integers): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+// negatives; the scale is then 2^(e - 128), half the block's 2^(e - 127).
+inline constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+}
 namespace q2_k {
 inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84;
 }

@@ -1,5 +1,6 @@
 #include "gguf/dequant.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "gguf/block_layout.h"
@@ -19,6 +20,15 @@ void decodeQ4_0(const uint8_t* b, float* y) {
     const int hi = (qs[j] >> 4) - 8;
     y[j] = lo * d;
     y[j + kQK / 2] = hi * d;
+  }
+}
+
+void decodeMXFP4(const uint8_t* b, float* y) {
+  const float d = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+  const uint8_t* qs = b + mxfp4::kQs;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = mxfp4::kDoubled[qs[j] & 0x0f] * d;
+    y[j + kQK / 2] = mxfp4::kDoubled[qs[j] >> 4] * d;
   }
 }
 
@@ -204,6 +214,8 @@ DecodeBlocks decoderFor(TensorType type) {
       return decodeBlocks<decodeQ5_1, q5_1::kBytes, kQK>;
     case TensorType::kQ8_0:
       return decodeBlocks<decodeQ8_0, q8_0::kBytes, kQK>;
+    case TensorType::kMXFP4:
+      return decodeBlocks<decodeMXFP4, mxfp4::kBytes, kQK>;
     case TensorType::kQ2_K:
       return decodeBlocks<decodeQ2_K, q2_k::kBytes, kQK_K>;
     case TensorType::kQ3_K:

@@ -204,6 +204,48 @@ TEST(CpuMatmul, DecodedRowsEqualTheDequantizer) {
   }
 }
 
+// MXFP4 has no quantizer here (gguf/quantize.h): random blocks with scales
+// 2^-8 .. 2^7, decoded by decodeRow (both kernels) and by the dequantizer,
+// equal exactly (a power of two times a small integer), and a product over
+// them matches the dequantized weights' product.
+TEST(CpuMatmul, Mxfp4RowsEqualTheDequantizer) {
+  constexpr size_t kIn = 256, kOut = 8;
+  std::vector<uint8_t> bytes(kOut * kIn / 32 * 17);
+  const auto noise = randomFloats(bytes.size(), 5, 0.0f, 255.99f);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(noise[i]);
+  for (size_t b = 0; b < bytes.size(); b += 17) bytes[b] = static_cast<uint8_t>(120 + b / 17 % 16);
+  std::vector<float> values(kOut * kIn);
+  ASSERT_TRUE(gguf::dequantize(TensorType::kMXFP4, bytes, values).ok());
+  ASSERT_TRUE(cpu::canDecodeRow(TensorType::kMXFP4));
+  for (int portable = 0; portable < 2; ++portable) {
+    std::vector<int8_t> q(kIn);
+    std::vector<float> scale(kIn / cpu::kGroup), offset(kIn / cpu::kGroup);
+    for (size_t r = 0; r < kOut; ++r) {
+      cpu::decodeRow(TensorType::kMXFP4, bytes.data() + r * (kIn / 32 * 17), kIn,
+                     {q.data(), scale.data(), offset.data()}, portable == 1);
+      for (size_t i = 0; i < kIn; ++i) {
+        ASSERT_EQ(scale[i / cpu::kGroup] * q[i] + offset[i / cpu::kGroup], values[r * kIn + i])
+            << "row " << r << " value " << i;
+      }
+    }
+  }
+  model::TensorView w{"w", TensorType::kMXFP4, {kIn, kOut}, bytes};
+  const auto x = makeActivations(kIn, 3, 9);
+  std::vector<float> y(3 * kOut);
+  ThreadPool pool(2);
+  cpu::matmul(w, x, y, 3, pool, cpu::MatmulPrecision::kExact);
+  for (size_t t = 0; t < 3; ++t) {
+    for (size_t r = 0; r < kOut; ++r) {
+      double want = 0.0, magnitude = 0.0;
+      for (size_t i = 0; i < kIn; ++i) {
+        want += double{values[r * kIn + i]} * x[t * kIn + i];
+        magnitude += std::fabs(double{values[r * kIn + i]} * x[t * kIn + i]);
+      }
+      EXPECT_NEAR(y[t * kOut + r], want, (kIn + 32) * kEps * magnitude) << t << " " << r;
+    }
+  }
+}
+
 TEST(CpuMatmul, SimdAndPortableActivationRoundingAgree) {
   constexpr size_t kIn = 256;
   auto x = makeActivations(kIn, 1, 31);

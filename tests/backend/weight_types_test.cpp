@@ -42,7 +42,7 @@ std::shared_ptr<const model::ModelFile> modelWith(const Case& c) {
 
 const Case kCases[] = {
     {"blk.0.attn_q.weight", TensorType::kIQ4_XS, "IQ4_XS"},  // a matrix
-    {"blk.1.ffn_up.weight", TensorType::kMXFP4, "MXFP4"},    // a matrix in another layer
+    {"blk.1.ffn_up.weight", TensorType::kIQ4_NL, "IQ4_NL"},  // a matrix in another layer
     {"token_embd.weight", TensorType::kQ8_K, "Q8_K"},        // the embedding
     {"output.weight", TensorType::kIQ2_XXS, "IQ2_XXS"},
 };
@@ -67,16 +67,20 @@ TEST(WeightTypes, CpuBackendRefusesTypesItCannotDecode) {
 
 TEST(WeightTypes, VulkanBackendRefusesTypesItCannotDecode) {
   // The check comes before the device is opened, so this needs no GPU. Q3_K
-  // has a CPU kernel but no GPU one: refused by Vulkan alone.
+  // and MXFP4 have CPU kernels but no GPU ones: refused by Vulkan alone.
   std::vector<Case> cases(std::begin(kCases), std::end(kCases));
-  cases.push_back({"blk.0.ffn_down.weight", TensorType::kQ3_K, "Q3_K"});
+  const Case cpuOnly[] = {{"blk.0.ffn_down.weight", TensorType::kQ3_K, "Q3_K"},
+                          {"blk.1.ffn_up.weight", TensorType::kMXFP4, "MXFP4"}};
+  cases.insert(cases.end(), std::begin(cpuOnly), std::end(cpuOnly));
   for (const Case& c : cases) {
     auto m = modelWith(c);
     ASSERT_TRUE(m);
     expectRefused(backend::VulkanBackend::create(m), c, "Vulkan");
   }
-  auto cpu = backend::CpuBackend::create(modelWith(cases.back()));
-  EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
+  for (const Case& c : cpuOnly) {
+    auto cpu = backend::CpuBackend::create(modelWith(c));
+    EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
+  }
 }
 
 TEST(WeightTypes, RefusalListsWhatTheBackendRuns) {

@@ -108,6 +108,29 @@ TEST(Dequant, Q8_0) {
   for (int v = 0; v < 31; ++v) EXPECT_EQ(y[v], 2.0f * v - 32.0f) << v;
 }
 
+// MXFP4 (OCP microscaling formats spec; ggml's block_mxfp4): value j of the
+// block is the E2M1 number of its nibble times 2^(e - 127). E2M1, written out:
+// sign bit, two exponent bits, one mantissa bit.
+TEST(Dequant, MXFP4) {
+  const float e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  std::array<uint8_t, 17> b{};
+  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  b[0] = 127;  // 2^0
+  auto y = decode(TensorType::kMXFP4, b, 32);
+  EXPECT_EQ(y[1], 0.5f);
+  EXPECT_EQ(y[7], 6.0f);
+  EXPECT_EQ(y[16], -6.0f);  // high nibble of qs[0] = 15
+  for (int v = 0; v < 32; ++v) EXPECT_EQ(y[v], e2m1[legacyNibble(v)]) << v;
+  b[0] = 130;  // 2^3
+  y = decode(TensorType::kMXFP4, b, 32);
+  for (int v = 0; v < 32; ++v) EXPECT_EQ(y[v], 8.0f * e2m1[legacyNibble(v)]) << v;
+  b[0] = 0;  // 2^-127: 0.5 of it is the subnormal 2^-128
+  y = decode(TensorType::kMXFP4, b, 32);
+  EXPECT_EQ(y[1], static_cast<float>(std::exp2(-128.0)));
+  EXPECT_EQ(y[7], static_cast<float>(6.0 * std::exp2(-127.0)));
+}
+
 // A k-quant byte pattern with no structure to hide behind.
 uint8_t mix(int i, int mul, int add = 0) {
   return static_cast<uint8_t>((i * mul + add) & 0xff);
