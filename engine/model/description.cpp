@@ -132,10 +132,11 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
                      "a {} model needs expert_count and expert_used_count in its metadata",
                      c.architecture);
   }
-  if (!moe && c.nExpert > 0) {
-    return makeError(ErrorCode::kBadFile,
-                     "a {} model has no experts, but its metadata gives expert_count",
-                     c.architecture);
+  if (!moe && c.nExpert > 0) {  // Mixtral's GGUF files say "llama" and carry experts
+    return makeError(ErrorCode::kUnsupported,
+                     "this {} file has experts (expert_count {}), which kvscope runs only in "
+                     "qwen3moe models so far",
+                     c.architecture, c.nExpert);
   }
   ModelWeights w;
   for (const auto& rule : d.globals) {
