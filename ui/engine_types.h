@@ -71,8 +71,7 @@ struct ModelInfo {
   quint32 nHeadKv = 0;
   quint32 headDim = 0;
   quint32 nVocab = 0;
-  quint32 nExpert = 0;      // mixture of experts: experts per layer (0: dense)
-  quint32 nExpertUsed = 0;  // experts a token uses
+  quint32 nExpert = 0;  // mixture of experts: experts per layer (0: dense)
   quint32 trainedContext = 0;
   quint32 contextLimit = 0;     // what this session allows
   quint64 weightBytes = 0;      // tensors as stored

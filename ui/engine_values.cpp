@@ -170,7 +170,6 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
   info.headDim = c.headDim;
   info.nVocab = c.nVocab;
   info.nExpert = c.nExpert;
-  info.nExpertUsed = c.nExpertUsed;
   info.trainedContext = c.contextLength;
   if (auto demo = model::findDefaultModel(); demo.ok()) {
     std::error_code ec;

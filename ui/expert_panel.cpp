@@ -8,6 +8,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "ui/heatmap_axis.h"
 #include "ui/theme.h"
 
 namespace kvscope::ui {
@@ -119,12 +120,7 @@ void ExpertHeatmap::paintEvent(QPaintEvent*) {
   }
   // Axes: a layer label every few rows, the first and last expert below.
   p.setPen(c.muted);
-  const int every = std::max(1, layers / std::max(1, plot.height() / 14));
-  for (int l = 0; l < layers; l += every) {
-    const int y = plot.top() + (2 * l + 1) * plot.height() / (2 * layers);
-    p.drawText(QRect(0, y - 8, kAxisWidth - 4, 16), Qt::AlignRight | Qt::AlignVCenter,
-               QString::number(l));
-  }
+  drawLayerLabels(p, plot, layers, kAxisWidth);
   const QRect footer(plot.left(), plot.bottom() + 2, plot.width(), kFooterHeight - 2);
   p.drawText(footer, Qt::AlignLeft | Qt::AlignVCenter, tr("expert 0"));
   p.drawText(footer, Qt::AlignCenter, tr("each layer scaled to its most used expert"));

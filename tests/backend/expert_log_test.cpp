@@ -24,6 +24,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/synthetic_model.h"
+#include "support/synthetic_model_file.h"
 
 namespace kvscope::backend {
 namespace {
@@ -73,24 +74,9 @@ TEST(ExpertLog, CountsLastStepBytesAndTrim) {
 
 // A 2-layer qwen3moe-shaped model with 8 experts, 2 per token.
 TEST(ExpertLog, CpuBackendLogsTheRoutersPicks) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "qwen3moe";
-  spec.nEmbd = 64;
-  spec.nFf = 128;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 16;
-  spec.nVocab = 300;
-  spec.contextLength = 128;
-  spec.nExpert = 8;
-  spec.nExpertUsed = 2;
-  spec.nFfExp = 32;
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvscope-experts-" + std::to_string(::getpid()) + ".gguf");
-  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
-  auto file = model::ModelFile::open(path);
-  ASSERT_TRUE(file.ok()) << file.error().describe();
-  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  const std::shared_ptr<const model::ModelFile> m =
+      test::openSyntheticModel(test::smallMoeSpec(), "experts");
+  ASSERT_TRUE(m);
   auto b = CpuBackend::create(m);
   ASSERT_TRUE(b.ok()) << b.error().describe();
   CpuBackend& backend = **b;
@@ -131,7 +117,6 @@ TEST(ExpertLog, CpuBackendLogsTheRoutersPicks) {
 
   ASSERT_TRUE(backend.trim(4).ok());
   for (const auto& layer : backend.expertUsage().counts) EXPECT_EQ(sum(layer), 4u * 2);
-  std::filesystem::remove(path);
 }
 
 // Logits for every position of `tokens` on the CPU backend (exact products).
@@ -148,17 +133,7 @@ std::vector<float> logitsOf(const std::filesystem::path& path, const std::vector
 }
 
 TEST(ExpertLog, QuantizedExpertsEqualTheirDequantizedCopy) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "qwen3moe";
-  spec.nEmbd = 64;
-  spec.nFf = 128;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 16;
-  spec.nVocab = 300;
-  spec.contextLength = 128;
-  spec.nExpert = 8;
-  spec.nExpertUsed = 2;
+  model::SyntheticModelSpec spec = test::smallMoeSpec();
   spec.nFfExp = 64;
   spec.weightType = gguf::TensorType::kQ8_0;
   const auto dir = std::filesystem::temp_directory_path();

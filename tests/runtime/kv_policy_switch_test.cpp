@@ -23,6 +23,7 @@
 #include "runtime/session.h"
 #include "runtime/session_load.h"
 #include "support/policy.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -422,18 +423,8 @@ TEST_F(KvPolicySwitchTest, SessionWithoutFactoryRefuses) {
 // so a switch that re-encodes them keeps them, and one that runs the history
 // again logs the same picks afresh.
 TEST(KvPolicySwitchExperts, ExpertCountsFollowTheCachedRows) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "qwen3moe";
-  spec.nEmbd = 64;
-  spec.nFf = 128;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 16;
-  spec.nVocab = 300;
+  model::SyntheticModelSpec spec = test::smallMoeSpec();
   spec.contextLength = 256;
-  spec.nExpert = 8;
-  spec.nExpertUsed = 2;
-  spec.nFfExp = 32;
   const auto path = std::filesystem::temp_directory_path() /
                     ("kvscope-switch-experts-" + std::to_string(::getpid()) + ".gguf");
   ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());

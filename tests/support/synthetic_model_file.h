@@ -31,4 +31,22 @@ inline std::shared_ptr<const model::ModelFile> openSyntheticModel(
   return std::shared_ptr<const model::ModelFile>(std::move(file).value());
 }
 
+// A small qwen3moe-shaped spec: 2 layers of width 64, 4 heads of 16 over 2
+// KV heads, 8 experts of width 32, 2 per token, a 300-token vocabulary.
+inline model::SyntheticModelSpec smallMoeSpec() {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "qwen3moe";
+  spec.nEmbd = 64;
+  spec.nFf = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 16;
+  spec.nVocab = 300;
+  spec.contextLength = 128;
+  spec.nExpert = 8;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 32;
+  return spec;
+}
+
 }  // namespace kvscope::test

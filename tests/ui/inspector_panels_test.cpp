@@ -404,7 +404,6 @@ class InspectorPanelsTest : public QObject {
     QVERIFY(tile->isHidden());
     ModelInfo moe = dense;
     moe.nExpert = 4;
-    moe.nExpertUsed = 2;
     dock.setModel(moe, {}, 0);
     QVERIFY(dock.expertTabVisible());
     QVERIFY(!tile->isHidden());
