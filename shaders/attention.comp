@@ -91,6 +91,23 @@ void loadValue(uint page, uint base, uint item, out vec2 v[ITEM_WORDS]) {
 #endif
 }
 
+// pairMax / pairSum from the invocations' (max, sum of exp(score - max)) in
+// partMax / partSum.
+void reducePartials() {
+  const uint lid = gl_LocalInvocationID.x;
+  barrier();
+  if (lid < PAIRS) {
+    float mx = kNoScore, sum = 0.0;
+    for (uint i = 0u; i < WG; ++i) mx = max(mx, partMax[lid * WG + i]);
+    for (uint i = lid * WG; i < (lid + 1u) * WG; ++i) {
+      if (partSum[i] > 0.0) sum += partSum[i] * exp(partMax[i] - mx);
+    }
+    pairMax[lid] = mx;
+    pairSum[lid] = sum;
+  }
+  barrier();
+}
+
 // Pass 1: pairMax / pairSum over the task's rows.
 void statsPass(Task t) {
   const uint lid = gl_LocalInvocationID.x;
@@ -117,35 +134,44 @@ void statsPass(Task t) {
     partMax[p * WG + lid] = m[p];
     partSum[p * WG + lid] = l[p];
   }
-  barrier();
-  if (lid < PAIRS) {
-    float mx = kNoScore, sum = 0.0;
-    for (uint i = 0u; i < WG; ++i) mx = max(mx, partMax[lid * WG + i]);
-    for (uint i = lid * WG; i < (lid + 1u) * WG; ++i) {
-      if (partSum[i] > 0.0) sum += partSum[i] * exp(partMax[i] - mx);
-    }
-    pairMax[lid] = mx;
-    pairSum[lid] = sum;
-  }
-  barrier();
+  reducePartials();
 }
 
 #ifdef PASS_OUT
-// pairMax / pairSum of the whole context from the per-split stats.
+// pairMax / pairSum of the whole context from the per-split stats, which the
+// invocations read a share each (hundreds of splits at long contexts: one
+// invocation reading them all would wait on every load in turn).
 void combineStats(Task t) {
-  const uint lid = gl_LocalInvocationID.x;
-  if (lid < PAIRS && lid / GQA < t.tokens) {
-    const vec2 st = combinedStats(t, lid);
-    pairMax[lid] = st.x;
-    pairSum[lid] = st.y;
+  const uint lid = gl_LocalInvocationID.x, stride = pc.n * pc.nHead;
+  for (uint p = 0u; p < PAIRS; ++p) {
+    float m = kNoScore, l = 0.0;
+    if (p / GQA < t.tokens) {
+      const uint at = token(t, p) * pc.nHead + head(t, p);
+      for (uint s = lid; s < pc.splits; s += WG) {
+        const vec2 st = stats[s * stride + at];
+        if (st.y <= 0.0) continue;
+        if (st.x > m) {
+          l *= exp(m - st.x);
+          m = st.x;
+        }
+        l += st.y * exp(st.x - m);
+      }
+    }
+    partMax[p * WG + lid] = m;
+    partSum[p * WG + lid] = l;
   }
-  barrier();
+  reducePartials();
 }
 
-// Whether some pair weights row r of the tile (sparse V skips the others).
-bool rowKept(uint r) {
-  for (uint p = 0u; p < PAIRS; ++p) {
-    if (weights[r * PAIRS + p] != 0.0) return true;
+// V rows whose loads an invocation issues together: one row at a time, each
+// load waited for in turn, left a GPU idle (64 rows of a tile took ~30 us).
+const uint ROW_BATCH = 4u;
+
+// Whether some pair weights a row of the tile's rows [r, end) (sparse V skips
+// the batches no pair keeps).
+bool rowsKept(uint r, uint end) {
+  for (uint i = r * PAIRS; i < end * PAIRS; ++i) {
+    if (weights[i] != 0.0) return true;
   }
   return false;
 }
@@ -176,14 +202,25 @@ void outputPass(Task t) {
     }
     barrier();
     const uint base = valueWord(t, r0);
-    for (uint r = 0u; r < rows; ++r) {
-      if (pc.sparseV > 0.0 && !rowKept(r)) continue;  // uniform: `weights` is shared
+    for (uint r = 0u; r < rows; r += ROW_BATCH) {
+      const uint end = min(r + ROW_BATCH, rows);
+      if (pc.sparseV > 0.0 && !rowsKept(r, end)) continue;  // uniform: `weights` is shared
       for (uint k = 0u; k < ITEMS; ++k) {
         const uint item = min(lid + k * WG, PAIRS * ROW_ITEMS - 1u);
-        vec2 v[ITEM_WORDS];
-        loadValue(page, base + r * pc.valueRowWords, item % ROW_ITEMS, v);
-        const float w = weights[r * PAIRS + item / ROW_ITEMS];
-        for (uint j = 0u; j < ITEM_WORDS; ++j) acc[k * ITEM_WORDS + j] += w * v[j];
+        vec2 v[ROW_BATCH * ITEM_WORDS];
+        for (uint b = 0u; b < ROW_BATCH; ++b) {
+          vec2 rowItem[ITEM_WORDS];
+          loadValue(page, base + min(r + b, rows - 1u) * pc.valueRowWords, item % ROW_ITEMS,
+                    rowItem);
+          for (uint j = 0u; j < ITEM_WORDS; ++j) v[b * ITEM_WORDS + j] = rowItem[j];
+        }
+        // Rows in order, as one at a time; a row of weight 0 (past the
+        // tile, or dropped by sparse V) adds nothing, not even 0 * inf.
+        for (uint b = 0u; b < ROW_BATCH; ++b) {
+          const float w = r + b < end ? weights[(r + b) * PAIRS + item / ROW_ITEMS] : 0.0;
+          if (w == 0.0) continue;
+          for (uint j = 0u; j < ITEM_WORDS; ++j) acc[k * ITEM_WORDS + j] += w * v[b * ITEM_WORDS + j];
+        }
       }
     }
     barrier();  // `weights` is rewritten by the next tile

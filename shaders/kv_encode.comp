@@ -4,11 +4,20 @@
 // paged KV cache with the part's codec (kv_codec.glsl ids; the codec and its
 // codebook are K's specialization constants whichever part is encoded), producing the bytes of the kv scheme of the same name
 // (engine/kv/scheme_*.cpp, whose arithmetic this mirrors step by step).
-// Workgroup t encodes token t into row pos0 + t, each invocation a whole row
-// (one KV head): it builds the row's words, then stores them. One workgroup
-// per token on purpose: on lavapipe (Mesa 22.3) a version whose workgroups
-// looped over tokens, and so over pages, lost the stores of a few rows per
-// large batch, nondeterministically (cause not pinned down).
+// Two launch shapes, one arithmetic:
+//  - CPU devices: workgroup t encodes token t into row pos0 + t, each
+//    invocation a whole row (one KV head): it builds the row's words, then
+//    stores them. One workgroup per token on purpose: on lavapipe (Mesa 22.3)
+//    a version whose workgroups looped over tokens, and so over pages, lost
+//    the stores of a few rows per large batch, nondeterministically (cause
+//    not pinned down).
+//  - GPUs (ROW_GROUPS): workgroup (head, t) encodes one row. Its invocations
+//    stage the row in shared memory, score turbo*b's scale candidates of all
+//    blocks at once (a block and candidate each: the serial search cost
+//    milliseconds a decode step on an H200) and compute the codes of the
+//    rotated codecs one value each; one invocation then packs and stores the
+//    row from shared memory. Every sum runs in the same order as in the CPU
+//    shape, so both shapes store the same bytes.
 //
 // Rotated codecs read y = R x from `rotated` (kv_rotate.comp ran first) and
 // x itself for the norm; the CPU takes the norms in double (and R x of a
@@ -58,8 +67,19 @@ void putHalf(float x) {
 
 uint srcBase;  // first input value of the row
 
-float value(uint i) { return uintBitsToFloat(x[srcBase + i]); }
+#if defined(ROW_GROUPS)
+shared uint stagedBits[HEAD_DIM];     // the row's float32 bits
+shared float stagedRotated[HEAD_DIM];  // R x, for rotated codecs
+shared uint stagedCodes[HEAD_DIM];     // rotated codecs: the code of each value
+shared float candidateError[KV_BLOCKS * 16u], candidateScale[KV_BLOCKS * 16u];  // turbo*b
+shared float stagedScales[KV_BLOCKS];  // turbo*b: the scale chosen per block
+uint valueBits(uint i) { return stagedBits[i]; }
+float rotatedValue(uint i) { return stagedRotated[i]; }
+#else
+uint valueBits(uint i) { return x[srcBase + i]; }
 float rotatedValue(uint i) { return xRot[srcBase + i]; }
+#endif
+float value(uint i) { return uintBitsToFloat(valueBits(i)); }
 
 // std::round: half away from zero.
 float roundAway(float x) {
@@ -170,7 +190,7 @@ void encodeAffine4() {
 
 void encodeF16() {
   for (uint i = 0u; i < HEAD_DIM; ++i) {
-    const uint h = halfBits(x[srcBase + i]);
+    const uint h = halfBits(valueBits(i));
     putByte(h);
     putByte(h >> 8u);
   }
@@ -208,15 +228,28 @@ float blockError(uint levels, uint b, float s) {
   return e;
 }
 
-// turbo*b: block b's scale, by kv::TurboScheme's rule (least error over the
-// candidates, then one least-squares step), in the same float32 order.
-float blockScale(uint levels, uint b) {
+// turbo*b: the root mean square of block b, which the scale candidates scale.
+float blockRms(uint b) {
   float sumSq = 0.0;
   for (uint i = 32u * b; i < blockEnd(b); ++i) sumSq += rotatedValue(i) * rotatedValue(i);
-  const float rms = sqrt(sumSq / float(blockEnd(b) - 32u * b));
+  return sqrt(sumSq / float(blockEnd(b) - 32u * b));
+}
+float candidate(float rms, uint t) { return roundToHalf(rms * kBlockSteps[t]); }
+
+// turbo*b: block b's scale, by kv::TurboScheme's rule (least error over the
+// candidates, the first on a tie, then one least-squares step), in the same
+// float32 order. ROW_GROUPS reads the candidates' errors the workgroup scored.
+float blockScale(uint levels, uint b) {
+#if !defined(ROW_GROUPS)
+  const float rms = blockRms(b);
+#endif
   float best = 0.0, bestError = 0.0;
   [[dont_unroll]] for (uint t = 0u; t < 16u; ++t) {
-    const float s = roundToHalf(rms * kBlockSteps[t]), e = blockError(levels, b, s);
+#if defined(ROW_GROUPS)
+    const float s = candidateScale[16u * b + t], e = candidateError[16u * b + t];
+#else
+    const float s = candidate(rms, t), e = blockError(levels, b, s);
+#endif
     if (t == 0u || e < bestError) {
       best = s;
       bestError = e;
@@ -243,7 +276,18 @@ bool turboBlocks;
 // from the stored halves, which a device may flush when subnormal).
 float blockScales[16];  // kv::kMaxKvDim / 32 blocks at most
 uint turboCode(uint levels, uint i) {
+#if defined(ROW_GROUPS)
+  return stagedCodes[i];
+#else
   return scaledCode(levels, rotatedValue(i), turboBlocks ? blockScales[i / 32u] : turboNorm);
+#endif
+}
+
+// The divisor of the plain and grouped turbo codecs: ||x||, summed in order.
+float rowNorm() {
+  float sumSq = 0.0;
+  for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);
+  return sqrt(sumSq);
 }
 
 void encodeTurbo(uint c) {
@@ -251,13 +295,15 @@ void encodeTurbo(uint c) {
   turboBlocks = codecBlockScaled(c);
   if (turboBlocks) {
     [[dont_unroll]] for (uint b = 0u; b < KV_BLOCKS; ++b) {
+#if defined(ROW_GROUPS)
+      blockScales[b] = stagedScales[b];
+#else
       blockScales[b] = blockScale(levels, b);
+#endif
       putHalf(blockScales[b]);
     }
   } else {
-    float sumSq = 0.0;
-    for (uint i = 0u; i < HEAD_DIM; ++i) sumSq += value(i) * value(i);
-    turboNorm = sqrt(sumSq);
+    turboNorm = rowNorm();
     const uint width = codecScaleWidth(c);
     for (uint g = 0u; g < (HEAD_DIM + width - 1u) / width; ++g) {
       float ySq = 0.0, cSq = 0.0;
@@ -312,14 +358,57 @@ void encodeRow(uint c, uint page, uint dst) {
   for (uint w = 0u; w < (rowBytes + 3u) / 4u; ++w) pages[page].words[dst + w] = rowOut[w];
 }
 
+#if defined(ROW_GROUPS)
+// The parallel steps of the row's encoding, into shared memory: the row, and
+// for rotated codecs the codes (after turbo*b's scale search).
+void stageRow() {
+  const uint lid = gl_LocalInvocationID.x;
+  const bool rotated = codecRotated(CODEC);
+  for (uint i = lid; i < HEAD_DIM; i += WG) {
+    stagedBits[i] = x[srcBase + i];
+    if (rotated) stagedRotated[i] = xRot[srcBase + i];
+  }
+  barrier();
+  if (!rotated) return;
+  const uint levels = 1u << codecBits(CODEC);
+  const bool blocks = codecBlockScaled(CODEC);
+  if (blocks) {
+    for (uint item = lid; item < 16u * KV_BLOCKS; item += WG) {
+      const uint b = item / 16u;
+      const float s = candidate(blockRms(b), item % 16u);
+      candidateScale[item] = s;
+      candidateError[item] = blockError(levels, b, s);
+    }
+    barrier();
+    for (uint b = lid; b < KV_BLOCKS; b += WG) stagedScales[b] = blockScale(levels, b);
+    barrier();
+  }
+  const float norm = blocks ? 0.0 : rowNorm();
+  for (uint i = lid; i < HEAD_DIM; i += WG) {
+    stagedCodes[i] = scaledCode(levels, rotatedValue(i), blocks ? stagedScales[i / 32u] : norm);
+  }
+  barrier();
+}
+#endif
+
 void main() {
   initCodebooks();
   const uint rowWords = pc.part == 0u ? pc.keyRowWords : pc.valueRowWords;
   const uint block = pc.part == 0u ? pc.keyOffset : pc.valueOffset;
+#if defined(ROW_GROUPS)
+  const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y, row = pc.pos0 + t;
+  const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
+  srcBase = (t * pc.nHeadKv + head) * HEAD_DIM;
+  stageRow();
+  if (gl_LocalInvocationID.x == 0u) {
+    encodeRow(CODEC, page, block + (head * pc.rowsPerPage + slot) * rowWords);
+  }
+#else
   const uint t = gl_WorkGroupID.x, row = pc.pos0 + t;
   const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
   for (uint head = gl_LocalInvocationID.x; head < pc.nHeadKv; head += WG) {
     srcBase = (t * pc.nHeadKv + head) * HEAD_DIM;
     encodeRow(CODEC, page, block + (head * pc.rowsPerPage + slot) * rowWords);
   }
+#endif
 }

@@ -31,6 +31,7 @@ kvscope_shader(attention.comp NAME attention_out_codec DEFINES PASS_OUT CODEC)
 kvscope_shader(attention_cpu.comp NAME attention_stats_codec_cpu DEFINES PASS_STATS CODEC)
 kvscope_shader(attention_cpu.comp NAME attention_out_codec_cpu DEFINES PASS_OUT CODEC)
 kvscope_shader(kv_encode.comp)
+kvscope_shader(kv_encode.comp NAME kv_encode_gpu DEFINES ROW_GROUPS)
 kvscope_shader(kv_rotate.comp)
 # The indexer (engine/gpu/attention_indexer.cpp): the sidecar, page scores,
 # the selection and the gather of the selected rows.

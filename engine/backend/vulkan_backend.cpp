@@ -18,6 +18,10 @@ std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
   return out;
 }
 
+uint32_t VulkanBackend::lastStepParts() const {
+  return m_rec->partCount();
+}
+
 Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<const model::ModelFile> model,
                                                                const VulkanBackendOptions& options) {
   KVS_ASSIGN_OR_RETURN(auto shared, VulkanModel::shared(std::move(model), {.device = options.device,
@@ -31,7 +35,11 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   b->m_shared = std::move(shared);
   b->m_options = options;
   const auto& c = b->config();
-  KVS_ASSIGN_OR_RETURN(b->m_rec, gpu::Recorder::create(b->m_shared->context(), {.timing = options.timing}));
+  const bool cpuDevice = b->m_shared->context().info().type == gpu::DeviceType::kCpu;
+  const uint32_t submitEvery = options.submitEvery.value_or(cpuDevice ? 0 : kGpuSubmitEvery);
+  KVS_ASSIGN_OR_RETURN(
+      b->m_rec, gpu::Recorder::create(b->m_shared->context(),
+                                      {.timing = options.timing, .submitEvery = submitEvery}));
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
   KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_shared->bound(), b->m_contextLimit));
   // Pages never move; their count is bounded by the page-array binding, so a

@@ -15,6 +15,7 @@
 // them, tests/gpu/kv_codec_test.cpp). One token in errorStride is measured.
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,11 +34,19 @@
 
 namespace kvscope::backend {
 
+// A decode step of a 16-layer model is ~210 dispatches: a few parts, the
+// first submitted after about two layers are recorded.
+inline constexpr uint32_t kGpuSubmitEvery = 24;
+
 struct VulkanBackendOptions {
   uint32_t contextLimit = 0;  // 0: the model's trained context
   int device = -1;            // -1: $KVSCOPE_DEVICE, then the best device
   bool validation = false;    // Khronos validation (tests)
   bool timing = true;         // per-kernel-class GPU time (throughput panel)
+  // Dispatches per queue submission within a step (gpu::RecorderOptions::
+  // submitEvery); unset: kGpuSubmitEvery on a GPU, one submission on a CPU
+  // device (lavapipe runs a submission on the cores that record the next).
+  std::optional<uint32_t> submitEvery;
   uint32_t maxBatch = 512;    // tokens per forward(); larger batches are split
   // KV cache schemes per layer (empty: f16 everywhere), each stream built with
   // kv::streamSeed(kvSeed, layer, part) as kv::KvCache::create does.
@@ -81,6 +90,8 @@ class VulkanBackend final : public Backend {
   const std::shared_ptr<VulkanModel>& shared() const { return m_shared; }
   // GPU time per kernel class of the last forward() (empty without timestamps).
   std::vector<KernelTiming> kernelTimings() const override;
+  // Queue submissions the last step went out in (VulkanBackendOptions::submitEvery).
+  uint32_t lastStepParts() const;
   uint64_t weightBytes() const { return m_shared->weightBytes(); }
   uint64_t kvBytesAllocated() const { return uint64_t{m_layout.pageBytes()} * m_pages.size(); }
   std::vector<KvLayerBytes> kvBytes() const override;

@@ -16,13 +16,17 @@ static_assert(AttentionKernels::kMaxPages == KVS_ATTENTION_MAX_PAGES,
 
 constexpr uint32_t kGpuWorkgroup = 64;  // kGpu attention; rows per tile
 constexpr uint32_t kWriteWorkgroup = 64;
-// kv_encode.comp: a workgroup per token, an invocation per KV head row.
+// kv_encode.comp: on CPU devices a workgroup per token, an invocation per KV
+// head row; on GPUs a workgroup per row (its invocations share the row's work).
 constexpr uint32_t kEncodeWorkgroup = 32;
+constexpr uint32_t kGpuEncodeWorkgroup = 64;
 constexpr uint32_t kRotateWorkgroup = 64;
 constexpr uint32_t kReduceWorkgroup = 256;
 constexpr uint32_t kGroupsPerCpuThread = 4;  // few large groups: see header
-// Tasks that keep a GPU busy: a few workgroups per compute unit of a large GPU.
-constexpr uint32_t kGpuTargetGroups = 512;
+// Tasks that keep a GPU busy: enough workgroups per compute unit of a large
+// GPU (an H200 has 132) that some always have loads in flight; with 512 a
+// decode step's attention read its KV cache at ~4% of the device's bandwidth.
+constexpr uint32_t kGpuTargetGroups = 2048;
 // (token, query head) pairs one task serves from each K/V row it loads. The
 // registers (and, for kGpu, shared memory) a task needs grow with them. kCpu
 // also bounds pairs * (its words of a row): lavapipe's compile time grows
@@ -31,7 +35,7 @@ constexpr uint32_t kMaxPairs = 16;
 constexpr uint32_t kCpuMaxPairWords = 64;
 // Only decode-sized batches split the rows: the partial outputs grow with n.
 constexpr uint32_t kSplitMaxTokens = 8;
-constexpr uint32_t kMaxSplits = 64;
+constexpr uint32_t kMaxSplits = 256;
 // Rows of a split are a multiple of this (of every shape's tile).
 constexpr uint32_t kSplitAlign = 64;
 
@@ -163,7 +167,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       {"attention_stats", "attention_stats_cpu", 3, sizeof(push::AttentionPush), true},
       {"attention_out", "attention_out_cpu", 4, sizeof(push::AttentionPush), true},
       {"attention_reduce", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
-      {"kv_encode", "kv_encode", 2, sizeof(push::KvWritePush), true},
+      {"kv_encode_gpu", "kv_encode", 2, sizeof(push::KvWritePush), true},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
       {"kv_index", "kv_index", 1, sizeof(push::IndexerPush), true},
@@ -213,7 +217,9 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
     case Kind::kEncode:
     case Kind::kIndexWrite:  // both read or write rows of the codec in `key`
       desc.kernelClass = kind == Kind::kEncode ? "kv_write" : "index_write";
-      desc.specConstants = {kind == Kind::kEncode ? kEncodeWorkgroup : kIndexerWorkgroup,
+      desc.specConstants = {kind == Kind::kIndexWrite ? kIndexerWorkgroup
+                            : cpu                     ? kEncodeWorkgroup
+                                                      : kGpuEncodeWorkgroup,
                             v.headDim};
       addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
@@ -424,7 +430,11 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     variant.keyCodebook = s.codebook;
     KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kEncode, variant));
     push.part = part;
-    rec.dispatchPaged(*p, {x, *rotated}, pages, push, n);  // a workgroup per token
+    if (m_shape == AttentionShape::kCpu) {
+      rec.dispatchPaged(*p, {x, *rotated}, pages, push, n);  // a workgroup per token
+    } else {
+      rec.dispatchPaged(*p, {x, *rotated}, pages, push, layout.nHeadKv, n);  // one per row
+    }
   }
   if (!index) return okStatus();
   rec.barrier();

@@ -1,6 +1,7 @@
 #include "gpu/kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <thread>
 
 #include "shaders/elementwise.h"
@@ -10,7 +11,11 @@
 namespace kvscope::gpu {
 namespace {
 
-constexpr uint32_t kReduceWg = 64;  // power of two (reduce.glsl)
+// Workgroups of the row reductions, powers of two (reduce.glsl): a CPU device
+// runs a workgroup as one thread's SIMD loop; a GPU waits on each load of a
+// strided loop in turn, so it takes a row in few, wide steps.
+constexpr uint32_t kReduceWg = 64;
+constexpr uint32_t kGpuReduceWg = 512;
 constexpr uint32_t kElementWg = 256;
 constexpr uint32_t kGroupsPerCpuThread = 3;  // few large groups: see header
 
@@ -45,9 +50,15 @@ Expected<uint32_t> Kernels::prepareAll() {
 Expected<const Pipeline*> Kernels::get(Id id) {
   if (!m_pipelines[id]) {
     const KernelDesc& d = kDescs[id];
+    const auto& limits = m_ctx.limits();
+    const uint32_t gpuReduceWg =
+        std::min(kGpuReduceWg, std::bit_floor(std::min(limits.maxComputeWorkGroupInvocations,
+                                                       limits.maxComputeWorkGroupSize[0])));
+    const uint32_t workgroup =
+        d.workgroup == kReduceWg && !m_cpuThreads ? gpuReduceWg : d.workgroup;
     KVS_ASSIGN_OR_RETURN(
         Pipeline p,
-        Pipeline::create(m_ctx, {d.shader, d.bindings, d.pushBytes, {d.workgroup}, d.kernelClass}));
+        Pipeline::create(m_ctx, {d.shader, d.bindings, d.pushBytes, {workgroup}, d.kernelClass}));
     m_pipelines[id] = std::move(p);
   }
   return &*m_pipelines[id];

@@ -18,6 +18,7 @@ Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const Recorde
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   KVS_VK(vkAllocateCommandBuffers(dev, &ai, &rec->m_cmd), "vkAllocateCommandBuffers");
+  rec->m_parts.push_back(rec->m_cmd);
 
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                             options.maxDispatches * kMaxBindingsPerDispatch + options.maxPageBindings};
@@ -39,31 +40,70 @@ Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const Recorde
 }
 
 Recorder::~Recorder() {
+  drainParts();
   VkDevice dev = m_ctx.device();
   if (m_fence) vkDestroyFence(dev, m_fence, nullptr);
   if (m_queryPool) vkDestroyQueryPool(dev, m_queryPool, nullptr);
   if (m_pool) vkDestroyDescriptorPool(dev, m_pool, nullptr);
-  if (m_cmd) vkFreeCommandBuffers(dev, m_ctx.commandPool(), 1, &m_cmd);
+  if (!m_parts.empty()) {
+    vkFreeCommandBuffers(dev, m_ctx.commandPool(), static_cast<uint32_t>(m_parts.size()),
+                         m_parts.data());
+  }
+}
+
+void Recorder::drainParts() {
+  if (m_partsPending) vkQueueWaitIdle(m_ctx.queue());
+  m_partsPending = false;
 }
 
 Status Recorder::begin() {
   // A recording abandoned after an error is dropped: the command buffer
-  // reset below returns it to its initial state.
+  // reset below returns it to its initial state, once the parts it already
+  // submitted have run.
+  drainParts();
   m_recording = false;
   m_error = okStatus();
   m_dispatches = 0;
   m_timedPipelines.clear();
   KVS_VK(vkResetDescriptorPool(m_ctx.device(), m_pool, 0), "vkResetDescriptorPool");
-  KVS_VK(vkResetCommandBuffer(m_cmd, 0), "vkResetCommandBuffer");
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  KVS_VK(vkBeginCommandBuffer(m_cmd, &bi), "vkBeginCommandBuffer");
+  m_part = 0;
+  KVS_TRY(beginPart());
   if (m_queryPool) {
     vkCmdResetQueryPool(m_cmd, m_queryPool, 0, m_options.maxDispatches + 1);
     vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, m_queryPool, 0);
   }
   m_recording = true;
   return okStatus();
+}
+
+Status Recorder::beginPart() {
+  if (m_part == m_parts.size()) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = m_ctx.commandPool();
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    KVS_VK(vkAllocateCommandBuffers(m_ctx.device(), &ai, &cmd), "vkAllocateCommandBuffers");
+    m_parts.push_back(cmd);
+  }
+  m_cmd = m_parts[m_part];
+  m_partDispatches = 0;
+  KVS_VK(vkResetCommandBuffer(m_cmd, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  KVS_VK(vkBeginCommandBuffer(m_cmd, &bi), "vkBeginCommandBuffer");
+  return okStatus();
+}
+
+Status Recorder::submitPart() {
+  KVS_VK(vkEndCommandBuffer(m_cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &m_cmd;
+  KVS_VK(vkQueueSubmit(m_ctx.queue(), 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+  m_partsPending = true;
+  ++m_part;
+  return beginPart();
 }
 
 void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<BufferRange> buffers,
@@ -126,6 +166,7 @@ void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<Buf
   }
   vkCmdDispatch(m_cmd, groupsX, groupsY, groupsZ);
   ++m_dispatches;
+  ++m_partDispatches;
   if (m_queryPool) {
     vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, m_queryPool, m_dispatches);
     m_timedPipelines.push_back(&pipeline);
@@ -133,6 +174,18 @@ void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<Buf
 }
 
 void Recorder::barrier() {
+  // A part ends at a barrier, which then opens the next part. After a
+  // recording error nothing more is submitted (submitAndWait drains the rest).
+  if (m_options.submitEvery != 0 && m_partDispatches >= m_options.submitEvery && m_error.ok()) {
+    if (Status s = submitPart(); !s.ok()) {
+      m_error = s;
+      return;
+    }
+  }
+  recordBarrier();
+}
+
+void Recorder::recordBarrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask =
@@ -160,13 +213,17 @@ Status Recorder::submitAndWait() {
   vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   KVS_VK(vkEndCommandBuffer(m_cmd), "vkEndCommandBuffer");
-  if (!m_error.ok()) return m_error;
+  if (!m_error.ok()) {
+    drainParts();
+    return m_error;
+  }
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &m_cmd;
   KVS_VK(vkQueueSubmit(m_ctx.queue(), 1, &si, m_fence), "vkQueueSubmit");
   VkResult r = vkWaitForFences(m_ctx.device(), 1, &m_fence, VK_TRUE, UINT64_MAX);
   vkResetFences(m_ctx.device(), 1, &m_fence);
+  if (r == VK_SUCCESS) m_partsPending = false;  // the last part ran after the others
   KVS_VK(r, "vkWaitForFences");
   if (m_queryPool) collectTimes();
   return okStatus();
