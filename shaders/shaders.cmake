@@ -23,6 +23,7 @@ kvscope_shader(attention.comp NAME attention_out DEFINES PASS_OUT)
 kvscope_shader(attention_cpu.comp NAME attention_stats_cpu DEFINES PASS_STATS)
 kvscope_shader(attention_cpu.comp NAME attention_out_cpu DEFINES PASS_OUT)
 kvscope_shader(attention_reduce.comp)
+kvscope_shader(attention_reduce.comp NAME attention_reduce_gpu DEFINES SPLIT_LANES)
 # The same over KV codecs other than f16 (shaders/kv_codec.glsl, one variant
 # per shape and pass; the K and V codecs are specialization constants), the
 # encoder of new rows and the rotation of rotated codecs.

@@ -49,6 +49,7 @@ shared float partials[WG];  // one per subgroup; WG bounds the subgroup count
 
 float groupSum(float v) {
   v = subgroupAdd(v);
+  if (gl_NumSubgroups == 1u) return v;  // uniform: the workgroup is one subgroup
   if (subgroupElect()) partials[gl_SubgroupID] = v;
   barrier();
   float total = 0.0;

@@ -22,6 +22,7 @@ constexpr uint32_t kEncodeWorkgroup = 32;
 constexpr uint32_t kGpuEncodeWorkgroup = 64;
 constexpr uint32_t kRotateWorkgroup = 64;
 constexpr uint32_t kReduceWorkgroup = 256;
+constexpr uint32_t kGpuReduceOutputs = 32;   // attention_reduce.comp's OUTPUTS
 constexpr uint32_t kGroupsPerCpuThread = 4;  // few large groups: see header
 // Tasks that keep a GPU busy: enough workgroups per compute unit of a large
 // GPU (an H200 has 132) that some always have loads in flight; with 512 a
@@ -166,7 +167,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       {"kv_write", "kv_write", 2, sizeof(push::KvWritePush), true},
       {"attention_stats", "attention_stats_cpu", 3, sizeof(push::AttentionPush), true},
       {"attention_out", "attention_out_cpu", 4, sizeof(push::AttentionPush), true},
-      {"attention_reduce", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
+      {"attention_reduce_gpu", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
       {"kv_encode_gpu", "kv_encode", 2, sizeof(push::KvWritePush), true},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
       {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
@@ -557,8 +558,11 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                     p.groups);
   rec.barrier();
   const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
+  // attention_reduce_gpu: a workgroup per kGpuReduceOutputs outputs; on CPU devices an invocation
+  // per output.
+  const uint32_t perGroup = m_shape == AttentionShape::kCpu ? kReduceWorkgroup : kGpuReduceOutputs;
   rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
-               std::min(ceilDiv(count, kReduceWorkgroup), groupCap()));
+               std::min(ceilDiv(count, perGroup), groupCap()));
   return okStatus();
 }
 

@@ -163,7 +163,8 @@ TEST_P(WeightKernelTest, MatvecMatchesReferenceAtEveryLaunch) {
   if (tc.type != TensorType::kQ8_0 && tc.type != TensorType::kQ4_K)
     GTEST_SKIP() << "the launch is type-independent; checked on Q8_0 and Q4_K";
   const uint32_t cols = tc.cols.back();
-  for (uint32_t wg : {32u, 128u, 256u}) {
+  // A workgroup of one subgroup too (its sum needs no shared memory).
+  for (uint32_t wg : {ctx().info().subgroupSize, 32u, 128u, 256u}) {
     for (uint32_t perGroup : {1u, 3u, 8u}) {
       gpu::WeightKernels wk(ctx(), shape, gpu::MatvecLaunch{.workgroup = wg, .rows = perGroup});
       for (uint32_t rows : {7u, 100u}) {
