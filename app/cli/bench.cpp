@@ -37,7 +37,7 @@ struct BenchArgs {
   std::vector<std::string> backends = {"cpu", "vulkan"};
   unsigned threads = 0;
   bool json = false;
-  bool kernels = false;                           // device time per kernel class of one decode step
+  bool kernels = false;  // device time per kernel class of the prefill and of one decode step
   std::vector<std::string> kvPolicies = {"f16"};  // see policyOf()
   std::vector<std::string> indexers;              // --indexer settings; empty: the policy's own
 };
@@ -49,7 +49,35 @@ struct Row {
   double prefillTps = 0, decodeTps = 0;
   double lastDecodeMs = 0;                     // wall time of the last decode step
   std::vector<backend::KernelTiming> kernels;  // its device time by kernel class
+  std::vector<backend::KernelTiming> prefillKernels;  // the prefill's
 };
+
+// " matvec 1.46 ms (113; 1.31e+03 MB at 897 GB/s, 1.79e+03 GFLOP/s)," per kernel class:
+// the roofline figures of the traffic and arithmetic the kernels declare.
+std::string kernelBreakdown(const std::vector<backend::KernelTiming>& kernels) {
+  std::string out;
+  for (const auto& k : kernels) {
+    out += fmt::format(" {} {:.2f} ms ({}", k.kernelClass, k.ms, k.dispatches);
+    const double s = k.ms * 1e-3;
+    if (k.bytes > 0 && s > 0)
+      out += fmt::format("; {:.3g} MB at {:.3g} GB/s", k.bytes * 1e-6, k.bytes * 1e-9 / s);
+    if (k.flops > 0 && s > 0) out += fmt::format(", {:.3g} GFLOP/s", k.flops * 1e-9 / s);
+    out += "),";
+  }
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+nlohmann::json kernelJson(const std::vector<backend::KernelTiming>& kernels) {
+  auto out = nlohmann::json::array();
+  for (const auto& k : kernels)
+    out.push_back({{"class", k.kernelClass},
+                   {"ms", k.ms},
+                   {"dispatches", k.dispatches},
+                   {"bytes", k.bytes},
+                   {"flops", k.flops}});
+  return out;
+}
 
 std::vector<int32_t> benchTokens(uint32_t n, uint32_t vocab, uint32_t salt) {
   std::vector<int32_t> t(n);
@@ -89,6 +117,7 @@ Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, u
     const auto t0 = Clock::now();
     KVS_TRY(b.forward({tokens}, logits));
     first.prefillTps = a.prefill / secondsSince(t0);
+    first.prefillKernels = b.kernelTimings();  // of the prefill's last chunk
     KVS_TRY(b.trim(depth));
   }
   const kv::IndexerOptions own = b.indexer();
@@ -200,17 +229,18 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
       if (a.kernels && !row.kernels.empty()) {
         double device = 0;
         for (const auto& k : row.kernels) device += k.ms;
-        std::string detail = fmt::format(
-            "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:", kind,
-            rowLabel, d, row.lastDecodeMs, device);
-        for (const auto& k : row.kernels)
-          detail += fmt::format(" {} {:.2f} ms ({}),", k.kernelClass, k.ms, k.dispatches);
-        detail.pop_back();
-        out.breakdown.push_back(std::move(detail));
-        out.results.back()["kernels"] = nlohmann::json::array();
-        for (const auto& k : row.kernels)
-          out.results.back()["kernels"].push_back(
-              {{"class", k.kernelClass}, {"ms", k.ms}, {"dispatches", k.dispatches}});
+        out.breakdown.push_back(fmt::format(
+            "    {} {} depth {}: last decode step {:.2f} ms wall, {:.2f} ms on the device:{}", kind,
+            rowLabel, d, row.lastDecodeMs, device, kernelBreakdown(row.kernels)));
+        out.results.back()["kernels"] = kernelJson(row.kernels);
+      }
+      if (a.kernels && !row.prefillKernels.empty()) {
+        double device = 0;
+        for (const auto& k : row.prefillKernels) device += k.ms;
+        out.breakdown.push_back(
+            fmt::format("    {} {} depth {}: prefill, {:.2f} ms on the device:{}", kind, rowLabel,
+                        d, device, kernelBreakdown(row.prefillKernels)));
+        out.results.back()["prefill_kernels"] = kernelJson(row.prefillKernels);
       }
     }
   }
@@ -272,7 +302,9 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode) {
   cmd->add_flag("--json", args.json, "Print JSON");
   cmd->add_flag(
       "--kernels", args.kernels,
-      "Time every GPU dispatch and print device time per kernel class of a decode step (slower)");
+      "Time every GPU dispatch and print, per kernel class of the prefill and of a decode step, "
+      "the "
+      "device time, the bytes the kernels move and the GB/s and FLOP/s they reach (slower)");
   cmd->callback([&global, &exitCode] { exitCode = runBench(args, global); });
 }
 

@@ -26,6 +26,8 @@ struct KernelTiming {
   std::string kernelClass;  // "matvec", "attention", "norm", …
   uint32_t dispatches = 0;
   double ms = 0.0;
+  uint64_t bytes = 0;  // memory traffic the class's dispatches declared (read + written)
+  uint64_t flops = 0;  // and their arithmetic operations (products: 2 per multiply-add)
 };
 
 struct Batch {

@@ -14,7 +14,8 @@ VulkanBackend::~VulkanBackend() = default;
 
 std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
   std::vector<KernelTiming> out;
-  for (const auto& t : m_rec->kernelTimes()) out.push_back({t.kernelClass, t.dispatches, t.gpuMs});
+  for (const auto& t : m_rec->kernelTimes())
+    out.push_back({t.kernelClass, t.dispatches, t.gpuMs, t.bytes, t.flops});
   return out;
 }
 

@@ -384,6 +384,8 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
                          : count * (headDim % 4 == 0 ? headDim / 4 : headDim);
   rec.dispatch(*p, {in, *stream.rotation, out}, push::KvRotatePush{count},
                std::min(ceilDiv(items, kRotateWorkgroup), groupCap()));
+  rec.traffic((2 * uint64_t{count} * headDim + uint64_t{headDim} * headDim) * sizeof(float),
+              2 * uint64_t{count} * headDim * headDim);
   return okStatus();
 }
 
@@ -413,6 +415,8 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
   if (!codec) {
     KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {}));
     rec.dispatchPaged(*p, {k, v}, pages, push, std::min(n, groupCap()));
+    rec.traffic(2 * inputBytes + uint64_t{n} * layout.nHeadKv *
+                                     (layout.rowBytes(layer, 0) + layout.rowBytes(layer, 1)));
   }
   // Otherwise one encoder dispatch per part, each specialized for its codec;
   // a rotated codec first rotates the rows (y = R x) into the scratch.
@@ -436,6 +440,8 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     } else {
       rec.dispatchPaged(*p, {x, *rotated}, pages, push, layout.nHeadKv, n);  // one per row
     }
+    rec.traffic(inputBytes * (rotated != &x ? 2 : 1) +
+                uint64_t{n} * layout.nHeadKv * layout.rowBytes(layer, part));
   }
   if (!index) return okStatus();
   rec.barrier();
@@ -539,8 +545,19 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
+  // Roofline terms (Recorder::traffic): every K and V row of the KV heads
+  // once, scores kept in the score buffer written and read back (else K read
+  // twice), q in and the output out; 4 operations per (query head, visible
+  // row, value) for the scores and the weighted sum.
+  const uint64_t kBytes = uint64_t{rows} * layout.nHeadKv * layout.rowBytes(layer, 0);
+  const uint64_t vBytes = uint64_t{rows} * layout.nHeadKv * layout.rowBytes(layer, 1);
+  const uint64_t ioBytes = uint64_t{n} * nHead * layout.headDim * sizeof(float);
+  const uint64_t scoreBytes = storeScores ? uint64_t{n} * nHead * rows * sizeof(float) : kBytes;
+  const uint64_t visible = uint64_t{n} * pos0 + uint64_t{n} * (n + 1) / 2;
+  const uint64_t flops = 4 * visible * nHead * layout.headDim;
   if (p.splits == 1) {
     rec.dispatchPaged(*outPass, {query, q, scores, target}, pages, push, p.groups);
+    rec.traffic(kBytes + vBytes + 2 * ioBytes + (storeScores ? 2 * scoreBytes : 0), flops);
     return okStatus();
   }
   const size_t pairs = size_t{p.splits} * n * nHead;
@@ -552,10 +569,13 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   }
   KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
   KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
+  const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * layout.headDim * 4;
   rec.dispatchPaged(*statsPass, {query, scratch.stats, scores}, pages, push, p.groups);
+  rec.traffic(kBytes + ioBytes + (storeScores ? scoreBytes : 0) + statsBytes, flops / 2);
   rec.barrier();
   rec.dispatchPaged(*outPass, {query, scratch.stats, scores, scratch.partial}, pages, push,
                     p.groups);
+  rec.traffic(scoreBytes + vBytes + statsBytes + partialBytes, flops / 2);
   rec.barrier();
   const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
   // attention_reduce_gpu: a workgroup per kGpuReduceOutputs outputs; on CPU devices an invocation
@@ -563,6 +583,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   const uint32_t perGroup = m_shape == AttentionShape::kCpu ? kReduceWorkgroup : kGpuReduceOutputs;
   rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
                std::min(ceilDiv(count, perGroup), groupCap()));
+  rec.traffic(partialBytes + ioBytes);
   return okStatus();
 }
 
@@ -581,6 +602,8 @@ Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
   const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
   rec.dispatchPaged(*stats, {query, out, query}, pages, push,
                     std::min(layout.nHeadKv, groupCap()));
+  rec.traffic(uint64_t{pos0 + 1} * layout.nHeadKv * layout.rowBytes(layer, 0),
+              2 * uint64_t{pos0 + 1} * nHead * layout.headDim);
   return okStatus();
 }
 

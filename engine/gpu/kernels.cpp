@@ -80,12 +80,14 @@ uint32_t Kernels::elementGroups(uint32_t n, uint32_t wg) const {
 Status Kernels::convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kToF16));
   rec.dispatch(*p, {in, out}, push::ElementwisePush{n}, elementGroups((n + 1) / 2, kElementWg));
+  rec.traffic(uint64_t{n} * 6);
   return okStatus();
 }
 
 Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kToF32));
   rec.dispatch(*p, {in, out}, push::ElementwisePush{n}, elementGroups(n, kElementWg));
+  rec.traffic(uint64_t{n} * 6);
   return okStatus();
 }
 
@@ -93,6 +95,7 @@ Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, co
                         uint32_t n, uint32_t rows, float eps) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRmsnorm));
   rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps}, rowGroups(rows));
+  rec.traffic((uint64_t{n} * rows * 2 + n) * sizeof(float));
   return okStatus();
 }
 
@@ -100,6 +103,7 @@ Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_
                         float scale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
   rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale}, rowGroups(rows));
+  rec.traffic(uint64_t{n} * rows * 2 * sizeof(float));
   return okStatus();
 }
 
@@ -108,6 +112,8 @@ Status Kernels::rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRope));
   rec.dispatch(*p, {x, table}, push::RopePush{n, heads, headDim, dims, neox ? 1u : 0u, tailScale},
                elementGroups(n * heads * (dims / 2), kElementWg));
+  // The rotated values in and out, and the angle table.
+  rec.traffic((uint64_t{n} * heads * dims * 2 + uint64_t{n} * dims) * sizeof(float));
   return okStatus();
 }
 

@@ -65,6 +65,7 @@ Status Recorder::begin() {
   m_error = okStatus();
   m_dispatches = 0;
   m_timedPipelines.clear();
+  m_timedTraffic.clear();
   KVS_VK(vkResetDescriptorPool(m_ctx.device(), m_pool, 0), "vkResetDescriptorPool");
   m_part = 0;
   KVS_TRY(beginPart());
@@ -170,7 +171,13 @@ void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<Buf
   if (m_queryPool) {
     vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, m_queryPool, m_dispatches);
     m_timedPipelines.push_back(&pipeline);
+    m_timedTraffic.emplace_back(0, 0);
   }
+}
+
+void Recorder::traffic(uint64_t bytes, uint64_t flops) {
+  if (!m_timedTraffic.empty() && m_timedTraffic.size() == m_dispatches)
+    m_timedTraffic.back() = {bytes, flops};
 }
 
 void Recorder::barrier() {
@@ -251,6 +258,8 @@ void Recorder::collectTimes() {
     if (it == m_times.end()) it = m_times.insert(m_times.end(), KernelTime{cls, 0, 0.0});
     it->dispatches += 1;
     it->gpuMs += ms;
+    it->bytes += m_timedTraffic[i].first;
+    it->flops += m_timedTraffic[i].second;
     m_lastGpuMs += ms;
   }
 }

@@ -44,6 +44,10 @@ struct KernelTime {
   std::string kernelClass;
   uint32_t dispatches = 0;
   double gpuMs = 0.0;
+  // Roofline terms the dispatches declared (Recorder::traffic): bytes read
+  // plus written and arithmetic operations; 0 where a dispatch declared none.
+  uint64_t bytes = 0;
+  uint64_t flops = 0;
 };
 
 struct RecorderOptions {
@@ -83,6 +87,10 @@ class Recorder {
                 const Push& push, uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {
     dispatch(pipeline, buffers, &push, sizeof(Push), groupsX, groupsY, groupsZ);
   }
+  // The memory traffic (bytes read + written, estimated from the shapes the
+  // caller knows) and arithmetic operations of the dispatch recorded last,
+  // for the roofline figures of kernelTimes(). Recorded with timing only.
+  void traffic(uint64_t bytes, uint64_t flops = 0);
   // Makes all prior shader writes visible to later shader reads and writes.
   void barrier();
   // Records a buffer-to-buffer copy (with a barrier before and after).
@@ -122,6 +130,7 @@ class Recorder {
   bool m_recording = false;
   uint32_t m_dispatches = 0;
   std::vector<const Pipeline*> m_timedPipelines;  // dispatch i -> pipeline, for timing
+  std::vector<std::pair<uint64_t, uint64_t>> m_timedTraffic;  // dispatch i -> (bytes, flops)
   std::vector<KernelTime> m_times;
   double m_lastGpuMs = 0.0;
   Status m_error;

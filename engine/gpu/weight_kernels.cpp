@@ -329,6 +329,13 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
   }
   rec.dispatch(*p, {wb, xb, yb, biasb}, push, count);
+  // The weights once, the inputs, the outputs (also read by the residual
+  // and gate epilogues) and the bias.
+  const uint64_t outputs = uint64_t{n} * rows;
+  rec.traffic(rows * layout.rowBytes + uint64_t{n} * cols * sizeof(float) +
+                  outputs * sizeof(float) * (epilogue.accumulate || epilogue.siluGate ? 2 : 1) +
+                  (epilogue.bias ? rows * sizeof(float) : 0),
+              2 * outputs * cols);
   return okStatus();
 }
 

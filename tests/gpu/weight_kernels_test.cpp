@@ -302,6 +302,39 @@ TEST_F(WeightKernelApiTest, RowRangeOfARepackedTensorIsContiguous) {
                      "rows 4..11");
 }
 
+// The roofline terms a product declares (Recorder::traffic, bench --kernels):
+// the weights' repacked rows (the GGUF bytes, 34 per Q8_0 block of 32, with
+// the planes aligned: a few bytes more), the inputs and outputs once, a
+// residual epilogue's outputs twice; 2 operations per multiply-add.
+TEST_F(WeightKernelApiTest, ProductsDeclareTheirTrafficAndArithmetic) {
+  if (!ctx().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
+  const uint32_t rows = 64, cols = 256, n = 3;
+  const Weights w = makeWeights(TensorType::kQ8_0, rows, cols, 9);
+  gpu::WeightKernels wk(ctx());
+  gpu::Buffer wb = upload(w.device), xb = upload(randomFloats(n * cols, 10)),
+              yb = deviceBuffer(n * rows * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(wk.matvec(rec(), TensorType::kQ8_0, wb, xb, yb, rows, cols).ok());
+  rec().barrier();
+  ASSERT_TRUE(
+      wk.matmul(rec(), TensorType::kQ8_0, wb, xb, yb, n, rows, cols, {.accumulate = true}).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto stride = gpu::WeightKernels::rowBytes(TensorType::kQ8_0, cols);
+  ASSERT_TRUE(stride);
+  const uint64_t weights = uint64_t{rows} * *stride;
+  EXPECT_GE(weights, uint64_t{rows} * (cols / 32) * 34);
+  EXPECT_LE(weights, uint64_t{rows} * (cols / 32) * 36);
+  const uint64_t matvec = weights + cols * 4 + rows * 4;
+  const uint64_t matmul = weights + n * cols * 4 + 2 * n * rows * 4;
+  uint64_t seen = 0;
+  for (const auto& t : rec().kernelTimes()) {
+    EXPECT_EQ(t.bytes, t.kernelClass == "matvec" ? matvec : matmul) << t.kernelClass;
+    EXPECT_EQ(t.flops, 2ull * rows * cols * (t.kernelClass == "matvec" ? 1 : n)) << t.kernelClass;
+    seen += t.dispatches;
+  }
+  EXPECT_EQ(seen, 2u);
+}
+
 TEST_F(WeightKernelApiTest, RefusesWhatItCannotRun) {
   gpu::WeightKernels wk(ctx());
   EXPECT_FALSE(gpu::WeightKernels::supportsType(TensorType::kQ4_1));
