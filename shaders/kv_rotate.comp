@@ -10,6 +10,11 @@
 // d log d additions, with the float operations of kv::hadamardRotate(Back).
 // Otherwise an invocation computes 4 consecutive outputs of one vector (1
 // when HEAD_DIM is not a multiple of 4) from vec4 loads, in float32.
+// On GPUs (SHARED_FWHT) a workgroup runs the fast transform of one vector at
+// a time in shared memory, an invocation per butterfly of each stage: the
+// same additions on the same pairs, so the same bits; one invocation per
+// vector kept a decode step's handful of vectors on a handful of threads,
+// ~10 us a dispatch on an H200.
 #define KVS_KV_ROTATE
 #include "attention.h"
 
@@ -51,9 +56,41 @@ void fastRotate() {
   }
 }
 
+#if defined(SHARED_FWHT)
+shared float sharedVector[HEAD_DIM];
+
+void sharedFastRotate() {
+  const uint lid = gl_LocalInvocationID.x;
+  const float norm = abs(m[0]);
+  for (uint r = gl_WorkGroupID.x; r < pc.count; r += gl_NumWorkGroups.x) {
+    const uint x0 = r * HEAD_DIM;
+    for (uint i = lid; i < HEAD_DIM; i += WG)
+      sharedVector[i] = TRANSPOSE ? inv[x0 + i] : inv[x0 + i] * sign(m[i]);
+    barrier();
+    for (uint len = 1u; len < HEAD_DIM; len *= 2u) {
+      // Butterfly p of this stage: block p / len, offset p % len in it.
+      for (uint p = lid; p < HEAD_DIM / 2u; p += WG) {
+        const uint j = (p / len) * 2u * len + p % len;
+        const float a = sharedVector[j], b = sharedVector[j + len];
+        sharedVector[j] = a + b;
+        sharedVector[j + len] = a - b;
+      }
+      barrier();
+    }
+    for (uint i = lid; i < HEAD_DIM; i += WG)
+      outv[x0 + i] = TRANSPOSE ? sharedVector[i] * (norm * sign(m[i])) : sharedVector[i] * norm;
+    barrier();  // the next vector overwrites sharedVector
+  }
+}
+#endif
+
 void main() {
   if (FWHT) {
+#if defined(SHARED_FWHT)
+    sharedFastRotate();
+#else
     fastRotate();
+#endif
     return;
   }
   const uint total = pc.count * ITEMS;

@@ -34,6 +34,7 @@ kvscope_shader(attention_cpu.comp NAME attention_out_codec_cpu DEFINES PASS_OUT 
 kvscope_shader(kv_encode.comp)
 kvscope_shader(kv_encode.comp NAME kv_encode_gpu DEFINES ROW_GROUPS)
 kvscope_shader(kv_rotate.comp)
+kvscope_shader(kv_rotate.comp NAME kv_rotate_gpu DEFINES SHARED_FWHT)
 # The indexer (engine/gpu/attention_indexer.cpp): the sidecar, page scores,
 # the selection and the gather of the selected rows.
 kvscope_shader(kv_index.comp)

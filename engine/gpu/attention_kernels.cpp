@@ -169,8 +169,8 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       {"attention_out", "attention_out_cpu", 4, sizeof(push::AttentionPush), true},
       {"attention_reduce_gpu", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
       {"kv_encode_gpu", "kv_encode", 2, sizeof(push::KvWritePush), true},
-      {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
-      {"kv_rotate", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
+      {"kv_rotate_gpu", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
+      {"kv_rotate_gpu", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
       {"kv_index", "kv_index", 1, sizeof(push::IndexerPush), true},
       {"index_score", "index_score", 3, sizeof(push::IndexerPush), false},
       {"index_select", "index_select", 2, sizeof(push::IndexerPush), false},
@@ -378,12 +378,17 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
   Variant v;
   v.headDim = headDim;
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(back ? Kind::kRotateBack : Kind::kRotate, v));
-  // Invocations: one per vector for the fast transform (power-of-two rows),
-  // else one per 4 outputs (or per output), as kv_rotate.comp splits them.
-  const uint32_t items = std::has_single_bit(headDim) ? count
-                         : count * (headDim % 4 == 0 ? headDim / 4 : headDim);
+  // Invocations: for the fast transform (power-of-two rows) one per vector
+  // on CPU devices, a workgroup per vector on GPUs; else one per 4 outputs
+  // (or per output), as kv_rotate.comp splits them.
+  const bool fast = std::has_single_bit(headDim);
+  const uint32_t groups =
+      fast && m_shape == AttentionShape::kGpu
+          ? count
+          : ceilDiv(fast ? count : count * (headDim % 4 == 0 ? headDim / 4 : headDim),
+                    kRotateWorkgroup);
   rec.dispatch(*p, {in, *stream.rotation, out}, push::KvRotatePush{count},
-               std::min(ceilDiv(items, kRotateWorkgroup), groupCap()));
+               std::min(groups, groupCap()));
   rec.traffic((2 * uint64_t{count} * headDim + uint64_t{headDim} * headDim) * sizeof(float),
               2 * uint64_t{count} * headDim * headDim);
   return okStatus();
