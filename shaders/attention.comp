@@ -173,8 +173,10 @@ void combineStats(Task t) {
 
 // V rows whose loads an invocation issues together: one row at a time, each
 // load waited for in turn, left a GPU idle (64 rows of a tile took ~30 us on
-// an H200, 4 at a time ~15 us). 16 words of values in flight per item.
-const uint ROW_BATCH = 16u / ITEM_WORDS;
+// an H200, 4 at a time ~15 us). VALUE_WORDS words of values in flight per
+// item (>= 4; the host picks it per device, see attention_kernels.cpp).
+layout(constant_id = 4) const uint VALUE_WORDS = 16;
+const uint ROW_BATCH = VALUE_WORDS / ITEM_WORDS;
 
 // Whether some pair weights a row of the tile's rows [r, end) (sparse V skips
 // the batches no pair keeps).

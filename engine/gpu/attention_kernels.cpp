@@ -33,6 +33,13 @@ constexpr uint32_t kGpuTargetGroups = 2048;
 // also bounds pairs * (its words of a row): lavapipe's compile time grows
 // faster than linearly with the registers (~1 s at 64, ~8 s at 256).
 constexpr uint32_t kMaxPairs = 16;
+// V words one attention.comp invocation loads together (its VALUE_WORDS): 16
+// on GPUs; 4 where a CPU device runs the GPU shape (the tests), since
+// lavapipe's compile time grows with it (a cold compile of the GPU-shape
+// attention test: 65 s loading one row at a time, 78 s with 4 words, 191 s
+// with 16).
+constexpr uint32_t kGpuValueWords = 16;
+constexpr uint32_t kCpuDeviceValueWords = 4;
 constexpr uint32_t kCpuMaxPairWords = 64;
 // Only decode-sized batches split the rows: the partial outputs grow with n.
 constexpr uint32_t kSplitMaxTokens = 8;
@@ -211,7 +218,11 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
     case Kind::kStats:
     case Kind::kOut:
       desc.specConstants = {m_workgroup, v.headDim, v.gqa, v.tokens};
-      if (cpu) desc.specConstants.push_back(v.chunkWords);
+      if (cpu) {
+        desc.specConstants.push_back(v.chunkWords);
+      } else {
+        desc.specConstants.push_back(m_cpuThreads ? kCpuDeviceValueWords : kGpuValueWords);
+      }
       if (codec)
         addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;

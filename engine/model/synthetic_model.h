@@ -3,7 +3,9 @@
 // and shape: the inputs of backend parity tests and benchmarks (a real model
 // of every shape and quantization cannot ship with the project).
 // Weights are seeded and scaled like a trained model's (about 1/sqrt(fan_in)),
-// so activations stay in a realistic range through many layers. The vocabulary
+// so activations stay in a realistic range through many layers; each value is
+// a function of (seed, tensor, index), so every core fills the file and the
+// bytes do not depend on the thread count. The vocabulary
 // is SentencePiece-style: <unk>, <s>, </s>, the 256 byte tokens, then
 // printable pieces, so any text tokenizes through byte fallback.
 
