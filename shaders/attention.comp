@@ -188,7 +188,8 @@ bool rowsKept(uint r, uint end) {
 }
 
 // Pass 2: the weighted sum of V rows for every pair, into `outv`; with sparse
-// V, weights below pc.sparseV count as 0 and V rows no pair keeps are not read.
+// V, weights below pc.sparseV count as 0 and a batch of ROW_BATCH V rows no
+// pair keeps is not read.
 void outputPass(Task t) {
   const uint lid = gl_LocalInvocationID.x;
   vec2 acc[ITEMS * ITEM_WORDS];

@@ -237,9 +237,9 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
       if (a.kernels && !row.prefillKernels.empty()) {
         double device = 0;
         for (const auto& k : row.prefillKernels) device += k.ms;
-        out.breakdown.push_back(
-            fmt::format("    {} {} depth {}: prefill, {:.2f} ms on the device:{}", kind, rowLabel,
-                        d, device, kernelBreakdown(row.prefillKernels)));
+        out.breakdown.push_back(fmt::format(
+            "    {} {} depth {}: prefill (its last forward chunk), {:.2f} ms on the device:{}",
+            kind, rowLabel, d, device, kernelBreakdown(row.prefillKernels)));
         out.results.back()["prefill_kernels"] = kernelJson(row.prefillKernels);
       }
     }

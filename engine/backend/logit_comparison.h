@@ -23,7 +23,7 @@ struct LogitComparison {
   double meanRel = 0.0;   // mean |diff| / spread over all logits so far
   // Steps whose top tokens agree, or tie: the reference's logits of the two
   // picks are within tieRel of the spread. 0 (the default) asks for the same
-  // token; a caller whose models have near ties (random weights) that float
+  // token or an exact tie; a caller whose models have near ties (random weights) that float
   // rounding of a correct backend can flip sets it. (A bound in terms of the
   // step's own difference would excuse every flip: a flip needs differences
   // of at least half the gap.)

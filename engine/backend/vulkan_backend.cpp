@@ -152,10 +152,13 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
       // or the diagnostic switch need no rebuild).
       index->sidecar = std::move(m_index->sidecar);
     } else if (m_rows > 0) {  // the sidecar of the rows cached so far
-      KVS_TRY(m_rec->begin());
-      for (uint32_t l = 0; l < c.nLayer; ++l)
-        KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
-      KVS_TRY(m_rec->submitAndWait());
+      const Status indexed = m_rec->step([&]() -> Status {
+        for (uint32_t l = 0; l < c.nLayer; ++l)
+          KVS_TRY(
+              m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
+        return okStatus();
+      });
+      KVS_TRY(indexed);
     }
   }
   m_indexer = options;
@@ -285,9 +288,7 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     if (sampled >= m_rows) m_probeRow = sampled - m_rows;
   }
   VulkanStep step(*this, tokens, m_rows, allLogits, lastChunk);
-  KVS_TRY(m_rec->begin());
-  KVS_TRY(describe(m_plan, step));
-  KVS_TRY(m_rec->submitAndWait());
+  KVS_TRY(m_rec->step([&] { return describe(m_plan, step); }));
   if (m_probeRow >= 0) measureProbe();
   m_rows += n;  // the pages hold the chunk's rows now, whatever the dump does
   KVS_TRY(step.collectDump());

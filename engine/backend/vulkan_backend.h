@@ -2,10 +2,10 @@
 // VulkanBackend: runs a model description (model/description.h) on a Vulkan
 // device. The device and the weights are the model's VulkanModel, shared by
 // every backend of the same model and device (vulkan_model.h); each backend
-// has its own KV cache, in device pages that never move, and its own command
-// buffer; one forward() records the whole step into one command buffer
-// (vulkan_step.h) and submits it once. Agreement with CpuBackend is tested
-// per op (tests/ops/test_ops.cpp) and per weight type
+// has its own KV cache, in device pages that never move, and its own
+// recorder; one forward() records the whole step (vulkan_step.h) and submits
+// it, on a GPU in parts as it is recorded (VulkanBackendOptions::submitEvery). Agreement with
+// CpuBackend is tested per op (tests/ops/test_ops.cpp) and per weight type
 // (tests/backend/vulkan_parity_test.cpp).
 //
 // Codec error (kvErrors): the pages hold only encoded rows, so a forward() that

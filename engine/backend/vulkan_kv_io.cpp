@@ -81,10 +81,13 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
       }
     }
     if (m_index && rows > 0) {  // the sidecar, from the rows (as setIndexer builds it)
-      KVS_TRY(m_rec->begin());
-      for (uint32_t l = 0; l < g.nLayer; ++l)
-        KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *m_index, l, 0, rows));
-      KVS_TRY(m_rec->submitAndWait());
+      const Status indexed = m_rec->step([&]() -> Status {
+        for (uint32_t l = 0; l < g.nLayer; ++l)
+          KVS_TRY(
+              m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *m_index, l, 0, rows));
+        return okStatus();
+      });
+      KVS_TRY(indexed);
     }
     return okStatus();
   };

@@ -236,8 +236,8 @@ class AttentionKernels {
   // before, a rotated V codec one of the output after (scratch.rotated).
   //
   // `sparse` drops normalized weights below sparseV (and skips V rows no
-  // query keeps). With its indexer and n == 1 the step runs on the device
-  // without a host round trip: the pages are scored from the sidecar
+  // query keeps: on the GPU shape, batches of such rows). With its indexer and n == 1 the step runs
+  // on the device without a host round trip: the pages are scored from the sidecar
   // (index_score.comp), each KV head's rows selected (index_select.comp,
   // into indexer->lists), their codes gathered (kv_gather.comp) and the
   // attention dispatches run over those indexer->gatherRows rows only (their

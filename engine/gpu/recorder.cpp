@@ -11,6 +11,7 @@ constexpr uint32_t kMaxBindingsPerDispatch = 8;
 Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const RecorderOptions& options) {
   std::unique_ptr<Recorder> rec(new Recorder(ctx));
   rec->m_options = options;
+  if (options.timing) rec->m_options.submitEvery = 0;
   VkDevice dev = ctx.device();
 
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
@@ -181,9 +182,11 @@ void Recorder::traffic(uint64_t bytes, uint64_t flops) {
 }
 
 void Recorder::barrier() {
-  // A part ends at a barrier, which then opens the next part. After a
-  // recording error nothing more is submitted (submitAndWait drains the rest).
-  if (m_options.submitEvery != 0 && m_partDispatches >= m_options.submitEvery && m_error.ok()) {
+  // After a recording error nothing more is recorded: the command buffer may
+  // have ended or gone to the queue when a part failed to submit.
+  if (!m_error.ok()) return;
+  // A part ends at a barrier, which then opens the next part.
+  if (m_options.submitEvery != 0 && m_partDispatches >= m_options.submitEvery) {
     if (Status s = submitPart(); !s.ok()) {
       m_error = s;
       return;
@@ -204,7 +207,9 @@ void Recorder::recordBarrier() {
 
 void Recorder::copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset,
                     size_t bytes) {
+  if (!m_error.ok()) return;
   barrier();
+  if (!m_error.ok()) return;
   VkBufferCopy region{srcOffset, dstOffset, bytes};
   vkCmdCopyBuffer(m_cmd, src.handle(), dst.handle(), 1, &region);
   barrier();
@@ -213,27 +218,43 @@ void Recorder::copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size
 Status Recorder::submitAndWait() {
   assert(m_recording);
   m_recording = false;
+  if (!m_error.ok()) {  // nothing more is recorded or submitted; begin() resets
+    drainParts();
+    return m_error;
+  }
   // Make every write visible to the host (mapped readback of unified memory).
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  KVS_VK(vkEndCommandBuffer(m_cmd), "vkEndCommandBuffer");
-  if (!m_error.ok()) {
+  if (VkResult r = vkEndCommandBuffer(m_cmd); r != VK_SUCCESS) {
     drainParts();
-    return m_error;
+    return vkError(r, "vkEndCommandBuffer");
   }
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &m_cmd;
-  KVS_VK(vkQueueSubmit(m_ctx.queue(), 1, &si, m_fence), "vkQueueSubmit");
+  if (VkResult r = vkQueueSubmit(m_ctx.queue(), 1, &si, m_fence); r != VK_SUCCESS) {
+    drainParts();
+    return vkError(r, "vkQueueSubmit");
+  }
   VkResult r = vkWaitForFences(m_ctx.device(), 1, &m_fence, VK_TRUE, UINT64_MAX);
   vkResetFences(m_ctx.device(), 1, &m_fence);
   if (r == VK_SUCCESS) m_partsPending = false;  // the last part ran after the others
   KVS_VK(r, "vkWaitForFences");
   if (m_queryPool) collectTimes();
   return okStatus();
+}
+
+Status Recorder::step(const std::function<Status()>& record) {
+  KVS_TRY(begin());
+  if (Status s = record(); !s.ok()) {
+    m_recording = false;
+    drainParts();
+    return s;
+  }
+  return submitAndWait();
 }
 
 void Recorder::collectTimes() {

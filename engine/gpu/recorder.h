@@ -19,6 +19,7 @@
 //   KVS_TRY(rec.submitAndWait());
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -54,7 +55,9 @@ struct RecorderOptions {
   uint32_t maxDispatches = 4096;      // per step
   uint32_t maxPageBindings = 16384;   // page-array descriptors per step
   bool timing = false;                // timestamps around every dispatch
-  uint32_t submitEvery = 0;           // dispatches per submitted part; 0: one part
+  // Dispatches per submitted part; 0: one part. Ignored with timing, whose
+  // timestamps would count an idle gap between parts to the next dispatch.
+  uint32_t submitEvery = 0;
 };
 
 class Recorder {
@@ -96,8 +99,13 @@ class Recorder {
   // Records a buffer-to-buffer copy (with a barrier before and after).
   void copy(const Buffer& src, size_t srcOffset, const Buffer& dst, size_t dstOffset, size_t bytes);
 
-  // Ends, submits, waits. Returns the first recording error, if any.
+  // Ends, submits, waits. Returns the first recording error, if any (then
+  // after waiting for the parts already submitted).
   Status submitAndWait();
+  // begin(), `record` (which records the step's dispatches), submitAndWait();
+  // when `record` fails, waits for the parts already submitted before it
+  // returns the error, so the caller may free what they use.
+  Status step(const std::function<Status()>& record);
 
   uint32_t dispatchCount() const { return m_dispatches; }
   // Command buffers the last step was submitted in.

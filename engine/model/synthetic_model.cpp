@@ -29,8 +29,8 @@ uint64_t mix64(uint64_t x) {
 // Seeded values for one tensor after another, each value a function of
 // (seed, tensor, index) alone, so all cores fill a tensor and the bytes do not
 // depend on how the work is split (a sequential generator made an 8B-shaped
-// model take minutes). Integer arithmetic up to one multiply-add per value:
-// the same bytes on every machine.
+// model take minutes). Integer sums, then one multiply and one add, each
+// rounded: the same bytes on every machine.
 class Filler {
  public:
   Filler(uint32_t seed, ThreadPool& pool) : m_seed(mix64(seed)), m_pool(pool) {}
@@ -53,10 +53,14 @@ class Filler {
               sum += static_cast<int64_t>((h & 0xffff) + ((h >> 16) & 0xffff) +
                                           ((h >> 32) & 0xffff) + (h >> 48));
             }
-            v[i] = mean + scale * static_cast<float>(sum - 393210);
+            v[i] = scale * static_cast<float>(sum - 393210);
           }
         },
         kGrain);
+    // The mean in a loop of its own: two roundings on every target, where
+    // one expression could become a fused multiply-add and other bytes.
+    if (mean != 0.0f)
+      for (float& x : v) x += mean;
     return v;
   }
 

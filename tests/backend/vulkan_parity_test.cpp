@@ -40,6 +40,7 @@ LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint3
   backend::VulkanBackendOptions vo;
   vo.validation = true;
   vo.submitEvery = submitEvery;
+  vo.timing = !submitEvery;  // a timed step is one submission
   auto gpu = backend::VulkanBackend::create(m, vo);
   EXPECT_TRUE(gpu.ok()) << gpu.error().describe();
   if (!cpu.ok() || !gpu.ok()) return out;
