@@ -178,6 +178,7 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
                                 .device = global.device,
                                 .threads = a.threads,
                                 .timing = a.kernels,
+                                .timingEvery = 1,  // the prefill and the last step themselves
                                 .kvPolicy = policy,
                                 .vetDevice = false};
   auto b = runtime::makeBackend(m, choice);

@@ -39,8 +39,9 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   const bool cpuDevice = b->m_shared->context().info().type == gpu::DeviceType::kCpu;
   const uint32_t submitEvery = options.submitEvery.value_or(cpuDevice ? 0 : kGpuSubmitEvery);
   KVS_ASSIGN_OR_RETURN(
-      b->m_rec, gpu::Recorder::create(b->m_shared->context(),
-                                      {.timing = options.timing, .submitEvery = submitEvery}));
+      b->m_rec, gpu::Recorder::create(b->m_shared->context(), {.timing = options.timing,
+                                                               .timingEvery = options.timingEvery,
+                                                               .submitEvery = submitEvery}));
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
   KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_shared->bound(), b->m_contextLimit));
   // Pages never move; their count is bounded by the page-array binding, so a

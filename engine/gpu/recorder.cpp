@@ -11,7 +11,7 @@ constexpr uint32_t kMaxBindingsPerDispatch = 8;
 Expected<std::unique_ptr<Recorder>> Recorder::create(Context& ctx, const RecorderOptions& options) {
   std::unique_ptr<Recorder> rec(new Recorder(ctx));
   rec->m_options = options;
-  if (options.timing) rec->m_options.submitEvery = 0;
+  rec->m_options.timingEvery = std::max(1u, options.timingEvery);
   VkDevice dev = ctx.device();
 
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
@@ -69,8 +69,9 @@ Status Recorder::begin() {
   m_timedTraffic.clear();
   KVS_VK(vkResetDescriptorPool(m_ctx.device(), m_pool, 0), "vkResetDescriptorPool");
   m_part = 0;
+  m_timedStep = m_queryPool != VK_NULL_HANDLE && m_steps++ % m_options.timingEvery == 0;
   KVS_TRY(beginPart());
-  if (m_queryPool) {
+  if (m_timedStep) {
     vkCmdResetQueryPool(m_cmd, m_queryPool, 0, m_options.maxDispatches + 1);
     vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, m_queryPool, 0);
   }
@@ -169,7 +170,7 @@ void Recorder::dispatchPaged(const Pipeline& pipeline, std::initializer_list<Buf
   vkCmdDispatch(m_cmd, groupsX, groupsY, groupsZ);
   ++m_dispatches;
   ++m_partDispatches;
-  if (m_queryPool) {
+  if (m_timedStep) {
     vkCmdWriteTimestamp(m_cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, m_queryPool, m_dispatches);
     m_timedPipelines.push_back(&pipeline);
     m_timedTraffic.emplace_back(0, 0);
@@ -186,7 +187,7 @@ void Recorder::barrier() {
   // have ended or gone to the queue when a part failed to submit.
   if (!m_error.ok()) return;
   // A part ends at a barrier, which then opens the next part.
-  if (m_options.submitEvery != 0 && m_partDispatches >= m_options.submitEvery) {
+  if (m_options.submitEvery != 0 && !m_timedStep && m_partDispatches >= m_options.submitEvery) {
     if (Status s = submitPart(); !s.ok()) {
       m_error = s;
       return;
@@ -243,7 +244,7 @@ Status Recorder::submitAndWait() {
   vkResetFences(m_ctx.device(), 1, &m_fence);
   if (r == VK_SUCCESS) m_partsPending = false;  // the last part ran after the others
   KVS_VK(r, "vkWaitForFences");
-  if (m_queryPool) collectTimes();
+  if (m_timedStep) collectTimes();
   return okStatus();
 }
 

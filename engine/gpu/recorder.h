@@ -2,8 +2,9 @@
 // Records one step of GPU work (e.g. a whole forward pass) and submits it.
 // Descriptor sets come from a pool that is reset at begin(); barriers are
 // explicit (barrier() after a dispatch whose output the next one reads). With
-// timing on, a timestamp follows every dispatch and kernelTimes() reports GPU
-// time per kernel class afterwards.
+// timing on, a timestamp follows every dispatch of every timingEvery-th step
+// (timestamps serialise a step) and kernelTimes() reports that step's GPU
+// time per kernel class.
 //
 // With submitEvery set, the step goes to the queue in parts: a barrier after
 // that many dispatches ends the part's command buffer and submits it, so the
@@ -55,8 +56,9 @@ struct RecorderOptions {
   uint32_t maxDispatches = 4096;      // per step
   uint32_t maxPageBindings = 16384;   // page-array descriptors per step
   bool timing = false;                // timestamps around every dispatch
-  // Dispatches per submitted part; 0: one part. Ignored with timing, whose
-  // timestamps would count an idle gap between parts to the next dispatch.
+  uint32_t timingEvery = 1;           // with timing: every Nth step is timed (the first is)
+  // Dispatches per submitted part; 0: one part. A timed step is one part:
+  // its timestamps would count an idle gap between parts to the next dispatch.
   uint32_t submitEvery = 0;
 };
 
@@ -111,7 +113,7 @@ class Recorder {
   // Command buffers the last step was submitted in.
   uint32_t partCount() const { return m_part + 1; }
   bool timingEnabled() const { return m_queryPool != VK_NULL_HANDLE; }
-  // Per kernel class, in first-seen order, for the last submitted step.
+  // Per kernel class, in first-seen order, for the last timed step.
   const std::vector<KernelTime>& kernelTimes() const { return m_times; }
   double lastGpuMs() const { return m_lastGpuMs; }
 
@@ -136,6 +138,8 @@ class Recorder {
   VkQueryPool m_queryPool = VK_NULL_HANDLE;
   VkFence m_fence = VK_NULL_HANDLE;
   bool m_recording = false;
+  bool m_timedStep = false;  // the step being recorded writes timestamps
+  uint64_t m_steps = 0;      // steps begun
   uint32_t m_dispatches = 0;
   std::vector<const Pipeline*> m_timedPipelines;  // dispatch i -> pipeline, for timing
   std::vector<std::pair<uint64_t, uint64_t>> m_timedTraffic;  // dispatch i -> (bytes, flops)

@@ -166,6 +166,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                        backend::VulkanBackend::create(model, {.contextLimit = choice.contextLimit,
                                                               .device = choice.device,
                                                               .timing = choice.timing,
+                                                              .timingEvery = choice.timingEvery,
                                                               .kvSchemes = std::move(schemes),
                                                               .kvSeed = policy.seed,
                                                               .indexer = attention}));

@@ -25,6 +25,7 @@ struct BackendChoice {
   // the tests hold every kernel to). cpu_matmul.h states both bounds.
   cpu::MatmulPrecision matmul = cpu::MatmulPrecision::kInt8Activations;
   bool timing = true;    // GPU time per kernel class (costs ~20% decode on lavapipe)
+  uint32_t timingEvery = 8;  // of which every Nth step (VulkanBackendOptions::timingEvery)
   kv::KvPolicy kvPolicy;  // the cache's schemes and attention options; default f16
   // The indexer's diagnostic mode (kv::IndexerOptions::diagnostic): dense
   // scores too, to report the attention mass each selection captured.

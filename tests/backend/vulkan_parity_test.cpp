@@ -124,6 +124,36 @@ TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
   EXPECT_GE(timings.size(), 6u) << "weights and attention kernels are timed too";
 }
 
+// With timingEvery 3 steps 1 and 4 are timed, the rest keep the last timed
+// step's figures; an untimed step goes out in parts, a timed one in one.
+TEST(VulkanBackend, TimesEveryNthStepInOneSubmission) {
+  const auto path = sharedFile("models/stories260K.gguf");
+  KVS_REQUIRE_FIXTURE(path);
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok());
+  auto b =
+      backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()),
+                                     {.timing = true, .timingEvery = 3, .submitEvery = 3});
+  ASSERT_TRUE(b.ok()) << b.error().describe();
+  if (!(*b)->context().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
+  backend::Logits logits;
+  const std::vector<int32_t> prompt = {1, 403, 407};
+  ASSERT_TRUE((*b)->forward({prompt}, logits).ok());  // step 1: timed
+  EXPECT_EQ((*b)->lastStepParts(), 1u);
+  const auto timed = (*b)->kernelTimings();
+  ASSERT_FALSE(timed.empty());
+  for (int32_t token : {50, 60}) {  // steps 2 and 3: untimed
+    ASSERT_TRUE((*b)->forward({std::span(&token, 1)}, logits).ok());
+    EXPECT_GT((*b)->lastStepParts(), 1u);
+    EXPECT_EQ((*b)->kernelTimings().size(), timed.size());
+    EXPECT_EQ((*b)->kernelTimings()[0].ms, timed[0].ms) << "the last timed step's figures";
+  }
+  const int32_t token = 70;  // step 4: timed again
+  ASSERT_TRUE((*b)->forward({std::span(&token, 1)}, logits).ok());
+  EXPECT_EQ((*b)->lastStepParts(), 1u);
+  EXPECT_NE((*b)->kernelTimings()[0].ms, timed[0].ms);
+}
+
 TEST(VulkanParity, TinyStoriesHuggingFace) {
   const auto path = sharedFile("models/tinystories-656k");
   KVS_REQUIRE_FIXTURE(path);
