@@ -19,6 +19,14 @@ std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
   return out;
 }
 
+Status VulkanBackend::rebuildSidecar(const gpu::IndexerBuffers& index, uint32_t rows) {
+  return m_rec->step([&]() -> Status {
+    for (uint32_t l = 0; l < config().nLayer; ++l)
+      KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, index, l, 0, rows));
+    return okStatus();
+  });
+}
+
 uint32_t VulkanBackend::lastStepParts() const {
   return m_rec->partCount();
 }
@@ -153,13 +161,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
       // or the diagnostic switch need no rebuild).
       index->sidecar = std::move(m_index->sidecar);
     } else if (m_rows > 0) {  // the sidecar of the rows cached so far
-      const Status indexed = m_rec->step([&]() -> Status {
-        for (uint32_t l = 0; l < c.nLayer; ++l)
-          KVS_TRY(
-              m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *index, l, 0, m_rows));
-        return okStatus();
-      });
-      KVS_TRY(indexed);
+      KVS_TRY(rebuildSidecar(*index, m_rows));
     }
   }
   m_indexer = options;

@@ -135,6 +135,9 @@ class VulkanBackend final : public Backend {
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();
+  // Rebuilds `index`'s sidecar entries of every layer from the first `rows`
+  // cached rows, in one step.
+  Status rebuildSidecar(const gpu::IndexerBuffers& index, uint32_t rows);
 
   // Declared first, destroyed last: the device every buffer below lives on.
   std::shared_ptr<VulkanModel> m_shared;

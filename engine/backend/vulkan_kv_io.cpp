@@ -80,15 +80,7 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
         }
       }
     }
-    if (m_index && rows > 0) {  // the sidecar, from the rows (as setIndexer builds it)
-      const Status indexed = m_rec->step([&]() -> Status {
-        for (uint32_t l = 0; l < g.nLayer; ++l)
-          KVS_TRY(
-              m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, *m_index, l, 0, rows));
-        return okStatus();
-      });
-      KVS_TRY(indexed);
-    }
+    if (m_index && rows > 0) KVS_TRY(rebuildSidecar(*m_index, rows));  // as setIndexer does
     return okStatus();
   };
   const Status status = importAll();

@@ -63,6 +63,13 @@ LogitComparison compareBackends(std::shared_ptr<const model::ModelFile> m, uint3
   return out;
 }
 
+// The model at `path`, or null when it does not open.
+std::shared_ptr<const model::ModelFile> openShared(const std::filesystem::path& path) {
+  auto m = model::ModelFile::open(path);
+  if (!m.ok()) return nullptr;
+  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
+}
+
 void expectClose(const LogitComparison& c, const std::string& what) {
   std::printf("%-28s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
               what.c_str(), c.steps, c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
@@ -74,11 +81,9 @@ void expectClose(const LogitComparison& c, const std::string& what) {
 TEST(VulkanParity, Stories260k) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);
-  auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok());
-  expectClose(
-      compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 64),
-      "stories260K");
+  const auto m = openShared(path);
+  ASSERT_TRUE(m);
+  expectClose(compareBackends(m, 16, 64), "stories260K");
 }
 
 // A step submitted in parts of 3 dispatches (as a GPU gets it, with parts of
@@ -89,22 +94,19 @@ TEST(VulkanParity, Stories260k) {
 TEST(VulkanParity, Stories260kSubmittedInParts) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);
-  auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok());
+  const auto m = openShared(path);
+  ASSERT_TRUE(m);
   uint32_t parts = UINT32_MAX;  // the fewest of any step
-  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 16, 16,
-                              3, &parts),
-              "stories260K in parts");
+  expectClose(compareBackends(m, 16, 16, 3, &parts), "stories260K in parts");
   EXPECT_GE(parts, 10u);
 }
 
 TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);
-  auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok());
-  auto b =
-      backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()));
+  const auto m = openShared(path);
+  ASSERT_TRUE(m);
+  auto b = backend::VulkanBackend::create(m);
   ASSERT_TRUE(b.ok()) << b.error().describe();
   if (!(*b)->context().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
   backend::Logits logits;
@@ -129,11 +131,9 @@ TEST(VulkanBackend, ReportsDeviceTimePerKernelClass) {
 TEST(VulkanBackend, TimesEveryNthStepInOneSubmission) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);
-  auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok());
-  auto b =
-      backend::VulkanBackend::create(std::shared_ptr<const model::ModelFile>(std::move(m).value()),
-                                     {.timing = true, .timingEvery = 3, .submitEvery = 3});
+  const auto m = openShared(path);
+  ASSERT_TRUE(m);
+  auto b = backend::VulkanBackend::create(m, {.timing = true, .timingEvery = 3, .submitEvery = 3});
   ASSERT_TRUE(b.ok()) << b.error().describe();
   if (!(*b)->context().timestampPeriodNs()) GTEST_SKIP() << "device has no compute timestamps";
   backend::Logits logits;
@@ -157,10 +157,9 @@ TEST(VulkanBackend, TimesEveryNthStepInOneSubmission) {
 TEST(VulkanParity, TinyStoriesHuggingFace) {
   const auto path = sharedFile("models/tinystories-656k");
   KVS_REQUIRE_FIXTURE(path);
-  auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok());
-  expectClose(compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 9, 64),
-              "tinystories-656k (HF)");
+  const auto m = openShared(path);
+  ASSERT_TRUE(m);
+  expectClose(compareBackends(m, 9, 64), "tinystories-656k (HF)");
 }
 
 // The demo model kvscope ships (head_dim 64, GQA 2:1, F16 weights), when present.
