@@ -47,6 +47,8 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_UINT rowCounts;
   KVS_FLOAT scale;       // 1 / sqrt(head_dim)
   KVS_FLOAT sparseV;     // normalized weights below this are dropped (0: none)
+  KVS_UINT window;       // 0, or a sliding window: query at p sees rows (p - window, p]
+  KVS_UINT rowStart;     // the first row any query sees; splits cut [rowStart, pos0 + n)
 KVS_PUSH_END(AttentionPush)
 #endif
 

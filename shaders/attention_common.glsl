@@ -57,7 +57,7 @@ Task task(uint index) {
   t.kvHead = index / (pc.splits * pc.tokenTiles);
   t.token0 = tile * TOKENS;
   t.tokens = min(TOKENS, pc.n - t.token0);
-  t.rowBegin = t.split * pc.splitRows;
+  t.rowBegin = pc.rowStart + t.split * pc.splitRows;
   // Rows past the last token's position are visible to none of the tile.
   t.rowEnd = min(t.rowBegin + pc.splitRows, pc.pos0 + t.token0 + t.tokens);
   if (pc.rowCounts != 0u) t.rowEnd = min(t.rowEnd, pages[0].words[pc.rowCounts + t.kvHead]);
@@ -68,7 +68,8 @@ uint taskCount() { return (pc.nHead / GQA) * pc.tokenTiles * pc.splits; }
 uint head(Task t, uint pair) { return t.kvHead * GQA + pair % GQA; }
 uint token(Task t, uint pair) { return t.token0 + pair / GQA; }
 bool visible(Task t, uint pair, uint row) {
-  return pair / GQA < t.tokens && row <= pc.pos0 + token(t, pair);
+  const uint pos = pc.pos0 + token(t, pair);
+  return pair / GQA < t.tokens && row <= pos && (pc.window == 0u || row + pc.window > pos);
 }
 uint scoreIndex(Task t, uint pair, uint row) {
   return (token(t, pair) * pc.nHead + head(t, pair)) * pc.scoreStride + row;

@@ -1,12 +1,13 @@
 #version 450
-// RMSNorm of `rows` rows of n values: y = x / sqrt(mean(x^2) + eps) * weight.
+// RMSNorm of `rows` rows of n values: y = x / sqrt(mean(x^2) + eps) * weight,
+// or with pc.accumulate y += that.
 // One workgroup per row (looping when there are more rows than groups).
 #include "rows.h"
 #include "reduce.glsl"
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float weight[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
 
 void main() {
   const uint lid = gl_LocalInvocationID.x;
@@ -16,6 +17,10 @@ void main() {
     for (uint i = lid; i < pc.n; i += WG) ss += x[base + i] * x[base + i];
     ss = workgroupSum(ss);
     const float inv = inversesqrt(ss / float(pc.n) + pc.param);
-    for (uint i = lid; i < pc.n; i += WG) y[base + i] = x[base + i] * inv * weight[i];
+    if (pc.accumulate != 0u) {
+      for (uint i = lid; i < pc.n; i += WG) y[base + i] += x[base + i] * inv * weight[i];
+    } else {
+      for (uint i = lid; i < pc.n; i += WG) y[base + i] = x[base + i] * inv * weight[i];
+    }
   }
 }

@@ -41,6 +41,13 @@ float epilogue(float v, uint row, uint index) {
     const float g = y[index];
     v = g / (1.0 + exp(-g)) * v;
   }
+  if ((EPILOGUE & KVS_WEIGHT_GELU_GATE) != 0u) {
+    const float g = y[index];
+    // tanh's argument clamped where tanh is +-1 in float, so no
+    // implementation's exp overflows into inf / inf.
+    const float u = clamp(0.7978845608 * g * (1.0 + 0.044715 * g * g), -10.0, 10.0);
+    v = 0.5 * g * (1.0 + tanh(u)) * v;
+  }
   return v;
 }
 

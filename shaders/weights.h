@@ -20,9 +20,11 @@ KVS_PUSH_END(WeightPush)
 //   BIAS:       y = Wx + bias[r]            (the q/k/v bias)
 //   ACCUMULATE: y = y + Wx                  (a residual add)
 //   SILU_GATE:  y = silu(y) * Wx            (SwiGLU: y holds the gate)
+//   GELU_GATE:  y = gelu(y) * Wx            (GeGLU, GELU's tanh form)
 #define KVS_WEIGHT_BIAS 1u
 #define KVS_WEIGHT_ACCUMULATE 2u
 #define KVS_WEIGHT_SILU_GATE 4u
+#define KVS_WEIGHT_GELU_GATE 8u
 
 // GPU shape of weight_matmul.comp: a workgroup of 64 invocations computes a
 // tile of 32 rows x 16 tokens (2 rows x 4 tokens each).

@@ -35,6 +35,18 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
       ->default_val(spec.nExpertUsed);
   cmd->add_option("--expert-ffn", spec.nFfExp, "Each expert's feed-forward width")
       ->default_val(spec.nFfExp);
+  cmd->add_option("--rope-linear", spec.ropeLinearFactor,
+                  "Linear RoPE scaling factor of the global layers (> 1 scales)")
+      ->default_val(spec.ropeLinearFactor);
+  cmd->add_option("--window", spec.slidingWindow,
+                  "Sliding window of the window layers, in positions (0: none)")
+      ->default_val(spec.slidingWindow);
+  cmd->add_option("--window-period", spec.windowPeriod,
+                  "Every Nth layer attends globally, the others the window (0: none)")
+      ->default_val(spec.windowPeriod);
+  cmd->add_option("--rope-theta-window", spec.ropeThetaWindow, "RoPE base of the window layers")
+      ->default_val(spec.ropeThetaWindow);
+  cmd->add_flag("--tied", spec.tiedEmbeddings, "The output shares the token embedding");
   cmd->add_flag("--rope-factors", spec.ropeFreqFactors,
                 "Ship RoPE factor tensors (llama: rope_freqs; phi3: LongRoPE long and short)");
   cmd->callback([&exitCode] {

@@ -18,7 +18,7 @@ using kv::KvPart;
 
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
-                        float scaleOrZero) {
+                        float scaleOrZero, uint32_t window) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
   assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
   const float scale = scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
@@ -31,6 +31,7 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
     for (size_t job = begin; job < end; ++job) {
       const uint32_t t = static_cast<uint32_t>(job / nHead), h = static_cast<uint32_t>(job % nHead);
       const uint32_t kvHead = h / gqa, visible = pos0 + t + 1;
+      const uint32_t from = window != 0 && visible > window ? visible - window : 0;
       std::copy_n(q + (size_t{t} * nHead + h) * d, d, qh.begin());
       if (roundToF16) std::transform(qh.begin(), qh.end(), qh.begin(), roundToFp16);
       if (keys.rotated()) {
@@ -38,15 +39,15 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
         qh.swap(rotated);
       }
       float maxScore = -INFINITY;
-      for (uint32_t j = 0; j < visible; ++j) {
+      for (uint32_t j = from; j < visible; ++j) {
         cache.readRotated(layer, KvPart::kKey, kvHead, j, row);
         scores[j] = dot(qh.data(), row.data(), d) * scale;
         maxScore = std::max(maxScore, scores[j]);
       }
       float sum = 0.0f;
-      for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
+      for (uint32_t j = from; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (uint32_t j = 0; j < visible; ++j) {
+      for (uint32_t j = from; j < visible; ++j) {
         cache.readRotated(layer, KvPart::kValue, kvHead, j, row);
         float w = scores[j] / sum;
         if (roundToF16) w = roundToFp16(w);
@@ -125,6 +126,7 @@ struct Span {
   uint32_t v0[kMaxGroupsPerJob] = {};                        // first query vector of each group
   uint32_t nq[kMaxGroupsPerJob] = {};                        // query vectors in each group
   alignas(32) uint32_t last[kMaxGroupsPerJob][kLanes] = {};  // last visible position per lane
+  alignas(32) uint32_t from[kMaxGroupsPerJob][kLanes] = {};  // first visible position (a window)
   uint32_t begin = 0, end = 0;                               // the rows [begin, end) the job reads
 };
 
@@ -227,7 +229,8 @@ AttentionRun::AttentionRun(const kv::KvCache& cache, uint32_t layer, const float
 
 void AttentionRun::indexSelection() {
   assert(!m_selection || (m_p.n == 1 && m_selection->size() == m_p.nHeadKv));
-  m_readRows = m_positions;
+  m_readRows =
+      m_options.window != 0 ? std::min(m_positions, m_options.window + m_p.n - 1) : m_positions;
   if (!m_selection) return;
   m_runStart.resize(m_p.nHeadKv);
   m_readRows = 0;
@@ -248,8 +251,9 @@ void AttentionRun::planJobs() {
   } else {
     m_p.perJob = std::clamp(groups / (4 * wanted), 1u, kMaxGroupsPerJob);
   }
-  const double macs =
-      2.0 * m_p.n * m_p.nHead * (m_selection ? m_readRows : m_p.pos0 + m_p.n / 2.0) * m_p.d;
+  const double rowsPerQuery =
+      m_selection || m_options.window != 0 ? m_readRows : m_p.pos0 + m_p.n / 2.0;
+  const double macs = 2.0 * m_p.n * m_p.nHead * rowsPerQuery * m_p.d;
   m_threads = macs < static_cast<double>(kMinTaskMacs) ? 1 : m_pool.size();
   if (m_p.chunks == 1) return;
   // Every value is written before it is read, so the buffers are kept (per
@@ -276,20 +280,27 @@ Span AttentionRun::span(uint32_t job) const {
   const uint32_t slot = p.jobsPerHead() - 1 - rest / p.nHeadKv;
   const uint32_t g0 = slot * p.perJob;
   sp.groups = std::min(p.perJob, p.groups - g0);
-  uint32_t visible = 0;
+  // The rows [lo, visible) some query of the job sees.
+  uint32_t visible = 0, lo = ~0u;
+  const uint32_t window = m_options.window;
   for (uint32_t k = 0; k < sp.groups; ++k) {
     sp.v0[k] = (g0 + k) * kLanes;
     sp.nq[k] = std::min(kLanes, p.n * p.gqa - sp.v0[k]);
-    for (uint32_t i = 0; i < kLanes; ++i)
-      sp.last[k][i] = p.pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
+    for (uint32_t i = 0; i < kLanes; ++i) {
+      const uint32_t last = p.pos0 + (sp.v0[k] + std::min(i, sp.nq[k] - 1)) / p.gqa;
+      sp.last[k][i] = last;
+      sp.from[k][i] = window != 0 && last >= window ? last + 1 - window : 0;
+      lo = std::min(lo, sp.from[k][i]);
+    }
     visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
   }
-  if (sparse(sp.h)) {
+  if (sparse(sp.h)) {  // counted in the selection's order, which starts at 0
     const kv::RowRun& lastRun = (*m_selection)[sp.h].back();
     visible = m_runStart[sp.h].back() + lastRun.end - lastRun.begin;
+    lo = 0;
   }
-  const uint32_t len = ((visible + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
-  sp.begin = std::min(visible, chunk * len);
+  const uint32_t len = ((visible - lo + p.chunks - 1) / p.chunks + kRows - 1) / kRows * kRows;
+  sp.begin = std::min(visible, lo + chunk * len);
   sp.end = std::min(visible, sp.begin + len);
   return sp;
 }
@@ -357,7 +368,7 @@ void AttentionRun::scorePass(const Span& sp, Scratch& s, float (*max)[kLanes],
         tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
                      tile, portable);
       }
-      tile::maskMax(tile, rows, t.pos, sp.last[k], max[k], portable);
+      tile::maskMax(tile, rows, t.pos, sp.from[k], sp.last[k], max[k], portable);
     }
   }
   for (uint32_t k = 0; k < sp.groups; ++k)

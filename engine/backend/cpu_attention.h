@@ -12,9 +12,10 @@
 //    the end (flash-decoding), so two threads share even one KV head.
 //
 // The contract both keep. q and out are [n][nHead][headDim]; query row t sits at position pos0 + t
-// and sees cache rows [0, pos0 + t]. Query head h reads KV head h / (nHead / nHeadKv). Scores are
-// scaled by 1/sqrt(headDim) (or the scale asked for), the softmax is taken in float32 after subtracting the row maximum, and
-// the weighted V sum is accumulated in float32 in row order.
+// and sees cache rows [0, pos0 + t], or with a sliding window W rows
+// (pos0 + t - W, pos0 + t]. Query head h reads KV head h / (nHead / nHeadKv). Scores are
+// scaled by 1/sqrt(headDim) (or the scale asked for), the softmax is taken in float32 after
+// subtracting the row maximum, and the weighted V sum is accumulated in float32 in row order.
 //
 // A rotated scheme (turbo*) is attended in its rotated space: the query is
 // rotated once per head with R_k (q'.y = q.R_k^T y), V rows are summed as
@@ -41,10 +42,11 @@
 
 namespace kvscope::cpu {
 
-// scale: of the scores; 0 means 1/sqrt(headDim).
+// scale: of the scores; 0 means 1/sqrt(headDim). window: 0, or the sliding
+// window's positions.
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
-                        float scale = 0.0f);
+                        float scale = 0.0f, uint32_t window = 0);
 
 struct AttentionOptions {
   // Score q8_0 keys on their codes against the query rounded to int8 blocks,
@@ -64,6 +66,8 @@ struct AttentionOptions {
   // queries before attention (phi3) passes 1, so the query is rounded to f16
   // after its scaling, as its reference implementation rounds it.
   float scale = 0.0f;
+  // A sliding window of this many positions; 0: causal over every row.
+  uint32_t window = 0;
 };
 
 // y = R x and x = R^T y for the rotation R of a rotated scheme (d = its dim),

@@ -49,12 +49,12 @@ void scoresQ8Portable(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint3
   }
 }
 
-void maskMaxPortable(float* scores, uint32_t rows, uint32_t first, const uint32_t* last,
-                     float* max) {
+void maskMaxPortable(float* scores, uint32_t rows, uint32_t first, const uint32_t* from,
+                     const uint32_t* last, float* max) {
   for (uint32_t r = 0; r < rows; ++r) {
     for (uint32_t i = 0; i < kLanes; ++i) {
       float& x = scores[r * kLanes + i];
-      if (first + r > last[i]) x = -INFINITY;
+      if (first + r > last[i] || first + r < from[i]) x = -INFINITY;
       max[i] = std::max(max[i], x);
     }
   }
@@ -279,21 +279,25 @@ struct Accumulate {
   }
 };
 
-void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max) {
+void maskMaxAvx(float* scores, uint32_t rows, uint32_t first, const uint32_t* from,
+                const uint32_t* last, float* max) {
   const __m256i lastPos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last));
+  const __m256i fromPos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from));
   const __m256 negInf = _mm256_set1_ps(-INFINITY);
   __m256 m = _mm256_loadu_ps(max);
-  if (first + rows - 1 <= *std::min_element(last, last + kLanes)) {
+  if (first + rows - 1 <= *std::min_element(last, last + kLanes) &&
+      first >= *std::max_element(from, from + kLanes)) {
     // Every row visible to every lane (decode, and prefill away from the
-    // diagonal): only the max.
+    // diagonal and the window's start): only the max.
     for (uint32_t r = 0; r < rows; ++r) m = _mm256_max_ps(m, _mm256_loadu_ps(scores + r * kLanes));
     _mm256_storeu_ps(max, m);
     return;
   }
   for (uint32_t r = 0; r < rows; ++r) {
     // Positions stay below 2^31, so the signed compare is exact.
+    const __m256i pos = _mm256_set1_epi32(static_cast<int>(first + r));
     const __m256i masked =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(first + r)), lastPos);
+        _mm256_or_si256(_mm256_cmpgt_epi32(pos, lastPos), _mm256_cmpgt_epi32(fromPos, pos));
     const __m256 x =
         _mm256_blendv_ps(_mm256_loadu_ps(scores + r * kLanes), negInf, _mm256_castsi256_ps(masked));
     _mm256_storeu_ps(scores + r * kLanes, x);
@@ -346,13 +350,13 @@ void scoresQ8(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowB
   scoresQ8Portable(q, nq, rows, rowBytes, count, dim, scores);
 }
 
-void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max,
-             bool portable) {
+void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* from,
+             const uint32_t* last, float* max, bool portable) {
 #if defined(KVSCOPE_CPU_AVX2)
-  if (!portable) return maskMaxAvx(scores, rows, first, last, max);
+  if (!portable) return maskMaxAvx(scores, rows, first, from, last, max);
 #endif
   (void)portable;
-  maskMaxPortable(scores, rows, first, last, max);
+  maskMaxPortable(scores, rows, first, from, last, max);
 }
 
 void expSum(float* scores, uint32_t rows, const float* max, float* sum, bool portable) {

@@ -31,9 +31,9 @@ void scoresQ8(const ActBlock* q, uint32_t nq, const uint8_t* rows, uint32_t rowB
               uint32_t count, uint32_t dim, float* scores, bool portable);
 
 // Sets scores[r][i] to -inf where position first + r > last[i] (causality)
-// and raises max[i] to the largest score left.
-void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* last, float* max,
-             bool portable);
+// or < from[i] (a sliding window) and raises max[i] to the largest score left.
+void maskMax(float* scores, uint32_t rows, uint32_t first, const uint32_t* from,
+             const uint32_t* last, float* max, bool portable);
 
 // scores[r][i] = exp(scores[r][i] - max[i]), added into sum[i]; a lane whose
 // max is -inf (nothing visible) gets zeros. The exp is a polynomial with

@@ -21,7 +21,7 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
 }
 
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
-             size_t rows, float eps) {
+             size_t rows, float eps, bool accumulate) {
   assert(x.size() >= n * rows && weight.size() >= n && y.size() >= n * rows);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x.data() + r * n;
@@ -29,7 +29,12 @@ void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<
     for (size_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i] * xr[i]);
     const float mean = static_cast<float>(ss / static_cast<double>(n));
     const float inv = 1.0f / std::sqrt(mean + eps);
-    for (size_t i = 0; i < n; ++i) y[r * n + i] = xr[i] * inv * weight[i];
+    float* yr = y.data() + r * n;
+    if (accumulate) {
+      for (size_t i = 0; i < n; ++i) yr[i] += xr[i] * inv * weight[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * weight[i];
+    }
   }
 }
 
@@ -53,6 +58,15 @@ void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() >= gate.size());
   for (size_t i = 0; i < gate.size(); ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void geluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+  assert(gate.size() == up.size() && out.size() >= gate.size());
+  constexpr float kSqrt2OverPi = 0.7978845608f;
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g))) * up[i];
+  }
 }
 
 void ropeAngles(float pos, uint32_t dims, float base, float linearScale,

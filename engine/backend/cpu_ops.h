@@ -16,9 +16,10 @@ namespace kvscope::cpu {
 void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
             size_t cols);
 
-// y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values.
+// y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values; with
+// `accumulate`, y += that instead.
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
-             size_t rows, float eps);
+             size_t rows, float eps, bool accumulate = false);
 
 // Row-wise softmax of scale * x (max-subtracted), `rows` rows of n values.
 void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows,
@@ -26,6 +27,8 @@ void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows
 
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+// out = gelu(gate) * up with the tanh form of GELU (model::Gate::kGelu).
+void geluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
 // RoPE angle tables for one position: cos/sin[dims/2]. Angles follow
 // llama.cpp's float recurrence theta_i = pos * base^(-2i/dims) (multiplying

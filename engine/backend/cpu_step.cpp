@@ -66,10 +66,12 @@ Act CpuStep::logits(uint32_t vocab) {
   return {kLogitsSlot, vocab, true};
 }
 
-Status CpuStep::embed(const model::TensorView& table, Act out, model::OpName name) {
+Status CpuStep::embed(const model::TensorView& table, Act out, float scale, model::OpName name) {
   const std::span<float> rows = span(out);
   for (uint32_t t = 0; t < m_n; ++t)
     cpu::dequantizeRow(table, m_tokens[t], rows.subspan(size_t{t} * out.width, out.width));
+  if (scale != 1.0f)
+    for (float& x : rows) x *= scale;
   captured(out, name);
   return okStatus();
 }
@@ -82,12 +84,20 @@ Status CpuStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint32_
   return okStatus();
 }
 
+Status CpuStep::rmsnormAdd(Act x, const model::TensorView& weight, Act out, float eps,
+                           model::OpName name) {
+  const std::span<const float> in = span(x);
+  cpu::rmsnorm(in, m_b.floats(weight), span(out), x.width, in.size() / x.width, eps, true);
+  captured(out, name);
+  return okStatus();
+}
+
 Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::Epilogue& e,
                        model::OpName name) {
   const auto rows = static_cast<uint32_t>(span(x).size() / x.width);
   const std::span<float> y = span(out);
   KVS_TRY(model::checkEpilogue(e, out.width));
-  const bool combine = e.accumulate || e.siluGate;
+  const bool combine = e.accumulate || e.gate != model::Gate::kNone;
   std::span<float> product = y;
   if (combine) {
     if (m_n == 1 && m_b.m_product.size() > size_t{64} * out.width) m_b.m_product = {};
@@ -100,8 +110,10 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
     for (size_t row = 0; row < product.size(); row += b.size())
       for (size_t i = 0; i < b.size(); ++i) product[row + i] += b[i];
   }
-  if (e.siluGate) {
+  if (e.gate == model::Gate::kSilu) {
     cpu::siluMul(y, product, y);
+  } else if (e.gate == model::Gate::kGelu) {
+    cpu::geluMul(y, product, y);
   } else if (e.accumulate) {
     for (size_t i = 0; i < y.size(); ++i) y[i] += product[i];
   }
@@ -149,9 +161,11 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
   cpu::AttentionOptions options{
       .int8Queries = m_b.m_matmul == cpu::MatmulPrecision::kInt8Activations,
       .sparseV = m_b.m_indexer.sparseV,
-      .scale = spec.scale};
-  // A decode step with the indexer on attends the rows it selects.
-  if (m_b.m_indexer.enabled() && m_n == 1) {
+      .scale = spec.scale,
+      .window = spec.window};
+  // A decode step with the indexer on attends the rows it selects; a window
+  // layer's few rows are attended whole.
+  if (m_b.m_indexer.enabled() && m_n == 1 && spec.window == 0) {
     IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
     kv::KvCache& cache = *m_b.m_cache;
     ThreadPool& pool = *m_b.m_pool;

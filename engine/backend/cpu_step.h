@@ -25,9 +25,12 @@ class CpuStep final : public model::ForwardOps {
   model::Act act(std::string_view slot, uint32_t width) override;
   Expected<model::Act> logitRows(model::Act x, model::OpName name) override;
   model::Act logits(uint32_t vocab) override;
-  Status embed(const model::TensorView& table, model::Act out, model::OpName name) override;
+  Status embed(const model::TensorView& table, model::Act out, float scale,
+               model::OpName name) override;
   Status rmsnorm(model::Act x, const model::TensorView& weight, model::Act out, uint32_t group,
                  float eps, model::OpName name) override;
+  Status rmsnormAdd(model::Act x, const model::TensorView& weight, model::Act out, float eps,
+                    model::OpName name) override;
   Status matmul(const model::TensorView& w, model::Act x, model::Act out,
                 const model::Epilogue& epilogue, model::OpName name) override;
   Status rope(model::Act x, uint32_t heads, uint32_t headDim, const model::RopeSpec& spec,

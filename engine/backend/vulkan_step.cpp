@@ -113,11 +113,13 @@ Act VulkanStep::logits(uint32_t vocab) {
   return {kLogitsSlot, vocab, true};
 }
 
-Status VulkanStep::embed(const model::TensorView& table, Act out, model::OpName name) {
+Status VulkanStep::embed(const model::TensorView& table, Act out, float scale, model::OpName name) {
   KVS_TRY(m_error);
   std::vector<float> rows(size_t{m_n} * out.width);
   for (uint32_t t = 0; t < m_n; ++t)
     cpu::dequantizeRow(table, m_tokens[t], {&rows[size_t{t} * out.width], out.width});
+  if (scale != 1.0f)
+    for (float& x : rows) x *= scale;
   KVS_TRY(buffer(out).upload(std::span<const float>(rows)));
   return captured(out, name);
 }
@@ -131,6 +133,15 @@ Status VulkanStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint
   return captured(out, name);
 }
 
+Status VulkanStep::rmsnormAdd(Act x, const model::TensorView& weight, Act out, float eps,
+                              model::OpName name) {
+  KVS_TRY(m_error);
+  order({x, out}, {out});
+  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(weight),
+                                          buffer(out), x.width, rows(x), eps, true));
+  return captured(out, name);
+}
+
 Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const model::Epilogue& e,
                           model::OpName name) {
   KVS_TRY(m_error);
@@ -139,8 +150,10 @@ Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const mode
   const VulkanModel::Matrix& m = m_b.m_shared->matrix(w);
   std::optional<gpu::BufferRange> bias;
   if (e.bias) bias.emplace(m_b.m_shared->vector(*e.bias));
-  const gpu::Epilogue epilogue{
-      .bias = bias ? &*bias : nullptr, .accumulate = e.accumulate, .siluGate = e.siluGate};
+  const gpu::Epilogue epilogue{.bias = bias ? &*bias : nullptr,
+                               .accumulate = e.accumulate,
+                               .siluGate = e.gate == model::Gate::kSilu,
+                               .geluGate = e.gate == model::Gate::kGelu};
   KVS_TRY(m_b.m_shared->weightKernels().matmul(*m_b.m_rec, m.type, m.buffer, buffer(x), buffer(out),
                                                rows(x), m.rows, m.cols, epilogue));
   return captured(out, name);
@@ -191,8 +204,10 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
   KVS_TRY(kernels.writeKv(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(k), buffer(v), m_n,
                           m_pos0, b.m_act->scratch, b.m_index.get()));
   rec.barrier();
-  const gpu::SparseAttention sparse{b.m_indexer.sparseV, b.m_selectStep ? b.m_index.get() : nullptr,
-                                    spec.scale};
+  // A window layer's few rows are attended whole, never through the indexer.
+  const bool indexed = b.m_selectStep && spec.window == 0;
+  const gpu::SparseAttention sparse{b.m_indexer.sparseV, indexed ? b.m_index.get() : nullptr,
+                                    spec.scale, spec.window};
   KVS_TRY(kernels.attend(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(q), buffer(out), m_n,
                          m_pos0, spec.nHead, b.m_act->scratch, sparse));
   return captured(out, name);

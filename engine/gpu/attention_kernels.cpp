@@ -109,7 +109,7 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
 push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, uint32_t n,
                                   uint32_t pos0, uint32_t nHead, const AttentionPlan& p,
                                   uint32_t scoreStride, uint32_t rowCounts, float sparseV,
-                                  float scale) {
+                                  float scale, uint32_t window = 0) {
   return {n,
           pos0,
           nHead,
@@ -124,7 +124,9 @@ push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, ui
           scoreStride,
           rowCounts,
           scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
-          sparseV};
+          sparseV,
+          window,
+          p.rowStart};
 }
 
 }  // namespace
@@ -277,14 +279,16 @@ uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, bool codec, uint32_t 
 }
 
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
-                                     uint32_t pos0, uint32_t layer) const {
+                                     uint32_t pos0, uint32_t layer, uint32_t window) const {
   AttentionPlan p;
   if (layout.nHeadKv == 0 || n == 0 || layer >= layout.nLayer) return p;
   const uint32_t gqa = std::max(1u, nHead / layout.nHeadKv);
   const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
   p.tokens = tokensPerTask(layout.headDim, codec, gqa, n);
   p.tokenTiles = ceilDiv(n, p.tokens);
-  const uint32_t rows = pos0 + n;
+  // The first token sees the earliest rows.
+  p.rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+  const uint32_t rows = pos0 + n - p.rowStart;
   const uint32_t tasks = layout.nHeadKv * p.tokenTiles;
   const uint32_t target = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : kGpuTargetGroups;
   if (n <= kSplitMaxTokens && tasks < target)
@@ -541,7 +545,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                                     const AttentionScratch& scratch, uint32_t rowCounts,
                                     const SparseAttention& sparse) {
   const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
-  const AttentionPlan p = plan(layout, nHead, n, pos0, layer);
+  const AttentionPlan p = plan(layout, nHead, n, pos0, layer, sparse.window);
   const Variant variant = attentionVariant(layout, layer, nHead, p.tokens);
   if (m_shape == AttentionShape::kGpu &&
       sharedBytes(variant.headDim, codec, p.tokens * variant.gqa) >
@@ -557,7 +561,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                            scratch.scores.size() >= size_t{n} * nHead * rows * sizeof(float);
   const push::AttentionPush push =
       attentionPush(layout, layer, n, pos0, nHead, p, storeScores ? rows : 0u, rowCounts,
-                    sparse.sparseV, sparse.scale);
+                    sparse.sparseV, sparse.scale, sparse.window);
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
@@ -565,11 +569,16 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   // once, scores kept in the score buffer written and read back (else K read
   // twice), q in and the output out; 4 operations per (query head, visible
   // row, value) for the scores and the weighted sum.
-  const uint64_t kBytes = uint64_t{rows} * layout.nHeadKv * layout.rowBytes(layer, 0);
-  const uint64_t vBytes = uint64_t{rows} * layout.nHeadKv * layout.rowBytes(layer, 1);
+  const uint64_t read = rows - p.rowStart;
+  const uint64_t kBytes = read * layout.nHeadKv * layout.rowBytes(layer, 0);
+  const uint64_t vBytes = read * layout.nHeadKv * layout.rowBytes(layer, 1);
   const uint64_t ioBytes = uint64_t{n} * nHead * layout.headDim * sizeof(float);
-  const uint64_t scoreBytes = storeScores ? uint64_t{n} * nHead * rows * sizeof(float) : kBytes;
-  const uint64_t visible = uint64_t{n} * pos0 + uint64_t{n} * (n + 1) / 2;
+  const uint64_t scoreBytes = storeScores ? uint64_t{n} * nHead * read * sizeof(float) : kBytes;
+  uint64_t visible = uint64_t{n} * pos0 + uint64_t{n} * (n + 1) / 2;
+  if (sparse.window != 0) {
+    visible = 0;
+    for (uint32_t t = 0; t < n; ++t) visible += std::min(pos0 + t + 1, sparse.window);
+  }
   const uint64_t flops = 4 * visible * nHead * layout.headDim;
   if (p.splits == 1) {
     rec.dispatchPaged(*outPass, {query, q, scores, target}, pages, push, p.groups);

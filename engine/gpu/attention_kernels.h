@@ -147,6 +147,9 @@ struct SparseAttention {
   float sparseV = 0.0f;
   const IndexerBuffers* indexer = nullptr;  // null: every row
   float scale = 0.0f;
+  // A sliding window: the query at position p sees rows (p - window, p]; 0:
+  // every row up to p. Not with the indexer.
+  uint32_t window = 0;
 };
 
 // How the kernels map a task to invocations.
@@ -168,6 +171,7 @@ struct AttentionPlan {
   uint32_t splits = 1;      // ranges of cached rows per (KV head, token tile)
   uint32_t splitRows = 0;   // rows per range
   uint32_t groups = 1;      // workgroups per dispatch
+  uint32_t rowStart = 0;    // the first row a query sees (a sliding window's start)
 };
 
 class AttentionKernels {
@@ -188,7 +192,7 @@ class AttentionKernels {
 
   // The plan of attend() for `layer` (its codecs decide the tile sizes).
   AttentionPlan plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n, uint32_t pos0,
-                     uint32_t layer = 0) const;
+                     uint32_t layer = 0, uint32_t window = 0) const;
   // Scratch large enough for every attend() with n <= maxTokens and
   // pos0 + n <= maxRows; `scores` is sized for decode (n = 1), kGpu only.
   AttentionScratchBytes scratchBytes(const KvPageLayout& layout, uint32_t nHead, uint32_t maxTokens,

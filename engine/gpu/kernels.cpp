@@ -92,17 +92,18 @@ Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& o
 }
 
 Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y,
-                        uint32_t n, uint32_t rows, float eps) {
+                        uint32_t n, uint32_t rows, float eps, bool accumulate) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRmsnorm));
-  rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps}, rowGroups(rows));
-  rec.traffic((uint64_t{n} * rows * 2 + n) * sizeof(float));
+  rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps, accumulate ? 1u : 0u},
+               rowGroups(rows));
+  rec.traffic((uint64_t{n} * rows * (accumulate ? 3 : 2) + n) * sizeof(float));
   return okStatus();
 }
 
 Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                         float scale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
-  rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale}, rowGroups(rows));
+  rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale, 0u}, rowGroups(rows));
   rec.traffic(uint64_t{n} * rows * 2 * sizeof(float));
   return okStatus();
 }

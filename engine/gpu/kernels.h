@@ -27,8 +27,9 @@ class Kernels {
 
   Status convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
   Status convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
+  // y = rmsnorm(x) * weight per row of n values; with `accumulate`, y += that.
   Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
-                 uint32_t rows, float eps);
+                 uint32_t rows, float eps, bool accumulate = false);
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                  float scale);
   // RoPE in place on n tokens x heads rows of headDim floats; `table` holds

@@ -304,7 +304,8 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
   }
   const uint32_t flags = (epilogue.bias ? KVS_WEIGHT_BIAS : 0u) |
                          (epilogue.accumulate ? KVS_WEIGHT_ACCUMULATE : 0u) |
-                         (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u);
+                         (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u) |
+                         (epilogue.geluGate ? KVS_WEIGHT_GELU_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
   const MatvecLaunch launch = matvecLaunch(cols);
@@ -333,7 +334,8 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
   // and gate epilogues) and the bias.
   const uint64_t outputs = uint64_t{n} * rows;
   rec.traffic(rows * layout.rowBytes + uint64_t{n} * cols * sizeof(float) +
-                  outputs * sizeof(float) * (epilogue.accumulate || epilogue.siluGate ? 2 : 1) +
+                  outputs * sizeof(float) *
+                      (epilogue.accumulate || epilogue.siluGate || epilogue.geluGate ? 2 : 1) +
                   (epilogue.bias ? rows * sizeof(float) : 0),
               2 * outputs * cols);
   return okStatus();

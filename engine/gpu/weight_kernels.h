@@ -68,6 +68,7 @@ struct Epilogue {
   const BufferRange* bias = nullptr;  // y = Wx + bias[row] (rows floats)
   bool accumulate = false;            // y = y + Wx (a residual add)
   bool siluGate = false;              // y = silu(y) * Wx (y holds the gate)
+  bool geluGate = false;              // y = gelu(y) * Wx, GELU's tanh form
 };
 
 // The GPU shapes' matvec launch: invocations per workgroup (a power of two)

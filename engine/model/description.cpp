@@ -177,7 +177,8 @@ AttentionSpec ForwardPlan::attention(uint32_t layer) const {
           .nHead = c.nHead,
           .nHeadKv = c.nHeadKv,
           .headDim = c.headDim,
-          .scale = 1.0f / std::sqrt(static_cast<float>(c.headDim))};
+          .scale = 1.0f / std::sqrt(static_cast<float>(c.headDim)),
+          .window = c.isWindowLayer(layer) ? c.slidingWindow : 0};
 }
 
 Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
@@ -210,11 +211,12 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       break;
     }
   }
+  p.windowRope = {.style = c.rope.style, .dims = c.rope.dims, .theta = c.ropeThetaWindow};
   return p;
 }
 
 Status checkEpilogue(const Epilogue& e, uint32_t width) {
-  if (e.accumulate && e.siluGate)
+  if (e.accumulate && e.gate != Gate::kNone)
     return makeError(ErrorCode::kInternal, "a matmul epilogue both accumulates and gates");
   if (e.bias && e.bias->elements() != width) {
     return makeError(ErrorCode::kInternal, "bias '{}' has {} values for {} outputs", e.bias->name,
@@ -224,11 +226,11 @@ Status checkEpilogue(const Epilogue& e, uint32_t width) {
 }
 
 Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend) {
-  if (s.window != 0 || s.sinks || s.softCap != 0.0f || !(s.scale > 0.0f)) {
+  if (s.sinks || s.softCap != 0.0f || !(s.scale > 0.0f)) {
     return makeError(ErrorCode::kUnsupported,
-                     "the {} backend runs full causal attention without sinks or soft-capping "
-                     "(layer {} asks for window {}, {}sinks, soft-cap {}, scale {})",
-                     backend, s.layer, s.window, s.sinks ? "" : "no ", s.softCap, s.scale);
+                     "the {} backend runs causal attention without sinks or soft-capping "
+                     "(layer {} asks for {}sinks, soft-cap {}, scale {})",
+                     backend, s.layer, s.sinks ? "" : "no ", s.softCap, s.scale);
   }
   return okStatus();
 }

@@ -75,6 +75,9 @@ struct ArchDescription {
   // Turns fused tensors into views of their parts (nullptr: none fused).
   Status (*split)(const ModelConfig& config, ModelWeights& weights) = nullptr;
   Status (*forward)(const ForwardPlan& plan, ForwardOps& ops) = nullptr;
+  // Where a file gives a sliding window but no pattern: every windowPeriod-th
+  // layer is global (ModelConfig::windowLayers), 0 none.
+  uint32_t windowPeriod = 0;
 };
 
 // Whether `config`'s architecture requires the tensor of `rule` (kUnlessTied:
@@ -103,7 +106,12 @@ TensorView expertMatrix(const TensorView& t, uint32_t e);
 struct ForwardPlan {
   const ModelConfig* config = nullptr;
   const ModelWeights* weights = nullptr;
-  RopeSpec rope;
+  RopeSpec rope;        // global layers'
+  RopeSpec windowRope;  // sliding-window layers': their own base, unscaled
+  const RopeSpec& ropeOf(uint32_t layer) const {
+    return config->isWindowLayer(layer) ? windowRope : rope;
+  }
+  // The layer's heads, scale 1/sqrt(head dim) and window.
   AttentionSpec attention(uint32_t layer) const;
 };
 

@@ -50,17 +50,24 @@ struct OpName {
   std::string str() const;
 };
 
+// The activation of a gated feed-forward's gate (y_old in Epilogue).
+enum class Gate : uint8_t {
+  kNone,
+  kSilu,  // SwiGLU: silu(g) = g / (1 + exp(-g))
+  kGelu,  // GeGLU: gelu(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+};
+
 // y = W x, then (in this order) + bias, y_old + (accumulate: a residual add),
-// or silu(y_old) * (siluGate: y holds the gate of a SwiGLU FFN); at most one
-// of accumulate and siluGate.
+// or act(y_old) * (gate: y holds the gate of a gated FFN); at most one of
+// accumulate and a gate.
 struct Epilogue {
   const TensorView* bias = nullptr;  // {rows of W}
   bool accumulate = false;
-  bool siluGate = false;
+  Gate gate = Gate::kNone;
 };
 
 // kInternal for an epilogue a description must not ask for: both
-// accumulate and siluGate, or a bias that is not `width` long.
+// accumulate and a gate, or a bias that is not `width` long.
 Status checkEpilogue(const Epilogue& epilogue, uint32_t width);
 
 // Rotary position embedding of one attention's heads, resolved at load from
@@ -83,7 +90,8 @@ struct AttentionSpec {
   uint32_t layer = 0;
   uint32_t nHead = 0, nHeadKv = 0, headDim = 0;
   float scale = 0.0f;                 // of q.k: 1/sqrt(headDim), or 1 where q was scaled
-  uint32_t window = 0;                // causal window in positions; 0: the whole context
+  // A query at position p sees positions (p - window, p]; 0: [0, p].
+  uint32_t window = 0;
   const TensorView* sinks = nullptr;  // {nHead}: a per-head logit added to the denominator
   float softCap = 0.0f;               // scores become cap * tanh(score / cap); 0: none
 };
@@ -117,12 +125,16 @@ class ForwardOps {
   // The step's logits: [logit rows, vocab]; write them with matmul.
   virtual Act logits(uint32_t vocab) = 0;
 
-  // out[t] = row tokens[t] of the embedding table {width, vocab}.
-  virtual Status embed(const TensorView& table, Act out, OpName name) = 0;
+  // out[t] = scale * row tokens[t] of the embedding table {width, vocab}
+  // (Gemma scales its embeddings by sqrt(width); 1 elsewhere).
+  virtual Status embed(const TensorView& table, Act out, float scale, OpName name) = 0;
   // out = x / sqrt(mean(x^2) + eps) * weight over groups of `group` values
   // (group == width: one per row; head dim: per-head q/k norms). In place ok.
   virtual Status rmsnorm(Act x, const TensorView& weight, Act out, uint32_t group, float eps,
                          OpName name) = 0;
+  // out += x / sqrt(mean(x^2) + eps) * weight, per row: a sub-layer's output
+  // normed before its residual add (Gemma's post-attention and post-FFN norms).
+  virtual Status rmsnormAdd(Act x, const TensorView& weight, Act out, float eps, OpName name) = 0;
   // out = W x with the epilogue; W is {x.width, out.width}.
   virtual Status matmul(const TensorView& w, Act x, Act out, const Epilogue& epilogue,
                         OpName name) = 0;
@@ -138,7 +150,8 @@ class ForwardOps {
 };
 
 // What a backend refuses of an AttentionSpec, as one message (the ops both
-// backends implement so far: full causal attention at any positive scale).
+// backends implement so far: causal attention, windowed or not, at any
+// positive scale).
 Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend);
 
 }  // namespace kvscope::model

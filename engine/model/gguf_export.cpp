@@ -39,6 +39,20 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
     if (c.expertWeightsScale != 0.0f)
       w.set(a + ".expert_weights_scale", gguf::float32Value(c.expertWeightsScale));
   }
+  if (c.slidingWindow > 0) {
+    w.set(a + ".attention.sliding_window", gguf::uint32Value(c.slidingWindow));
+    w.set(a + ".rope.freq_base_swa", gguf::float32Value(c.ropeThetaWindow));
+    // A period where one describes the layers (the form Gemma 3's loaders
+    // read), else a flag per layer.
+    if (const auto period = windowPeriodOf(c.windowLayers)) {
+      w.set(a + ".attention.sliding_window_pattern", gguf::uint32Value(*period));
+    } else {
+      std::vector<gguf::Value> flags;
+      for (bool window : c.windowLayers) flags.push_back(gguf::boolValue(window));
+      w.set(a + ".attention.sliding_window_pattern",
+            gguf::arrayValue(gguf::ValueType::kBool, std::move(flags)));
+    }
+  }
   if (c.rope.scaling == RopeScaling::kLinear) {
     w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));

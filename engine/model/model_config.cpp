@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "model/description.h"
 
 namespace kvscope::model {
 namespace {
@@ -45,7 +46,48 @@ Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, Mod
       type);
 }
 
+// Gemma 3's files say a period (or nothing: its architecture's default);
+// Gemma 4's a bool per layer, true for a window layer.
+Status slidingWindowFromGguf(const gguf::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  c.slidingWindow =
+      static_cast<uint32_t>(f.getUint(arch + ".attention.sliding_window").value_or(0));
+  if (c.slidingWindow == 0) return okStatus();
+  c.ropeThetaWindow =
+      static_cast<float>(f.getFloat(arch + ".rope.freq_base_swa").value_or(10000.0));
+  const std::string key = arch + ".attention.sliding_window_pattern";
+  const gguf::Value* pattern = f.find(key);
+  if (!pattern) {
+    c.windowLayers = windowLayersOfPeriod(c.nLayer, c.arch->description->windowPeriod);
+  } else if (pattern->type == gguf::ValueType::kArray &&
+             pattern->elementType == gguf::ValueType::kBool) {
+    if (pattern->array.size() != c.nLayer)
+      return makeError(ErrorCode::kBadFile, "metadata '{}' has {} entries for {} layers", key,
+                       pattern->array.size(), c.nLayer);
+    for (const gguf::Value& v : pattern->array) c.windowLayers.push_back(v.u != 0);
+  } else if (auto period = f.getUint(key); period && *period <= c.nLayer) {
+    c.windowLayers = windowLayersOfPeriod(c.nLayer, static_cast<uint32_t>(*period));
+  } else {
+    return makeError(ErrorCode::kBadFile,
+                     "metadata '{}' is neither a layer period nor one bool per layer", key);
+  }
+  return okStatus();
+}
+
 }  // namespace
+
+std::vector<bool> windowLayersOfPeriod(uint32_t nLayer, uint32_t period) {
+  std::vector<bool> layers(nLayer, true);
+  if (period == 0) return layers;
+  for (uint32_t l = 0; l < nLayer; ++l) layers[l] = l % period < period - 1;
+  return layers;
+}
+
+std::optional<uint32_t> windowPeriodOf(const std::vector<bool>& layers) {
+  const auto n = static_cast<uint32_t>(layers.size());
+  for (uint32_t period = 0; period <= n; ++period)
+    if (windowLayersOfPeriod(n, period) == layers) return period;
+  return std::nullopt;
+}
 
 Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   ModelConfig c;
@@ -77,6 +119,7 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   c.nFfExp = static_cast<uint32_t>(f.getUint(a + ".expert_feed_forward_length")
                                        .value_or(c.nExpertUsed ? c.nFf / c.nExpertUsed : 0));
   c.expertWeightsScale = static_cast<float>(f.getFloat(a + ".expert_weights_scale").value_or(0.0));
+  KVS_TRY(slidingWindowFromGguf(f, a, c));
 
   const gguf::TensorInfo* embd = f.findTensor("token_embd.weight");
   if (!embd || embd->shape.size() != 2) {
@@ -195,6 +238,11 @@ Status validateConfig(const ModelConfig& c) {
       return bad(fmt::format("expert feed-forward width {}", c.nFfExp));
     if (!(c.expertWeightsScale >= 0.0f) || c.expertWeightsScale > 1e3f)
       return bad("expert weights scale out of range");
+  }
+  if (c.slidingWindow > 0) {
+    if (c.windowLayers.size() != c.nLayer)
+      return bad(fmt::format("{} window flags for {} layers", c.windowLayers.size(), c.nLayer));
+    if (!(c.ropeThetaWindow > 0.0f)) return bad("window layers' RoPE base must be positive");
   }
   if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f))
     return bad("RoPE scaling factor must be positive");

@@ -5,7 +5,9 @@
 // even RoPE dimensions, supported RoPE scaling).
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -63,7 +65,16 @@ struct ModelConfig {
   uint32_t nExpertUsed = 0;
   uint32_t nFfExp = 0;
   float expertWeightsScale = 0.0f;
+  // Sliding-window attention (gemma3): a window layer's query at position p
+  // sees positions (p - slidingWindow, p] only, and rotates by its own RoPE
+  // base without the global layers' scaling; the other layers are global.
+  uint32_t slidingWindow = 0;      // 0: every layer global
+  std::vector<bool> windowLayers;  // [nLayer] when slidingWindow > 0
+  float ropeThetaWindow = 10000.0f;
 
+  bool isWindowLayer(uint32_t layer) const {
+    return slidingWindow > 0 && layer < windowLayers.size() && windowLayers[layer];
+  }
   uint32_t qDim() const { return nHead * headDim; }
   uint32_t kvDim() const { return nHeadKv * headDim; }
   uint32_t gqaRatio() const { return nHead / nHeadKv; }
@@ -76,6 +87,13 @@ struct ModelConfig {
 Expected<ModelConfig> configFromGguf(const gguf::GgufFile& file);
 // `config` is a parsed Hugging Face config.json; `tied` from tie_word_embeddings.
 Expected<ModelConfig> configFromHf(const nlohmann::json& config);
+
+// The window layers of `nLayer` layers whose every `period`-th layer (the
+// last of each period) is global, as Gemma 3 files state it; period 0: all
+// window layers.
+std::vector<bool> windowLayersOfPeriod(uint32_t nLayer, uint32_t period);
+// The period whose windowLayersOfPeriod() equals `layers`, if one does.
+std::optional<uint32_t> windowPeriodOf(const std::vector<bool>& layers);
 
 // Checks the invariants later code relies on; names the offending field.
 Status validateConfig(const ModelConfig& config);

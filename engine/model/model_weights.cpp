@@ -16,7 +16,8 @@ void forEachWeight(const ModelWeights& w,
   for (const TensorView* t : {w.ropeFreqs, w.ropeLong, w.ropeShort})
     if (t) fn(*t, WeightRole::kRopeFactors);
   for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t : {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm})
+    for (const TensorView* t :
+         {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.attnPostNorm, l.ffnNorm, l.ffnPostNorm})
       vector(t);
     for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, l.gateInp, l.gateExps,
                                 l.upExps, l.downExps})

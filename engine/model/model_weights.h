@@ -31,7 +31,9 @@ struct LayerWeights {
   const TensorView* bv = nullptr;        // {kvDim}
   const TensorView* qNorm = nullptr;     // {headDim}
   const TensorView* kNorm = nullptr;     // {headDim}
+  const TensorView* attnPostNorm = nullptr;  // {nEmbd}: the attention output's, before the residual
   const TensorView* ffnNorm = nullptr;   // {nEmbd}
+  const TensorView* ffnPostNorm = nullptr;  // {nEmbd}: the FFN output's, before the residual
   const TensorView* gate = nullptr;      // {nEmbd, nFf}
   const TensorView* up = nullptr;        // {nEmbd, nFf}
   const TensorView* down = nullptr;      // {nFf, nEmbd}

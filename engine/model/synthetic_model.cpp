@@ -224,6 +224,11 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   c.nFfExp = s.nFfExp;
   c.rope.theta = s.ropeTheta;
   c.rope.dims = ropeDims;
+  if (s.slidingWindow > 0) {
+    c.slidingWindow = s.slidingWindow;
+    c.windowLayers = windowLayersOfPeriod(s.nLayer, s.windowPeriod);
+    c.ropeThetaWindow = s.ropeThetaWindow;
+  }
   if (s.ropeLinearFactor > 1.0f) {
     c.rope.scaling = RopeScaling::kLinear;
     c.rope.factor = s.ropeLinearFactor;

@@ -45,6 +45,12 @@ struct SyntheticModelSpec {
   uint32_t nExpert = 0;
   uint32_t nExpertUsed = 0;
   uint32_t nFfExp = 0;
+  // Sliding-window attention: window positions (0: none), and the period of
+  // global layers (every windowPeriod-th layer; 0: none global) and the
+  // window layers' RoPE base.
+  uint32_t slidingWindow = 0;
+  uint32_t windowPeriod = 0;
+  float ropeThetaWindow = 10000.0f;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
   // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over
   // weightType. A type gguf/quantize.h cannot produce (IQ4_XS, MXFP4, …) gets

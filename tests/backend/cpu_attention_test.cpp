@@ -355,6 +355,74 @@ TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
   }
 }
 
+// A sliding window of W rows: each query at position p equals dense
+// attention over a cache holding only rows (p - W, p] (copied byte for byte),
+// within the bound above, for the reference and both fast kernels. Cases: a
+// prefill whose window starts inside it, a chunked decode deep in the cache,
+// and a prefill of many groups with a window of a few rows.
+TEST(CpuAttention, WindowMatchesAttentionOverTheWindowAlone) {
+  ThreadPool pool(2);
+  constexpr uint32_t kHeadsKv = 2, d = 64;
+  struct W {
+    uint32_t n, pos0, window, gqa;
+  };
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"f16", "f16"}, {"q8_0", "turbo4"}}) {
+    for (W w : {W{19, 45, 20, 2}, W{1, 299, 100, 4}, W{70, 20, 7, 4}}) {
+      const kv::LayerSchemes schemes{key, value};
+      auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+      ASSERT_TRUE(made.ok());
+      kv::KvCache& cache = **made;
+      const uint32_t rows = w.pos0 + w.n, nHead = kHeadsKv * w.gqa;
+      ASSERT_TRUE(cache.append(rows).ok());
+      const auto x = randomFloats(size_t{rows} * kHeadsKv * d * 2, 41 + w.n, -3.0f, 3.0f);
+      for (uint32_t j = 0; j < rows; ++j)
+        for (uint32_t h = 0; h < kHeadsKv; ++h)
+          for (KvPart part : {KvPart::kKey, KvPart::kValue})
+            cache.write(0, part, h, j,
+                        std::span(x).subspan(
+                            ((size_t{j} * kHeadsKv + h) * 2 + static_cast<size_t>(part)) * d, d));
+      const auto q = randomFloats(size_t{w.n} * nHead * d, 19 + w.n, -2.0f, 2.0f);
+      std::vector<float> reference(q.size(), NAN), simd(q.size(), NAN), portable(q.size(), NAN);
+      cpu::attentionReference(cache, 0, q.data(), w.n, w.pos0, nHead, pool, reference.data(), 0.0f,
+                              w.window);
+      cpu::attention(cache, 0, q.data(), w.n, w.pos0, nHead, pool, simd.data(),
+                     {.window = w.window});
+      cpu::attention(cache, 0, q.data(), w.n, w.pos0, nHead, pool, portable.data(),
+                     {.portable = true, .window = w.window});
+      for (uint32_t t = 0; t < w.n; ++t) {
+        const uint32_t p = w.pos0 + t, lo = p + 1 > w.window ? p + 1 - w.window : 0;
+        auto alone = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+        ASSERT_TRUE(alone.ok());
+        ASSERT_TRUE((*alone)->append(p + 1 - lo).ok());
+        for (uint32_t j = lo; j <= p; ++j)
+          for (uint32_t h = 0; h < kHeadsKv; ++h)
+            for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+              const auto from = cache.row(0, part, h, j);
+              std::copy(from.begin(), from.end(), (*alone)->row(0, part, h, j - lo).begin());
+            }
+        const std::vector<float> qt(q.begin() + size_t{t} * nHead * d,
+                                    q.begin() + size_t{t + 1} * nHead * d);
+        std::vector<float> want(qt.size());
+        cpu::attentionReference(**alone, 0, qt.data(), 1, p - lo, nHead, pool, want.data());
+        const auto bound =
+            errorBound(**alone, {key, value, d, w.gqa, 1, p - lo, 48}, qt, nHead, false);
+        for (size_t i = 0; i < want.size(); ++i) {
+          const size_t at = size_t{t} * nHead * d + i;
+          for (const auto* got : {&reference, &simd, &portable}) {
+            ASSERT_LE(std::fabs(double{(*got)[at]} - want[i]), bound[i])
+                << key << "/" << value << " n=" << w.n << " pos0=" << w.pos0
+                << " window=" << w.window << " token " << t << " value " << i << " of "
+                << (got == &reference ? "the reference"
+                    : got == &simd    ? "simd"
+                                      : "portable");
+          }
+        }
+      }
+    }
+  }
+}
+
 // Sparse V drops each weight below the threshold and keeps the rest as they
 // are: the oracle sums w_j v_j in double over the rows whose weight (for that
 // query) reaches it. The threshold sits halfway in a gap of the weights, so

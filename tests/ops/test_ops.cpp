@@ -12,6 +12,7 @@
 // squared: NMSE = sum (vulkan - cpu)^2 / sum cpu^2, over every value of every
 // step. The bounds, per op (u = 2^-24, float32's unit roundoff):
 //  - embed and logit rows: the same host code or a copy on both: exactly 0.
+//  - rmsnorm added to a residual: the rmsnorm bound (one more rounded add).
 //  - rope: the same angle table, one multiply-add per value; only FMA
 //    contraction differs: NMSE ~ u^2 ~ 4e-15; bound 1e-12.
 //  - rmsnorm: a sum of n squares in another order (relative error <= n u,
@@ -142,7 +143,7 @@ model::SyntheticModelSpec shape(uint32_t embd, uint32_t ff, uint32_t heads, uint
 
 // Fetches rows of a weight matrix {width, rows} as the op's input, by token.
 Status input(ForwardOps& ops, const model::TensorView& table, Act into) {
-  return ops.embed(table, into, {"input"});
+  return ops.embed(table, into, 1.0f, {"input"});
 }
 
 std::vector<OpCase> embedAndRows() {
@@ -153,10 +154,17 @@ std::vector<OpCase> embedAndRows() {
              .spec = shape(256, 512, 4, 2, 64, type)};
     c.spec.tensorTypes["token_embd.weight"] = type;
     c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
-      return ops.embed(*p.weights->tokenEmbd, ops.act("x", p.config->nEmbd), {"out"});
+      return ops.embed(*p.weights->tokenEmbd, ops.act("x", p.config->nEmbd), 1.0f, {"out"});
     };
     cases.push_back(std::move(c));
   }
+  // Gemma's scale by sqrt(width).
+  OpCase scaled{.name = "embed Q8_0 scaled by 16", .spec = shape(256, 512, 4, 2, 64)};
+  scaled.spec.tensorTypes["token_embd.weight"] = gguf::TensorType::kQ8_0;
+  scaled.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+    return ops.embed(*p.weights->tokenEmbd, ops.act("x", p.config->nEmbd), 16.0f, {"out"});
+  };
+  cases.push_back(std::move(scaled));
   OpCase rows{.name = "logit rows", .spec = shape(256, 512, 4, 2, 64), .prefill = 7, .decode = 1};
   rows.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
     const Act x = ops.act("x", p.config->nEmbd);
@@ -199,6 +207,21 @@ std::vector<OpCase> rmsnorms() {
     };
     cases.push_back(std::move(c));
   }
+  // Normed and added to a residual (Gemma's post-norms): y starts as other rows.
+  for (uint32_t width : {256u, 4096u}) {
+    OpCase c{.name = fmt::format("rmsnorm added to rows of {}", width),
+             .spec = shape(width, 128, width / 32, 1, 32),
+             .prefill = 9,
+             .decode = 1,
+             .bound = 1e-10};
+    c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      KVS_TRY(ops.embed(*p.weights->output, y, 1.0f, {"residual"}));
+      return ops.rmsnormAdd(x, *p.weights->outputNorm, y, 1e-6f, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 
@@ -207,16 +230,21 @@ std::vector<OpCase> matmuls() {
   std::vector<OpCase> cases;
   struct Epi {
     const char* name;
-    bool bias, accumulate, gate;
+    bool bias, accumulate;
+    model::Gate gate;
   };
+  constexpr auto kNoGate = model::Gate::kNone;
   for (TensorType type :
        {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
         TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     // in -> out widths: a square one, a narrow odd output (96 rows), a wide input.
     for (auto [in, out] : {std::pair{256u, 256u}, std::pair{512u, 96u}, std::pair{1024u, 160u}}) {
-      for (Epi e : {Epi{"", false, false, false}, Epi{" +bias", true, false, false},
-                    Epi{" +residual", false, true, false}, Epi{" silu-gate", false, false, true}}) {
-        if (in != 256 && (e.bias || e.accumulate || e.gate)) continue;  // epilogues once per type
+      for (Epi e : {Epi{"", false, false, kNoGate}, Epi{" +bias", true, false, kNoGate},
+                    Epi{" +residual", false, true, kNoGate},
+                    Epi{" silu-gate", false, false, model::Gate::kSilu},
+                    Epi{" gelu-gate", false, false, model::Gate::kGelu}}) {
+        const bool epilogue = e.bias || e.accumulate || e.gate != kNoGate;
+        if (in != 256 && epilogue) continue;  // epilogues once per type
         auto spec = shape(in, out, 4, 2, in / 4, type);
         spec.architecture = "qwen2";  // for the q/k/v biases
         spec.tensorTypes["token_embd.weight"] = TensorType::kF32;
@@ -233,14 +261,14 @@ std::vector<OpCase> matmuls() {
           const model::LayerWeights& l = p.weights->layers[0];
           const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nFf);
           KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
-          if (e.accumulate || e.gate) {  // y holds a residual or a gate first: gate(x)
+          if (e.accumulate || e.gate != kNoGate) {  // y holds a residual or a gate first: gate(x)
             KVS_TRY(ops.matmul(*l.gate, x, y, {}, {"y0"}));
           }
           // up: {nEmbd, nFf}; the bias is q's, which the spec makes nFf long
           // (a mismatch fails the op: model::checkEpilogue)
           const model::TensorView* bias = e.bias ? l.bq : nullptr;
-          return ops.matmul(
-              *l.up, x, y, {.bias = bias, .accumulate = e.accumulate, .siluGate = e.gate}, {"out"});
+          return ops.matmul(*l.up, x, y, {.bias = bias, .accumulate = e.accumulate, .gate = e.gate},
+                            {"out"});
         };
         if (e.bias) c.spec.nFf = c.spec.nHead * c.spec.headDim;  // bias {qDim} fits up's rows
         cases.push_back(std::move(c));
@@ -292,26 +320,30 @@ std::vector<OpCase> ropes() {
 // from attn_output's rows ({qDim, nEmbd}), k and v from ffn_down's of the two
 // layers ({kvDim = nFf, nEmbd}), so they are identical on both sides; the
 // scale makes the softmax peaked, as trained models' are.
+// A sliding window (window > 0) shorter than the prefill masks rows on both
+// sides of the diagonal.
 OpCase attentionCase(const std::string& scheme, uint32_t headDim, uint32_t gqa,
-                     bool unitScale = false) {
+                     bool unitScale = false, uint32_t window = 0) {
   const uint32_t kvHeads = 2, heads = kvHeads * gqa;
   auto spec = shape(64, kvHeads * headDim, heads, kvHeads, headDim);
-  OpCase c{.name = fmt::format("attention {} d{} gqa {}{}", scheme, headDim, gqa,
-                               unitScale ? " scale 1" : ""),
+  OpCase c{.name = fmt::format("attention {} d{} gqa {}{}{}", scheme, headDim, gqa,
+                               unitScale ? " scale 1" : "",
+                               window ? fmt::format(" window {}", window) : ""),
            .spec = spec,
            .kv = {scheme, scheme},
            .prefill = 37,
            .decode = 3,
            .bound = 1e-8};
-  c.op = [unitScale](const ForwardPlan& p, ForwardOps& ops) -> Status {
+  c.op = [unitScale, window](const ForwardPlan& p, ForwardOps& ops) -> Status {
     const model::ModelConfig& cfg = *p.config;
     const Act q = ops.act("q", cfg.qDim()), k = ops.act("k", cfg.kvDim()),
               v = ops.act("v", cfg.kvDim()), out = ops.act("att", cfg.qDim());
-    KVS_TRY(ops.embed(*p.weights->layers[0].wo, q, {"q"}));
-    KVS_TRY(ops.embed(*p.weights->layers[0].down, k, {"k"}));
-    KVS_TRY(ops.embed(*p.weights->layers[1].down, v, {"v"}));
+    KVS_TRY(ops.embed(*p.weights->layers[0].wo, q, 1.0f, {"q"}));
+    KVS_TRY(ops.embed(*p.weights->layers[0].down, k, 1.0f, {"k"}));
+    KVS_TRY(ops.embed(*p.weights->layers[1].down, v, 1.0f, {"v"}));
     model::AttentionSpec attention = p.attention(0);
     attention.scale = unitScale ? 1.0f : 16.0f * attention.scale;
+    attention.window = window;
     return ops.attention(q, k, v, out, attention, {"out"});
   };
   return c;
@@ -322,6 +354,11 @@ std::vector<OpCase> attentions() {
   for (uint32_t headDim : {8u, 48u, 64u, 80u, 128u, 256u})
     for (uint32_t gqa : {1u, 2u, 4u, 8u}) cases.push_back(attentionCase("f16", headDim, gqa));
   cases.push_back(attentionCase("f16", 64, 2, true));  // phi3: queries scaled before
+  // gemma3's window layers: the window inside the prefill, and one row.
+  for (std::string scheme : {"f16", "q8_0", "turbo4"}) {
+    cases.push_back(attentionCase(scheme, 64, 2, true, 16));
+    cases.push_back(attentionCase(scheme, 128, 4, false, 1));
+  }
   for (std::string_view scheme : kv::schemeNames()) {
     if (scheme == "f16") continue;
     for (uint32_t headDim : {64u, 128u})

@@ -12,6 +12,7 @@ extern const ArchDescription kQwen2;
 extern const ArchDescription kQwen3;
 extern const ArchDescription kPhi3;
 extern const ArchDescription kQwen3Moe;
+extern const ArchDescription kGemma3;
 
 // llama's tensor tables, which qwen2 and qwen3 share (their descriptions
 // require the biases and the q/k norms the table lists as optional).

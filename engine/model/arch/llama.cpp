@@ -26,7 +26,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
   const Act att = ops.act("att", c.qDim());  // attention output, before wo
   const Act ffn = ops.act("ffn", c.nFf);     // the gate, then silu(gate) * up
 
-  KVS_TRY(ops.embed(*w.tokenEmbd, x, {"inp_embd"}));
+  KVS_TRY(ops.embed(*w.tokenEmbd, x, 1.0f, {"inp_embd"}));
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const LayerWeights& lw = w.layers[l];
     const int il = static_cast<int>(l);
@@ -64,7 +64,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
       continue;
     }
     KVS_TRY(ops.matmul(*lw.gate, h, ffn, {}, {"ffn_gate", il}));
-    KVS_TRY(ops.matmul(*lw.up, h, ffn, {.siluGate = true}, {"ffn_swiglu", il}));
+    KVS_TRY(ops.matmul(*lw.up, h, ffn, {.gate = Gate::kSilu}, {"ffn_swiglu", il}));
     KVS_TRY(ops.matmul(*lw.down, ffn, x, {.accumulate = true}, {"l_out", il}));
   }
   KVS_ASSIGN_OR_RETURN(const Act last, ops.logitRows(x, {"result_rows"}));
