@@ -1,6 +1,7 @@
 #include "model/gguf_export.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "gguf/dequant.h"
 #include "gguf/quantize.h"
@@ -111,23 +112,45 @@ Status addTensor(gguf::GgufWriter& w, const TensorView& t, bool permute, const M
 
 }  // namespace
 
+// SentencePiece scores of a SentencePiece-style BPE vocabulary for llama.cpp
+// (tokenizer/gguf_vocab.h): minus the rank of the first merge making each
+// token; a token no merge makes (a character, a byte, an added token) scores
+// below every merge.
+std::vector<float> mergeRankScores(const Vocab& vocab) {
+  std::unordered_map<std::string, size_t> ids;
+  for (size_t i = 0; i < vocab.tokens.size(); ++i) ids.emplace(vocab.tokens[i].text, i);
+  std::vector<float> scores(vocab.tokens.size(), -static_cast<float>(vocab.merges.size() + 1));
+  std::vector<bool> made(vocab.tokens.size(), false);
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string& m = vocab.merges[rank];
+    const size_t space = m.find(' ');
+    if (space == std::string::npos) continue;
+    const auto it = ids.find(m.substr(0, space) + m.substr(space + 1));
+    if (it == ids.end() || made[it->second]) continue;
+    made[it->second] = true;
+    scores[it->second] = -static_cast<float>(rank);
+  }
+  return scores;
+}
+
 Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
-  if (vocab.kind == VocabKind::kBpe && !vocab.byteLevel) {
+  const bool spmBpe = vocab.kind == VocabKind::kBpe && !vocab.byteLevel;
+  if (spmBpe && !vocab.pipeline) {
     return makeError(ErrorCode::kUnsupported,
-                     "this tokenizer (SentencePiece-style BPE from tokenizer.json) has no GGUF "
-                     "form; give a GGUF tokenizer instead");
+                     "this SentencePiece-style BPE tokenizer has no pipeline to store; give a "
+                     "GGUF tokenizer instead");
   }
   std::vector<std::string> texts;
-  std::vector<float> scores;
+  std::vector<float> scores = spmBpe ? mergeRankScores(vocab) : std::vector<float>{};
   std::vector<int32_t> types;
   for (const auto& t : vocab.tokens) {
     texts.push_back(t.text);
-    scores.push_back(t.score);
+    if (!spmBpe) scores.push_back(t.score);
     types.push_back(static_cast<int32_t>(t.type));
   }
   const bool spm = vocab.kind == VocabKind::kSpm;
-  w.set("tokenizer.ggml.model", gguf::stringValue(spm ? "llama" : "gpt2"));
-  if (!spm) w.set("tokenizer.ggml.pre", gguf::stringValue(vocab.preTokenizer));
+  w.set("tokenizer.ggml.model", gguf::stringValue(spm || spmBpe ? "llama" : "gpt2"));
+  if (!spm && !spmBpe) w.set("tokenizer.ggml.pre", gguf::stringValue(vocab.preTokenizer));
   w.set("tokenizer.ggml.tokens", gguf::stringArrayValue(texts));
   w.set("tokenizer.ggml.scores", gguf::float32ArrayValue(scores));
   w.set("tokenizer.ggml.token_type", gguf::int32ArrayValue(types));
@@ -136,6 +159,7 @@ Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
     w.set(std::string(tokenizer::kPipelineKey),
           gguf::stringValue(tokenizer::pipelineToHfJson(*vocab.pipeline).dump()));
     w.set(std::string(tokenizer::kIgnoreMergesKey), gguf::boolValue(vocab.ignoreMerges));
+    w.set(std::string(tokenizer::kFuseUnknownKey), gguf::boolValue(vocab.fuseUnknown));
   }
   const std::pair<const char*, TokenId> ids[] = {
       {"tokenizer.ggml.bos_token_id", vocab.bos},

@@ -34,7 +34,8 @@ void setConfigMetadata(gguf::GgufWriter& writer, const ModelConfig& config,
 
 // Sets tokenizer.* keys describing `vocab` (the inverse of vocabFromGguf),
 // plus kvscope's keys for a tokenizer.json pipeline (gguf_vocab.h).
-// SentencePiece-style BPE (kBpe without byte-level) has no GGUF form: kUnsupported.
+// SentencePiece-style BPE (kBpe without byte-level, Gemma 3's) goes as
+// llama.cpp's SentencePiece form plus kvscope's exact one (gguf_vocab.h).
 Status setVocabMetadata(gguf::GgufWriter& writer, const tokenizer::Vocab& vocab);
 
 // Builds the complete GGUF for `model` + `vocab`.

@@ -114,7 +114,8 @@ Status readPipeline(const gguf::GgufFile& file, Vocab& vocab) {
     return makeError(ErrorCode::kBadFile, "{} is not valid JSON", kPipelineKey);
   KVS_ASSIGN_OR_RETURN(vocab.pipeline, pipelineFromHfJson(json));
   const auto& steps = vocab.pipeline->preTokenizer;
-  if (steps.empty() || steps.back().kind != PreTokenizeStep::Kind::kByteLevel) {
+  if (vocab.byteLevel &&
+      (steps.empty() || steps.back().kind != PreTokenizeStep::Kind::kByteLevel)) {
     return makeError(ErrorCode::kBadFile, "{} lacks the ByteLevel step a gpt2 tokenizer needs",
                      kPipelineKey);
   }
@@ -128,7 +129,6 @@ Status readBpeSettings(const gguf::GgufFile& file, Vocab& vocab) {
                      "the model file has a BPE tokenizer but no merges (tokenizer.ggml.merges)");
   }
   vocab.merges = std::move(*merges);
-  vocab.byteLevel = true;
   const auto pre = file.getString("tokenizer.ggml.pre");
   vocab.preTokenizer = pre ? std::string(*pre) : "default";
   KVS_TRY(readPipeline(file, vocab));
@@ -172,7 +172,12 @@ Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file) {
                      "the model file carries no tokenizer (tokenizer.ggml.model is missing)");
   }
   Vocab vocab;
-  if (*model == "llama") {
+  if (*model == "llama" && file.find(kPipelineKey) && file.find("tokenizer.ggml.merges")) {
+    // kvscope's form of a SentencePiece-style BPE tokenizer.json (gguf_vocab.h).
+    vocab.kind = VocabKind::kBpe;
+    vocab.byteLevel = false;
+    vocab.addBos = true;
+  } else if (*model == "llama") {
     vocab.kind = VocabKind::kSpm;
     vocab.addBos = true;
     vocab.addSpacePrefix = true;
@@ -185,6 +190,7 @@ Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file) {
   KVS_TRY(readTokens(file, vocab));
   readSpecialIds(file, vocab);
   if (vocab.kind == VocabKind::kBpe) KVS_TRY(readBpeSettings(file, vocab));
+  vocab.fuseUnknown = file.getBool(kFuseUnknownKey).value_or(vocab.fuseUnknown);
   vocab.addSpacePrefix =
       file.getBool("tokenizer.ggml.add_space_prefix").value_or(vocab.addSpacePrefix);
   vocab.addBos = file.getBool("tokenizer.ggml.add_bos_token").value_or(vocab.addBos);

@@ -25,6 +25,15 @@ namespace kvscope::tokenizer {
 inline constexpr std::string_view kPipelineKey = "kvscope.tokenizer.pipeline";
 // The BPE model's ignore_merges, which GGUF otherwise only implies by pre name.
 inline constexpr std::string_view kIgnoreMergesKey = "kvscope.tokenizer.ignore_merges";
+// The BPE model's fuse_unk (consecutive unknown fallbacks become one <unk>).
+inline constexpr std::string_view kFuseUnknownKey = "kvscope.tokenizer.fuse_unknown";
+//
+// A SentencePiece-style BPE tokenizer.json (Gemma 3's: merges over "\u2581"
+// text with byte fallback) is written as llama.cpp's SentencePiece form
+// ("llama"), each token scored by minus the rank of the first merge that makes
+// it — the order SentencePiece's own BPE scores follow, which llama.cpp's
+// tokenizer merges by — and with tokenizer.ggml.merges and kPipelineKey too,
+// from which kvscope reads it back as the exact BPE.
 
 Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file);
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -75,6 +76,61 @@ TEST_P(HfFolderTokenizer, TokenizesEveryTestStringExactly) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizer,
                          ::testing::Values(Family{"llama3", "llama-bpe", 128256},
                                            Family{"qwen3", "qwen2", 151936}),
+                         [](const auto& param) { return std::string(param.param.name); });
+
+// Gemma 3's tokenizer.json (byte-fallback BPE over "\u2581" after a Replace
+// normalizer; also Gemma 4's vocabulary) and gpt-oss's (o200k-style
+// byte-level BPE behind a Split regex) tokenize as Tokenizers.js does, the
+// tokenizer code of transformers.js (tools/record-hf-tokenizations.mjs
+// recorded tests/data/tokenizer/hf-*.out): llama.cpp's test strings, then
+// tests/data/tokenizer/extra-strings.inp (code, CJK, Arabic, emoji, a rare
+// ideograph that needs byte fallback, runs of spaces, tabs and newlines) —
+// from the folder and from the GGUF that convert makes of it.
+class HfFolderTokenizerJs : public ::testing::TestWithParam<Family> {};
+
+TEST_P(HfFolderTokenizerJs, TokenizesAsTokenizersJs) {
+  const Family& family = GetParam();
+  const auto tokenizerDir = sharedFile(std::string("tokenizer/hf-") + family.name);
+  KVS_REQUIRE_FIXTURE(tokenizerDir);
+  const std::filesystem::path data = KVSCOPE_TEST_DATA;
+  // The strings of both input files, in order, and the recorded ids.
+  std::vector<std::string> texts =
+      readVocabTexts(sharedFile("tokenizer/ggml-vocab-llama-spm.gguf.inp"));
+  const auto extra = readVocabTexts(data / "tokenizer" / "extra-strings.inp");
+  texts.insert(texts.end(), extra.begin(), extra.end());
+  const std::vector<VocabCase> cases =
+      pairWithIds(texts, data / "tokenizer" / (std::string("hf-") + family.name + ".out"));
+  ASSERT_EQ(cases.size(), 54u);
+  const auto dir =
+      std::filesystem::path(::testing::TempDir()) / "kvscope_hf_folder_js" / family.name;
+  writeHfLlamaFolder(dir, family.vocabSize, tokenizerDir);
+  const auto expectEveryCase = [&](const std::filesystem::path& path) {
+    auto model = model::ModelFile::open(path);
+    ASSERT_TRUE(model.ok()) << model.error().describe();
+    auto tokenizer = model::loadTokenizer(**model);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+    for (const VocabCase& c : cases) {
+      EXPECT_EQ(tokenizer->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
+          << path << ", input: '" << c.text << "'";
+    }
+  };
+  expectEveryCase(dir);
+  {
+    auto model = model::ModelFile::open(dir);
+    ASSERT_TRUE(model.ok()) << model.error().describe();
+    auto tokenizer = model::loadTokenizer(**model);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+    auto writer = model::ggufFromModel(**model, tokenizer->vocab(), {});
+    ASSERT_TRUE(writer.ok()) << writer.error().describe();
+    ASSERT_TRUE(writer->writeFile(dir / "converted.gguf").ok());
+  }
+  expectEveryCase(dir / "converted.gguf");
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizerJs,
+                         ::testing::Values(Family{"gemma3", "", 262145},
+                                           Family{"gptoss", "", 200019}),
                          [](const auto& param) { return std::string(param.param.name); });
 
 // The folder's chat template (tokenizer_config.json) renders, through

@@ -27,30 +27,41 @@ inline std::string readWholeFile(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-inline std::vector<VocabCase> readVocabCases(const std::filesystem::path& stem) {
-  const std::string inp = readWholeFile(stem.string() + ".inp");
+// `inp`'s strings: cut at each separator; a closing separator ends the last.
+inline std::vector<std::string> readVocabTexts(const std::filesystem::path& inp) {
+  const std::string text = readWholeFile(inp);
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t next = inp.find(sep, pos);
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t next = text.find(sep, pos);
     if (next == std::string::npos) {
-      texts.push_back(inp.substr(pos));
+      texts.push_back(text.substr(pos));
       break;
     }
-    texts.push_back(inp.substr(pos, next - pos));
+    texts.push_back(text.substr(pos, next - pos));
     pos = next + sep.size();
   }
-  std::istringstream out(readWholeFile(stem.string() + ".out"));
+  return texts;
+}
+
+// `out`'s lines of ids paired with `texts` in order.
+inline std::vector<VocabCase> pairWithIds(const std::vector<std::string>& texts,
+                                          const std::filesystem::path& out) {
+  std::istringstream lines(readWholeFile(out));
   std::vector<VocabCase> cases;
   std::string line;
-  for (size_t i = 0; i < texts.size() && std::getline(out, line); ++i) {
+  for (size_t i = 0; i < texts.size() && std::getline(lines, line); ++i) {
     VocabCase c{texts[i], {}};
     std::istringstream ids(line);
     for (int32_t id = 0; ids >> id;) c.expected.push_back(id);
     cases.push_back(std::move(c));
   }
-  EXPECT_EQ(cases.size(), texts.size()) << ".inp and .out disagree on the number of strings";
+  EXPECT_EQ(cases.size(), texts.size()) << out << " has fewer lines than there are strings";
   return cases;
+}
+
+inline std::vector<VocabCase> readVocabCases(const std::filesystem::path& stem) {
+  return pairWithIds(readVocabTexts(stem.string() + ".inp"), stem.string() + ".out");
 }
 
 }  // namespace kvscope::test
