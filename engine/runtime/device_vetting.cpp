@@ -82,6 +82,10 @@ kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
   return o;
 }
 
+// A window layer's window: shorter than the prefill (vetPrefill), so the
+// window's start moves through the cached rows.
+constexpr uint32_t kVetWindow = 7;
+
 // A prefill of a few pages, so that an indexed step leaves some out.
 uint32_t vetPrefill(const kv::IndexerOptions& attention) {
   return attention.sinks + attention.window + 3 * attention.pageRows;
@@ -99,6 +103,10 @@ Expected<model::SyntheticModelSpec> syntheticSpec(const VetSpec& v) {
   m.ropeLinearFactor = v.ropeLinearFactor;
   m.ropeFreqFactors = v.ropeFreqFactors;
   m.tiedEmbeddings = v.tiedEmbeddings;
+  if (v.window) {
+    m.slidingWindow = kVetWindow;
+    m.windowPeriod = 2;
+  }
   m.weightType = gguf::TensorType::kF16;
   // Enough layers for every cache pair and every type a layer tensor comes in.
   size_t layers = std::max<size_t>(2, v.layers.size());
@@ -275,6 +283,7 @@ Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& 
   s.ropeLinearFactor = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
   s.ropeFreqFactors = c.rope.scaling == model::RopeScaling::kFreqFactors;
   s.tiedEmbeddings = c.tiedEmbeddings;
+  s.window = c.slidingWindow > 0;
   for (const model::TensorView& t : model.all()) {
     const std::string_view name = withoutLayer(t.name);
     if (std::find(std::begin(kMatrices), std::end(kMatrices), name) == std::end(kMatrices))
@@ -316,11 +325,12 @@ std::string VetSpec::text() const {
   for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
   if (anyPair) cache.push_back("(any pair)");
   // Only the page size decides the indexer's kernels (vetAttention).
-  return fmt::format("{} head_dim {} gqa {} rope {}{}{}{} | {} | kv {} | attention dense, {}",
+  return fmt::format("{} head_dim {} gqa {} rope {}{}{}{}{} | {} | kv {} | attention dense, {}",
                      architecture, headDim, gqa, ropeDims,
                      ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
                      ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "",
-                     fmt::join(weights, " "), fmt::join(cache, " "), attention.scorerText());
+                     window ? fmt::format(" window {}", kVetWindow) : "", fmt::join(weights, " "),
+                     fmt::join(cache, " "), attention.scorerText());
 }
 
 std::string VetSpec::describe() const {

@@ -48,6 +48,9 @@ struct VetSpec {
   float ropeLinearFactor = 1.0f;  // > 1: linear RoPE scaling
   bool ropeFreqFactors = false;   // per-frequency factors (rope_freqs.weight)
   bool tiedEmbeddings = false;
+  // Sliding-window layers: the small model alternates a window layer (a window
+  // shorter than its prefill) with a global one.
+  bool window = false;
   // Per tensor ("token_embd.weight", "output.weight", and per layer without
   // its "blk.N." prefix, e.g. "attn_v.weight"): every type the model stores
   // it in, sorted. A Q4_K_M file lists Q4_K and Q6_K for attn_v.
