@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "model/forward_ops.h"
@@ -78,6 +79,12 @@ struct ArchDescription {
   // Where a file gives a sliding window but no pattern: every windowPeriod-th
   // layer is global (ModelConfig::windowLayers), 0 none.
   uint32_t windowPeriod = 0;
+  // Hugging Face conventions that differ from llama's: per-layer tensor names
+  // (the part after "model.layers.N.", to the GGUF name after "blk.N."), tried
+  // before llama's; and norm weights stored as w - 1 (Gemma's RMSNorm
+  // multiplies by 1 + w), which loading turns into w as GGUF files hold it.
+  std::span<const std::pair<std::string_view, std::string_view>> hfLayerNames;
+  bool hfNormsMinusOne = false;
 };
 
 // Whether `config`'s architecture requires the tensor of `rule` (kUnlessTied:

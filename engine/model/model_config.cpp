@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
@@ -136,8 +138,45 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
 
 namespace {
 
-Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
-  if (!j.is_object()) return makeError(ErrorCode::kBadFile, "config.json is not a JSON object");
+// Hugging Face model_type values that name an architecture of the registry
+// by another name.
+constexpr std::pair<std::string_view, std::string_view> kHfModelTypes[] = {
+    {"gemma3_text", "gemma3"},  // Gemma3ForCausalLM
+};
+
+// Gemma's sliding window: the window, which layers have it (layer_types, or
+// every sliding_window_pattern-th layer global, or the architecture's
+// default period) and their RoPE base.
+Status slidingWindowFromHf(const nlohmann::json& j, ModelConfig& c) {
+  const auto window = j.find("sliding_window");
+  if (window == j.end() || !window->is_number_unsigned() || window->get<uint64_t>() == 0)
+    return okStatus();
+  if (window->get<uint64_t>() > (1u << 30))
+    return makeError(ErrorCode::kBadFile, "config.json 'sliding_window' is out of range");
+  c.slidingWindow = window->get<uint32_t>();
+  c.ropeThetaWindow = j.value("rope_local_base_freq", 10000.0f);
+  if (const auto types = j.find("layer_types"); types != j.end() && types->is_array()) {
+    if (types->size() != c.nLayer)
+      return makeError(ErrorCode::kBadFile,
+                       "config.json 'layer_types' has {} entries for {} layers", types->size(),
+                       c.nLayer);
+    for (const auto& t : *types) c.windowLayers.push_back(t == "sliding_attention");
+    return okStatus();
+  }
+  const auto pattern = j.find("sliding_window_pattern");
+  const uint32_t period = pattern != j.end() && pattern->is_number_unsigned()
+                              ? pattern->get<uint32_t>()
+                              : c.arch->description->windowPeriod;
+  c.windowLayers = windowLayersOfPeriod(c.nLayer, period);
+  return okStatus();
+}
+
+Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& outer) {
+  if (!outer.is_object()) return makeError(ErrorCode::kBadFile, "config.json is not a JSON object");
+  // A multimodal checkpoint (Gemma3ForConditionalGeneration) keeps the
+  // language model's config in text_config; kvscope runs that model.
+  const auto text = outer.find("text_config");
+  const nlohmann::json& j = text != outer.end() && text->is_object() ? *text : outer;
   auto getU = [&](const char* key, uint64_t fallback, bool required) -> Expected<uint32_t> {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
@@ -155,9 +194,11 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
     return (it != j.end() && it->is_number()) ? it->get<double>() : fallback;
   };
   ModelConfig c;
-  c.architecture = j.value("model_type", std::string());
+  c.architecture = j.value("model_type", outer.value("model_type", std::string()));
   if (c.architecture.empty())
     return makeError(ErrorCode::kBadFile, "config.json lacks 'model_type'");
+  for (const auto& [hf, name] : kHfModelTypes)
+    if (c.architecture == hf) c.architecture = name;
   KVS_ASSIGN_OR_RETURN(c.arch, findArchitecture(c.architecture));
   KVS_ASSIGN_OR_RETURN(c.nLayer, getU("num_hidden_layers", 0, true));
   KVS_ASSIGN_OR_RETURN(c.nEmbd, getU("hidden_size", 0, true));
@@ -179,6 +220,10 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& j) {
   KVS_ASSIGN_OR_RETURN(c.nExpert, getU("num_experts", 0, false));
   KVS_ASSIGN_OR_RETURN(c.nExpertUsed, getU("num_experts_per_tok", 0, false));
   KVS_ASSIGN_OR_RETURN(c.nFfExp, getU("moe_intermediate_size", 0, false));
+  KVS_TRY(slidingWindowFromHf(j, c));
+  if (const auto scalar = j.find("query_pre_attn_scalar");
+      scalar != j.end() && scalar->is_number() && scalar->get<double>() > 0.0)
+    c.queryScale = 1.0f / std::sqrt(scalar->get<float>());
   if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) {
     const std::string type = rs->value("rope_type", rs->value("type", std::string("none")));
     if (type == "linear") {

@@ -71,6 +71,9 @@ struct ModelConfig {
   uint32_t slidingWindow = 0;      // 0: every layer global
   std::vector<bool> windowLayers;  // [nLayer] when slidingWindow > 0
   float ropeThetaWindow = 10000.0f;
+  // The queries' scale before attention where a config states it (Gemma's
+  // 1/sqrt(query_pre_attn_scalar)); 0: the architecture's own rule.
+  float queryScale = 0.0f;
 
   bool isWindowLayer(uint32_t layer) const {
     return slidingWindow > 0 && layer < windowLayers.size() && windowLayers[layer];

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_depth.h"
+#include "gguf/dequant.h"
+#include "model/description.h"
 
 namespace kvscope::model {
 namespace {
@@ -28,7 +30,10 @@ Expected<nlohmann::json> readJson(const std::filesystem::path& path) {
 
 }  // namespace
 
-std::string hfToGgufName(std::string_view hf) {
+std::string hfToGgufName(std::string_view hf, const ArchDescription* arch) {
+  constexpr std::string_view kLanguageModel = "language_model.";
+  if (hf.substr(0, kLanguageModel.size()) == kLanguageModel)
+    hf.remove_prefix(kLanguageModel.size());
   static const std::pair<std::string_view, std::string_view> kGlobal[] = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -61,6 +66,9 @@ std::string hfToGgufName(std::string_view hf) {
   if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return {};
   const std::string_view rest = hf.substr(dot + 1);
+  if (arch)
+    for (const auto& [from, to] : arch->hfLayerNames)
+      if (rest == from) return fmt::format("blk.{}.{}", layer, to);
   for (const auto& [from, to] : kLayer)
     if (rest == from) return fmt::format("blk.{}.{}", layer, to);
   return {};
@@ -123,7 +131,10 @@ Status ModelFile::openHf() {
     KVS_TRY(addSafetensors(*file));
     m_shards.push_back(std::move(file));
   }
-  // transformers saves tied weights once; the other name is an alias.
+  // transformers saves tied weights once; the other name is an alias. A
+  // checkpoint with no lm_head is tied whatever its config says (Gemma's
+  // configs leave tie_word_embeddings to the class default).
+  if (!find("output.weight") && find("token_embd.weight")) m_config.tiedEmbeddings = true;
   if (!find("token_embd.weight") && m_config.tiedEmbeddings) {
     if (const TensorView* out = find("output.weight")) {
       TensorView alias = *out;
@@ -131,12 +142,32 @@ Status ModelFile::openHf() {
       m_tensors.push_back(std::move(alias));
     }
   }
+  if (m_config.arch->description->hfNormsMinusOne) KVS_TRY(addOneToNorms());
+  return okStatus();
+}
+
+Status ModelFile::addOneToNorms() {
+  const ArchDescription& d = *m_config.arch->description;
+  std::vector<std::string> names;
+  for (const auto& rule : d.globals)
+    if (rule.kind == TensorKind::kNorm) names.emplace_back(rule.name);
+  for (uint32_t l = 0; l < m_config.nLayer; ++l)
+    for (const auto& rule : d.layer)
+      if (rule.kind == TensorKind::kNorm) names.push_back(fmt::format("blk.{}.{}", l, rule.name));
+  for (TensorView& t : m_tensors) {
+    if (std::find(names.begin(), names.end(), t.name) == names.end()) continue;
+    std::vector<float>& w = m_owned.emplace_back(t.elements());
+    KVS_TRY(gguf::dequantize(t.type, t.data, w));
+    for (float& x : w) x += 1.0f;
+    t.type = gguf::TensorType::kF32;
+    t.data = {reinterpret_cast<const uint8_t*>(w.data()), w.size() * sizeof(float)};
+  }
   return okStatus();
 }
 
 Status ModelFile::addSafetensors(const SafetensorsFile& file) {
   for (const auto& e : file.tensors()) {
-    std::string name = hfToGgufName(e.name);
+    std::string name = hfToGgufName(e.name, m_config.arch->description);
     if (name.empty()) continue;  // rotary caches and other buffers the engine recomputes
     if (find(name))
       return makeError(ErrorCode::kBadFile, "tensor {} appears twice in the shards", e.name);

@@ -4,6 +4,7 @@
 // the result is a ModelConfig and a WeightSource with GGUF tensor names.
 // Unsupported architectures and corrupt files fail here with a clear error.
 
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -40,6 +41,8 @@ class ModelFile : public WeightSource {
   Status openGguf();
   Status openHf();
   Status addSafetensors(const SafetensorsFile& file);
+  // Replaces each norm weight w by 1 + w in float32 (ArchDescription::hfNormsMinusOne).
+  Status addOneToNorms();
 
   ModelFormat m_format = ModelFormat::kGguf;
   std::filesystem::path m_path;
@@ -48,9 +51,14 @@ class ModelFile : public WeightSource {
   std::unique_ptr<gguf::GgufFile> m_gguf;
   std::vector<std::unique_ptr<SafetensorsFile>> m_shards;
   std::vector<TensorView> m_tensors;
+  // Tensors made at load rather than mapped (Gemma's norms with their 1 added).
+  std::deque<std::vector<float>> m_owned;
 };
 
-// Maps a Hugging Face llama/qwen tensor name to its GGUF name; empty if unknown.
-std::string hfToGgufName(std::string_view hfName);
+// Maps a Hugging Face tensor name to its GGUF name: llama/qwen names, and
+// before them the layer names `arch` lists (ArchDescription::hfLayerNames);
+// a multimodal checkpoint's "language_model." prefix is dropped. Empty if
+// unknown (vision towers, rotary caches).
+std::string hfToGgufName(std::string_view hfName, const ArchDescription* arch = nullptr);
 
 }  // namespace kvscope::model

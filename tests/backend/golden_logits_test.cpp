@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -73,6 +74,7 @@
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "backend/vulkan_model.h"
+#include "model/model_file.h"
 #include "model/synthetic_model.h"
 #include "support/test_support.h"
 
@@ -302,6 +304,131 @@ TEST(GoldenLogits, Mistral) {
 TEST(GoldenLogits, Gemma3) {
   expectMatchesGolden("gemma3", Engine::kCpu, kGeluMeanRel);
   expectMatchesGolden("gemma3", Engine::kVulkan, kGeluMeanRel);
+}
+
+// The gemma3 golden model as Hugging Face ships Gemma 3, written by hand
+// here from the GGUF's tensors: Gemma3ForCausalLM's names (its
+// post_attention_layernorm is the attention output's norm, its
+// pre_feedforward_layernorm the FFN's input norm), norm weights stored as
+// w - 1, safetensors [out, in] shapes, no lm_head (tied), config.json with
+// sliding_window, sliding_window_pattern, rope_local_base_freq, linear
+// rope_scaling and query_pre_attn_scalar — and once more as
+// Gemma3ForConditionalGeneration (text_config, "language_model." names). Each
+// loads to the GGUF's logits bit for bit (w - 1 + 1 is exact for these norms).
+void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile& gguf,
+                       const model::SyntheticModelSpec& spec, bool multimodal) {
+  std::filesystem::create_directories(dir);
+  const std::string prefix = multimodal ? "language_model.model." : "model.";
+  const std::pair<std::string_view, std::string_view> layerNames[] = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+  };
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<float> data;
+  for (const model::TensorView& t : gguf.all()) {
+    std::string name;
+    if (t.name == "token_embd.weight") name = prefix + "embed_tokens.weight";
+    if (t.name == "output_norm.weight") name = prefix + "norm.weight";
+    for (const auto& [from, to] : layerNames) {
+      const size_t dot = t.name.find('.', 4);
+      if (t.name.starts_with("blk.") && t.name.substr(dot + 1) == from)
+        name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + std::string(to);
+    }
+    ASSERT_FALSE(name.empty()) << t.name;
+    ASSERT_EQ(t.type, gguf::TensorType::kF32) << t.name;
+    std::vector<float> values(t.elements());
+    std::memcpy(values.data(), t.data.data(), t.data.size());
+    if (t.name.ends_with("norm.weight"))
+      for (float& v : values) v -= 1.0f;
+    const uint64_t begin = data.size() * sizeof(float);
+    data.insert(data.end(), values.begin(), values.end());
+    header[name] = {{"dtype", "F32"},
+                    {"shape", std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend())},
+                    {"data_offsets", {begin, data.size() * sizeof(float)}}};
+  }
+  const nlohmann::json text = {
+      {"model_type", "gemma3_text"},
+      {"hidden_size", spec.nEmbd},
+      {"intermediate_size", spec.nFf},
+      {"num_hidden_layers", spec.nLayer},
+      {"num_attention_heads", spec.nHead},
+      {"num_key_value_heads", spec.nHeadKv},
+      {"head_dim", spec.headDim},
+      {"vocab_size", spec.nVocab},
+      {"max_position_embeddings", spec.contextLength},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", spec.ropeTheta},
+      {"rope_local_base_freq", spec.ropeThetaWindow},
+      {"rope_scaling", {{"rope_type", "linear"}, {"factor", spec.ropeLinearFactor}}},
+      {"sliding_window", spec.slidingWindow},
+      {"sliding_window_pattern", spec.windowPeriod},
+      {"query_pre_attn_scalar", spec.headDim},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+  };
+  const nlohmann::json config =
+      multimodal ? nlohmann::json{{"model_type", "gemma3"},
+                                  {"architectures", {"Gemma3ForConditionalGeneration"}},
+                                  {"text_config", text}}
+                 : text;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const std::string headerText = header.dump();
+  const uint64_t length = headerText.size();
+  std::ofstream out(dir / "model.safetensors", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&length), sizeof(length));
+  out << headerText;
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(float)));
+}
+
+TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
+  const GoldenRecord g = readGolden("gemma3");
+  auto bytes = model::syntheticModelBytes(g.spec);
+  ASSERT_TRUE(bytes.ok());
+  const TempFile file{std::filesystem::temp_directory_path() /
+                      fmt::format("kvscope-golden-gemma3-hf-{}.gguf", ::getpid())};
+  std::ofstream(file.path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes->data()),
+             static_cast<std::streamsize>(bytes->size()));
+  auto m = model::ModelFile::open(file.path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
+    auto b = backend::CpuBackend::create(std::move(model));
+    EXPECT_TRUE(b.ok()) << b.error().describe();
+    std::vector<int32_t> tokens = g.prefill;
+    tokens.insert(tokens.end(), g.decode.begin(), g.decode.end());
+    backend::Logits logits;
+    EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
+    return logits.values;
+  };
+  const std::vector<float> want = logitsOf(std::move(m).value());
+  ASSERT_EQ(want.size(), size_t{20} * g.spec.nVocab);
+  auto again = model::ModelFile::open(file.path);
+  ASSERT_TRUE(again.ok());
+  for (bool multimodal : {false, true}) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     fmt::format("kvscope-gemma3-hf-{}-{}", multimodal, ::getpid());
+    writeGemma3Folder(dir, **again, g.spec, multimodal);
+    auto folder = model::ModelFile::open(dir);
+    ASSERT_TRUE(folder.ok()) << folder.error().describe();
+    const model::ModelConfig& c = (*folder)->config();
+    EXPECT_EQ(c.architecture, "gemma3");
+    EXPECT_TRUE(c.tiedEmbeddings);
+    EXPECT_EQ(c.slidingWindow, 8u);
+    EXPECT_EQ(c.windowLayers, (std::vector<bool>{true, false}));
+    EXPECT_EQ(logitsOf(std::move(folder).value()), want) << (multimodal ? "multimodal" : "text");
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // qwen3moe: qwen3's attention and a mixture of 8 experts, 2 per token, in

@@ -6,8 +6,8 @@
 // the FFN is GeGLU. Five of every six layers attend a sliding window with
 // their own RoPE base, unscaled; every sixth attends the whole context
 // (ModelConfig::windowLayers). The output shares token_embd unless the file
-// ships output.weight. Norm weights are stored with Gemma's +1 folded in, so
-// they multiply as in llama.
+// ships output.weight. GGUF norm weights hold Gemma's 1 + w, so they multiply
+// as in llama; a Hugging Face folder's w gets its 1 added at load.
 #include "model/arch/architectures.h"
 
 #include <algorithm>
@@ -38,14 +38,25 @@ constexpr TensorRule<L> kLayer[] = {
 
 static_assert(std::ranges::none_of(kLayer, [](const auto& r) { return r.name.empty(); }));
 
+// Gemma3ForCausalLM's names where they are not llama's (its
+// post_attention_layernorm is the attention output's norm, not the FFN's).
+constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
 Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
   const ModelConfig& c = *p.config;
   const ModelWeights& w = *p.weights;
-  // Queries are scaled by 1/sqrt(head dim), except in the 27B model (62
-  // layers), whose query_pre_attn_scalar is width / heads; GGUF files carry
-  // no key for it, so llama.cpp decides by the layer count, and so do we.
+  // Queries are scaled by 1/sqrt(query_pre_attn_scalar): a Hugging Face
+  // config says it; GGUF files carry no key for it, so there llama.cpp
+  // decides by the layer count (head dim, but width / heads for the 62-layer
+  // 27B model), and so do we.
   const float queryScale =
-      1.0f / std::sqrt(static_cast<float>(c.nLayer == 62 ? c.nEmbd / c.nHead : c.headDim));
+      c.queryScale != 0.0f
+          ? c.queryScale
+          : 1.0f / std::sqrt(static_cast<float>(c.nLayer == 62 ? c.nEmbd / c.nHead : c.headDim));
   RopeSpec globalQuery = p.rope, windowQuery = p.windowRope;
   globalQuery.scale = windowQuery.scale = queryScale;
 
@@ -88,7 +99,11 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
 
 }  // namespace
 
-const ArchDescription kGemma3{
-    .globals = kLlamaGlobals, .layer = kLayer, .forward = gemma3Forward, .windowPeriod = 6};
+const ArchDescription kGemma3{.globals = kLlamaGlobals,
+                              .layer = kLayer,
+                              .forward = gemma3Forward,
+                              .windowPeriod = 6,
+                              .hfLayerNames = kHfLayerNames,
+                              .hfNormsMinusOne = true};
 
 }  // namespace kvscope::model
