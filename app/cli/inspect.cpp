@@ -3,6 +3,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -16,6 +17,19 @@ namespace {
 
 const char* ropeStyleName(model::RopeStyle s) {
   return s == model::RopeStyle::kNeox ? "neox" : "normal";
+}
+
+// Which layers attend a sliding window and which the whole context.
+nlohmann::json attentionJson(const model::ModelConfig& c) {
+  if (c.slidingWindow == 0)
+    return {{"sliding_window", nullptr}, {"window_layers", 0}, {"global_layers", nullptr}};
+  std::vector<uint32_t> global;
+  for (uint32_t l = 0; l < c.nLayer; ++l)
+    if (!c.isWindowLayer(l)) global.push_back(l);
+  return {{"sliding_window", c.slidingWindow},
+          {"window_layers", c.nLayer - global.size()},
+          {"global_layers", global},
+          {"window_rope_theta", c.ropeThetaWindow}};
 }
 
 const char* ropeScalingName(model::RopeScaling s) {
@@ -75,6 +89,11 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
         {"dims", c.rope.dims},
         {"scaling", ropeScalingName(c.rope.scaling)},
         {"factor", c.rope.factor}}},
+      {"attention", attentionJson(c)},
+      {"experts", c.nExpert == 0 ? nlohmann::json(nullptr)
+                                 : nlohmann::json{{"count", c.nExpert},
+                                                  {"used", c.nExpertUsed},
+                                                  {"feed_forward", c.nFfExp}}},
       {"tied_embeddings", c.tiedEmbeddings},
       {"vocab_size", tok.size()},
       {"vocab_type", v.kind == tokenizer::VocabKind::kSpm ? "spm" : "bpe"},
@@ -90,6 +109,18 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
       {"weight_bytes", m.weightBytes()},
       {"kv_bytes_per_token_f16", c.kvBytesPerTokenF16()},
   };
+}
+
+std::string attentionText(const nlohmann::json& a) {
+  if (a["sliding_window"].is_null()) return "the whole context on every layer";
+  const auto& global = a["global_layers"];
+  const uint64_t layers = a["window_layers"].get<uint64_t>() + global.size();
+  std::vector<std::string> ids;
+  for (const auto& l : global) ids.push_back(l.dump());
+  return fmt::format("a sliding window of {} on {} of {} layers (RoPE theta {}); global: {}",
+                     a["sliding_window"].get<uint64_t>(), a["window_layers"].get<uint64_t>(),
+                     layers, a["window_rope_theta"].get<double>(),
+                     ids.empty() ? std::string("none") : fmt::format("{}", fmt::join(ids, ", ")));
 }
 
 std::string mib(uint64_t bytes) {
@@ -111,6 +142,13 @@ void printTable(const nlohmann::json& j) {
   const auto& r = j["rope"];
   fmt::print("  rope            {}, theta {}, {} dims, scaling {}\n", r["style"].get<std::string>(),
              r["theta"].get<double>(), r["dims"].get<int>(), r["scaling"].get<std::string>());
+  fmt::print("  attention       {}\n", attentionText(j["attention"]));
+  if (!j["experts"].is_null()) {
+    const auto& e = j["experts"];
+    fmt::print("  experts         {} per layer, {} per token, feed-forward {} each\n",
+               e["count"].get<uint64_t>(), e["used"].get<uint64_t>(),
+               e["feed_forward"].get<uint64_t>());
+  }
   fmt::print("  vocab           {} tokens, {}{}\n", s("vocab_size"),
              j["vocab_type"].get<std::string>(),
              j["pre_tokenizer"].is_null()

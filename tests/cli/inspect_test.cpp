@@ -1,5 +1,7 @@
 // `kvscope-cli inspect` on the shared fixtures prints the configs FIXTURES.md
 // states, and refuses bad paths with a one-line error.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -57,6 +59,41 @@ TEST(CliInspect, TableOutputIsReadable) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("8 query, 4 KV, head_dim 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("640 bytes per token"), std::string::npos) << r.out;
+}
+
+// Which layers attend a window and which the whole context, and the experts
+// of a mixture-of-experts model, as the files make-model wrote say them.
+TEST(CliInspect, SlidingWindowLayersAndExperts) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto gemma = dir / "kvscope-inspect-gemma3.gguf", moe = dir / "kvscope-inspect-moe.gguf";
+  ASSERT_EQ(
+      runCli("make-model -o " + gemma.string() +
+             " --arch gemma3 --layers 6 --window 32 --window-period 3 --rope-theta-window 5000")
+          .exitCode,
+      0);
+  ASSERT_EQ(runCli("make-model -o " + moe.string() +
+                   " --arch qwen3moe --layers 2 --experts 8 --experts-used 2 --expert-ffn 64")
+                .exitCode,
+            0);
+  auto r = runCli("inspect --json -m " + gemma.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto a = nlohmann::json::parse(r.out)["attention"];
+  EXPECT_EQ(a["sliding_window"], 32);
+  EXPECT_EQ(a["window_layers"], 4);
+  EXPECT_EQ(a["global_layers"], nlohmann::json({2, 5}));
+  EXPECT_EQ(a["window_rope_theta"], 5000.0);
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["experts"].is_null());
+  r = runCli("inspect -m " + gemma.string());
+  EXPECT_NE(r.out.find("a sliding window of 32 on 4 of 6 layers (RoPE theta 5000); global: 2, 5"),
+            std::string::npos)
+      << r.out;
+  r = runCli("inspect --json -m " + moe.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["attention"]["sliding_window"].is_null());
+  EXPECT_EQ(j["experts"], nlohmann::json({{"count", 8}, {"used", 2}, {"feed_forward", 64}}));
+  std::filesystem::remove(gemma);
+  std::filesystem::remove(moe);
 }
 
 TEST(CliInspect, BadPathsAreOneLineErrors) {
