@@ -425,7 +425,8 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
   // The inspector follows the cache while decoding, at a rate a person can read.
   auto lastKv = Clock::now();
   report(observer);
-  tokenizer::IncrementalDecoder decoder(*m_tokenizer, {.stripLeadingSpace = false});
+  tokenizer::IncrementalDecoder decoder(
+      *m_tokenizer, {.renderSpecial = options.renderSpecial, .stripLeadingSpace = false});
   // Capped so that a shift always frees room (ContextShift::keep).
   const uint32_t shiftKeep = std::min(options.shift.keep, limit / 4);
   result.stop = StopReason::kMaxTokens;

@@ -60,6 +60,9 @@ struct GenerateOptions {
   SamplerConfig sampler;
   uint32_t prefillChunk = 256;  // tokens per prefill batch (progress granularity)
   ContextShift shift;
+  // Decode control tokens as their text: Harmony's channel markers, which the
+  // server's reasoning split reads (tokenizer/reasoning.h).
+  bool renderSpecial = false;
 };
 
 struct GenerationResult {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/stop_trimmer.h"
+#include "tokenizer/reasoning.h"
 
 namespace kvscope::server {
 namespace {
@@ -15,12 +16,18 @@ ApiError cancelledError(bool shuttingDown) {
   return {.status = 499, .message = "the client closed the connection", .type = "server_error"};
 }
 
-// Feeds the reply through the stop sequences to the job, and stops the
-// session once a stop sequence is complete or the job was cancelled.
+// Feeds the reply through the stop sequences and the reasoning split to the
+// job, and stops the session once a stop sequence is complete or the job was
+// cancelled.
 class JobObserver : public runtime::Observer {
  public:
-  JobObserver(runtime::Session& session, GenerationJob& job, runtime::Observer* next)
-      : m_session(session), m_job(job), m_next(next), m_trimmer(job.sampling().stop) {}
+  JobObserver(runtime::Session& session, GenerationJob& job, runtime::Observer* next,
+              tokenizer::ReasoningSplitter splitter)
+      : m_session(session),
+        m_job(job),
+        m_next(next),
+        m_trimmer(job.sampling().stop),
+        m_splitter(std::move(splitter)) {}
 
   void onToken(std::string_view text, int32_t token) override {
     if (m_next) m_next->onToken(text, token);
@@ -41,23 +48,32 @@ class JobObserver : public runtime::Observer {
     if (m_next) m_next->onIndexer(snapshot);
   }
 
-  // The text held back for a stop sequence that never came.
-  void flush() { send(m_trimmer.finish()); }
+  // The text held back for a stop sequence or a reasoning marker that never came.
+  void flush() {
+    send(m_trimmer.finish());
+    release(m_splitter.finish());
+  }
   bool stopSequenceSeen() const { return m_trimmer.stopped(); }
   const std::string& sent() const { return m_sent; }
+  const std::string& reasoning() const { return m_reasoning; }
 
  private:
   void send(const std::string& text) {
-    if (text.empty()) return;
-    m_sent += text;
-    m_job.release(text);
+    if (!text.empty()) release(m_splitter.push(text));
+  }
+  void release(const tokenizer::ReasoningParts& parts) {
+    if (parts.content.empty() && parts.reasoning.empty()) return;
+    m_sent += parts.content;
+    m_reasoning += parts.reasoning;
+    m_job.release(parts.content, parts.reasoning);
   }
 
   runtime::Session& m_session;
   GenerationJob& m_job;
   runtime::Observer* m_next;
   StopTrimmer m_trimmer;
-  std::string m_sent;
+  tokenizer::ReasoningSplitter m_splitter;
+  std::string m_sent, m_reasoning;
 };
 
 runtime::GenerateOptions requestOptions(const SamplingRequest& r,
@@ -101,10 +117,12 @@ GenerationJob::Phase GenerationJob::waitStarted(ApiError& error,
 GenerationJob::Update GenerationJob::take(std::chrono::milliseconds timeout) {
   std::unique_lock lock(m_mutex);
   m_changed.wait_for(lock, timeout, [&] {
-    return !m_text.empty() || m_phase == Phase::kFinished || m_phase == Phase::kFailed;
+    return !m_text.empty() || !m_reasoning.empty() || m_phase == Phase::kFinished ||
+           m_phase == Phase::kFailed;
   });
   Update u;
   u.text = std::exchange(m_text, {});
+  u.reasoning = std::exchange(m_reasoning, {});
   u.phase = m_phase;
   u.error = m_error;
   u.finish = m_finish;
@@ -128,10 +146,11 @@ void GenerationJob::start() {
   m_changed.notify_all();
 }
 
-void GenerationJob::release(std::string_view text) {
+void GenerationJob::release(std::string_view text, std::string_view reasoning) {
   {
     std::lock_guard lock(m_mutex);
     m_text += text;
+    m_reasoning += reasoning;
   }
   m_changed.notify_all();
 }
@@ -180,6 +199,9 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
         {.status = 400, .message = message, .param = param, .code = "context_length_exceeded"});
   };
   std::vector<int32_t> prompt;
+  // A chat reply's reasoning goes apart from its answer, in the template's format.
+  tokenizer::ReasoningFormat reasoning = tokenizer::ReasoningFormat::kNone;
+  bool opensThinking = false;
   if (chat) {
     runtime::TurnStage failedAt = runtime::TurnStage::kContext;
     auto turn = runtime::prepareChatTurn(renderer,
@@ -199,6 +221,8 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
       return std::nullopt;
     }
     warning = turn->fit.prompt.warning;
+    reasoning = tokenizer::reasoningFormatOf(renderer.chatTemplate().source());
+    opensThinking = tokenizer::promptOpensThinking(turn->fit.prompt.text);
     prompt = std::move(turn->fit.tokens);
     options = std::move(turn->options);
   } else {
@@ -228,11 +252,13 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
   }
   runtime::Session& session = **slot;
   job.start();
-  JobObserver relay(session, job, observer);
+  // Harmony's channel markers are special tokens: decoded as text for the split.
+  options.renderSpecial = reasoning == tokenizer::ReasoningFormat::kHarmony;
+  JobObserver relay(session, job, observer, tokenizer::ReasoningSplitter(reasoning, opensThinking));
   auto result = session.generate(prompt, options, &relay);
   if (job.cancelled()) {
     job.fail(cancelledError(false));
-    JobOutcome out{.text = relay.sent(), .cancelled = true};
+    JobOutcome out{.text = relay.sent(), .reasoning = relay.reasoning(), .cancelled = true};
     if (result.ok()) out.stats = result->stats;
     return out;
   }
@@ -246,6 +272,7 @@ std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
   relay.flush();
   JobOutcome out;
   out.text = relay.sent();
+  out.reasoning = relay.reasoning();
   out.stats = result->stats;
   const bool length =
       !relay.stopSequenceSeen() && (result->stop == runtime::StopReason::kMaxTokens ||

@@ -26,9 +26,11 @@ class GenerationJob {
   enum class Kind { kChat, kCompletion };
   enum class Phase { kQueued, kRunning, kFinished, kFailed };
 
-  // What the HTTP side takes at once: released text, and how the job ended.
+  // What the HTTP side takes at once: released text (the answer, and the
+  // reasoning split from it), and how the job ended.
   struct Update {
     std::string text;
+    std::string reasoning;
     Phase phase = Phase::kQueued;
     std::optional<ApiError> error;  // kFailed
     FinishReason finish = FinishReason::kStop;
@@ -55,7 +57,7 @@ class GenerationJob {
 
   // Session side.
   void start();
-  void release(std::string_view text);
+  void release(std::string_view text, std::string_view reasoning = {});
   void finish(FinishReason finish, const Usage& usage);
   void fail(ApiError error);
 
@@ -68,6 +70,7 @@ class GenerationJob {
   std::condition_variable m_changed;
   Phase m_phase = Phase::kQueued;  // guarded by m_mutex, like the fields below
   std::string m_text;              // released, not yet taken
+  std::string m_reasoning;
   std::optional<ApiError> m_error;
   FinishReason m_finish = FinishReason::kStop;
   Usage m_usage;
@@ -75,7 +78,8 @@ class GenerationJob {
 
 // How one run went, for the server's counters and the app's history.
 struct JobOutcome {
-  std::string text;  // what the client got (stop sequences trimmed)
+  std::string text;       // the answer the client got (stop sequences trimmed)
+  std::string reasoning;  // and the reasoning split from it
   FinishReason finish = FinishReason::kStop;
   Usage usage;
   runtime::StepStats stats;
@@ -87,10 +91,11 @@ struct JobOutcome {
 // fit the context, applies `overflow` (runtime/context_overflow.h) or fails it
 // with 400 context_length_exceeded; then generates, in the slot the prompt
 // reuses most of, with `defaults` overridden by the request, releasing text
-// as stop sequences allow. `observer` gets the Session's reports too. Null
-// when the job failed or was cancelled before it generated anything (a job
-// cancelled while queued is dropped before its prompt is read). `warning`
-// receives the chat template's warning, if any.
+// as stop sequences allow, the model's reasoning apart from its answer
+// (tokenizer/reasoning.h: the chat template's format). `observer` gets the Session's reports too.
+// Null when the job failed or was cancelled before it generated anything (a job cancelled while
+// queued is dropped before its prompt is read). `warning` receives the chat template's warning, if
+// any.
 std::optional<JobOutcome> runJob(SessionSlots& slots, GenerationJob& job,
                                  const runtime::GenerateOptions& defaults,
                                  runtime::ContextOverflow overflow, runtime::Observer* observer,

@@ -245,11 +245,13 @@ json usageJson(const Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cachedTokens}}}};
 }
 
-json chatCompletionJson(const ResponseMeta& meta, std::string_view text, FinishReason finish,
-                        const Usage& usage) {
+json chatCompletionJson(const ResponseMeta& meta, std::string_view text, std::string_view reasoning,
+                        FinishReason finish, const Usage& usage) {
   json r = choiceBase(meta, "chat.completion");
+  json message = {{"role", "assistant"}, {"content", text}};
+  if (!reasoning.empty()) message["reasoning_content"] = reasoning;
   r["choices"] = json::array({{{"index", 0},
-                               {"message", {{"role", "assistant"}, {"content", text}}},
+                               {"message", std::move(message)},
                                {"logprobs", nullptr},
                                {"finish_reason", finishReasonName(finish)}}});
   r["usage"] = usageJson(usage);
@@ -262,6 +264,10 @@ json chatRoleChunkJson(const ResponseMeta& meta) {
 
 json chatTextChunkJson(const ResponseMeta& meta, std::string_view text) {
   return chatChunk(meta, {{"content", text}}, std::nullopt);
+}
+
+json chatReasoningChunkJson(const ResponseMeta& meta, std::string_view reasoning) {
+  return chatChunk(meta, {{"reasoning_content", reasoning}}, std::nullopt);
 }
 
 json chatFinishChunkJson(const ResponseMeta& meta, FinishReason finish) {

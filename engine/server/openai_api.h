@@ -86,13 +86,18 @@ struct ResponseMeta {
   bool includeUsage = false;  // streams: every chunk carries "usage" (null but the last)
 };
 
+// The message's reasoning_content is there only when the model reasoned
+// (tokenizer/reasoning.h), as DeepSeek's and llama.cpp's servers send it.
 nlohmann::json chatCompletionJson(const ResponseMeta& meta, std::string_view text,
-                                  FinishReason finish, const Usage& usage);
+                                  std::string_view reasoning, FinishReason finish,
+                                  const Usage& usage);
 // One chat.completion.chunk. The first of a stream carries the role
 // (delta {"role":"assistant","content":""}), the next ones text, the last an
 // empty delta and the finish reason.
 nlohmann::json chatRoleChunkJson(const ResponseMeta& meta);
 nlohmann::json chatTextChunkJson(const ResponseMeta& meta, std::string_view text);
+// A delta of reasoning: {"reasoning_content": …}.
+nlohmann::json chatReasoningChunkJson(const ResponseMeta& meta, std::string_view reasoning);
 nlohmann::json chatFinishChunkJson(const ResponseMeta& meta, FinishReason finish);
 
 nlohmann::json completionJson(const ResponseMeta& meta, std::string_view text, FinishReason finish,

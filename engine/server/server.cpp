@@ -251,6 +251,7 @@ class ResponseWriter {
       out += sseEvent(chatRoleChunkJson(m_meta));
       m_roleSent = true;
     }
+    if (chat && !u.reasoning.empty()) out += sseEvent(chatReasoningChunkJson(m_meta, u.reasoning));
     if (!u.text.empty()) {
       out += sseEvent(chat ? chatTextChunkJson(m_meta, u.text)
                            : completionChunkJson(m_meta, u.text, std::nullopt));
@@ -271,17 +272,19 @@ class ResponseWriter {
 
   std::string bodyText(const GenerationJob::Update& u) {
     m_text += u.text;
+    m_reasoning += u.reasoning;
     if (u.phase == GenerationJob::Phase::kFailed) return jsonText(errorJson(*u.error));
     if (u.phase != GenerationJob::Phase::kFinished) return {};
     return jsonText(m_job->kind() == Kind::kChat
-                        ? chatCompletionJson(m_meta, m_text, u.finish, u.usage)
+                        ? chatCompletionJson(m_meta, m_text, m_reasoning, u.finish, u.usage)
                         : completionJson(m_meta, m_text, u.finish, u.usage));
   }
 
   std::shared_ptr<GenerationJob> m_job;
   ResponseMeta m_meta;
   bool m_roleSent = false;
-  std::string m_text;  // a non-streaming reply so far
+  std::string m_text;       // a non-streaming reply so far
+  std::string m_reasoning;  // and its reasoning
 };
 
 // Parses the body of a generation request into a job, or the error.

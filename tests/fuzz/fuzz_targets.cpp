@@ -223,10 +223,9 @@ class OpenAiRequestTarget : public Target {
     (void)m_template.render(chat.messages, options);
     // The reply as it would go back, its JSON written out.
     const server::ResponseMeta meta{.id = "chatcmpl-0", .model = chat.sampling.model};
-    volatile size_t sink =
-        server::jsonText(server::chatCompletionJson(meta, "reply", server::FinishReason::kStop,
-                                                    {}))
-            .size();
+    volatile size_t sink = server::jsonText(server::chatCompletionJson(
+                                                meta, "reply", "", server::FinishReason::kStop, {}))
+                               .size();
     (void)sink;
     return true;
   }

@@ -126,12 +126,18 @@ const ResponseMeta kMeta{.id = "chatcmpl-1", .created = 1700000000, .model = "de
 const Usage kUsage{.promptTokens = 10, .completionTokens = 4, .cachedTokens = 6};
 
 TEST(OpenAiResponse, ChatCompletion) {
-  EXPECT_EQ(chatCompletionJson(kMeta, "Hello", FinishReason::kLength, kUsage), json::parse(R"({
+  EXPECT_EQ(chatCompletionJson(kMeta, "Hello", "", FinishReason::kLength, kUsage), json::parse(R"({
     "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "demo.gguf",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"},
                  "logprobs": null, "finish_reason": "length"}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14,
               "prompt_tokens_details": {"cached_tokens": 6}}})"));
+  // A model that reasoned: its reasoning beside the answer, as DeepSeek's API
+  // and llama.cpp's server send it.
+  EXPECT_EQ(
+      chatCompletionJson(kMeta, "4.", "2 + 2.", FinishReason::kStop,
+                         kUsage)["choices"][0]["message"],
+      json::parse(R"({"role": "assistant", "content": "4.", "reasoning_content": "2 + 2."})"));
 }
 
 TEST(OpenAiResponse, ChatStreamChunks) {
@@ -142,6 +148,10 @@ TEST(OpenAiResponse, ChatStreamChunks) {
   EXPECT_EQ(chatTextChunkJson(kMeta, "lo"), json::parse(R"({
     "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
     "model": "demo.gguf", "choices": [{"index": 0, "delta": {"content": "lo"},
+                                       "logprobs": null, "finish_reason": null}]})"));
+  EXPECT_EQ(chatReasoningChunkJson(kMeta, "hm"), json::parse(R"({
+    "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
+    "model": "demo.gguf", "choices": [{"index": 0, "delta": {"reasoning_content": "hm"},
                                        "logprobs": null, "finish_reason": null}]})"));
   ResponseMeta withUsage = kMeta;
   withUsage.includeUsage = true;
