@@ -14,6 +14,7 @@
 #include "runtime/session.h"
 #include "runtime/session_load.h"
 #include "server/server.h"
+#include "tokenizer/reasoning.h"
 #include "ui/engine_values.h"
 #include "ui/theme.h"
 
@@ -101,6 +102,14 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
     emit m_worker.expertsReported({m_turnId, usage});
   }
 
+  // Text the reply starts with that the model did not write (an opened think block).
+  void prepend(const std::string& text) {
+    m_opened = text;
+    m_pending += text;
+    m_streamed += text;
+  }
+  const std::string& opened() const { return m_opened; }
+
   void flushText() {
     if (m_pending.empty()) return;
     m_lastText = Clock::now();
@@ -117,6 +126,7 @@ class EngineWorker::TurnObserver final : public runtime::Observer {
   EngineWorker& m_worker;
   quint64 m_turnId;
   const bool m_relayText;
+  std::string m_opened;            // prepend()ed
   std::string m_pending;           // text not yet emitted
   std::string m_streamed;          // all text so far
   Clock::time_point m_lastText{};  // the epoch: the first piece goes out at once
@@ -417,6 +427,14 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
   }
   applyIndexerDiagnostic();
   m_cacheOwner = request.conversationId;
+  // A template whose generation prompt opens a think block (DeepSeek-R1's)
+  // leaves the reply inside it: the reply shown and kept starts with the tag,
+  // so the chat view sets the reasoning apart and the template, given the
+  // reply back, finds the block's end.
+  if (tokenizer::reasoningFormatOf(m_session->chatTemplate().source()) ==
+          tokenizer::ReasoningFormat::kThinkTags &&
+      tokenizer::promptOpensThinking(turn->fit.prompt.text))
+    observer.prepend("<think>\n");
   auto result = m_session->generate(turn->fit.tokens, turn->options, &observer);
   observer.flushText();
   if (!result.ok()) {
@@ -432,7 +450,7 @@ void EngineWorker::runTurn(const TurnRequest& request, TurnObserver& observer) {
     return;
   }
   emit stepReported({id, result->stats});
-  emit turnFinished(id, qstr(result->text), replyStats(*result));
+  emit turnFinished(id, qstr(observer.opened() + result->text), replyStats(*result));
 }
 
 void EngineWorker::saveKvCache(const QString& conversationId, const QString& path,

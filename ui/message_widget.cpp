@@ -11,11 +11,14 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QStackedWidget>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <functional>
 
+#include "tokenizer/reasoning.h"
 #include "ui/markdown_view.h"
 #include "ui/theme.h"
 
@@ -230,6 +233,28 @@ void MessageWidget::buildAssistant() {
   avatar->setStyleSheet(
       QStringLiteral("background: %1; border-radius: 14px;").arg(themeColors().accentSoft.name()));
 
+  m_reasoningToggle = new QToolButton(this);
+  m_reasoningToggle->setObjectName(QStringLiteral("reasoningToggle"));
+  m_reasoningToggle->setCheckable(true);
+  m_reasoningToggle->setAutoRaise(true);
+  m_reasoningToggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  m_reasoningToggle->setArrowType(Qt::RightArrow);
+  m_reasoningToggle->setToolTip(tr("Show or hide what the model wrote before its answer"));
+  m_reasoningToggle->hide();
+  m_reasoning = new QLabel(this);
+  m_reasoning->setObjectName(QStringLiteral("reasoningText"));
+  m_reasoning->setProperty("role", "muted");
+  m_reasoning->setWordWrap(true);
+  m_reasoning->setTextFormat(Qt::PlainText);
+  m_reasoning->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_reasoning->setContentsMargins(2, 0, 0, 0);
+  m_reasoning->setStyleSheet(QStringLiteral("QLabel { color: %1; border-left: 2px solid %2; "
+                                            "padding-left: 10px; }")
+                                 .arg(themeColors().muted.name(), themeColors().border.name()));
+  m_reasoning->hide();
+  connect(m_reasoningToggle, &QToolButton::toggled, this,
+          [this](bool on) { setReasoningExpanded(on); });
+
   m_markdown = new MarkdownView(this);
 
   m_progressRow = new QWidget(this);
@@ -260,7 +285,7 @@ void MessageWidget::buildAssistant() {
   m_regenerate =
       actionButton(QStringLiteral("regenerate"), tr("Regenerate reply"), "regenerateButton");
   connect(m_copy, &QToolButton::clicked, this,
-          [this] { QApplication::clipboard()->setText(m_text); });
+          [this] { QApplication::clipboard()->setText(splitReply(m_text).answer); });
   connect(m_regenerate, &QToolButton::clicked, this, &MessageWidget::regenerateRequested);
   auto* footer = new QHBoxLayout;
   footer->setSpacing(2);
@@ -274,6 +299,8 @@ void MessageWidget::buildAssistant() {
   body->setSpacing(6);
   body->setContentsMargins(0, 4, 0, 0);
   body->addWidget(m_progressRow);
+  body->addWidget(m_reasoningToggle, 0, Qt::AlignLeft);
+  body->addWidget(m_reasoning);
   body->addWidget(m_markdown);
   body->addWidget(m_error);
   body->addLayout(footer);
@@ -304,7 +331,54 @@ void MessageWidget::flush() {
 
 void MessageWidget::render() {
   m_dirty = false;
-  if (m_markdown) m_markdown->setMarkdownText(m_text);
+  if (!m_markdown) return;
+  const ReplyParts parts = splitReply(m_text);
+  const bool reasoned = !parts.reasoning.isEmpty() || parts.open;
+  m_reasoningToggle->setVisible(reasoned);
+  if (reasoned) {
+    const qsizetype words =
+        parts.reasoning.split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts)
+            .size();
+    m_reasoningToggle->setText(parts.open && m_streaming ? tr("Thinking… (%n words)", "", words)
+                                                         : tr("Reasoning (%n words)", "", words));
+    m_reasoning->setText(parts.reasoning);
+  }
+  if (parts.answer != m_answer || m_markdown->document()->isEmpty()) {
+    m_answer = parts.answer;
+    m_markdown->setMarkdownText(m_answer);
+  }
+}
+
+QString MessageWidget::reasoningText() const {
+  return m_reasoning && !m_reasoningToggle->isHidden() ? m_reasoning->text() : QString();
+}
+
+bool MessageWidget::reasoningExpanded() const {
+  return m_reasoning && m_reasoning->isVisibleTo(this);
+}
+
+void MessageWidget::setReasoningExpanded(bool expanded) {
+  if (!m_reasoning) return;
+  m_reasoningToggle->setChecked(expanded);
+  m_reasoningToggle->setArrowType(expanded ? Qt::DownArrow : Qt::RightArrow);
+  m_reasoning->setVisible(expanded);
+}
+
+ReplyParts splitReply(const QString& text) {
+  const std::string utf8 = text.toStdString();
+  const size_t open = utf8.find("<think>"), close = utf8.find("</think>");
+  const bool startsInside =
+      close != std::string::npos && (open == std::string::npos || close < open);
+  tokenizer::ReasoningSplitter splitter(tokenizer::ReasoningFormat::kThinkTags, startsInside);
+  const tokenizer::ReasoningParts parts = splitter.push(utf8);
+  const tokenizer::ReasoningParts rest = splitter.finish();
+  ReplyParts out;
+  out.reasoning = QString::fromStdString(parts.reasoning + rest.reasoning);
+  out.answer = QString::fromStdString(parts.content + rest.content);
+  out.open = utf8.rfind("<think>") != std::string::npos &&
+             (utf8.rfind("</think>") == std::string::npos ||
+              utf8.rfind("<think>") > utf8.rfind("</think>"));
+  return out;
 }
 
 void MessageWidget::setStreaming(bool streaming) {

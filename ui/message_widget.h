@@ -7,6 +7,9 @@
 //     Regenerate. While the reply streams, appendText() adds to it and the markdown is
 //     re-rendered at most every kRenderInterval, so a fast stream costs a handful of
 //     layouts a second, not one per token; prompt progress shows until the first text.
+//     A reply's reasoning (think tags: Qwen3, QwQ, DeepSeek-R1) shows apart, collapsed
+//     above the answer behind a "Reasoning" toggle ("Thinking…" while it streams); the
+//     answer alone is rendered and copied.
 
 #include <QTimer>
 #include <QWidget>
@@ -37,6 +40,11 @@ class MessageWidget : public QWidget {
   QString text() const { return m_text; }
   // The reply's rendered document; nullptr for user messages.
   MarkdownView* markdownView() const { return m_markdown; }
+  // The reasoning split from the reply as rendered (empty: none), and whether its
+  // block is shown expanded.
+  QString reasoningText() const;
+  bool reasoningExpanded() const;
+  void setReasoningExpanded(bool expanded);
 
   // Streaming: appends to the reply; renders now or within kRenderInterval.
   void appendText(const QString& piece);
@@ -91,6 +99,9 @@ class MessageWidget : public QWidget {
   QToolButton* m_edit = nullptr;
 
   // Assistant parts.
+  QToolButton* m_reasoningToggle = nullptr;
+  QLabel* m_reasoning = nullptr;
+  QString m_answer;  // the reply without its reasoning, as last rendered
   MarkdownView* m_markdown = nullptr;
   QWidget* m_progressRow = nullptr;
   QLabel* m_progressText = nullptr;
@@ -101,6 +112,15 @@ class MessageWidget : public QWidget {
   QToolButton* m_regenerate = nullptr;
   bool m_leftOut = false;
 };
+
+// A reply split into its reasoning and its answer (think tags; a reply whose
+// "</think>" comes before any "<think>" started inside the block, as DeepSeek-R1's
+// prompt opens it); `open`: the block has not closed yet.
+struct ReplyParts {
+  QString reasoning, answer;
+  bool open = false;
+};
+ReplyParts splitReply(const QString& text);
 
 // One line of reply statistics: "128 tokens · 42.3 tok/s · prompt 312 tok/s · stopped".
 QString replyStatsText(const ReplyStats& stats);

@@ -81,7 +81,7 @@ ReasoningParts ReasoningSplitter::finish() {
   return out;
 }
 
-void ReasoningSplitter::emit(ReasoningParts& out, size_t n) {
+void ReasoningSplitter::place(ReasoningParts& out, size_t n) {
   std::string_view text = std::string_view(m_held).substr(0, n);
   if (m_skipSpace) {
     const size_t keep = std::find_if_not(text.begin(), text.end(), isSpace) - text.begin();
@@ -139,10 +139,10 @@ void ReasoningSplitter::run(ReasoningParts& out, bool final) {
     }
     const size_t at = findMarker(m_held, std::span(markers.data(), count), which);
     if (which < 0) {
-      emit(out, final ? m_held.size() : at);
+      place(out, final ? m_held.size() : at);
       return;
     }
-    emit(out, at);
+    place(out, at);
     m_held.erase(0, markers[static_cast<size_t>(which)].size());
     if (m_format == ReasoningFormat::kThinkTags) {
       m_state = m_state == State::kReasoning ? State::kContent : State::kReasoning;

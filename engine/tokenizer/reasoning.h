@@ -47,7 +47,7 @@ class ReasoningSplitter {
   enum class State { kContent, kReasoning, kHeader };
   void run(ReasoningParts& out, bool final);
   // Moves `n` bytes of the held text to the current part.
-  void emit(ReasoningParts& out, size_t n);
+  void place(ReasoningParts& out, size_t n);
 
   ReasoningFormat m_format;
   State m_state;

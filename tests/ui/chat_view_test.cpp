@@ -217,6 +217,38 @@ class ChatViewTest : public QObject {
     QVERIFY(view.errorText().isEmpty());
   }
 
+  // A reasoning model's thoughts (think tags) show collapsed above the answer;
+  // only the answer is rendered as markdown. "Thinking…" while the block streams.
+  void reasoningShowsCollapsedAboveTheAnswer() {
+    MessageWidget qwen(1,
+                       reply(QStringLiteral("<think>\nWeighing it.\n</think>\n\nThe **answer**.")));
+    QCOMPARE(qwen.markdownView()->document()->toPlainText(), QStringLiteral("The answer."));
+    QCOMPARE(qwen.reasoningText(), QStringLiteral("Weighing it.\n"));
+    auto* toggle = qwen.findChild<QToolButton*>(QStringLiteral("reasoningToggle"));
+    QVERIFY(toggle->isVisibleTo(&qwen));
+    QCOMPARE(toggle->text(), QStringLiteral("Reasoning (2 words)"));
+    QVERIFY(!qwen.reasoningExpanded());
+    toggle->click();
+    QVERIFY(qwen.reasoningExpanded());
+
+    // DeepSeek-R1's prompt opens the block: the reply has only its end.
+    MessageWidget r1(1, reply(QStringLiteral("Counting: 2 + 2.\n</think>\n\n4")));
+    QCOMPARE(r1.reasoningText(), QStringLiteral("Counting: 2 + 2.\n"));
+    QCOMPARE(r1.markdownView()->document()->toPlainText(), QStringLiteral("4"));
+
+    MessageWidget plain(1, reply(QStringLiteral("No thoughts < here.")));
+    QVERIFY(plain.reasoningText().isEmpty());
+    QVERIFY(!plain.findChild<QToolButton*>(QStringLiteral("reasoningToggle"))->isVisibleTo(&plain));
+
+    MessageWidget streaming(1, message(QStringLiteral("assistant"), QString()));
+    streaming.setStreaming(true);
+    streaming.appendText(QStringLiteral("<think>Let me see"));
+    streaming.flush();
+    auto* live = streaming.findChild<QToolButton*>(QStringLiteral("reasoningToggle"));
+    QCOMPARE(live->text(), QStringLiteral("Thinking… (3 words)"));
+    QVERIFY(streaming.markdownView()->document()->toPlainText().isEmpty());
+  }
+
   void promptProgressShowsUntilTheFirstText() {
     ChatView view;
     view.setModel(QStringLiteral("stories"));
