@@ -165,7 +165,11 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
       .window = spec.window};
   // A decode step with the indexer on attends the rows it selects; a window
   // layer's few rows are attended whole.
-  if (m_b.m_indexer.enabled() && m_n == 1 && spec.window == 0) {
+  if (m_b.m_indexer.enabled() && m_n == 1 && spec.window != 0) {
+    IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
+    step.heads.assign(spec.nHeadKv, {});  // every row of the window
+    step.capturedMass = m_b.m_indexer.diagnostic ? 1.0 : -1.0;
+  } else if (m_b.m_indexer.enabled() && m_n == 1) {
     IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
     kv::KvCache& cache = *m_b.m_cache;
     ThreadPool& pool = *m_b.m_pool;

@@ -179,7 +179,8 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     IndexerLayerStep& step = m_indexerStep.layers[l];
     step.heads.resize(c.nHeadKv);
-    if (!selected) {
+    // A window layer attends its window whole; its lists were not written.
+    if (!selected || c.isWindowLayer(l)) {
       step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
       continue;
     }

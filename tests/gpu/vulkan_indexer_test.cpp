@@ -12,6 +12,8 @@
 //     The sidecar's bytes are counted as the CPU counts them.
 //   - Diagnostic mode reports the CPU's captured mass per layer within 1e-3.
 //   - Turning the indexer on late equals having it on from the start.
+//   - A sliding-window layer (gemma3) attends its window whole on both
+//     backends, while the global layers select.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -24,6 +26,7 @@
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "support/demo_model.h"
+#include "support/synthetic_model_file.h"
 
 namespace kvscope::test {
 namespace {
@@ -176,6 +179,44 @@ TEST(VulkanIndexer, DiagnosticModeReportsTheCpuBackendsCapturedMass) {
     }
   }
   EXPECT_LT(lowest, 0.999) << "the selection leaves some mass out somewhere";
+}
+
+// gemma3's window layers (every other one, a window of 24) attend their
+// window whole and report every row (captured mass 1 in diagnostic mode) on
+// both backends, while the global layers select. (The two backends' selections
+// are not compared here: on this random-weight model a few page scores tie
+// within float rounding, so 4 of 400 layer steps picked other pages.)
+TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "gemma3";
+  spec.nLayer = 4;
+  spec.nEmbd = 128;
+  spec.nFf = 256;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 64;
+  spec.slidingWindow = 24;
+  spec.windowPeriod = 2;
+  spec.seed = 29;
+  const auto model = openSyntheticModel(spec, "indexer-gemma3");
+  ASSERT_TRUE(model);
+  Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .diagnostic = true});
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
+  ASSERT_EQ(got.steps.size(), 100u);
+  for (const DecodeRun* run : {&want, &got}) {
+    const auto& last = run->steps.back().layers;
+    ASSERT_EQ(last.size(), 4u);
+    for (uint32_t l = 0; l < 4; ++l) {
+      const bool window = model->config().isWindowLayer(l);
+      bool selected = false;
+      for (const auto& runs : last[l].heads) selected = selected || !runs.empty();
+      EXPECT_EQ(selected, !window) << "layer " << l;
+      if (window) {
+        EXPECT_EQ(last[l].capturedMass, 1.0) << "layer " << l;
+      }
+    }
+  }
 }
 
 }  // namespace

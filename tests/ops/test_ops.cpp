@@ -323,15 +323,16 @@ std::vector<OpCase> ropes() {
 // A sliding window (window > 0) shorter than the prefill masks rows on both
 // sides of the diagonal.
 OpCase attentionCase(const std::string& scheme, uint32_t headDim, uint32_t gqa,
-                     bool unitScale = false, uint32_t window = 0) {
+                     bool unitScale = false, uint32_t window = 0, uint32_t prefill = 37) {
   const uint32_t kvHeads = 2, heads = kvHeads * gqa;
   auto spec = shape(64, kvHeads * headDim, heads, kvHeads, headDim);
-  OpCase c{.name = fmt::format("attention {} d{} gqa {}{}{}", scheme, headDim, gqa,
+  OpCase c{.name = fmt::format("attention {} d{} gqa {}{}{}{}", scheme, headDim, gqa,
                                unitScale ? " scale 1" : "",
-                               window ? fmt::format(" window {}", window) : ""),
+                               window ? fmt::format(" window {}", window) : "",
+                               prefill != 37 ? fmt::format(" after {}", prefill) : ""),
            .spec = spec,
            .kv = {scheme, scheme},
-           .prefill = 37,
+           .prefill = prefill,
            .decode = 3,
            .bound = 1e-8};
   c.op = [unitScale, window](const ForwardPlan& p, ForwardOps& ops) -> Status {
@@ -359,6 +360,9 @@ std::vector<OpCase> attentions() {
     cases.push_back(attentionCase(scheme, 64, 2, true, 16));
     cases.push_back(attentionCase(scheme, 128, 4, false, 1));
   }
+  // Past 64 rows a decode step splits the rows: the splits start at the window.
+  cases.push_back(attentionCase("f16", 64, 2, true, 24, 150));
+  cases.push_back(attentionCase("q8_0", 64, 2, true, 24, 150));
   for (std::string_view scheme : kv::schemeNames()) {
     if (scheme == "f16") continue;
     for (uint32_t headDim : {64u, 128u})
