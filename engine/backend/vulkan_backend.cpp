@@ -57,6 +57,10 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
   KVS_TRY(b->createKvLayout(rowsPerPage));
+  // A GPU driver builds a pipeline at its first use: a reply's first step
+  // past 64 rows would stall on the split passes (CPU devices build at
+  // creation, and lavapipe's tests would pay for every variant).
+  if (!cpuDevice) KVS_TRY(b->m_shared->attention().prepareDecode(b->m_layout, c.nHead));
   KVS_TRY(b->setIndexer(options.indexer));
   if (options.errorStride > 0) {
     b->m_errors = CodecErrorMeter(c.nLayer);

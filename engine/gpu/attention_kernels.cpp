@@ -278,6 +278,19 @@ uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, bool codec, uint32_t 
   return tokens;
 }
 
+Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHead) {
+  for (uint32_t layer = 0; layer < layout.nLayer; ++layer) {
+    const Variant variant = attentionVariant(layout, layer, nHead, 1);
+    for (Kind kind : {Kind::kStats, Kind::kOut}) {
+      KVS_ASSIGN_OR_RETURN(const Pipeline* built, pipeline(kind, variant));
+      (void)built;
+    }
+  }
+  KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
+  (void)reduce;
+  return okStatus();
+}
+
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
                                      uint32_t pos0, uint32_t layer, uint32_t window) const {
   AttentionPlan p;

@@ -190,6 +190,15 @@ class AttentionKernels {
   // The launch shape this instance uses (kAuto resolved).
   AttentionShape shape() const { return m_shape; }
 
+  // Builds the pipelines a decode step of `layout` runs (every layer's
+  // attention passes at one token: the split passes and their reduction
+  // included), so that a driver that builds pipelines on first use (NVIDIA's)
+  // does not do it inside the step that first splits its rows: on an H200
+  // that step took ~0.15 s.
+  Status prepareDecode(const KvPageLayout& layout, uint32_t nHead);
+  // Pipelines built so far (tests).
+  size_t pipelineCount() const { return m_pipelines.size(); }
+
   // The plan of attend() for `layer` (its codecs decide the tile sizes).
   AttentionPlan plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n, uint32_t pos0,
                      uint32_t layer = 0, uint32_t window = 0) const;

@@ -358,6 +358,28 @@ TEST_P(AttentionTest, SplitsDecodeOverPositions) {
   attendAndCompare(c, 1, 4, true, 22);
 }
 
+// A decode step that splits its rows builds no pipeline after prepareDecode
+// (kernels of their own, so no other test built them first).
+TEST_P(AttentionTest, PreparedDecodeBuildsWhatASplitStepUses) {
+  Twin c(1, 64, 256);
+  fill(c, 1500, 500, 3);
+  gpu::AttentionKernels fresh(ctx(), GetParam());
+  ASSERT_TRUE(fresh.prepareDecode(c.layout, 4).ok());
+  const size_t built = fresh.pipelineCount();
+  const uint32_t rows = c.host.rows();
+  ASSERT_GT(fresh.plan(c.layout, 4, 1, rows - 1).splits, 1u);
+  const auto q = randomFloats(size_t{4} * 64, 31, -3.0f, 3.0f);
+  gpu::Buffer qb = upload(q), out = deviceBuffer(q.size() * sizeof(float));
+  auto scratch = fresh.makeScratch(c.layout, 4, 1, rows);
+  ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(
+      fresh.attend(rec(), c.layout, c.pagePointers, kLayer, qb, out, 1, rows - 1, 4, *scratch)
+          .ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  EXPECT_EQ(fresh.pipelineCount(), built);
+}
+
 TEST_P(AttentionTest, RejectsBadArguments) {
   Twin c(2, 64, 16);
   fill(c, 20, 20, 4);
