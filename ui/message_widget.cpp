@@ -243,7 +243,6 @@ void MessageWidget::buildAssistant() {
   m_reasoningToggle->hide();
   m_reasoning = new QLabel(this);
   m_reasoning->setObjectName(QStringLiteral("reasoningText"));
-  m_reasoning->setProperty("role", "muted");
   m_reasoning->setWordWrap(true);
   m_reasoning->setTextFormat(Qt::PlainText);
   m_reasoning->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -375,9 +374,7 @@ ReplyParts splitReply(const QString& text) {
   ReplyParts out;
   out.reasoning = QString::fromStdString(parts.reasoning + rest.reasoning);
   out.answer = QString::fromStdString(parts.content + rest.content);
-  out.open = utf8.rfind("<think>") != std::string::npos &&
-             (utf8.rfind("</think>") == std::string::npos ||
-              utf8.rfind("<think>") > utf8.rfind("</think>"));
+  out.open = tokenizer::promptOpensThinking(utf8);
   return out;
 }
 

@@ -193,8 +193,8 @@ class AttentionKernels {
   // Builds the pipelines a decode step of `layout` runs (every layer's
   // attention passes at one token: the split passes and their reduction
   // included), so that a driver that builds pipelines on first use (NVIDIA's)
-  // does not do it inside the step that first splits its rows: on an H200
-  // that step took ~0.15 s.
+  // does not do it inside the step that first splits its rows (on an H200
+  // the bench's first split depth decoded at 232.8 tok/s, 457.3 once built).
   Status prepareDecode(const KvPageLayout& layout, uint32_t nHead);
   // Pipelines built so far (tests).
   size_t pipelineCount() const { return m_pipelines.size(); }

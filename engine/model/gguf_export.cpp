@@ -110,8 +110,6 @@ Status addTensor(gguf::GgufWriter& w, const TensorView& t, bool permute, const M
   return w.addQuantizedTensor(t.name, t.shape, storedType(t, wanted), values);
 }
 
-}  // namespace
-
 // SentencePiece scores of a SentencePiece-style BPE vocabulary for llama.cpp
 // (tokenizer/gguf_vocab.h): minus the rank of the first merge making each
 // token; a token no merge makes (a character, a byte, an added token) scores
@@ -132,6 +130,8 @@ std::vector<float> mergeRankScores(const Vocab& vocab) {
   }
   return scores;
 }
+
+}  // namespace
 
 Status setVocabMetadata(gguf::GgufWriter& w, const Vocab& vocab) {
   const bool spmBpe = vocab.kind == VocabKind::kBpe && !vocab.byteLevel;

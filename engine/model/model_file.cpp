@@ -148,14 +148,14 @@ Status ModelFile::openHf() {
 
 Status ModelFile::addOneToNorms() {
   const ArchDescription& d = *m_config.arch->description;
-  std::vector<std::string> names;
+  std::set<std::string> names;
   for (const auto& rule : d.globals)
-    if (rule.kind == TensorKind::kNorm) names.emplace_back(rule.name);
+    if (rule.kind == TensorKind::kNorm) names.emplace(rule.name);
   for (uint32_t l = 0; l < m_config.nLayer; ++l)
     for (const auto& rule : d.layer)
-      if (rule.kind == TensorKind::kNorm) names.push_back(fmt::format("blk.{}.{}", l, rule.name));
+      if (rule.kind == TensorKind::kNorm) names.insert(fmt::format("blk.{}.{}", l, rule.name));
   for (TensorView& t : m_tensors) {
-    if (std::find(names.begin(), names.end(), t.name) == names.end()) continue;
+    if (!names.contains(t.name)) continue;
     std::vector<float>& w = m_owned.emplace_back(t.elements());
     KVS_TRY(gguf::dequantize(t.type, t.data, w));
     for (float& x : w) x += 1.0f;

@@ -19,31 +19,29 @@ bool isSpace(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-// The first position where one of `markers` starts in `text`, or where the
-// text's tail could be the beginning of one (text.size() if neither); `which`
-// gets the marker found whole (its index), or -1.
+// The first position where one of `markers` starts in `text` (`which` gets
+// its index), else where the text's tail could still grow into one (`which`
+// -1; text.size() if it cannot).
 size_t findMarker(std::string_view text, std::span<const std::string_view> markers, int& which) {
   which = -1;
-  size_t best = std::string_view::npos;
+  size_t best = std::string_view::npos, longest = 0;
   for (size_t i = 0; i < markers.size(); ++i) {
+    longest = std::max(longest, markers[i].size());
     const size_t at = text.find(markers[i]);
     if (at < best) {
       best = at;
       which = static_cast<int>(i);
     }
   }
-  // A tail that may still grow into a marker holds back from its start.
-  for (size_t from = best == std::string_view::npos ? 0 : best; from < text.size(); ++from) {
-    if (best != std::string_view::npos && from >= best) break;
+  if (best != std::string_view::npos) return best;
+  // Only a tail shorter than the longest marker can be one's beginning.
+  for (size_t from = text.size() >= longest ? text.size() - longest + 1 : 0; from < text.size();
+       ++from) {
     const std::string_view tail = text.substr(from);
-    for (std::string_view m : markers) {
-      if (tail.size() < m.size() && m.substr(0, tail.size()) == tail) {
-        which = -1;
-        return from;
-      }
-    }
+    for (std::string_view m : markers)
+      if (m.starts_with(tail)) return from;
   }
-  return best == std::string_view::npos ? text.size() : best;
+  return text.size();
 }
 
 }  // namespace

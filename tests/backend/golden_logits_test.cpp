@@ -76,6 +76,8 @@
 #include "backend/vulkan_model.h"
 #include "model/model_file.h"
 #include "model/synthetic_model.h"
+#include "support/hf_model_folder.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -139,15 +141,6 @@ model::SyntheticModelSpec specFromJson(const nlohmann::json& j) {
   return s;
 }
 
-// Removes the file when it goes out of scope.
-struct TempFile {
-  std::filesystem::path path;
-  ~TempFile() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-};
-
 struct GoldenRecord {
   model::SyntheticModelSpec spec;
   std::string hash;
@@ -189,20 +182,9 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(std::shared_ptr<const mo
 std::vector<std::vector<float>> run(const GoldenRecord& g, const model::SyntheticModelSpec& spec,
                                     Engine engine) {
   std::vector<std::vector<float>> rows;
-  auto bytes = model::syntheticModelBytes(spec);
-  EXPECT_TRUE(bytes.ok()) << bytes.error().describe();
-  if (!bytes.ok()) return rows;
-  const TempFile file{std::filesystem::temp_directory_path() /
-                      fmt::format("kvscope-golden-{}-{}.gguf", spec.architecture, ::getpid())};
-  {
-    std::ofstream out(file.path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes->data()),
-              static_cast<std::streamsize>(bytes->size()));
-  }
-  auto m = model::ModelFile::open(file.path);
-  EXPECT_TRUE(m.ok()) << m.error().describe();
-  if (!m.ok()) return rows;
-  auto b = makeBackend(std::shared_ptr<const model::ModelFile>(std::move(m).value()), engine);
+  auto m = openSyntheticModel(spec, "golden-" + spec.architecture);
+  if (!m) return rows;
+  auto b = makeBackend(std::move(m), engine);
   EXPECT_TRUE(b.ok()) << b.error().describe();
   if (!b.ok()) return rows;
   backend::Logits logits;
@@ -334,8 +316,7 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
       {"ffn_down.weight", "mlp.down_proj.weight"},
       {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
   };
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<float> data;
+  std::vector<SafetensorsTensor> tensors;
   for (const model::TensorView& t : gguf.all()) {
     std::string name;
     if (t.name == "token_embd.weight") name = prefix + "embed_tokens.weight";
@@ -351,11 +332,8 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
     std::memcpy(values.data(), t.data.data(), t.data.size());
     if (t.name.ends_with("norm.weight"))
       for (float& v : values) v -= 1.0f;
-    const uint64_t begin = data.size() * sizeof(float);
-    data.insert(data.end(), values.begin(), values.end());
-    header[name] = {{"dtype", "F32"},
-                    {"shape", std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend())},
-                    {"data_offsets", {begin, data.size() * sizeof(float)}}};
+    tensors.push_back(
+        {name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), std::move(values)});
   }
   const nlohmann::json text = {
       {"model_type", "gemma3_text"},
@@ -382,26 +360,13 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
                                   {"text_config", text}}
                  : text;
   std::ofstream(dir / "config.json") << config.dump(2);
-  const std::string headerText = header.dump();
-  const uint64_t length = headerText.size();
-  std::ofstream out(dir / "model.safetensors", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&length), sizeof(length));
-  out << headerText;
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * sizeof(float)));
+  writeSafetensors(dir / "model.safetensors", tensors);
 }
 
 TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
   const GoldenRecord g = readGolden("gemma3");
-  auto bytes = model::syntheticModelBytes(g.spec);
-  ASSERT_TRUE(bytes.ok());
-  const TempFile file{std::filesystem::temp_directory_path() /
-                      fmt::format("kvscope-golden-gemma3-hf-{}.gguf", ::getpid())};
-  std::ofstream(file.path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes->data()),
-             static_cast<std::streamsize>(bytes->size()));
-  auto m = model::ModelFile::open(file.path);
-  ASSERT_TRUE(m.ok()) << m.error().describe();
+  const auto gguf = openSyntheticModel(g.spec, "golden-gemma3-hf");
+  ASSERT_TRUE(gguf);
   const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
     auto b = backend::CpuBackend::create(std::move(model));
     EXPECT_TRUE(b.ok()) << b.error().describe();
@@ -411,14 +376,12 @@ TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
     EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
     return logits.values;
   };
-  const std::vector<float> want = logitsOf(std::move(m).value());
+  const std::vector<float> want = logitsOf(gguf);
   ASSERT_EQ(want.size(), size_t{20} * g.spec.nVocab);
-  auto again = model::ModelFile::open(file.path);
-  ASSERT_TRUE(again.ok());
   for (bool multimodal : {false, true}) {
     const auto dir = std::filesystem::temp_directory_path() /
                      fmt::format("kvscope-gemma3-hf-{}-{}", multimodal, ::getpid());
-    writeGemma3Folder(dir, **again, g.spec, multimodal);
+    writeGemma3Folder(dir, *gguf, g.spec, multimodal);
     auto folder = model::ModelFile::open(dir);
     ASSERT_TRUE(folder.ok()) << folder.error().describe();
     const model::ModelConfig& c = (*folder)->config();
@@ -438,16 +401,9 @@ TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
 TEST(GoldenLogits, Qwen3Moe) {
   expectMatchesGolden("qwen3moe");
   const GoldenRecord g = readGolden("qwen3moe");
-  auto bytes = model::syntheticModelBytes(g.spec);
-  ASSERT_TRUE(bytes.ok());
-  const TempFile file{std::filesystem::temp_directory_path() /
-                      fmt::format("kvscope-golden-moe-{}.gguf", ::getpid())};
-  std::ofstream(file.path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes->data()),
-             static_cast<std::streamsize>(bytes->size()));
-  auto m = model::ModelFile::open(file.path);
-  ASSERT_TRUE(m.ok()) << m.error().describe();
-  const Status refused = backend::VulkanModel::checkWeightTypes(**m);
+  const auto m = openSyntheticModel(g.spec, "golden-moe");
+  ASSERT_TRUE(m);
+  const Status refused = backend::VulkanModel::checkWeightTypes(*m);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
   EXPECT_NE(refused.error().message.find("qwen3moe's mixture-of-experts"), std::string::npos)

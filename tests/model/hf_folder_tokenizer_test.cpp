@@ -32,6 +32,29 @@ struct Family {
   uint32_t vocabSize;
 };
 
+// Every case tokenizes to its ids with the tokenizer of the model at `path`.
+void expectEveryCase(const std::filesystem::path& path, const std::vector<VocabCase>& cases) {
+  auto model = model::ModelFile::open(path);
+  ASSERT_TRUE(model.ok()) << model.error().describe();
+  auto tokenizer = model::loadTokenizer(**model);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+  for (const VocabCase& c : cases) {
+    EXPECT_EQ(tokenizer->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
+        << path << ", input: '" << c.text << "'";
+  }
+}
+
+// Writes the GGUF that `kvscope-cli convert` makes of the folder `dir`.
+void convertFolder(const std::filesystem::path& dir, const std::filesystem::path& gguf) {
+  auto model = model::ModelFile::open(dir);
+  ASSERT_TRUE(model.ok()) << model.error().describe();
+  auto tokenizer = model::loadTokenizer(**model);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+  auto writer = model::ggufFromModel(**model, tokenizer->vocab(), {});
+  ASSERT_TRUE(writer.ok()) << writer.error().describe();
+  ASSERT_TRUE(writer->writeFile(gguf).ok());
+}
+
 class HfFolderTokenizer : public ::testing::TestWithParam<Family> {};
 
 TEST_P(HfFolderTokenizer, TokenizesEveryTestStringExactly) {
@@ -44,32 +67,14 @@ TEST_P(HfFolderTokenizer, TokenizesEveryTestStringExactly) {
   const auto cases =
       readVocabCases(sharedFile(std::string("tokenizer/ggml-vocab-") + family.vectors + ".gguf"));
   ASSERT_EQ(cases.size(), 46u);
-  const auto expectEveryCase = [&](const std::filesystem::path& path) {
-    auto model = model::ModelFile::open(path);
-    ASSERT_TRUE(model.ok()) << model.error().describe();
-    auto tokenizer = model::loadTokenizer(**model);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
-    for (const VocabCase& c : cases) {
-      EXPECT_EQ(tokenizer->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
-          << path << ", input: '" << c.text << "'";
-    }
-  };
-  expectEveryCase(dir);
+  expectEveryCase(dir, cases);
 
   const auto gguf = dir / "converted.gguf";
-  {
-    auto model = model::ModelFile::open(dir);
-    ASSERT_TRUE(model.ok()) << model.error().describe();
-    auto tokenizer = model::loadTokenizer(**model);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
-    auto writer = model::ggufFromModel(**model, tokenizer->vocab(), {});
-    ASSERT_TRUE(writer.ok()) << writer.error().describe();
-    ASSERT_TRUE(writer->writeFile(gguf).ok());
-  }
+  convertFolder(dir, gguf);
   auto file = gguf::GgufFile::open(gguf);
   ASSERT_TRUE(file.ok()) << file.error().describe();
   EXPECT_EQ((*file)->getString("tokenizer.ggml.pre").value_or(""), family.vectors);
-  expectEveryCase(gguf);
+  expectEveryCase(gguf, cases);
   std::filesystem::remove_all(dir);
 }
 
@@ -104,27 +109,9 @@ TEST_P(HfFolderTokenizerJs, TokenizesAsTokenizersJs) {
   const auto dir =
       std::filesystem::path(::testing::TempDir()) / "kvscope_hf_folder_js" / family.name;
   writeHfLlamaFolder(dir, family.vocabSize, tokenizerDir);
-  const auto expectEveryCase = [&](const std::filesystem::path& path) {
-    auto model = model::ModelFile::open(path);
-    ASSERT_TRUE(model.ok()) << model.error().describe();
-    auto tokenizer = model::loadTokenizer(**model);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
-    for (const VocabCase& c : cases) {
-      EXPECT_EQ(tokenizer->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
-          << path << ", input: '" << c.text << "'";
-    }
-  };
-  expectEveryCase(dir);
-  {
-    auto model = model::ModelFile::open(dir);
-    ASSERT_TRUE(model.ok()) << model.error().describe();
-    auto tokenizer = model::loadTokenizer(**model);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
-    auto writer = model::ggufFromModel(**model, tokenizer->vocab(), {});
-    ASSERT_TRUE(writer.ok()) << writer.error().describe();
-    ASSERT_TRUE(writer->writeFile(dir / "converted.gguf").ok());
-  }
-  expectEveryCase(dir / "converted.gguf");
+  expectEveryCase(dir, cases);
+  convertFolder(dir, dir / "converted.gguf");
+  expectEveryCase(dir / "converted.gguf", cases);
   std::filesystem::remove_all(dir);
 }
 

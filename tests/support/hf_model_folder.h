@@ -17,6 +17,32 @@
 
 namespace kvscope::test {
 
+// One F32 safetensors file: a JSON header, then every tensor's values in
+// order; shapes in safetensors' [out, in] order.
+struct SafetensorsTensor {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::vector<float> values;
+};
+inline void writeSafetensors(const std::filesystem::path& path,
+                             const std::vector<SafetensorsTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t end = 0;
+  for (const SafetensorsTensor& t : tensors) {
+    const uint64_t begin = end;
+    end += t.values.size() * sizeof(float);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, end}}};
+  }
+  const std::string text = header.dump();
+  const uint64_t length = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&length), sizeof(length));
+  out << text;
+  for (const SafetensorsTensor& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.values.data()),
+              static_cast<std::streamsize>(t.values.size() * sizeof(float)));
+}
+
 inline void writeHfLlamaFolder(const std::filesystem::path& dir, uint32_t vocabSize,
                                const std::filesystem::path& tokenizerDir) {
   constexpr uint32_t kWidth = 16, kHeads = 2, kKvHeads = 1, kHeadDim = 8, kFf = 32;
@@ -58,24 +84,15 @@ inline void writeHfLlamaFolder(const std::filesystem::path& dir, uint32_t vocabS
       {p + "mlp.down_proj.weight", {kWidth, kFf}},
       {"model.norm.weight", {kWidth}},
   };
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<float> data;
+  std::vector<SafetensorsTensor> written;
+  uint64_t seed = 1;  // each tensor seeded by 1 + the count of floats before it
   for (const auto& [name, shape] : tensors) {
     uint64_t n = 1;
     for (const uint64_t d : shape) n *= d;
-    const uint64_t begin = data.size() * sizeof(float);
-    const auto values = randomFloats(n, static_cast<uint32_t>(data.size() + 1), -0.1f, 0.1f);
-    data.insert(data.end(), values.begin(), values.end());
-    header[name] = {
-        {"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size() * sizeof(float)}}};
+    written.push_back({name, shape, randomFloats(n, static_cast<uint32_t>(seed), -0.1f, 0.1f)});
+    seed += n;
   }
-  const std::string text = header.dump();
-  const uint64_t length = text.size();
-  std::ofstream out(dir / "model.safetensors", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&length), sizeof(length));
-  out << text;
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size() * sizeof(float)));
+  writeSafetensors(dir / "model.safetensors", written);
 }
 
 }  // namespace kvscope::test
