@@ -118,7 +118,7 @@ void statsPass(Task t) {
   }
   for (uint r0 = t.rowBegin; r0 < t.rowEnd; r0 = tileEnd(t, r0)) {
     const uint end = tileEnd(t, r0), row = min(r0 + lid, end - 1u);
-    computeScores(t, r0 / pc.rowsPerPage, row);
+    computeScores(t, KVS_PAGE_OF(r0, pc.rowsPerPage), row);
     for (uint p = 0u; p < PAIRS; ++p) {
       if (r0 + lid >= end || !visible(t, p, row)) continue;
       const float s = score[p];
@@ -195,7 +195,7 @@ void outputPass(Task t) {
   vec2 acc[ITEMS * ITEM_WORDS];
   for (uint k = 0u; k < ITEMS * ITEM_WORDS; ++k) acc[k] = vec2(0.0);
   for (uint r0 = t.rowBegin; r0 < t.rowEnd; r0 = tileEnd(t, r0)) {
-    const uint page = r0 / pc.rowsPerPage, rows = tileEnd(t, r0) - r0;
+    const uint page = KVS_PAGE_OF(r0, pc.rowsPerPage), rows = tileEnd(t, r0) - r0;
     const uint row = r0 + min(lid, rows - 1u);
     if (pc.scoreStride == 0u) computeScores(t, page, row);
     if (lid < rows) {

@@ -12,6 +12,10 @@
 // Slots of the page-array binding: one storage-buffer descriptor per page,
 // plus at most 4 plain bindings, stays within the 32 per stage lavapipe has.
 #define KVS_ATTENTION_MAX_PAGES 16
+// The page slot of cache row `row` in pages of `rows` rows: row / rows, which
+// is below the slot count for a growing stream; a ring page, bound in every
+// slot, wraps its rows past that, and any slot holds it.
+#define KVS_PAGE_OF(row, rows) (((row) / (rows)) % KVS_ATTENTION_MAX_PAGES)
 
 #if defined(__cplusplus) || defined(KVS_KV_WRITE)
 KVS_PUSH_BEGIN(KvWritePush)

@@ -151,7 +151,7 @@ void statsPass(Task t) {
     pairSum[p] = 0.0;
   }
   for (uint row = t.rowBegin; row < t.rowEnd; ++row) {
-    computeScores(row / pc.rowsPerPage, keyWord(t, row));
+    computeScores(KVS_PAGE_OF(row, pc.rowsPerPage), keyWord(t, row));
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
       if (!visible(t, p, row)) continue;
       const float s = score[p];
@@ -170,7 +170,7 @@ void statsPass(Task t) {
 void outputPass(Task t) {
   [[unroll]] for (uint i = 0u; i < PAIRS * LANE_WORDS; ++i) acc[i] = vec2(0.0);
   for (uint row = t.rowBegin; row < t.rowEnd; ++row) {
-    const uint page = row / pc.rowsPerPage;
+    const uint page = KVS_PAGE_OF(row, pc.rowsPerPage);
     computeScores(page, keyWord(t, row));
     float weight[PAIRS];
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {

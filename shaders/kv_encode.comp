@@ -397,7 +397,7 @@ void main() {
   const uint block = pc.part == 0u ? pc.keyOffset : pc.valueOffset;
 #if defined(ROW_GROUPS)
   const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y, row = pc.pos0 + t;
-  const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
+  const uint page = KVS_PAGE_OF(row, pc.rowsPerPage), slot = row % pc.rowsPerPage;
   srcBase = (t * pc.nHeadKv + head) * HEAD_DIM;
   stageRow();
   if (gl_LocalInvocationID.x == 0u) {
@@ -405,7 +405,7 @@ void main() {
   }
 #else
   const uint t = gl_WorkGroupID.x, row = pc.pos0 + t;
-  const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
+  const uint page = KVS_PAGE_OF(row, pc.rowsPerPage), slot = row % pc.rowsPerPage;
   for (uint head = gl_LocalInvocationID.x; head < pc.nHeadKv; head += WG) {
     srcBase = (t * pc.nHeadKv + head) * HEAD_DIM;
     encodeRow(CODEC, page, block + (head * pc.rowsPerPage + slot) * rowWords);

@@ -29,7 +29,7 @@ void main() {
   const uint wordsPerPart = pc.nHeadKv * rowWords;
   for (uint t = gl_WorkGroupID.x; t < pc.n; t += gl_NumWorkGroups.x) {
     const uint row = pc.pos0 + t;
-    const uint page = row / pc.rowsPerPage, slot = row % pc.rowsPerPage;
+    const uint page = KVS_PAGE_OF(row, pc.rowsPerPage), slot = row % pc.rowsPerPage;
     for (uint i = gl_LocalInvocationID.x; i < 2u * wordsPerPart; i += WG) {
       const uint part = i / wordsPerPart, head = (i % wordsPerPart) / rowWords;
       const uint word = i % rowWords;

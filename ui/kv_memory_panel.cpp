@@ -1,5 +1,7 @@
 #include "ui/kv_memory_panel.h"
 
+#include <algorithm>
+
 #include <QGridLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -148,10 +150,18 @@ KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weigh
                       quint64 trainedContext) {
   KvSummary s;
   s.rows = report.kv.rows;
+  quint64 growing = 0, growingF16 = 0, ringF16 = 0;  // by layers that grow with the context or not
   for (const runtime::KvLayerSnapshot& layer : report.kv.layers) {
     s.keyBytes += layer.key.used();
     s.valueBytes += layer.value.used();
     s.f16Bytes += layer.f16Bytes;
+    if (layer.ring) {
+      s.ringBytes += layer.key.total() + layer.value.total();
+      ringF16 += layer.f16Bytes;
+    } else {
+      growing += layer.key.used() + layer.value.used();
+      growingF16 += layer.f16Bytes;
+    }
   }
   s.bytes = s.keyBytes + s.valueBytes;
   if (s.bytes == 0) return s;
@@ -162,11 +172,12 @@ KvSummary summarizeKv(const KvReport& report, quint64 deviceBytes, quint64 weigh
   s.keyBitsPerValue = s.keyBytes * 8.0 / (values / 2);
   s.valueBitsPerValue = s.valueBytes * 8.0 / (values / 2);
   if (s.rows == 0) return s;
-  s.bytesPerToken = s.bytes / s.rows;
-  if (deviceBytes > weightBytes && s.bytesPerToken > 0) {
-    const quint64 free = deviceBytes - weightBytes;
-    s.maxContext = free / s.bytesPerToken;
-    s.maxContextF16 = free / (s.f16Bytes / s.rows);
+  s.bytesPerToken = growing / s.rows;
+  if (deviceBytes > weightBytes + s.ringBytes && s.bytesPerToken > 0) {
+    s.maxContext = (deviceBytes - weightBytes - s.ringBytes) / s.bytesPerToken;
+    if (deviceBytes > weightBytes + ringF16)
+      s.maxContextF16 =
+          (deviceBytes - weightBytes - ringF16) / qMax<quint64>(1, growingF16 / s.rows);
   }
   s.trainedContextBinds =
       trainedContext > 0 && (s.maxContext == 0 || trainedContext <= s.maxContext);
@@ -220,8 +231,20 @@ QString KvLayerChart::layerToolTip(int layer) const {
   if (layer < 0 || layer >= layerCount()) return {};
   const runtime::KvLayerSnapshot& l = m_layers.at(layer);
   const quint64 f16 = l.f16Bytes / 2;
-  return QStringLiteral("<table cellspacing=2><tr><td colspan=2><b>%1</b></td></tr>%2%3</table>")
-      .arg(tr("Layer %1").arg(layer),
+  const QLocale locale;
+  QString kind;
+  if (l.window > 0 && l.ring) {
+    kind = tr("sliding window of %1 tokens: keeps its last %2 rows in a ring")
+               .arg(locale.toString(l.window), locale.toString(l.rows));
+  } else if (l.window > 0) {
+    kind = tr("sliding window of %1 tokens: %2 rows kept")
+               .arg(locale.toString(l.window), locale.toString(l.rows));
+  } else {
+    kind = tr("global: attends every cached row (%1)").arg(locale.toString(l.rows));
+  }
+  return QStringLiteral(
+             "<table cellspacing=2><tr><td colspan=2><b>%1</b> · %2</td></tr>%3%4</table>")
+      .arg(tr("Layer %1").arg(layer), kind.toHtmlEscaped(),
            streamRows(tr("K"), l.keyScheme, l.keyBitsPerValue, l.key, f16, l.keyError),
            streamRows(tr("V"), l.valueScheme, l.valueBitsPerValue, l.value, f16, l.valueError));
 }
@@ -255,8 +278,10 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
     const int top = 2 + i * rowHeight();
     const QRect labelRect(0, top, kLabelWidth - 6, 2 * barH + kStreamGap);
     if (labelEvery || i % 4 == 0) {
-      p.setPen(c.muted);
-      p.drawText(labelRect, Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("L%1").arg(i));
+      // A ring is marked: its bar stops growing at window + a step's rows.
+      p.setPen(layer.window > 0 ? c.accent : c.muted);
+      p.drawText(labelRect, Qt::AlignRight | Qt::AlignVCenter,
+                 layer.window > 0 ? QStringLiteral("↻L%1").arg(i) : QStringLiteral("L%1").arg(i));
     }
     const int f16Width = qRound(layer.f16Bytes / 2 * scale);
     for (int stream = 0; stream < 2; ++stream) {
@@ -408,10 +433,25 @@ void KvMemoryPanel::refresh() {
     m_fits->setDetail(m_deviceBytes == 0 ? tr("device memory unknown")
                                          : tr("after the first tokens are cached"));
   }
-  m_allocation->setText(tr("%1 of %2 context rows filled · %3 reserved in pages")
-                            .arg(locale.toString(m_report.kv.rows),
-                                 locale.toString(m_report.kv.contextLimit),
-                                 formatBytes(m_report.kv.allocatedBytes())));
+  QString allocation =
+      tr("%1 of %2 context rows filled · %3 reserved in pages")
+          .arg(locale.toString(m_report.kv.rows), locale.toString(m_report.kv.contextLimit),
+               formatBytes(m_report.kv.allocatedBytes()));
+  const auto windowLayers = std::count_if(m_report.kv.layers.begin(), m_report.kv.layers.end(),
+                                          [](const auto& l) { return l.window > 0; });
+  if (windowLayers > 0) {
+    const auto& first = *std::find_if(m_report.kv.layers.begin(), m_report.kv.layers.end(),
+                                      [](const auto& l) { return l.window > 0; });
+    allocation +=
+        tr(" · ↻ %1 of %2 layers attend a sliding window of %3 tokens%4; the "
+           "others are global")
+            .arg(windowLayers)
+            .arg(m_report.kv.layers.size())
+            .arg(locale.toString(first.window))
+            .arg(s.ringBytes > 0 ? tr(" and keep a ring (%1)").arg(formatBytes(s.ringBytes))
+                                 : QString());
+  }
+  m_allocation->setText(allocation);
   m_chart->setLayers(m_report.kv.layers);
   QString scale = tr("Each layer: K above V; full width is %1 per stream. Hover a layer for "
                      "its codecs and exact bytes.")

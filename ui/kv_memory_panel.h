@@ -4,9 +4,9 @@
 //     and the longest context that fits the device's memory at this scheme;
 //   - one row per layer with a K bar and a V bar, each split into codes, scales and
 //     other bytes (row padding), inside an outline of what the same rows take at f16,
-//     and the codec error the engine measured on the layer's K and V rows.
+//     and the codec error the engine measured on the layer's K and V rows; a
+//     sliding-window layer is marked as the ring it is (rows kept / window).
 // summarizeKv() does the arithmetic, so it is testable without painting.
-
 
 class QLabel;
 
@@ -29,7 +29,10 @@ struct KvSummary {
   double bitsPerValue = 0.0;  // all stored bytes over all cached values
   double keyBitsPerValue = 0.0;
   double valueBitsPerValue = 0.0;
-  quint64 bytesPerToken = 0;  // 0 when there are no rows yet
+  // Bytes each further token adds: the layers that keep every row (a
+  // sliding-window layer's ring does not grow); 0 when there are no rows yet.
+  quint64 bytesPerToken = 0;
+  quint64 ringBytes = 0;  // the sliding-window layers' rings, allocated whatever the context
   // Longest context whose weights and KV fit `deviceBytes` at these bytes per token, and
   // the same at f16; 0 when unknown (no device size, no rows) or the weights do not fit.
   quint64 maxContext = 0;

@@ -103,6 +103,15 @@ Status timeDecode(backend::Backend& b, const BenchArgs& a, Row& row) {
   return okStatus();
 }
 
+// Back to `depth` cached tokens: a trim or, where the sliding-window layers
+// no longer hold what token `depth` sees, the fill again.
+Status rewind(backend::Backend& b, uint32_t depth) {
+  if (depth == 0 || depth >= b.trimFloor()) return b.trim(depth);
+  KVS_TRY(b.trim(0));
+  backend::Logits logits;
+  return b.forward({benchTokens(depth, b.config().nVocab, 1)}, logits);
+}
+
 // Times one depth: fill to `depth`, prefill, trim back, then per indexer
 // setting decode one by one and trim back.
 Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, uint32_t depth) {
@@ -118,7 +127,7 @@ Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, u
     KVS_TRY(b.forward({tokens}, logits));
     first.prefillTps = a.prefill / secondsSince(t0);
     first.prefillKernels = b.kernelTimings();  // of the prefill's last chunk
-    KVS_TRY(b.trim(depth));
+    KVS_TRY(rewind(b, depth));
   }
   // One untimed step at this depth first: a driver that builds pipelines on
   // first use (NVIDIA's, lavapipe) would otherwise build the split-attention
@@ -126,7 +135,7 @@ Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, u
   // that halved its decode figure (depth 2048: 232.8 tok/s, 4096: 450.2).
   const int32_t warm = 1;
   KVS_TRY(b.forward({std::span(&warm, 1)}, logits));
-  KVS_TRY(b.trim(depth));
+  KVS_TRY(rewind(b, depth));
   const kv::IndexerOptions own = b.indexer();
   std::vector<Row> rows;
   for (size_t i = 0; i < std::max<size_t>(a.indexers.size(), 1); ++i) {
@@ -138,7 +147,7 @@ Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, u
       KVS_TRY(b.setIndexer(options));
     }
     KVS_TRY(timeDecode(b, a, row));
-    KVS_TRY(b.trim(depth));
+    KVS_TRY(rewind(b, depth));
     rows.push_back(std::move(row));
   }
   KVS_TRY(b.setIndexer(own));

@@ -17,6 +17,17 @@ void TensorDump::append(std::span<const float> captured, uint32_t rowWidth) {
   values.insert(values.end(), captured.begin(), captured.end());
 }
 
+kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
+                          uint32_t stepRows) {
+  kv::KvGeometry g{c.nLayer, c.nHeadKv, c.headDim, rowsPerPage};
+  if (c.slidingWindow == 0) return g;
+  g.window = c.slidingWindow;
+  for (uint32_t l = 0; l < c.nLayer; ++l) g.windowLayers.push_back(c.isWindowLayer(l));
+  const uint64_t ring = uint64_t{c.slidingWindow} - 1 + stepRows;
+  if (ring < contextLimit) g.ringRows = static_cast<uint32_t>(ring);
+  return g;
+}
+
 Status Backend::exportKv(const std::function<Status(std::span<const uint8_t>)>&) const {
   return makeError(ErrorCode::kUnsupported, "the {} backend cannot save its KV cache", name());
 }

@@ -46,14 +46,28 @@ struct Logits {
   std::span<const float> last() const { return row(rows - 1); }
 };
 
+// Rows one forward() step appends at most: a longer batch runs as steps of
+// this many (a sliding-window layer's ring holds window - 1 + this many rows).
+inline constexpr uint32_t kMaxStepRows = 512;
+
+// The KV geometry of `c` for a context of contextLimit rows, growing pages of
+// rowsPerPage rows, and steps of at most stepRows rows: the window layers in
+// a ring of window - 1 + stepRows rows, unless that would not be smaller
+// than the context (then they keep every row in the pages).
+kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
+                          uint32_t stepRows = kMaxStepRows);
+
 // One layer of the KV cache as a backend holds it: the scheme of each part
 // (the objects the cache encodes with, seed included; they live as long as
-// the backend) and the bytes its cached rows take, counted from the schemes'
-// row layouts.
+// the backend), the bytes its cached rows take, counted from the schemes'
+// row layouts, and how many rows it holds.
 struct KvLayerBytes {
   const kv::KvScheme* key = nullptr;
   const kv::KvScheme* value = nullptr;
   kv::KvBytes keyBytes, valueBytes;
+  uint32_t rows = 0;    // rows held: every cached row, or a window layer's last ones
+  uint32_t window = 0;  // a sliding-window layer's window; 0: a global layer
+  bool ring = false;    // the window layer keeps its rows in a ring of fixed size
 };
 
 // Measured codec error of one layer: the relative RMS reconstruction error
@@ -105,8 +119,11 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual const model::ModelConfig& config() const = 0;
 
-  // Tokens are placed at positions [cachedTokens(), cachedTokens() + n).
-  // Fails without side effects when the batch would exceed contextLimit().
+  // Tokens are placed at positions [cachedTokens(), cachedTokens() + n), in
+  // steps of at most kMaxStepRows rows. Fails without side effects when the
+  // batch would exceed contextLimit(); a step that fails leaves the cache as
+  // it was before it, or empty where a window layer's ring had already moved
+  // past that point.
   virtual Status forward(const Batch& batch, Logits& out) = 0;
   // forward() through another description over the same weights, cache and
   // executor than the model's: the op harness (tests/ops/test_ops.cpp)
@@ -119,17 +136,22 @@ class Backend {
 
   virtual uint32_t cachedTokens() const = 0;
   virtual uint32_t contextLimit() const = 0;
-  // Keeps the first n cached tokens (n <= cachedTokens()).
+  // Keeps the first n cached tokens (n <= cachedTokens(); n == 0 or
+  // n >= trimFloor(), else kUnsupported).
   virtual Status trim(uint32_t n) = 0;
+  // The fewest tokens trim() can keep short of none: sliding-window layers
+  // keep only their last rows, so rewinding further needs the prompt again.
+  virtual uint32_t trimFloor() const { return 0; }
   // Device time per kernel class of the last forward(), when the backend
   // measures it (GPU timestamp queries); empty otherwise.
   virtual std::vector<KernelTiming> kernelTimings() const { return {}; }
 
   // KV cache accounting, one entry per layer in layer order.
   virtual std::vector<KvLayerBytes> kvBytes() const = 0;
-  // The cached rows of one layer and part, decoded to floats through the
-  // part's scheme (KvScheme::decode, so in the original, unrotated space):
-  // [cachedTokens()][nHeadKv][headDim]. For inspection and eval, not a hot path.
+  // The rows one layer and part holds, decoded to floats through the part's
+  // scheme (KvScheme::decode, so in the original, unrotated space):
+  // [kvBytes()[layer].rows][nHeadKv][headDim], the last cached rows (all of
+  // them but for a window layer). For inspection and eval, not a hot path.
   virtual Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const = 0;
   // The saved form of the cache (runtime/kv_file.h). kvLayout(): the schemes,
   // seeds and geometry of the cached rows (its rowsPerPage is this backend's;

@@ -316,7 +316,7 @@ Tile AttentionRun::tileAt(uint32_t h, uint32_t j, uint32_t end) const {
     t.pos = run.begin + (j - starts[r]);
     t.rows = std::min(t.rows, run.end - t.pos);
   }
-  const uint32_t pageRows = m_cache.geometry().rowsPerPage;
+  const uint32_t pageRows = m_cache.layout().pageRows(m_layer);
   t.rows = std::min(t.rows, pageRows - t.pos % pageRows);
   return t;
 }

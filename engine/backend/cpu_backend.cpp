@@ -44,7 +44,12 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   const std::vector<kv::LayerSchemes> f16(c.nLayer);
   const std::vector<kv::LayerSchemes>& schemes =
       options.kvSchemes.empty() ? f16 : options.kvSchemes;
-  const kv::KvGeometry geometry{c.nLayer, c.nHeadKv, c.headDim};
+  b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
+  if (options.stepRows == 0)
+    return makeError(ErrorCode::kInvalidArgument, "a forward step needs at least one row");
+  b->m_stepRows = options.stepRows;
+  const kv::KvGeometry geometry =
+      kvGeometry(c, kv::KvGeometry{}.rowsPerPage, b->m_contextLimit, options.stepRows);
   // Built even when two-phase defers it, so a bad scheme fails here.
   KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, schemes, options.kvSeed));
   if (options.twoPhase && schemes != f16) {
@@ -52,7 +57,6 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, f16, options.kvSeed));
   }
   b->m_errors = CodecErrorMeter(c.nLayer);
-  b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
   b->m_errorStride = options.errorStride;
@@ -93,6 +97,29 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
                        tok, c.nVocab);
     }
   }
+  if (n <= m_stepRows) return step(batch, out, describe);
+  out = {.values = {}, .rows = 0, .vocab = c.nVocab};
+  Logits chunk;
+  for (uint32_t done = 0; done < n; done += m_stepRows) {
+    const uint32_t take = std::min(m_stepRows, n - done);
+    const Status run = step({batch.tokens.subspan(done, take), batch.allLogits}, chunk, describe);
+    if (!run.ok()) {
+      // The earlier steps' rows go too, as far as the window layers allow.
+      if (!trim(pos0).ok()) (void)trim(0);
+      return run;
+    }
+    if (!batch.allLogits) out.values.clear(), out.rows = 0;
+    out.values.insert(out.values.end(), chunk.values.begin(), chunk.values.end());
+    out.rows += chunk.rows;
+  }
+  return okStatus();
+}
+
+// One step of at most stepRows tokens, checked by forwardWith.
+Status CpuBackend::step(const Batch& batch, Logits& out, const Description& describe) {
+  const auto& c = config();
+  const auto n = static_cast<uint32_t>(batch.tokens.size());
+  const uint32_t pos0 = m_cache->rows();
   if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) {
     // Two-phase: the first decode step compresses the prefilled rows.
     KVS_ASSIGN_OR_RETURN(auto compressed, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
@@ -110,7 +137,9 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
   }
   CpuStep step(*this, batch.tokens, pos0, batch.allLogits, out);
   const Status run = describe(m_plan, step);
-  if (!run.ok()) (void)trim(pos0);  // the rows (and indexer step) of a step that did not run
+  // The rows (and indexer step) of a step that did not run; the ring may
+  // have overwritten rows pos0 needs.
+  if (!run.ok() && !trim(pos0).ok()) (void)trim(0);
   return run;
 }
 
@@ -181,9 +210,13 @@ Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
 std::vector<KvLayerBytes> CpuBackend::kvBytes() const {
   std::vector<KvLayerBytes> layers;
   for (uint32_t l = 0; l < config().nLayer; ++l) {
-    layers.push_back({&m_cache->scheme(l, KvPart::kKey), &m_cache->scheme(l, KvPart::kValue),
-                      m_cache->layerBytes(l, KvPart::kKey),
-                      m_cache->layerBytes(l, KvPart::kValue)});
+    layers.push_back({.key = &m_cache->scheme(l, KvPart::kKey),
+                      .value = &m_cache->scheme(l, KvPart::kValue),
+                      .keyBytes = m_cache->layerBytes(l, KvPart::kKey),
+                      .valueBytes = m_cache->layerBytes(l, KvPart::kValue),
+                      .rows = m_cache->rows() - m_cache->firstRow(l),
+                      .window = m_cache->layout().isWindow(l) ? m_cache->geometry().window : 0,
+                      .ring = m_cache->layout().inRing(l)});
   }
   return layers;
 }
@@ -202,10 +235,13 @@ void CpuBackend::measureRecoded(const kv::KvCache& f16, const kv::KvCache& recod
   const auto& c = config();
   std::vector<float> x(c.headDim), decoded(c.headDim);
   m_errors.reset();
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; m_errorStride > 0 && l < c.nLayer; ++l) {
+    // The sampled positions the layer still holds.
+    const uint32_t first =
+        (recoded.firstRow(l) + m_errorStride - 1) / m_errorStride * m_errorStride;
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
       for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-        for (uint32_t i = 0; m_errorStride > 0 && i < f16.rows(); i += m_errorStride) {
+        for (uint32_t i = first; i < f16.rows(); i += m_errorStride) {
           f16.read(l, part, h, i, x);
           recoded.read(l, part, h, i, decoded);
           m_errors.add(l, part, x, decoded);
@@ -219,10 +255,13 @@ Expected<std::vector<float>> CpuBackend::readKv(uint32_t layer, kv::KvPart part)
   const auto& c = config();
   if (layer >= c.nLayer)
     return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
-  std::vector<float> rows(size_t{m_cache->rows()} * c.nHeadKv * c.headDim);
-  for (uint32_t i = 0; i < m_cache->rows(); ++i) {
-    for (uint32_t h = 0; h < c.nHeadKv; ++h)
-      m_cache->read(layer, part, h, i, {&rows[(size_t{i} * c.nHeadKv + h) * c.headDim], c.headDim});
+  const uint32_t first = m_cache->firstRow(layer);
+  std::vector<float> rows(size_t{m_cache->rows() - first} * c.nHeadKv * c.headDim);
+  for (uint32_t i = first; i < m_cache->rows(); ++i) {
+    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+      m_cache->read(layer, part, h, i,
+                    {&rows[(size_t{i - first} * c.nHeadKv + h) * c.headDim], c.headDim});
+    }
   }
   return rows;
 }

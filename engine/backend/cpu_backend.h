@@ -44,6 +44,10 @@ struct CpuBackendOptions {
   // it cost as much as the encode itself; one position in 16 measures the same
   // error to a few percent, as the Vulkan backend samples it.
   uint32_t errorStride = 16;
+  // Rows one step appends at most (backend.h's kMaxStepRows): a longer batch
+  // runs as several steps, and a sliding-window layer's ring holds window - 1
+  // + this many rows. Tests make it small to wrap the ring in a few tokens.
+  uint32_t stepRows = kMaxStepRows;
   // Indexed decode and sparse V (kv/indexer.h): with the indexer on, the
   // cache keeps its sidecar, and each decode step attends, per layer and KV
   // head, the rows kv::selectRows picks (cpu_indexer.h); prefill stays dense.
@@ -67,6 +71,7 @@ class CpuBackend final : public Backend {
   uint32_t cachedTokens() const override { return m_cache->rows(); }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override;
+  uint32_t trimFloor() const override { return m_cache->trimFloor(); }
   const kv::KvCache& cache() const { return *m_cache; }
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
@@ -89,6 +94,7 @@ class CpuBackend final : public Backend {
   CpuBackend() = default;
   void store(uint32_t layer, kv::KvPart part, uint32_t head, uint32_t index,
              std::span<const float> row);
+  Status step(const Batch& batch, Logits& out, const Description& describe);
   void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
   // A 1-D weight (norm, bias) as float32, converted once at load.
   std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
@@ -96,6 +102,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const model::ModelFile> m_model;
   model::ModelWeights m_weights;
   std::unique_ptr<kv::KvCache> m_cache;
+  uint32_t m_stepRows = kMaxStepRows;
   // Two-phase: the schemes m_cache moves to at the first decode step; empty
   // once it has (or when two-phase is off).
   std::vector<kv::LayerSchemes> m_pendingSchemes;

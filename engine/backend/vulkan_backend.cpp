@@ -20,9 +20,11 @@ std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
 }
 
 Status VulkanBackend::rebuildSidecar(const gpu::IndexerBuffers& index, uint32_t rows) {
+  const auto& c = config();
   return m_rec->step([&]() -> Status {
-    for (uint32_t l = 0; l < config().nLayer; ++l)
-      KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, index, l, 0, rows));
+    for (uint32_t l = 0; l < c.nLayer; ++l)
+      if (!c.isWindowLayer(l))  // window layers have no sidecar
+        KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, index, l, 0, rows));
     return okStatus();
   });
 }
@@ -80,9 +82,12 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   const std::vector<kv::LayerSchemes> f16(c.nLayer);
   const std::vector<kv::LayerSchemes>& layers =
       m_options.kvSchemes.empty() ? f16 : m_options.kvSchemes;
-  KVS_ASSIGN_OR_RETURN(m_kvLayout, kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim, rowsPerPage},
-                                                        layers, m_options.kvSeed));
+  const kv::KvGeometry geometry = kvGeometry(c, rowsPerPage, m_contextLimit, m_options.maxBatch);
+  KVS_ASSIGN_OR_RETURN(m_kvLayout, kv::KvLayout::create(geometry, layers, m_options.kvSeed));
+  m_held = kv::CachedRows(geometry);
   m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
+  m_layout.ringRows = geometry.ringRows;
+  m_layout.ring = geometry.windowLayers;
   m_rotations.reserve(size_t{c.nLayer} * 2);  // KvStream::rotation points into it
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
@@ -102,7 +107,8 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
       }
     }
   }
-  if (m_layout.pageBytes() != m_kvLayout.pageBytes())
+  if (m_layout.pageBytes() != m_kvLayout.pageBytes() ||
+      m_layout.ringPageBytes() != m_kvLayout.ringPageBytes())
     return makeError(ErrorCode::kInternal, "the device KV pages differ from the KV layout");
   return okStatus();
 }
@@ -130,12 +136,26 @@ Status VulkanBackend::ensurePages(uint32_t rows) {
   }
   m_pagePtrs.clear();
   for (const auto& p : m_pages) m_pagePtrs.push_back(&p);
+  if (!m_ring && rows > 0 && m_layout.ringPageBytes() > 0) {
+    KVS_ASSIGN_OR_RETURN(auto ring,
+                         gpu::Buffer::create(m_shared->context(), m_layout.ringPageBytes()));
+    m_ring = std::move(ring);
+    m_ringPtr = &*m_ring;
+  }
   return okStatus();
 }
 
+std::span<const gpu::Buffer* const> VulkanBackend::pagesOf(uint32_t layer) const {
+  if (m_layout.inRing(layer)) return {&m_ringPtr, 1};
+  return m_pagePtrs;
+}
+
 Status VulkanBackend::trim(uint32_t n) {
-  if (n > m_rows) return makeError(ErrorCode::kInternal, "cannot trim {} cached tokens to {}", m_rows, n);
-  m_rows = n;
+  KVS_TRY(m_held.trim(n));
+  if (n == 0) {
+    m_ring.reset();
+    m_ringPtr = nullptr;
+  }
   // The sidecar needs nothing: the next write rebuilds its partial page.
   if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
   const size_t keep = (size_t{n} + m_layout.rowsPerPage - 1) / m_layout.rowsPerPage;
@@ -164,8 +184,8 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
       // Same pages: the sidecar kept so far stays valid (a new budget, window
       // or the diagnostic switch need no rebuild).
       index->sidecar = std::move(m_index->sidecar);
-    } else if (m_rows > 0) {  // the sidecar of the rows cached so far
-      KVS_TRY(rebuildSidecar(*index, m_rows));
+    } else if (cachedTokens() > 0) {  // the sidecar of the rows cached so far
+      KVS_TRY(rebuildSidecar(*index, cachedTokens()));
     }
   }
   m_indexer = options;
@@ -217,19 +237,29 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
 }
 
 std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
+  const auto& c = config();
+  const uint32_t rows = cachedTokens();
   const uint64_t capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
-  // The sidecar's entries of the indexed pages, counted with K (as kv::KvIndex does).
-  const uint64_t sidecar = m_index ? uint64_t{config().nHeadKv} *
-                                         ((m_rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
+  // The sidecar's entries of the indexed pages, counted with K (as kv::KvIndex
+  // does): the global layers'.
+  const uint64_t sidecar = m_index ? uint64_t{c.nHeadKv} *
+                                         ((rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
                                          m_index->shape.entryBytes
                                    : 0;
   std::vector<KvLayerBytes> layers;
-  for (uint32_t l = 0; l < config().nLayer; ++l) {
-    kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, m_rows, capacity);
-    key.sidecar = sidecar;
-    layers.push_back({&m_kvLayout.scheme(l, kv::KvPart::kKey),
-                      &m_kvLayout.scheme(l, kv::KvPart::kValue), key,
-                      m_kvLayout.bytes(l, kv::KvPart::kValue, m_rows, capacity)});
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    const bool window = m_kvLayout.isWindow(l), ring = m_kvLayout.inRing(l);
+    const uint32_t held = rows - (window ? m_held.windowStart() : 0);
+    const uint64_t room = ring ? (m_ring ? m_kvLayout.geometry().ringRows : 0) : capacity;
+    kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, held, room);
+    key.sidecar = window ? 0 : sidecar;
+    layers.push_back({.key = &m_kvLayout.scheme(l, kv::KvPart::kKey),
+                      .value = &m_kvLayout.scheme(l, kv::KvPart::kValue),
+                      .keyBytes = key,
+                      .valueBytes = m_kvLayout.bytes(l, kv::KvPart::kValue, held, room),
+                      .rows = held,
+                      .window = window ? c.slidingWindow : 0,
+                      .ring = ring});
   }
   return layers;
 }
@@ -265,17 +295,19 @@ Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart pa
     return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
   const kv::KvScheme& scheme = m_kvLayout.scheme(layer, part);
   const uint32_t rowBytes = m_kvLayout.rowBytes(layer, part);
-  const uint32_t perPage = m_layout.rowsPerPage;
-  std::vector<float> rows(size_t{m_rows} * c.nHeadKv * c.headDim);
+  const uint32_t perPage = m_kvLayout.pageRows(layer), end = cachedTokens();
+  const uint32_t first = m_kvLayout.isWindow(layer) ? m_held.windowStart() : 0;
+  std::vector<float> rows(size_t{end - first} * c.nHeadKv * c.headDim);
   std::vector<uint8_t> block(m_kvLayout.partBytes(layer, part));
-  for (uint32_t page = 0; size_t{page} * perPage < m_rows; ++page) {
-    KVS_TRY(m_pages[page].download(block.data(), block.size(), m_kvLayout.partOffset(layer, part)));
-    const uint32_t first = page * perPage, count = std::min(perPage, m_rows - first);
+  for (uint32_t r0 = first, count; r0 < end; r0 += count) {
+    count = std::min(perPage - r0 % perPage, end - r0);
+    const gpu::Buffer& page = m_kvLayout.inRing(layer) ? *m_ring : m_pages[r0 / perPage];
+    KVS_TRY(page.download(block.data(), block.size(), m_kvLayout.partOffset(layer, part)));
     for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-      for (uint32_t r = 0; r < count; ++r) {
-        const size_t at = (size_t{h} * perPage + r) * rowBytes;
+      for (uint32_t r = r0; r < r0 + count; ++r) {
+        const size_t at = (size_t{h} * perPage + r % perPage) * rowBytes;
         scheme.decode({&block[at], rowBytes},
-                      {&rows[(size_t{first + r} * c.nHeadKv + h) * c.headDim], c.headDim});
+                      {&rows[(size_t{r - first} * c.nHeadKv + h) * c.headDim], c.headDim});
       }
     }
   }
@@ -286,19 +318,26 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
                                    uint32_t row0, const Description& describe, bool lastChunk) {
   const auto& c = config();
   const auto n = static_cast<uint32_t>(tokens.size());
+  const uint32_t pos0 = cachedTokens();
+  KVS_TRY(m_held.checkStep(n));
   KVS_TRY(ensureActivations(std::min(m_options.maxBatch, std::max<uint32_t>(n, 1))));
-  KVS_TRY(ensurePages(m_rows + n));
+  KVS_TRY(ensurePages(pos0 + n));
   // The last position p of this chunk with p % errorStride == 0, if any.
   const uint32_t stride = m_options.errorStride;
   m_probeRow = -1;
   if (stride > 0) {
-    const uint32_t last = m_rows + n - 1, sampled = last - last % stride;
-    if (sampled >= m_rows) m_probeRow = sampled - m_rows;
+    const uint32_t last = pos0 + n - 1, sampled = last - last % stride;
+    if (sampled >= pos0) m_probeRow = sampled - pos0;
   }
-  VulkanStep step(*this, tokens, m_rows, allLogits, lastChunk);
-  KVS_TRY(m_rec->step([&] { return describe(m_plan, step); }));
+  VulkanStep step(*this, tokens, pos0, allLogits, lastChunk);
+  // The pages hold the chunk's rows once it ran, whatever the dump does; a
+  // ring overwrites its oldest rows as soon as the step writes.
+  m_held.grow(pos0 + n);
+  if (const Status run = m_rec->step([&] { return describe(m_plan, step); }); !run.ok()) {
+    (void)trim(pos0);
+    return run;
+  }
   if (m_probeRow >= 0) measureProbe();
-  m_rows += n;  // the pages hold the chunk's rows now, whatever the dump does
   KVS_TRY(step.collectDump());
   const uint32_t rows = allLogits ? n : 1;
   return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));
@@ -308,9 +347,11 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
   const auto& c = config();
   const auto n = static_cast<uint32_t>(batch.tokens.size());
   if (n == 0) return makeError(ErrorCode::kInvalidArgument, "empty batch");
-  if (uint64_t{m_rows} + n > m_contextLimit) {
-    return makeError(ErrorCode::kInvalidArgument, "the context is full: {} cached + {} new tokens exceed the limit of {}",
-                     m_rows, n, m_contextLimit);
+  const uint32_t pos0 = cachedTokens();
+  if (uint64_t{pos0} + n > m_contextLimit) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the context is full: {} cached + {} new tokens exceed the limit of {}", pos0,
+                     n, m_contextLimit);
   }
   for (int32_t tok : batch.tokens) {
     if (tok < 0 || static_cast<uint32_t>(tok) >= c.nVocab) {
@@ -320,7 +361,7 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
   // A decode step with the indexer on attends the rows it selects, unless
   // they would be every row.
   const bool indexed = m_indexer.enabled() && n == 1;
-  m_selectStep = indexed && !kv::selectsAll(m_indexer, m_rows + 1);
+  m_selectStep = indexed && !kv::selectsAll(m_indexer, pos0 + 1);
   out.vocab = c.nVocab;
   out.rows = batch.allLogits ? n : 1;
   out.values.resize(size_t{out.rows} * c.nVocab);
@@ -329,17 +370,23 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
   for (uint32_t done = 0; done < n;) {
     const uint32_t chunk = std::min(m_options.maxBatch, n - done);
     const bool lastChunk = done + chunk == n;
+    Status run;
     if (!batch.allLogits && !lastChunk) {
       Logits scratch;
       scratch.values.resize(c.nVocab);
-      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0, describe, false));
+      run = forwardChunk(batch.tokens.subspan(done, chunk), false, scratch, 0, describe, false);
     } else {
-      KVS_TRY(forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out,
-                           batch.allLogits ? done : 0, describe, lastChunk));
+      run = forwardChunk(batch.tokens.subspan(done, chunk), batch.allLogits, out,
+                         batch.allLogits ? done : 0, describe, lastChunk);
+    }
+    if (!run.ok()) {
+      // The earlier chunks' rows go too, as far as the window layers allow.
+      if (!trim(pos0).ok()) (void)trim(0);
+      return run;
     }
     done += chunk;
   }
-  if (indexed) readIndexerStep(m_rows, m_selectStep);
+  if (indexed) readIndexerStep(cachedTokens(), m_selectStep);
   return okStatus();
 }
 

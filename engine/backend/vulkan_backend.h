@@ -51,7 +51,9 @@ struct VulkanBackendOptions {
   // submitEvery); unset: kGpuSubmitEvery on a GPU, one submission on a CPU
   // device (lavapipe runs a submission on the cores that record the next).
   std::optional<uint32_t> submitEvery;
-  uint32_t maxBatch = 512;    // tokens per forward(); larger batches are split
+  // Tokens per step (backend.h's kMaxStepRows); larger batches are split. A
+  // sliding-window layer's ring holds window - 1 + this many rows.
+  uint32_t maxBatch = kMaxStepRows;
   // KV cache schemes per layer (empty: f16 everywhere), each stream built with
   // kv::streamSeed(kvSeed, layer, part) as kv::KvCache::create does.
   std::vector<kv::LayerSchemes> kvSchemes;
@@ -83,9 +85,10 @@ class VulkanBackend final : public Backend {
     return forwardWith(batch, out, model::runForward);
   }
   Status forwardWith(const Batch& batch, Logits& out, const Description& describe) override;
-  uint32_t cachedTokens() const override { return m_rows; }
+  uint32_t cachedTokens() const override { return m_held.rows(); }
   uint32_t contextLimit() const override { return m_contextLimit; }
   Status trim(uint32_t n) override;
+  uint32_t trimFloor() const override { return m_held.trimFloor(); }
   Status setIndexer(const kv::IndexerOptions& options) override;
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }
@@ -97,7 +100,9 @@ class VulkanBackend final : public Backend {
   // Queue submissions the last step went out in (VulkanBackendOptions::submitEvery).
   uint32_t lastStepParts() const;
   uint64_t weightBytes() const { return m_shared->weightBytes(); }
-  uint64_t kvBytesAllocated() const { return uint64_t{m_layout.pageBytes()} * m_pages.size(); }
+  uint64_t kvBytesAllocated() const {
+    return uint64_t{m_layout.pageBytes()} * m_pages.size() + (m_ring ? m_ring->size() : 0);
+  }
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
   std::vector<KvLayerError> kvErrors() const override;
@@ -130,6 +135,9 @@ class VulkanBackend final : public Backend {
   Status createKvLayout(uint32_t rowsPerPage);
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
+  size_t pagesHolding(uint32_t layer, uint32_t rows) const;
+  // The pages `layer`'s kernels bind: the growing pages, or the ring alone.
+  std::span<const gpu::Buffer* const> pagesOf(uint32_t layer) const;
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0,
                       const Description& describe, bool lastChunk);
   // m_indexerStep from the device's lists (and mass) of the step just run.
@@ -152,7 +160,9 @@ class VulkanBackend final : public Backend {
   std::vector<gpu::Buffer> m_rotations;  // R of rotated streams (m_layout points into it)
   std::vector<gpu::Buffer> m_pages;
   std::vector<const gpu::Buffer*> m_pagePtrs;
-  uint32_t m_rows = 0;
+  std::optional<gpu::Buffer> m_ring;  // the window layers' ring page, from the first row
+  const gpu::Buffer* m_ringPtr = nullptr;
+  kv::CachedRows m_held;
   uint32_t m_contextLimit = 0;
 
   CodecErrorMeter m_errors;

@@ -1,6 +1,6 @@
 // VulkanBackend::exportKv / importKv: the device pages in the canonical row
 // order of a saved cache (kv/kv_cache.h), one (layer, part) block of a page
-// [nHeadKv][R][rowBytes] through the host at a time.
+// [nHeadKv][pageRows][rowBytes] through the host at a time.
 
 #include <algorithm>
 
@@ -9,18 +9,22 @@
 namespace kvscope::backend {
 namespace {
 
-// The canonical order over blocks of one (layer, part) laid out page after
-// page, [page][nHeadKv][R][rowBytes]: f(offset, bytes) per head and page.
+// The canonical order of `rows` cached rows over blocks of one (layer, part)
+// laid out page after page, [page][nHeadKv][pageRows][rowBytes] (one page: a
+// ring): f(offset, bytes) per head and run of rows within a page.
 template <typename F>
 Status forEachRun(const kv::KvLayout& layout, uint32_t layer, kv::KvPart part, uint32_t rows,
                   F&& f) {
-  const uint32_t perPage = layout.geometry().rowsPerPage;
+  const uint32_t perPage = layout.pageRows(layer);
   const uint32_t rowBytes = layout.rowBytes(layer, part);
   const size_t blockBytes = layout.partBytes(layer, part);
+  const bool ring = layout.inRing(layer);
   for (uint32_t h = 0; h < layout.geometry().nHeadKv; ++h) {
-    for (uint32_t first = 0; first < rows; first += perPage) {
-      const uint32_t count = std::min(perPage, rows - first);
-      KVS_TRY(f((first / perPage) * blockBytes + size_t{h} * perPage * rowBytes,
+    for (uint32_t first = rows - layout.keptRows(layer, rows), count; first < rows;
+         first += count) {
+      count = std::min(perPage - first % perPage, rows - first);
+      const size_t page = ring ? 0 : first / perPage;
+      KVS_TRY(f(page * blockBytes + (size_t{h} * perPage + first % perPage) * rowBytes,
                 size_t{count} * rowBytes));
     }
   }
@@ -29,19 +33,27 @@ Status forEachRun(const kv::KvLayout& layout, uint32_t layer, kv::KvPart part, u
 
 }  // namespace
 
+// Pages that hold `layer`'s first `rows` rows: the ring, or the growing pages.
+size_t VulkanBackend::pagesHolding(uint32_t layer, uint32_t rows) const {
+  if (rows == 0) return 0;
+  return m_kvLayout.inRing(layer) ? 1 : m_kvLayout.pagesFor(rows);
+}
+
 Status VulkanBackend::exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const {
   const kv::KvGeometry& g = m_kvLayout.geometry();
-  const size_t pages = m_kvLayout.pagesFor(m_rows);
-  std::vector<uint8_t> blocks;  // [page][nHeadKv][R][rowBytes] of one (layer, part)
+  const uint32_t rows = cachedTokens();
+  std::vector<uint8_t> blocks;  // [page][nHeadKv][pageRows][rowBytes] of one (layer, part)
   for (uint32_t l = 0; l < g.nLayer; ++l) {
+    const size_t pages = pagesHolding(l, rows);
     for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       const size_t blockBytes = m_kvLayout.partBytes(l, p);
       blocks.resize(blockBytes * pages);
       for (size_t page = 0; page < pages; ++page) {
-        KVS_TRY(m_pages[page].download(&blocks[page * blockBytes], blockBytes,
-                                       m_kvLayout.partOffset(l, p)));
+        const gpu::Buffer& buffer = m_kvLayout.inRing(l) ? *m_ring : m_pages[page];
+        KVS_TRY(
+            buffer.download(&blocks[page * blockBytes], blockBytes, m_kvLayout.partOffset(l, p)));
       }
-      KVS_TRY(forEachRun(m_kvLayout, l, p, m_rows, [&](size_t at, size_t bytes) {
+      KVS_TRY(forEachRun(m_kvLayout, l, p, rows, [&](size_t at, size_t bytes) {
         return write({&blocks[at], bytes});
       }));
     }
@@ -51,7 +63,7 @@ Status VulkanBackend::exportKv(const std::function<Status(std::span<const uint8_
 
 Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
                                const std::function<Status(std::span<uint8_t>)>& read) {
-  if (m_rows != 0)
+  if (cachedTokens() != 0)
     return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
   if (!m_kvLayout.sameStreams(layout)) {
     return makeError(ErrorCode::kInvalidArgument,
@@ -64,10 +76,10 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
   }
   KVS_TRY(ensurePages(rows));
   const kv::KvGeometry& g = m_kvLayout.geometry();
-  const size_t pages = m_kvLayout.pagesFor(rows);
   std::vector<uint8_t> blocks;
   const auto importAll = [&]() -> Status {
     for (uint32_t l = 0; l < g.nLayer; ++l) {
+      const size_t pages = pagesHolding(l, rows);
       for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         const size_t blockBytes = m_kvLayout.partBytes(l, p);
         blocks.assign(blockBytes * pages, 0);
@@ -75,8 +87,9 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
           return read({&blocks[at], bytes});
         }));
         for (size_t page = 0; page < pages; ++page) {
-          KVS_TRY(m_pages[page].upload(&blocks[page * blockBytes], blockBytes,
-                                       m_kvLayout.partOffset(l, p)));
+          gpu::Buffer& buffer = m_kvLayout.inRing(l) ? *m_ring : m_pages[page];
+          KVS_TRY(
+              buffer.upload(&blocks[page * blockBytes], blockBytes, m_kvLayout.partOffset(l, p)));
         }
       }
     }
@@ -87,9 +100,11 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
   if (!status.ok()) {
     m_pages.clear();
     m_pagePtrs.clear();
+    m_ring.reset();
+    m_ringPtr = nullptr;
     return status;
   }
-  m_rows = rows;
+  m_held.restored(rows);
   return okStatus();
 }
 

@@ -201,15 +201,17 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
     rec.copy(buffer(v), t * row, b.m_probe, (size_t{spec.layer} * 2 + 1) * row, row);
   }
   gpu::AttentionKernels& kernels = b.m_shared->attention();
-  KVS_TRY(kernels.writeKv(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(k), buffer(v), m_n,
-                          m_pos0, b.m_act->scratch, b.m_index.get()));
+  // A window layer's few rows are attended whole, never through the indexer,
+  // so it has no sidecar.
+  const std::span<const gpu::Buffer* const> pages = b.pagesOf(spec.layer);
+  KVS_TRY(kernels.writeKv(rec, b.m_layout, pages, spec.layer, buffer(k), buffer(v), m_n, m_pos0,
+                          b.m_act->scratch, spec.window == 0 ? b.m_index.get() : nullptr));
   rec.barrier();
-  // A window layer's few rows are attended whole, never through the indexer.
   const bool indexed = b.m_selectStep && spec.window == 0;
   const gpu::SparseAttention sparse{b.m_indexer.sparseV, indexed ? b.m_index.get() : nullptr,
                                     spec.scale, spec.window};
-  KVS_TRY(kernels.attend(rec, b.m_layout, b.m_pagePtrs, spec.layer, buffer(q), buffer(out), m_n,
-                         m_pos0, spec.nHead, b.m_act->scratch, sparse));
+  KVS_TRY(kernels.attend(rec, b.m_layout, pages, spec.layer, buffer(q), buffer(out), m_n, m_pos0,
+                         spec.nHead, b.m_act->scratch, sparse));
   return captured(out, name);
 }
 

@@ -113,7 +113,7 @@ push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, ui
   return {n,
           pos0,
           nHead,
-          layout.rowsPerPage,
+          layout.pageRows(layer),
           layout.rowBytes(layer, 0) / 4,
           layout.rowBytes(layer, 1) / 4,
           static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
@@ -150,8 +150,16 @@ KvPageLayout KvPageLayout::f16(uint32_t nLayer, uint32_t nHeadKv, uint32_t headD
 
 size_t KvPageLayout::partOffset(uint32_t layer, uint32_t part) const {
   size_t offset = 0;
-  for (uint32_t i = 0; i < layer * 2 + part; ++i) offset += partBytes(i / 2, i % 2);
+  for (uint32_t i = 0; i < layer * 2 + part; ++i)
+    if (inRing(i / 2) == inRing(layer)) offset += partBytes(i / 2, i % 2);
   return offset;
+}
+
+size_t KvPageLayout::bytesOfPage(bool ringPage) const {
+  size_t bytes = 0;
+  for (uint32_t l = 0; l < nLayer; ++l)
+    if (inRing(l) == ringPage) bytes += partBytes(l, 0) + partBytes(l, 1);
+  return bytes;
 }
 
 bool KvPageLayout::rotated() const {
@@ -369,27 +377,29 @@ Status AttentionKernels::checkPages(const KvPageLayout& layout,
                        1u << kvCodecBits(s.codec));
     }
   }
-  if (layout.pageBytes() > m_ctx.limits().maxStorageBufferRange) {
+  const size_t pageBytes = layout.inRing(layer) ? layout.ringPageBytes() : layout.pageBytes();
+  const uint32_t pageRows = layout.pageRows(layer);
+  if (pageBytes > m_ctx.limits().maxStorageBufferRange) {
     return makeError(ErrorCode::kUnsupported,
                      "a KV cache page of {} rows takes {} bytes; {} binds at most {} per buffer "
-                     "(use fewer rows per page)",
-                     layout.rowsPerPage, layout.pageBytes(), m_ctx.info().name,
-                     m_ctx.limits().maxStorageBufferRange);
+                     "(use a shorter context)",
+                     pageRows, pageBytes, m_ctx.info().name, m_ctx.limits().maxStorageBufferRange);
   }
-  const uint32_t needed = ceilDiv(rows, layout.rowsPerPage);
+  // A ring is one page, whatever the row.
+  const uint32_t needed = layout.inRing(layer) ? 1 : ceilDiv(rows, pageRows);
   if (needed > kMaxPages) {
     return makeError(ErrorCode::kInvalidArgument,
                      "{} cached rows need {} KV pages of {} rows; the kernels bind at most {}",
-                     rows, needed, layout.rowsPerPage, kMaxPages);
+                     rows, needed, pageRows, kMaxPages);
   }
   if (pages.size() < needed || pages.size() > kMaxPages) {
     return makeError(ErrorCode::kInvalidArgument, "{} KV pages given for {} rows ({} needed)",
                      pages.size(), rows, needed);
   }
   for (const Buffer* page : pages) {
-    if (!page || page->size() < layout.pageBytes()) {
+    if (!page || page->size() < pageBytes) {
       return makeError(ErrorCode::kInvalidArgument, "a KV page is smaller than its {} bytes",
-                       layout.pageBytes());
+                       pageBytes);
     }
   }
   return okStatus();
@@ -438,7 +448,7 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                          pos0,
                          layout.nHeadKv,
                          layout.headDim,
-                         layout.rowsPerPage,
+                         layout.pageRows(layer),
                          layout.rowBytes(layer, 0) / 4,
                          layout.rowBytes(layer, 1) / 4,
                          static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),

@@ -11,6 +11,11 @@
 // row size. Pages never move; growing the cache adds a page. A kernel binds
 // at most kMaxPages pages, so one layer's context is at most kMaxPages * R
 // rows, and a page must fit in maxStorageBufferRange (pages are bound whole).
+// Sliding-window layers may live apart, in one ring page of ringRows rows
+// (kv::KvLayout's ring): row r at slot r % ringRows. A ring layer's kernels
+// get that page alone, which dispatchPaged binds in every page slot, and the
+// shaders take page (r / rows per page) mod kMaxPages (KVS_PAGE_OF), so the
+// ring is read and written wherever a row of it lands.
 //
 // Codecs: writeKv encodes new rows with each stream's codec on the device
 // (shaders/kv_encode.comp, the kv scheme's bytes); attend reads the codes
@@ -54,6 +59,8 @@ struct KvPageLayout {
   uint32_t headDim = 0;
   uint32_t rowsPerPage = 0;       // R
   std::vector<KvStream> streams;  // [layer * 2 + part]: each stream's codec
+  uint32_t ringRows = 0;          // rows of the ring page; 0: no ring
+  std::vector<bool> ring;         // [nLayer] with a ring: the layer lives in it
 
   // Every stream f16 (kv::F16Scheme).
   static KvPageLayout f16(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
@@ -61,21 +68,28 @@ struct KvPageLayout {
   const KvStream& stream(uint32_t layer, uint32_t part) const {
     return streams[size_t{layer} * 2 + part];
   }
+  bool inRing(uint32_t layer) const { return ringRows > 0 && layer < ring.size() && ring[layer]; }
+  // Rows of the page that holds `layer`: ringRows in the ring, else R.
+  uint32_t pageRows(uint32_t layer) const { return inRing(layer) ? ringRows : rowsPerPage; }
   // Bytes of one stored row of (layer, part), a multiple of 4.
   uint32_t rowBytes(uint32_t layer, uint32_t part) const {
     return kvCodecRowBytes(stream(layer, part).codec, headDim);
   }
-  // Bytes of one (layer, part) block of a page: [nHeadKv][R][rowBytes].
+  // Bytes of one (layer, part) block of its page: [nHeadKv][pageRows][rowBytes].
   size_t partBytes(uint32_t layer, uint32_t part) const {
-    return size_t{nHeadKv} * rowsPerPage * rowBytes(layer, part);
+    return size_t{nHeadKv} * pageRows(layer) * rowBytes(layer, part);
   }
-  // Where the (layer, part) block starts in a page: after every earlier block.
+  // Where the (layer, part) block starts in its page: after every earlier
+  // block of that page.
   size_t partOffset(uint32_t layer, uint32_t part) const;
-  size_t pageBytes() const { return partOffset(nLayer, 0); }
-  // Byte offset of cache row `row` of (layer, part, head) inside page row / R.
+  // Bytes of a growing page and of the ring page (0 without a ring).
+  size_t pageBytes() const { return bytesOfPage(false); }
+  size_t ringPageBytes() const { return bytesOfPage(true); }
+  size_t bytesOfPage(bool ringPage) const;
+  // Byte offset of cache row `row` of (layer, part, head) inside its page.
   size_t rowOffset(uint32_t layer, uint32_t part, uint32_t head, uint32_t row) const {
-    return partOffset(layer, part) +
-           (size_t{head} * rowsPerPage + row % rowsPerPage) * rowBytes(layer, part);
+    const uint32_t rows = pageRows(layer);
+    return partOffset(layer, part) + (size_t{head} * rows + row % rows) * rowBytes(layer, part);
   }
   // Whether some stream uses a rotated codec (attend and writeKv then need
   // AttentionScratch::rotated).

@@ -14,32 +14,42 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(KvGeometry geometry,
 }
 
 Status KvCache::append(uint32_t n) {
-  const uint64_t needed = uint64_t{m_rows} + n;
+  KVS_TRY(m_held.checkStep(n));
+  return grow(rows() + n);
+}
+
+Status KvCache::grow(uint32_t rows) {
   const size_t before = m_pages.size();
-  while (capacity() < needed) {
+  const auto outOfMemory = [&](size_t bytes) {
+    m_pages.resize(before);
+    return makeError(ErrorCode::kOutOfMemory,
+                     "cannot grow the KV cache to {} tokens ({:.1f} MiB more needed)", rows,
+                     static_cast<double>(bytes) / (1 << 20));
+  };
+  while (capacity() < rows) {
     auto* page = new (std::nothrow) uint8_t[m_layout.pageBytes()];
-    if (!page) {
-      m_pages.resize(before);
-      return makeError(ErrorCode::kOutOfMemory,
-                       "cannot grow the KV cache to {} tokens ({:.1f} MiB more needed)", needed,
-                       static_cast<double>(m_layout.pageBytes()) / (1 << 20));
-    }
+    if (!page) return outOfMemory(m_layout.pageBytes());
     m_pages.emplace_back(page);
   }
-  m_rows = static_cast<uint32_t>(needed);
+  if (!m_ring && m_layout.ringPageBytes() > 0) {
+    m_ring.reset(new (std::nothrow) uint8_t[m_layout.ringPageBytes()]);
+    if (!m_ring) return outOfMemory(m_layout.ringPageBytes());
+  }
+  m_held.grow(rows);
   return okStatus();
 }
 
 Status KvCache::trim(uint32_t n) {
-  if (n > m_rows)
-    return makeError(ErrorCode::kInternal, "cannot trim a cache of {} rows to {}", m_rows, n);
-  m_rows = n;
+  KVS_TRY(m_held.trim(n));
+  if (n == 0) m_ring.reset();
   if (m_index) {
     // The page left partial is rebuilt from its rows, as appending made it.
     m_index->truncate(n);
-    for (uint32_t l = 0; l < geometry().nLayer; ++l)
+    for (uint32_t l = 0; l < geometry().nLayer; ++l) {
+      if (m_layout.isWindow(l)) continue;
       for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
         for (uint32_t r = m_index->rows(l, h); r < n; ++r) indexRow(l, h, r);
+    }
   }
   m_pages.resize(m_layout.pagesFor(n));
   return okStatus();
@@ -48,18 +58,20 @@ Status KvCache::trim(uint32_t n) {
 Status KvCache::appendRecoded(const KvCache& source) {
   const KvGeometry& g = source.geometry();
   if (g.nLayer != geometry().nLayer || g.nHeadKv != geometry().nHeadKv ||
-      g.headDim != geometry().headDim) {
-    return makeError(ErrorCode::kInternal, "cannot recode a KV cache of another geometry");
+      g.headDim != geometry().headDim || g.window != geometry().window ||
+      g.windowLayers != geometry().windowLayers || rows() != 0) {
+    return makeError(ErrorCode::kInternal,
+                     "a KV cache is recoded only into an empty one of the same geometry");
   }
-  const uint32_t first = m_rows;
-  KVS_TRY(append(source.rows()));
+  KVS_TRY(grow(source.rows()));
+  m_held.holdNoEarlierThan(source.m_held);
   std::vector<float> values(g.headDim);
   for (uint32_t l = 0; l < g.nLayer; ++l) {
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
       for (uint32_t h = 0; h < g.nHeadKv; ++h) {
-        for (uint32_t r = 0; r < source.rows(); ++r) {
+        for (uint32_t r = firstRow(l); r < rows(); ++r) {
           source.read(l, p, h, r, values);
-          write(l, p, h, first + r, values);
+          write(l, p, h, r, values);
         }
       }
     }
@@ -68,8 +80,10 @@ Status KvCache::appendRecoded(const KvCache& source) {
 }
 
 std::span<uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) {
-  assert(layer < geometry().nLayer && head < geometry().nHeadKv && index < m_rows);
-  uint8_t* page = m_pages[index / geometry().rowsPerPage].get();
+  assert(layer < geometry().nLayer && head < geometry().nHeadKv && index < rows() &&
+         index >= firstRow(layer));
+  uint8_t* page =
+      m_layout.inRing(layer) ? m_ring.get() : m_pages[index / geometry().rowsPerPage].get();
   return {page + m_layout.rowOffset(layer, part, head, index), rowBytes(layer, part)};
 }
 
@@ -82,7 +96,7 @@ void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                     std::span<const float> values) {
   assert(values.size() == geometry().headDim);
   scheme(layer, part).encode(values, row(layer, part, head, index));
-  if (m_index && part == KvPart::kKey) indexRow(layer, head, index);
+  if (m_index && part == KvPart::kKey && !m_layout.isWindow(layer)) indexRow(layer, head, index);
 }
 
 void KvCache::indexRow(uint32_t layer, uint32_t head, uint32_t index) {
@@ -106,24 +120,27 @@ void KvCache::rebuildIndex() {
   if (!m_index) return;
   m_index = std::make_unique<KvIndex>(geometry().nLayer, geometry().nHeadKv, geometry().headDim,
                                       m_index->pageRows());
-  for (uint32_t l = 0; l < geometry().nLayer; ++l)
+  for (uint32_t l = 0; l < geometry().nLayer; ++l) {
+    if (m_layout.isWindow(l)) continue;
     for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
-      for (uint32_t r = 0; r < m_rows; ++r) indexRow(l, h, r);
+      for (uint32_t r = 0; r < rows(); ++r) indexRow(l, h, r);
+  }
 }
 
 // One span per (layer, part, head, page): a head's rows are contiguous
-// within a page, so this is the canonical order in as few pieces as the
-// pages allow.
-template <typename Span, typename Pages, typename F>
-static Status forEachRun(const KvLayout& layout, Pages& pages, uint32_t rows, F&& f) {
+// within a page (a ring's until it wraps), so this is the canonical order in
+// as few pieces as the pages allow. pageOf(layer, row): the page holding it.
+template <typename Span, typename PageOf, typename F>
+static Status forEachRun(const KvLayout& layout, PageOf&& pageOf, uint32_t rows, F&& f) {
   const KvGeometry& g = layout.geometry();
   for (uint32_t l = 0; l < g.nLayer; ++l) {
+    const uint32_t pageRows = layout.pageRows(l);
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
       for (uint32_t h = 0; h < g.nHeadKv; ++h) {
-        for (uint32_t first = 0; first < rows; first += g.rowsPerPage) {
-          const uint32_t count = std::min(g.rowsPerPage, rows - first);
-          auto* page = pages[first / g.rowsPerPage].get();
-          KVS_TRY(f(Span(page + layout.rowOffset(l, p, h, first),
+        for (uint32_t first = rows - layout.keptRows(l, rows), count; first < rows;
+             first += count) {
+          count = std::min(pageRows - first % pageRows, rows - first);
+          KVS_TRY(f(Span(pageOf(l, first) + layout.rowOffset(l, p, h, first),
                          size_t{count} * layout.rowBytes(l, p))));
         }
       }
@@ -132,14 +149,19 @@ static Status forEachRun(const KvLayout& layout, Pages& pages, uint32_t rows, F&
   return okStatus();
 }
 
+uint8_t* KvCache::pageOf(uint32_t layer, uint32_t row) const {
+  return m_layout.inRing(layer) ? m_ring.get() : m_pages[row / geometry().rowsPerPage].get();
+}
+
 Status KvCache::importRows(uint32_t rows, const std::function<Status(std::span<uint8_t>)>& read) {
-  if (m_rows != 0)
+  if (this->rows() != 0)
     return makeError(ErrorCode::kInternal, "rows can only be imported into an empty KV cache");
-  KVS_TRY(append(rows));
-  const Status status = forEachRun<std::span<uint8_t>>(m_layout, m_pages, rows, read);
+  KVS_TRY(grow(rows));
+  m_held.restored(rows);  // the window layers hold only the rows the next token sees
+  const auto page = [this](uint32_t l, uint32_t r) { return pageOf(l, r); };
+  const Status status = forEachRun<std::span<uint8_t>>(m_layout, page, rows, read);
   if (!status.ok()) {
-    m_rows = 0;
-    m_pages.clear();
+    (void)trim(0);
     return status;
   }
   rebuildIndex();
@@ -147,7 +169,8 @@ Status KvCache::importRows(uint32_t rows, const std::function<Status(std::span<u
 }
 
 Status KvCache::exportRows(const std::function<Status(std::span<const uint8_t>)>& write) const {
-  return forEachRun<std::span<const uint8_t>>(m_layout, m_pages, m_rows, write);
+  const auto page = [this](uint32_t l, uint32_t r) -> const uint8_t* { return pageOf(l, r); };
+  return forEachRun<std::span<const uint8_t>>(m_layout, page, rows(), write);
 }
 
 void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
@@ -163,7 +186,9 @@ void KvCache::readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t i
 }
 
 KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
-  KvBytes b = m_layout.bytes(layer, part, m_rows, capacity());
+  const uint32_t capacity =
+      m_layout.inRing(layer) ? (m_ring ? geometry().ringRows : 0) : this->capacity();
+  KvBytes b = m_layout.bytes(layer, part, rows() - firstRow(layer), capacity);
   if (m_index && part == KvPart::kKey) b.sidecar = m_index->layerBytes(layer);
   return b;
 }
@@ -171,7 +196,8 @@ KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
 uint64_t KvCache::allocatedBytes() const {
   uint64_t sidecar = 0;
   for (uint32_t l = 0; m_index && l < geometry().nLayer; ++l) sidecar += m_index->layerBytes(l);
-  return uint64_t{m_pages.size()} * m_layout.pageBytes() + sidecar;
+  return uint64_t{m_pages.size()} * m_layout.pageBytes() + (m_ring ? m_layout.ringPageBytes() : 0) +
+         sidecar;
 }
 
 KvBytes KvCache::bytes() const {
@@ -182,7 +208,9 @@ KvBytes KvCache::bytes() const {
 }
 
 uint64_t KvCache::f16EquivalentBytes() const {
-  return m_layout.f16Bytes(m_rows);
+  uint64_t rows = 0;  // Σ layers of the rows each holds
+  for (uint32_t l = 0; l < geometry().nLayer; ++l) rows += this->rows() - firstRow(l);
+  return rows * 2 * geometry().nHeadKv * geometry().headDim * 2;
 }
 
 }  // namespace kvscope::kv

@@ -3,13 +3,17 @@
 // appended token by token into pages of `rowsPerPage` rows; a page, once
 // allocated, never moves, so growing never copies. Each layer's K and V may
 // use a different scheme (and so row size). trim(n) keeps the first n rows
-// and frees whole pages past them.
+// and frees whole pages past them. Sliding-window layers are kept in a ring
+// (kv/kv_layout.h) allocated with the first row: a window layer holds rows
+// [firstRow(layer), rows()), and rewinding behind what the ring still holds
+// is refused (trimFloor()).
 //
 // The indexer's sidecar (kv/kv_index.h), when enabled, is kept beside the
 // pages: every K row written is folded into it, trim() rebuilds its last
 // partial page, and its bytes are a category of their own (KvBytes::sidecar,
 // counted with K). It is derived state: enableIndex() and importRows() build
-// it from the rows.
+// it from the rows. Window layers never go through the indexer and have no
+// sidecar.
 
 #include <cstdint>
 #include <functional>
@@ -30,7 +34,7 @@ class KvCache {
   static Expected<std::unique_ptr<KvCache>> create(KvGeometry geometry,
                                                    std::span<const LayerSchemes> layers,
                                                    uint64_t cacheSeed = kDefaultCacheSeed);
-  explicit KvCache(KvLayout layout) : m_layout(std::move(layout)) {}
+  explicit KvCache(KvLayout layout) : m_layout(std::move(layout)), m_held(m_layout.geometry()) {}
 
   const KvLayout& layout() const { return m_layout; }
   const KvGeometry& geometry() const { return m_layout.geometry(); }
@@ -39,21 +43,33 @@ class KvCache {
   uint32_t rowBytes(uint32_t layer, KvPart part) const { return m_layout.rowBytes(layer, part); }
   std::vector<LayerSchemes> layerSchemes() const { return m_layout.layerSchemes(); }
 
-  uint32_t rows() const { return m_rows; }
+  uint32_t rows() const { return m_held.rows(); }
   uint32_t capacity() const {
     return static_cast<uint32_t>(m_pages.size()) * geometry().rowsPerPage;
   }
 
-  // Makes room for rows [rows(), rows() + n) and counts them as present.
-  // Allocation failure is kOutOfMemory and leaves the cache unchanged.
+  // The first row `layer` still holds: 0, or for a window layer the oldest
+  // row its ring has not overwritten (or a restore did not bring back).
+  uint32_t firstRow(uint32_t layer) const {
+    return m_layout.isWindow(layer) ? m_held.windowStart() : 0;
+  }
+  // The smallest n > 0 that trim(n) can keep: below it the window layers no
+  // longer hold the rows the token at n would see (0: any n).
+  uint32_t trimFloor() const { return m_held.trimFloor(); }
+
+  // Makes room for rows [rows(), rows() + n) and counts them as present; a
+  // window layer's ring takes at most ringRows of them at once. Allocation
+  // failure is kOutOfMemory and leaves the cache unchanged.
   Status append(uint32_t n);
-  // Keeps rows [0, n); frees pages wholly past them. n > rows() is an error.
+  // Keeps rows [0, n); frees pages wholly past them. n > rows(), or
+  // 0 < n < trimFloor(), is an error (kUnsupported for the latter).
   Status trim(uint32_t n);
-  // Appends every row of `source` (same nLayer, nHeadKv, headDim), decoded
-  // through its schemes and encoded through this cache's.
+  // Fills this empty cache with the rows of `source` (same nLayer, nHeadKv,
+  // headDim, window), decoded through its schemes and encoded through this
+  // cache's: every row it holds, so a window layer its ring.
   Status appendRecoded(const KvCache& source);
 
-  // Bytes of row `index` (< rows()) of one stream.
+  // Bytes of row `index` (firstRow(layer) <= index < rows()) of one stream.
   std::span<uint8_t> row(uint32_t layer, KvPart part, uint32_t head, uint32_t index);
   std::span<const uint8_t> row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) const;
   // Encode / decode one row through the stream's scheme.
@@ -81,8 +97,9 @@ class KvCache {
   uint64_t f16EquivalentBytes() const;
 
   // Replaces an empty cache's rows with `rows` rows read in the canonical
-  // order of a saved cache: per layer, K then V, per KV head, rows 0..n) back
-  // to back, each rowBytes(layer, part) bytes as stored. `read` fills each
+  // order of a saved cache: per layer, K then V, per KV head, the layer's
+  // last layout().keptRows(layer, rows) rows back to back (rows 0..n) but for
+  // a window layer), each rowBytes(layer, part) bytes as stored. `read` fills each
   // span it is given; its error stops the import and leaves the cache empty.
   // The sidecar, when on, is rebuilt from the rows.
   Status importRows(uint32_t rows, const std::function<Status(std::span<uint8_t>)>& read);
@@ -95,10 +112,16 @@ class KvCache {
 
   // Rebuilds the sidecar (when on) from every cached row.
   void rebuildIndex();
+  // Allocates what rows [0, rows) need and counts them as present (append
+  // without its per-step bound: a restore or recode fills the rows at once).
+  Status grow(uint32_t rows);
+  // The page that holds `row` of `layer` (the ring for a window layer).
+  uint8_t* pageOf(uint32_t layer, uint32_t row) const;
 
   KvLayout m_layout;
   std::vector<std::unique_ptr<uint8_t[]>> m_pages;
-  uint32_t m_rows = 0;
+  std::unique_ptr<uint8_t[]> m_ring;  // the window layers' ring page, from the first row
+  CachedRows m_held;
   std::unique_ptr<KvIndex> m_index;
   std::vector<float> m_indexRow;  // [headDim]: a K row decoded for the sidecar
 };

@@ -19,6 +19,18 @@ Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSc
                      "({} layers, {} KV heads, {} rows per page)",
                      geometry.nLayer, geometry.nHeadKv, geometry.rowsPerPage);
   }
+  if (geometry.window > 0 &&
+      (geometry.window < 2 || geometry.windowLayers.size() != geometry.nLayer ||
+       (geometry.ringRows > 0 && geometry.ringRows < geometry.window - 1))) {
+    return makeError(
+        ErrorCode::kInvalidArgument,
+        "a sliding window of {} rows over {} of {} layers cannot keep a ring of {} rows",
+        geometry.window, geometry.windowLayers.size(), geometry.nLayer, geometry.ringRows);
+  }
+  if (geometry.window == 0) {
+    geometry.windowLayers.clear();
+    geometry.ringRows = 0;
+  }
   if (layers.size() != geometry.nLayer) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the KV cache policy names schemes for {} layers, the model has {}",
@@ -33,8 +45,9 @@ Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSc
       KVS_ASSIGN_OR_RETURN(auto scheme,
                            makeScheme(name, {geometry.headDim, streamSeed(cacheSeed, l, p)}));
       const uint32_t rowBytes = scheme->rowBytes();
-      layout.m_streams.push_back({std::move(scheme), rowBytes, layout.m_pageBytes});
-      layout.m_pageBytes += size_t{geometry.nHeadKv} * geometry.rowsPerPage * rowBytes;
+      size_t& page = layout.inRing(l) ? layout.m_ringPageBytes : layout.m_pageBytes;
+      layout.m_streams.push_back({std::move(scheme), rowBytes, page});
+      page += size_t{geometry.nHeadKv} * layout.pageRows(l) * rowBytes;
     }
   }
   return layout;
@@ -55,6 +68,15 @@ uint64_t KvLayout::tokenBytes() const {
   return bytes;
 }
 
+uint64_t KvLayout::canonicalBytes(uint32_t rows) const {
+  uint64_t bytes = 0;
+  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
+    const uint64_t rowBytes = uint64_t{m_geometry.nHeadKv} * keptRows(l, rows);
+    bytes += rowBytes * (this->rowBytes(l, KvPart::kKey) + this->rowBytes(l, KvPart::kValue));
+  }
+  return bytes;
+}
+
 KvBytes KvLayout::bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t capacity) const {
   const RowLayout& r = scheme(layer, part).rowLayout();
   const uint64_t streams = m_geometry.nHeadKv;
@@ -64,18 +86,50 @@ KvBytes KvLayout::bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t cap
           .unused = streams * (capacity - rows) * r.total()};
 }
 
-uint64_t KvLayout::f16Bytes(uint64_t rows) const {
-  return uint64_t{m_geometry.nLayer} * 2 * m_geometry.nHeadKv * rows * m_geometry.headDim * 2;
-}
-
 bool KvLayout::sameStreams(const KvLayout& other) const {
   const KvGeometry& a = m_geometry;
   const KvGeometry& b = other.m_geometry;
   if (a.nLayer != b.nLayer || a.nHeadKv != b.nHeadKv || a.headDim != b.headDim ||
+      a.window != b.window || a.windowLayers != b.windowLayers ||
       m_cacheSeed != other.m_cacheSeed) {
     return false;
   }
   return layerSchemes() == other.layerSchemes();
+}
+
+Status CachedRows::checkStep(uint32_t n) const {
+  if (m_ringRows > 0 && n > m_ringRows - (m_window - 1)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a step of {} tokens overflows the sliding-window ring of {} rows (at most {} "
+                     "per step)",
+                     n, m_ringRows, m_ringRows - (m_window - 1));
+  }
+  return okStatus();
+}
+
+void CachedRows::grow(uint32_t rows) {
+  m_rows = rows;
+  if (m_ringRows > 0 && rows > m_ringRows)
+    m_windowStart = std::max(m_windowStart, rows - m_ringRows);
+}
+
+Status CachedRows::trim(uint32_t n) {
+  if (n > m_rows)
+    return makeError(ErrorCode::kInternal, "cannot trim a cache of {} rows to {}", m_rows, n);
+  if (n > 0 && n < trimFloor()) {
+    return makeError(ErrorCode::kUnsupported,
+                     "the sliding-window layers no longer hold the rows before token {}: the cache "
+                     "can go back to {} tokens or to none, not to {}",
+                     m_windowStart, trimFloor(), n);
+  }
+  m_rows = n;
+  if (n == 0) m_windowStart = 0;
+  return okStatus();
+}
+
+void CachedRows::restored(uint32_t rows) {
+  m_rows = rows;
+  m_windowStart = m_window > 0 ? rows - std::min(rows, m_window - 1) : 0;
 }
 
 }  // namespace kvscope::kv

@@ -11,10 +11,22 @@
 // and nothing outside the pages depends on it: the canonical row order
 // ([layer][part][head][row 0..n)) of a saved cache ignores it.
 //
+// Sliding-window layers (a model's local attention, KvGeometry::window) need
+// only their last window - 1 rows for the next token. With ringRows > 0 they
+// live apart from the growing pages, in one ring page of ringRows rows that
+// never grows:
+//   ringPage[window layer][part][head][ringRows][rowBytes(layer, part)]
+// where cache row r sits at slot r % ringRows, so writing row r overwrites row
+// r - ringRows. A backend sizes the ring to window - 1 + the most rows one
+// forward step appends (every row a query of that step sees is still there).
+// The canonical order keeps, for a window layer, only its last keptRows()
+// rows, so a saved cache does not depend on the ring's size either.
+//
 // Accounting lives here too: bytes(rows, capacity) splits the rows' bytes by
 // what they are (codes, scales, padding, unused page rows) from the schemes'
 // row layouts; the indexer's sidecar is counted by its owner (KvIndex).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,6 +46,10 @@ struct KvGeometry {
   uint32_t nHeadKv = 0;
   uint32_t headDim = 0;
   uint32_t rowsPerPage = 256;
+  // Sliding-window layers: a query at position p sees rows (p - window, p].
+  uint32_t window = 0;             // 0: every layer global
+  std::vector<bool> windowLayers;  // [nLayer] when window > 0
+  uint32_t ringRows = 0;           // rows of the window layers' ring; 0: no ring
 };
 
 // The scheme names of one layer.
@@ -69,40 +85,63 @@ class KvLayout {
   uint32_t rowBytes(uint32_t layer, KvPart part) const { return stream(layer, part).rowBytes; }
   std::vector<LayerSchemes> layerSchemes() const;
 
-  // Bytes of one page, and where the (layer, part) block [nHeadKv][R][rowBytes]
-  // starts in it.
+  // Whether `layer` is a sliding-window layer, and whether it is kept in the ring.
+  bool isWindow(uint32_t layer) const {
+    return m_geometry.window > 0 && m_geometry.windowLayers[layer];
+  }
+  bool inRing(uint32_t layer) const { return m_geometry.ringRows > 0 && isWindow(layer); }
+  // Rows of the page that holds `layer`: ringRows in the ring, else R.
+  uint32_t pageRows(uint32_t layer) const {
+    return inRing(layer) ? m_geometry.ringRows : m_geometry.rowsPerPage;
+  }
+
+  // Bytes of one growing page and of the ring page (0 without a ring), and
+  // where the (layer, part) block [nHeadKv][pageRows(layer)][rowBytes] starts
+  // in the page that holds it.
   size_t pageBytes() const { return m_pageBytes; }
+  size_t ringPageBytes() const { return m_ringPageBytes; }
   size_t partOffset(uint32_t layer, KvPart part) const { return stream(layer, part).partOffset; }
   size_t partBytes(uint32_t layer, KvPart part) const {
-    return size_t{m_geometry.nHeadKv} * m_geometry.rowsPerPage * rowBytes(layer, part);
+    return size_t{m_geometry.nHeadKv} * pageRows(layer) * rowBytes(layer, part);
   }
-  // Byte offset of cache row `row` of (layer, part, head) inside page row / R.
+  // Byte offset of cache row `row` of (layer, part, head) inside the page
+  // that holds it: page row / R, or the ring.
   size_t rowOffset(uint32_t layer, KvPart part, uint32_t head, uint32_t row) const {
-    return partOffset(layer, part) +
-           (size_t{head} * m_geometry.rowsPerPage + row % m_geometry.rowsPerPage) *
-               rowBytes(layer, part);
+    const uint32_t rows = pageRows(layer);
+    return partOffset(layer, part) + (size_t{head} * rows + row % rows) * rowBytes(layer, part);
   }
-  // Pages that hold `rows` rows.
+  // Rows of `layer` the next token needs of a cache of `rows` rows: all of
+  // them, or a window layer's last window - 1. The canonical order holds these.
+  uint32_t keptRows(uint32_t layer, uint32_t rows) const {
+    return isWindow(layer) ? std::min(rows, m_geometry.window - 1) : rows;
+  }
+  // Bytes of a cache of `rows` rows in the canonical order.
+  uint64_t canonicalBytes(uint32_t rows) const;
+  // Growing pages that hold `rows` rows.
   size_t pagesFor(uint64_t rows) const {
     return static_cast<size_t>((rows + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage);
   }
   // Bytes one token takes in every stream: Σ layers, parts of nHeadKv x rowBytes.
   uint64_t tokenBytes() const;
+  // The bytes a cache for a context of `rows` tokens allocates: its growing
+  // pages and the ring (the memory estimate's figure; no sidecar).
+  uint64_t allocatedBytes(uint32_t rows) const {
+    return pagesFor(rows) * m_pageBytes + (rows > 0 ? m_ringPageBytes : 0);
+  }
 
   // The accounting of `rows` rows of one stream in pages holding `capacity`
-  // rows (sidecar left 0), and the same rows at f16, for compression ratios.
+  // rows (sidecar left 0).
   KvBytes bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t capacity) const;
-  uint64_t f16Bytes(uint64_t rows) const;
 
   // Whether both store the same bytes for the same rows: same geometry but
-  // R, same cache seed and scheme names.
+  // R and the ring's size, same cache seed and scheme names.
   bool sameStreams(const KvLayout& other) const;
 
  private:
   struct Stream {  // one (layer, K|V) stream
     std::shared_ptr<const KvScheme> scheme;
     uint32_t rowBytes = 0;  // scheme->rowBytes(), a multiple of 4
-    size_t partOffset = 0;
+    size_t partOffset = 0;  // in the growing page or in the ring
   };
   const Stream& stream(uint32_t layer, KvPart part) const {
     return m_streams[size_t{layer} * 2 + static_cast<size_t>(part)];
@@ -112,6 +151,40 @@ class KvLayout {
   uint64_t m_cacheSeed = kDefaultCacheSeed;
   std::vector<Stream> m_streams;  // [nLayer * 2]: layer, then K, V
   size_t m_pageBytes = 0;
+  size_t m_ringPageBytes = 0;
+};
+
+// Which rows a cache of some geometry holds: rows [0, rows()) in its global
+// layers, [windowStart(), rows()) in its window layers. The bookkeeping of the
+// host cache and the Vulkan backend's pages alike.
+class CachedRows {
+ public:
+  CachedRows() = default;
+  explicit CachedRows(const KvGeometry& g) : m_window(g.window), m_ringRows(g.ringRows) {}
+
+  uint32_t rows() const { return m_rows; }
+  // The first row the window layers hold.
+  uint32_t windowStart() const { return m_windowStart; }
+  // The smallest n > 0 trim(n) keeps (0: any n).
+  uint32_t trimFloor() const { return m_windowStart == 0 ? 0 : m_windowStart + m_window - 1; }
+  // Whether a step may append n rows at once (a ring holds its window and them).
+  Status checkStep(uint32_t n) const;
+  // Rows [0, rows) present; a ring keeps the last ringRows of them.
+  void grow(uint32_t rows);
+  // Keeps rows [0, n): n <= rows(), and n == 0 or n >= trimFloor() (else
+  // kUnsupported: the window layers no longer hold what token n would see).
+  Status trim(uint32_t n);
+  // `rows` restored rows, of which the window layers got their last window - 1.
+  void restored(uint32_t rows);
+  // After recoding from `source`, the window layers hold no earlier rows than it.
+  void holdNoEarlierThan(const CachedRows& source) {
+    m_windowStart = std::max(m_windowStart, source.m_windowStart);
+  }
+
+ private:
+  uint32_t m_window = 0, m_ringRows = 0;
+  uint32_t m_rows = 0;
+  uint32_t m_windowStart = 0;
 };
 
 }  // namespace kvscope::kv

@@ -11,21 +11,23 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   if (!policy.autoBits)
     return makeError(ErrorCode::kInternal, "chooseAutoPolicy needs an auto policy");
   const auto& c = backend.config();
-  const kv::AutoShape shape{.nHeadKv = c.nHeadKv,
-                            .headDim = c.headDim,
-                            .rows = std::min(backend.cachedTokens(), kv::kAutoCalibrationTokens),
-                            .seed = policy.seed};
-  const size_t values = size_t{shape.rows} * c.nHeadKv * c.headDim;
+  const size_t rowValues = size_t{c.nHeadKv} * c.headDim;
   std::vector<std::vector<float>> rows;  // [layer][K, V]
   rows.reserve(2 * size_t{c.nLayer});
-  std::vector<kv::LayerRows> layers;
+  // The calibration rows: the first ones, as many as every layer holds (a
+  // sliding-window layer may hold only its last few).
+  uint32_t count = std::min(backend.cachedTokens(), kv::kAutoCalibrationTokens);
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       KVS_ASSIGN_OR_RETURN(auto all, backend.readKv(l, part));
-      all.resize(std::min(all.size(), values));
+      count = std::min(count, static_cast<uint32_t>(all.size() / rowValues));
       rows.push_back(std::move(all));
     }
   }
+  for (auto& r : rows) r.resize(size_t{count} * rowValues);
+  const kv::AutoShape shape{
+      .nHeadKv = c.nHeadKv, .headDim = c.headDim, .rows = count, .seed = policy.seed};
+  std::vector<kv::LayerRows> layers;
   for (uint32_t l = 0; l < c.nLayer; ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
   KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));
   const auto schemes = plan.schemes();

@@ -1,5 +1,6 @@
 #include "runtime/kv_file.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <limits>
@@ -80,7 +81,9 @@ const char* autoStateName(AutoState s) {
 
 nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
   nlohmann::json schemes = nlohmann::json::array(), rowBytes = nlohmann::json::array();
+  nlohmann::json windowLayers = nlohmann::json::array();
   for (uint32_t l = 0; l < layout.geometry().nLayer; ++l) {
+    if (layout.isWindow(l)) windowLayers.push_back(l);
     schemes.push_back({info.schemes[l].key, info.schemes[l].value});
     rowBytes.push_back(
         {layout.rowBytes(l, kv::KvPart::kKey), layout.rowBytes(l, kv::KvPart::kValue)});
@@ -102,7 +105,9 @@ nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
            {{"seed", hex(info.cacheSeed)},
             {"rows", info.tokens.size()},
             {"schemes", schemes},
-            {"row_bytes", rowBytes}}},
+            {"row_bytes", rowBytes},
+            {"window", layout.geometry().window},
+            {"window_layers", windowLayers}}},
           {"policy", policy}};
 }
 
@@ -128,7 +133,8 @@ uint32_t bounded(const nlohmann::json& j, const char* key, uint32_t lo, uint32_t
 // META's fields into `info` and the row sizes; throws on a missing or
 // mistyped field (the caller turns that into kBadFile).
 Status parseMeta(const nlohmann::json& meta, KvFileInfo& info,
-                 std::vector<std::vector<uint32_t>>& rowBytes, uint32_t& rows) {
+                 std::vector<std::vector<uint32_t>>& rowBytes, uint32_t& window,
+                 std::vector<bool>& windowLayers, uint32_t& rows) {
   if (meta.at("format").get<std::string>() != "kvscope-kv-cache") return bad("not a KV cache");
   info.backend = meta.at("producer").at("backend").get<std::string>();
   const nlohmann::json& model = meta.at("model");
@@ -159,6 +165,17 @@ Status parseMeta(const nlohmann::json& meta, KvFileInfo& info,
     info.schemes.push_back(std::move(layer));
     rowBytes.push_back({unsignedIn(b[0], "a row size", 1, 8 * kv::kMaxKvDim),
                         unsignedIn(b[1], "a row size", 1, 8 * kv::kMaxKvDim)});
+  }
+  window = bounded(cache, "window", 0, kMaxKvFileRows);
+  if (window == 1) return bad("a sliding window of one row");
+  windowLayers.assign(window > 0 ? info.nLayer : 0, false);
+  const nlohmann::json& windowed = cache.at("window_layers");
+  if (!windowed.is_array() || (window == 0 && !windowed.empty()))
+    return bad("the window layers are malformed");
+  for (const nlohmann::json& l : windowed) {
+    const uint32_t layer = unsignedIn(l, "a window layer", 0, info.nLayer - 1);
+    if (windowLayers[layer]) return bad("a window layer named twice");
+    windowLayers[layer] = true;
   }
   const nlohmann::json& policy = meta.at("policy");
   info.policy = policy.at("text").get<std::string>();
@@ -205,9 +222,10 @@ Status writeKvFile(
     return okStatus();
   };
   KVS_TRY(exportRows(writeRun));
-  if (rowBytes != info.tokens.size() * layout.tokenBytes()) {
+  const uint64_t expected = layout.canonicalBytes(static_cast<uint32_t>(info.tokens.size()));
+  if (rowBytes != expected) {
     return makeError(ErrorCode::kInternal, "the backend exported {} bytes of rows, not {}",
-                     rowBytes, info.tokens.size() * layout.tokenBytes());
+                     rowBytes, expected);
   }
 
   const Section sections[kSectionCount] = {
@@ -254,9 +272,15 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   if (std::memcmp(head.data(), kMagic, sizeof kMagic) != 0)
     return makeError(ErrorCode::kBadFile, "not a saved kvscope KV cache (bad magic)");
   const auto major = get<uint16_t>(&head[8]);
+  if (major < kKvFileMajor) {
+    return makeError(ErrorCode::kBadFile,
+                     "the saved KV cache was written by an older kvscope (format {}; this build "
+                     "reads format {}): run the conversation again to rebuild it",
+                     major, kKvFileMajor);
+  }
   if (major != kKvFileMajor) {
     return makeError(ErrorCode::kBadFile,
-                     "the saved KV cache has format {}, this build reads format {}", major,
+                     "the saved KV cache has format {}, newer than this build's format {}", major,
                      kKvFileMajor);
   }
   if (get<uint32_t>(&head[12]) != kSectionCount) return bad("unexpected section count");
@@ -286,7 +310,8 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   if (jsonNestingDepth(meta) > kMaxJsonDepth) return bad("the metadata nests too deeply");
   uint32_t rows = 0;
   try {
-    KVS_TRY(parseMeta(nlohmann::json::parse(meta), r.m_info, r.m_rowBytes, rows));
+    KVS_TRY(parseMeta(nlohmann::json::parse(meta), r.m_info, r.m_rowBytes, r.m_window,
+                      r.m_windowLayers, rows));
   } catch (const std::exception& e) {
     return makeError(ErrorCode::kBadFile, "the saved KV cache's metadata is malformed: {}",
                      e.what());
@@ -303,10 +328,16 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
     if (t < 0 || static_cast<uint32_t>(t) >= r.m_info.nVocab)
       return bad("a token outside the vocabulary");
   }
-  // Row sizes are bounded above, so this product cannot overflow.
-  uint64_t tokenBytes = 0;
-  for (const auto& l : r.m_rowBytes) tokenBytes += uint64_t{r.m_info.nHeadKv} * (l[0] + l[1]);
-  if (s[2].bytes != tokenBytes * rows) return bad("the rows' size");
+  // The canonical order's bytes (kv::KvLayout::canonicalBytes): a window
+  // layer holds its last window - 1 rows. Row sizes are bounded above, so
+  // this sum cannot overflow.
+  uint64_t rowsBytes = 0;
+  for (uint32_t l = 0; l < r.m_rowBytes.size(); ++l) {
+    const bool window = r.m_window > 0 && r.m_windowLayers[l];
+    const uint64_t kept = window ? std::min(rows, r.m_window - 1) : rows;
+    rowsBytes += kept * r.m_info.nHeadKv * (r.m_rowBytes[l][0] + r.m_rowBytes[l][1]);
+  }
+  if (s[2].bytes != rowsBytes) return bad("the rows' size");
   r.m_in = std::move(in);
   r.m_rowsOffset = s[2].offset;
   r.m_rowsBytes = s[2].bytes;
@@ -318,6 +349,10 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
 Status KvFileReader::checkRowSizes(const kv::KvLayout& layout) const {
   if (layout.geometry().nLayer != m_rowBytes.size())
     return makeError(ErrorCode::kInternal, "a layout of another model");
+  if (layout.geometry().window != m_window || layout.geometry().windowLayers != m_windowLayers) {
+    return makeError(ErrorCode::kBadFile,
+                     "the saved KV cache's sliding-window layers differ from this model's");
+  }
   for (uint32_t l = 0; l < layout.geometry().nLayer; ++l) {
     if (layout.rowBytes(l, kv::KvPart::kKey) != m_rowBytes[l][0] ||
         layout.rowBytes(l, kv::KvPart::kValue) != m_rowBytes[l][1]) {

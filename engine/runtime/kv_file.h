@@ -3,9 +3,10 @@
 // one file, the same format for every backend, restored without prefill
 // (Session::restoreCache).
 //
-// Format "KVSCOPE" 2.0, little-endian:
+// Format "KVSCOPE" 3.0, little-endian (2.0, before sliding windows, is
+// refused with a message saying so):
 //   header, 64 bytes:
-//     char magic[8] "KVSCOPE\0" | u16 major (2) | u16 minor (0) |
+//     char magic[8] "KVSCOPE\0" | u16 major (3) | u16 minor (0) |
 //     u32 sectionCount (3) | u64 fileBytes (the file's exact size) |
 //     u32 headerCrc (CRC-32C of these 64 bytes and the table, this field 0) |
 //     36 zero bytes
@@ -15,13 +16,15 @@
 //     "META"  UTF-8 JSON (below), at most kMaxMetaBytes
 //     "TOKN"  i32 token ids [rows], the history the rows were computed from
 //     "ROWS"  the cache rows in kv::KvCache's canonical order, per layer, K
-//             then V, per KV head, rows 0..rows): rows x tokenBytes bytes
+//             then V, per KV head, rows 0..rows) (a sliding-window layer:
+//             its last window - 1 rows): kv::KvLayout::canonicalBytes
 //   META: {"format": "kvscope-kv-cache",
 //          "producer": {"app", "backend"},
 //          "model": {"architecture", "name", "fingerprint" (hex), "layers",
 //                    "kv_heads", "head_dim", "vocab"},
 //          "cache": {"seed" (hex), "rows", "schemes": [[K, V] per layer],
-//                    "row_bytes": [[K, V] per layer]},
+//                    "row_bytes": [[K, V] per layer], "window" (0: none),
+//                    "window_layers": [the sliding-window layers' indices]},
 //          "policy": {"text", "auto": "none" | "pending" | "settled" |
 //                     "failed", "auto_plan" (runtime/auto_plan_json.h),
 //                     "auto_failure"}}
@@ -29,7 +32,7 @@
 // Reading validates before it allocates: the real file size against
 // fileBytes, every section inside the file, the CRCs, and every META field's
 // type and range; TOKN must hold `rows` ids inside the vocabulary and ROWS
-// exactly rows x the schemes' bytes per token. ROWS is streamed (KvFileReader::
+// exactly the canonical bytes of `rows` rows. ROWS is streamed (KvFileReader::
 // readRows) and its CRC checked as its last byte is read, so a restore never
 // holds the file twice. Writes go to PATH.tmp, are flushed to disk and
 // renamed over PATH, so a crash leaves the old file or the new one.
@@ -49,7 +52,7 @@
 
 namespace kvscope::runtime {
 
-inline constexpr uint16_t kKvFileMajor = 2;
+inline constexpr uint16_t kKvFileMajor = 3;
 inline constexpr uint16_t kKvFileMinor = 0;
 inline constexpr uint64_t kMaxMetaBytes = 1 << 20;
 inline constexpr uint32_t kMaxKvFileRows = 1 << 24;
@@ -93,7 +96,8 @@ class KvFileReader {
   const KvFileInfo& info() const { return m_info; }
   uint32_t rows() const { return static_cast<uint32_t>(m_info.tokens.size()); }
   // Checks that `layout`, built from the file's schemes, stores rows of the
-  // sizes the file records (a build whose schemes changed refuses the file).
+  // sizes the file records (a build whose schemes changed refuses the file)
+  // and has its sliding-window layers.
   Status checkRowSizes(const kv::KvLayout& layout) const;
   // Reads all of ROWS once to check its CRC, then rewinds to its start: for a
   // restore that must be sure of the file before it empties a cache.
@@ -110,6 +114,8 @@ class KvFileReader {
 
   KvFileInfo m_info;
   std::vector<std::vector<uint32_t>> m_rowBytes;  // [nLayer][K, V]
+  uint32_t m_window = 0;                          // kv::KvGeometry::window
+  std::vector<bool> m_windowLayers;               // [nLayer] when m_window > 0
   std::unique_ptr<std::istream> m_in;
   uint64_t m_rowsOffset = 0, m_rowsBytes = 0;
   uint64_t m_rowsLeft = 0;

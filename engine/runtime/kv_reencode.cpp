@@ -18,7 +18,10 @@ bool storedAlike(const kv::KvLayout& a, const kv::KvLayout& b, uint32_t layer, k
 bool canReencode(const kv::KvLayout& from, const kv::KvLayout& to) {
   const kv::KvGeometry& a = from.geometry();
   const kv::KvGeometry& b = to.geometry();
-  if (a.nLayer != b.nLayer || a.nHeadKv != b.nHeadKv || a.headDim != b.headDim) return false;
+  if (a.nLayer != b.nLayer || a.nHeadKv != b.nHeadKv || a.headDim != b.headDim ||
+      a.window != b.window || a.windowLayers != b.windowLayers) {
+    return false;
+  }
   for (uint32_t l = 0; l < a.nLayer; ++l) {
     for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       if (!storedAlike(from, to, l, part) && from.scheme(l, part).name() != "f16") return false;
@@ -40,7 +43,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   // The rows in the canonical order (layer, K then V, KV head, row), as `to`
   // stores them: built while `from` exports its rows in that same order.
   std::vector<uint8_t> converted;
-  converted.reserve(rows * dst->tokenBytes());
+  converted.reserve(dst->canonicalBytes(rows));
   uint32_t layer = 0, head = 0, row = 0;
   kv::KvPart part = kv::KvPart::kKey;
   std::vector<uint8_t> pending;  // a row split across export spans
@@ -48,7 +51,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   constexpr uint32_t kErrorStride = 16;  // rows measured, as the backends' default
   backend::CodecErrorMeter errors(g.nLayer);
   const auto advance = [&] {
-    if (++row < rows) return;
+    if (++row < src->keptRows(layer, rows)) return;
     row = 0;
     if (++head < g.nHeadKv) return;
     head = 0;
@@ -97,9 +100,9 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
     }
     return okStatus();
   }));
-  if (converted.size() != uint64_t{rows} * dst->tokenBytes()) {
+  if (converted.size() != dst->canonicalBytes(rows)) {
     return makeError(ErrorCode::kInternal, "the exported KV cache held {} of {} bytes",
-                     converted.size(), uint64_t{rows} * dst->tokenBytes());
+                     converted.size(), dst->canonicalBytes(rows));
   }
   size_t offset = 0;
   KVS_TRY(to.importKv(*dst, rows, [&](std::span<uint8_t> out) -> Status {

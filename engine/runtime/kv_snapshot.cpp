@@ -23,10 +23,13 @@ KvSnapshot snapshotKv(const backend::Backend& backend) {
   KvSnapshot s;
   s.rows = backend.cachedTokens();
   s.contextLimit = backend.contextLimit();
-  const uint64_t streams = uint64_t{s.rows} * backend.config().nHeadKv;
   const std::vector<backend::KvLayerError> errors = backend.kvErrors();
   for (const backend::KvLayerBytes& l : backend.kvBytes()) {
+    const uint64_t streams = uint64_t{l.rows} * backend.config().nHeadKv;
     KvLayerSnapshot layer;
+    layer.rows = l.rows;
+    layer.window = l.window;
+    layer.ring = l.ring;
     layer.keyScheme = std::string(l.key->name());
     layer.valueScheme = std::string(l.value->name());
     // From the bytes held, so the indexer's sidecar counts with K; the

@@ -16,6 +16,9 @@
 namespace kvscope::runtime {
 
 struct KvLayerSnapshot {
+  uint32_t rows = 0;      // rows the layer holds (a window layer: its last ones)
+  uint32_t window = 0;    // a sliding-window layer's window; 0: a global layer
+  bool ring = false;      // kept in a ring of fixed size (Backend::KvLayerBytes)
   std::string keyScheme;  // "f16", "q8_0", "turbo3", …
   std::string valueScheme;
   double keyBitsPerValue = 0.0;

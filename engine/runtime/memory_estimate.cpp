@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend.h"
 #include "kv/auto_policy.h"
 #include "kv/kv_index.h"
 #include "kv/kv_layout.h"
@@ -21,31 +22,48 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
 
   MemoryEstimate e;
   e.weightBytes = model.weightBytes();
+  e.contextLength = contextLength == 0 ? c.contextLength : contextLength;
+  const kv::KvGeometry geometry =
+      backend::kvGeometry(c, kv::KvGeometry{}.rowsPerPage, e.contextLength);
+  // Bytes of one token's K and V rows of layer l, all KV heads.
+  std::vector<double> layerBytes(c.nLayer);
   if (policy.autoBits) {
     // What auto settles at: its budget's bits for every cached value (it
     // caches f16 only until it has measured the first prompt).
     KVS_ASSIGN_OR_RETURN(const double bits, kv::autoBudget(*policy.autoBits, c.headDim));
-    e.kvBytesPerToken += static_cast<uint64_t>(
-        std::ceil(bits / 8.0 * c.nHeadKv * (c.headDim + c.headDimV) * c.nLayer));
+    std::fill(layerBytes.begin(), layerBytes.end(),
+              bits / 8.0 * c.nHeadKv * (c.headDim + c.headDimV));
   } else {
-    KVS_ASSIGN_OR_RETURN(
-        const kv::KvLayout layout,
-        kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim}, layers, policy.seed));
-    e.kvBytesPerToken += layout.tokenBytes();
+    KVS_ASSIGN_OR_RETURN(const kv::KvLayout layout,
+                         kv::KvLayout::create(geometry, layers, policy.seed));
+    for (uint32_t l = 0; l < c.nLayer; ++l) {
+      layerBytes[l] = static_cast<double>(c.nHeadKv) * (layout.rowBytes(l, kv::KvPart::kKey) +
+                                                        layout.rowBytes(l, kv::KvPart::kValue));
+    }
   }
-  // The indexer's sidecar, rounded up to whole bytes per token.
-  e.kvBytesPerToken += static_cast<uint64_t>(
-      std::ceil(kv::KvIndex::bytesPerRow(c.headDim, policy.attention) * c.nHeadKv * c.nLayer));
-  e.contextLength = contextLength == 0 ? c.contextLength : contextLength;
-  e.kvBytes = e.kvBytesPerToken * e.contextLength;
+  // The indexer's sidecar: global layers only.
+  const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, policy.attention) * c.nHeadKv;
+  double perToken = 0.0, ring = 0.0;
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    if (geometry.ringRows > 0 && c.isWindowLayer(l)) {
+      ring += layerBytes[l] * geometry.ringRows;
+    } else {
+      perToken += layerBytes[l] + (c.isWindowLayer(l) ? 0.0 : sidecar);
+    }
+  }
+  e.kvBytesPerToken = static_cast<uint64_t>(std::ceil(perToken));
+  e.kvRingBytes = static_cast<uint64_t>(std::ceil(ring));
+  e.kvBytes = e.kvBytesPerToken * e.contextLength + e.kvRingBytes;
   if (policy.autoBits) {
     e.transientBytes = c.kvBytesPerTokenF16() *
                        std::min<uint64_t>(e.contextLength, kv::kAutoCalibrationTokens);
   }
   if (memoryBytes == 0) {
     e.maxContextThatFits = c.contextLength;
-  } else if (memoryBytes > e.weightBytes + e.transientBytes) {
-    const uint64_t tokens = (memoryBytes - e.weightBytes - e.transientBytes) / e.kvBytesPerToken;
+  } else if (const uint64_t fixed = e.weightBytes + e.transientBytes + e.kvRingBytes;
+             memoryBytes > fixed) {
+    const uint64_t tokens =
+        e.kvBytesPerToken ? (memoryBytes - fixed) / e.kvBytesPerToken : uint64_t{c.contextLength};
     e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
   }
   return e;
@@ -63,11 +81,12 @@ Status checkFits(const model::ModelFile& model, uint32_t contextLength,
       e.transientBytes ? fmt::format(", {:.2f} GiB while auto settles", e.transientBytes / kGiB)
                        : std::string(),
       memoryName, memoryBytes / kGiB);
-  if (e.weightBytes + e.transientBytes >= memoryBytes)
+  const uint64_t fixed = e.weightBytes + e.transientBytes + e.kvRingBytes;
+  if (fixed >= memoryBytes || e.kvBytesPerToken == 0)
     return makeError(ErrorCode::kOutOfMemory, "{}: the weights alone do not fit", needs);
   // Less than contextLength, since that one did not fit; not capped at the
   // trained context: the answer to "how long can it be".
-  const uint64_t fits = (memoryBytes - e.weightBytes - e.transientBytes) / e.kvBytesPerToken;
+  const uint64_t fits = (memoryBytes - fixed) / e.kvBytesPerToken;
   return makeError(ErrorCode::kOutOfMemory,
                    "{}; the longest context that fits is {} tokens (or use a more compressed KV "
                    "cache policy)",

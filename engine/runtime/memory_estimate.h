@@ -3,13 +3,13 @@
 // whether it fits and how long a context it can hold: the weights as stored
 // plus a KV cache full at the requested context, its bytes per token counted
 // from the KV schemes' row layouts (the same accounting the cache reports
-// once loaded), plus what settling `auto` holds for a moment (its f16
-// measuring cache of the first kAutoCalibrationTokens tokens beside the cache
-// it settles on). Activations and the logits buffer are not counted: they are
-// a few MB for the models kvscope runs, small next to either term. A KV policy
-// switch later in a chat also holds two caches at once; that is not promised
-// here: a switch that does not fit fails with kOutOfMemory and keeps the old
-// cache (Session::setKvPolicy).
+// once loaded) for the global layers, and the sliding-window layers' ring,
+// which does not grow with the context (backend::kvGeometry), plus what settling `auto` holds for a
+// moment (its f16 measuring cache of the first kAutoCalibrationTokens tokens beside the cache it
+// settles on). Activations and the logits buffer are not counted: they are a few MB for the models
+// kvscope runs, small next to either term. A KV policy switch later in a chat also holds two caches
+// at once; that is not promised here: a switch that does not fit fails with kOutOfMemory and keeps
+// the old cache (Session::setKvPolicy).
 
 #include <cstdint>
 #include <string_view>
@@ -22,9 +22,10 @@ namespace kvscope::runtime {
 
 struct MemoryEstimate {
   uint64_t weightBytes = 0;
-  uint64_t kvBytesPerToken = 0;  // all layers, K and V
+  uint64_t kvBytesPerToken = 0;  // the layers that keep every row, K and V
+  uint64_t kvRingBytes = 0;      // the sliding-window layers' ring, whatever the context
   uint32_t contextLength = 0;    // what the estimate is for
-  uint64_t kvBytes = 0;          // kvBytesPerToken * contextLength
+  uint64_t kvBytes = 0;          // kvBytesPerToken * contextLength + kvRingBytes
   uint64_t transientBytes = 0;   // auto's f16 measuring cache while it settles
   // Longest context (<= the model's trained context) whose weights and KV fit
   // the given memory; 0 when the weights alone do not fit. The trained context

@@ -340,19 +340,32 @@ void Session::report(Observer* observer) const {
   if (m_backend->config().nExpert > 0) observer->onExperts(m_backend->expertUsage());
 }
 
+// forward() on the history's cache; a failed one that lost rows (a window
+// ring that moved on, backend.h) takes the history with it.
+Status Session::run(std::span<const int32_t> tokens, backend::Logits& logits) {
+  const Status status = m_backend->forward({tokens}, logits);
+  if (!status.ok() && m_backend->cachedTokens() < m_history.size())
+    m_history.resize(m_backend->cachedTokens());
+  return status;
+}
+
 Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {
   const auto t0 = Clock::now();
   const size_t n = m_history.size();
   assert(n > keep + 1);  // generate() shifts only when a token after `keep` can go
   const size_t dropped = std::max<size_t>((n - keep) / 2, 1);
-  std::vector<int32_t> tail(m_history.begin() + keep + dropped, m_history.end());
-  KVS_TRY(trim(keep));
+  // The kept prefix runs again too where the sliding-window layers no longer
+  // hold what follows it.
+  const size_t from = keep > 0 && keep < m_backend->trimFloor() ? 0 : keep;
+  std::vector<int32_t> tail(m_history.begin() + from, m_history.begin() + keep);
+  tail.insert(tail.end(), m_history.begin() + keep + dropped, m_history.end());
+  KVS_TRY(trim(static_cast<uint32_t>(from)));
   backend::Logits unused;
   for (size_t done = 0; done < tail.size();) {
     // A stop leaves the cache holding what was re-run so far, the history alike.
     if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped during a context shift");
     const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), tail.size() - done);
-    KVS_TRY(m_backend->forward({std::span(tail).subspan(done, take)}, unused));
+    KVS_TRY(run(std::span(tail).subspan(done, take), unused));
     m_history.insert(m_history.end(), tail.begin() + done, tail.begin() + done + take);
     done += take;
   }
@@ -371,6 +384,8 @@ Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& 
     ++common;
   // The last prompt token is always run again: its logits start the reply.
   if (common == prompt.size()) --common;
+  // Sliding-window layers cannot go back further than the rows they hold.
+  if (common > 0 && common < m_backend->trimFloor()) common = 0;
   KVS_TRY(trim(static_cast<uint32_t>(common)));
   stats.reusedTokens = static_cast<uint32_t>(common);
   const auto t0 = Clock::now();
@@ -383,7 +398,7 @@ Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& 
     const bool measuring = autoPending();
     if (measuring && m_history.size() < kv::kAutoCalibrationTokens)
       n = std::min(n, kv::kAutoCalibrationTokens - m_history.size());
-    KVS_TRY(m_backend->forward({prompt.subspan(common + done, n)}, logits));
+    KVS_TRY(run(prompt.subspan(common + done, n), logits));
     m_history.insert(m_history.end(), prompt.begin() + common + done,
                      prompt.begin() + common + done + n);
     done += n;
@@ -462,7 +477,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
       report(observer);
     }
     const auto t0 = Clock::now();
-    KVS_TRY(m_backend->forward({std::span(&token, 1)}, logits));
+    KVS_TRY(run(std::span(&token, 1), logits));
     m_history.push_back(token);
     // An auto policy whose first prompt was short chooses once the
     // conversation is long enough to measure.

@@ -1,0 +1,251 @@
+// A conversation on a sliding-window model long enough for its window layers'
+// ring to wrap (gemma3's shape: a window of 8, one global layer), through the
+// Session on each backend: the cache saved and restored gives the
+// uninterrupted session's logits bit for bit; going back behind what the ring
+// still holds runs the prompt again and gives a fresh session's logits; a
+// file of the format before rings is refused saying so.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <gtest/gtest.h>
+
+#include "gpu/device_info.h"
+#include "model/synthetic_model.h"
+#include "runtime/memory_estimate.h"
+#include "runtime/session_load.h"
+#include "support/policy.h"
+
+namespace kvscope::test {
+namespace {
+
+constexpr uint32_t kWindow = 8;
+constexpr uint32_t kContext = 1024;  // the ring: 8 - 1 + 512 = 519 rows
+
+model::SyntheticModelSpec windowSpec() {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "gemma3";
+  spec.nLayer = 2;
+  spec.nEmbd = 128;
+  spec.nFf = 256;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 64;
+  spec.nVocab = 512;
+  spec.contextLength = kContext;
+  spec.slidingWindow = kWindow;
+  spec.windowPeriod = 2;  // layer 0 a window layer, layer 1 global
+  spec.seed = 77;
+  return spec;
+}
+
+// Token ids past the byte tokens, a function of i.
+std::vector<int32_t> tokens(size_t n, uint32_t salt) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(260 + (i * 37 + salt * 11) % 250);
+  return t;
+}
+
+runtime::GenerateOptions greedy(uint32_t maxTokens) {
+  runtime::GenerateOptions options;
+  options.maxTokens = maxTokens;
+  options.sampler.temperature = 0.0f;
+  return options;
+}
+
+class WindowCacheTest : public testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (std::string_view(GetParam()) == "vulkan") {
+      auto devices = gpu::listDevices();
+      if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+    }
+    m_dir = std::filesystem::temp_directory_path() /
+            ("kvscope-window-" + std::to_string(::getpid()) + "-" + GetParam());
+    std::filesystem::create_directories(m_dir);
+    ASSERT_TRUE(model::writeSyntheticModel(windowSpec(), m_dir / "model.gguf").ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(m_dir); }
+
+  std::unique_ptr<runtime::Session> open(const std::string& policy) {
+    auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = GetParam(),
+                                                             .contextLimit = kContext,
+                                                             .threads = 2,
+                                                             .matmul = cpu::MatmulPrecision::kExact,
+                                                             .timing = false,
+                                                             .kvPolicy = policyOf(policy),
+                                                             .vetDevice = false});
+    EXPECT_TRUE(checked.ok()) << checked.error().describe();
+    if (!checked.ok()) return nullptr;
+    auto session = runtime::startSession(std::move(checked).value(), nullptr);
+    EXPECT_TRUE(session.ok()) << session.error().describe();
+    return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  // The logits of `more` after the session's history, then the cache back.
+  static std::vector<float> logitsAfter(runtime::Session& s, std::span<const int32_t> more) {
+    backend::Backend& b = const_cast<backend::Backend&>(s.backend());
+    const uint32_t rows = b.cachedTokens();
+    backend::Logits logits;
+    EXPECT_TRUE(b.forward({more}, logits).ok());
+    EXPECT_TRUE(b.trim(rows).ok());
+    return {logits.last().begin(), logits.last().end()};
+  }
+
+  std::filesystem::path m_dir;
+};
+
+TEST_P(WindowCacheTest, ARingCacheRestoredGivesTheUninterruptedLogits) {
+  const std::string policy = "k=q8_0,v=turbo4";
+  auto original = open(policy);
+  ASSERT_TRUE(original);
+  ASSERT_TRUE(original->generate(tokens(700, 1), greedy(8)).ok());
+  const std::vector<int32_t> history = original->history();
+  ASSERT_GE(history.size(), 701u);
+  // The window layer holds its ring's 519 rows, the global layer every row.
+  const auto layers = original->backend().kvBytes();
+  EXPECT_TRUE(layers[0].ring);
+  EXPECT_EQ(layers[0].window, kWindow);
+  EXPECT_EQ(layers[0].rows, 519u);
+  EXPECT_FALSE(layers[1].ring);
+  EXPECT_EQ(layers[1].rows, history.size());
+  ASSERT_TRUE(original->saveCache(m_dir / "chat.kvcache").ok());
+
+  auto reopened = open(policy);
+  ASSERT_TRUE(reopened);
+  const Status restored = reopened->restoreCache(m_dir / "chat.kvcache");
+  ASSERT_TRUE(restored.ok()) << restored.error().describe();
+  EXPECT_EQ(reopened->history(), history);
+  // Restored: the window layer's last 7 rows, all that the next token sees.
+  EXPECT_EQ(reopened->backend().kvBytes()[0].rows, kWindow - 1);
+  EXPECT_EQ(reopened->backend().trimFloor(), history.size());
+
+  const std::vector<int32_t> more = tokens(5, 9);
+  const std::vector<float> uninterrupted = logitsAfter(*original, more);
+  const std::vector<float> afterRestore = logitsAfter(*reopened, more);
+  ASSERT_EQ(uninterrupted.size(), afterRestore.size());
+  EXPECT_EQ(
+      std::memcmp(uninterrupted.data(), afterRestore.data(), uninterrupted.size() * sizeof(float)),
+      0);
+
+  // The next turn reuses the whole restored history.
+  std::vector<int32_t> turn = history;
+  turn.insert(turn.end(), more.begin(), more.end());
+  auto a = original->generate(turn, greedy(6));
+  auto b = reopened->generate(turn, greedy(6));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->stats.reusedTokens, history.size());
+  EXPECT_EQ(a->tokens, b->tokens);
+}
+
+TEST_P(WindowCacheTest, APromptThatDivergesBehindTheRingRunsAgainFromTheStart) {
+  auto s = open("kv=f16");
+  ASSERT_TRUE(s);
+  const std::vector<int32_t> first = tokens(700, 2);
+  ASSERT_TRUE(s->generate(first, greedy(4)).ok());
+  // The ring holds the last 519 rows; token n needs rows n - 7 .. n - 1.
+  const auto held = static_cast<uint32_t>(s->history().size());
+  ASSERT_GT(held, 600u);
+  EXPECT_EQ(s->backend().trimFloor(), held - 519 + kWindow - 1);
+
+  // Diverging at 300 (past the floor, below 200): the cached prefix is reused.
+  std::vector<int32_t> late(first.begin(), first.begin() + 300);
+  const std::vector<int32_t> tail = tokens(40, 3);
+  late.insert(late.end(), tail.begin(), tail.end());
+  auto reused = s->generate(late, greedy(4));
+  ASSERT_TRUE(reused.ok()) << reused.error().describe();
+  EXPECT_EQ(reused->stats.reusedTokens, 300u);
+
+  // Make the ring wrap again, then diverge at 100: below the floor.
+  ASSERT_TRUE(s->generate(first, greedy(4)).ok());
+  std::vector<int32_t> early(first.begin(), first.begin() + 100);
+  early.insert(early.end(), tail.begin(), tail.end());
+  auto rerun = s->generate(early, greedy(4));
+  ASSERT_TRUE(rerun.ok()) << rerun.error().describe();
+  EXPECT_EQ(rerun->stats.reusedTokens, 0u);
+
+  auto fresh = open("kv=f16");
+  ASSERT_TRUE(fresh);
+  auto expected = fresh->generate(early, greedy(4));
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(rerun->tokens, expected->tokens);
+  const std::vector<int32_t> more = tokens(3, 4);
+  EXPECT_EQ(logitsAfter(*s, more), logitsAfter(*fresh, more));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WindowCacheTest, testing::Values("cpu", "vulkan"));
+
+TEST(WindowCacheFile, AFileOfTheFormatBeforeRingsIsRefusedSayingSo) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kvscope-window-format-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(model::writeSyntheticModel(windowSpec(), dir / "model.gguf").ok());
+  auto checked = runtime::checkLoad(dir / "model.gguf", {.kind = "cpu", .threads = 2});
+  ASSERT_TRUE(checked.ok());
+  auto s = runtime::startSession(std::move(checked).value(), nullptr);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->generate(tokens(20, 5), greedy(2)).ok());
+  ASSERT_TRUE((*s)->saveCache(dir / "chat.kvcache").ok());
+  const size_t history = (*s)->history().size();
+  std::string bytes;
+  {
+    std::ifstream in(dir / "chat.kvcache", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[8] = 2;  // u16 major, little-endian
+  bytes[9] = 0;
+  std::ofstream(dir / "old.kvcache", std::ios::binary) << bytes;
+  const Status st = (*s)->restoreCache(dir / "old.kvcache");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kBadFile);
+  EXPECT_NE(st.error().message.find("older kvscope"), std::string::npos) << st.error().message;
+  EXPECT_EQ((*s)->history().size(), history) << "a refused file leaves the session as it was";
+  std::filesystem::remove_all(dir);
+}
+
+// The estimate before load is what the loaded cache allocates once the context
+// is full: the global layer's rows per token, the window layer's ring once.
+TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kvscope-window-memory-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(model::writeSyntheticModel(windowSpec(), dir / "model.gguf").ok());
+  for (const char* policy : {"kv=f16", "k=q8_0,v=turbo4"}) {
+    auto checked = runtime::checkLoad(dir / "model.gguf", {.kind = "cpu",
+                                                           .contextLimit = kContext,
+                                                           .threads = 2,
+                                                           .kvPolicy = policyOf(policy),
+                                                           .vetDevice = false});
+    ASSERT_TRUE(checked.ok()) << checked.error().describe();
+    const model::ModelFile& file = *checked->model;
+    auto e = runtime::estimateMemory(file, kContext, policyOf(policy));
+    ASSERT_TRUE(e.ok()) << e.error().describe();
+    auto s = runtime::startSession(std::move(checked).value(), nullptr);
+    ASSERT_TRUE(s.ok());
+    backend::Backend& b = const_cast<backend::Backend&>((*s)->backend());
+    backend::Logits logits;
+    ASSERT_TRUE(b.forward({tokens(kContext, 6)}, logits).ok());
+    uint64_t allocated = 0;
+    for (const backend::KvLayerBytes& l : b.kvBytes())
+      allocated += l.keyBytes.total() + l.valueBytes.total();
+    EXPECT_EQ(e->kvBytes, allocated) << policy;
+    // The ring: 519 rows of layer 0's K and V, 2 KV heads.
+    const uint64_t ring =
+        519u * 2 * (b.kvBytes()[0].key->rowBytes() + b.kvBytes()[0].value->rowBytes());
+    EXPECT_EQ(e->kvRingBytes, ring) << policy;
+    EXPECT_EQ(e->kvBytesPerToken,
+              2u * (b.kvBytes()[1].key->rowBytes() + b.kvBytes()[1].value->rowBytes()));
+    // The longest context that fits counts the ring once.
+    const uint64_t memory = e->weightBytes + ring + 700 * e->kvBytesPerToken;
+    auto fits = runtime::estimateMemory(file, kContext, policyOf(policy), memory);
+    ASSERT_TRUE(fits.ok());
+    EXPECT_EQ(fits->maxContextThatFits, 700u) << policy;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvscope::test
