@@ -50,6 +50,9 @@ json kvJson(const runtime::KvSnapshot& kv, const runtime::IndexerSnapshot* index
     const runtime::KvLayerSnapshot& s = kv.layers[l];
     layers.push_back(
         {{"layer", l},
+         {"rows", s.rows},
+         {"window", s.window},
+         {"ring", s.ring},
          {"f16_bytes", s.f16Bytes},
          {"key", partJson(s.keyScheme, s.keyBitsPerValue, s.key, s.keyError, s.keyPromotion)},
          {"value",

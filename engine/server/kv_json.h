@@ -6,7 +6,8 @@
 // captured attention mass where diagnostic mode measured it).
 //
 // Shape: {"rows","context_limit","used_bytes","allocated_bytes","f16_bytes",
-//   "auto_status","layers":[{"layer","f16_bytes","key":PART,"value":PART}],
+//   "auto_status","layers":[{"layer","rows" (held: a window layer its last),
+//   "window" (0: global),"ring","f16_bytes","key":PART,"value":PART}],
 //   "indexer": null | {"selection","scorer","sparse_v","diagnostic","rows",
 //                      "layers":[{"layer","captured_mass","rows_attended":[…]}]}}
 // PART = {"scheme","bits_per_value","bytes":{"codes","scales","sidecar",

@@ -90,6 +90,11 @@ constexpr double kMeanRel = 2e-5;  // mean |diff| / spread
 // reference code and GPUs do. That table emulated, the CPU backend matched
 // gemma3 at max 2.9e-5 / mean 1.9e-6; without it max 2.2e-4 / mean 3.6e-5.
 constexpr double kGeluMeanRel = 5e-5;
+// On a real GPU the Vulkan backend's mean may sit a little higher: an NVIDIA
+// H200 (driver 580.159.04, commit 60d0f93) gave qwen3 max 3.0e-4 / mean
+// 2.1e-5, its shader compiler contracting and reordering float math that
+// lavapipe and the CPU keep apart (every other golden model under 1.6e-5).
+constexpr double kGpuMeanRel = 3e-5;
 
 // The golden files live in the source tree beside this test.
 std::filesystem::path goldenDir() {
@@ -256,7 +261,8 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name,
               c.meanRel, c.argmaxAgree, c.steps);
   EXPECT_EQ(c.argmaxAgree, c.steps) << name;
   EXPECT_LE(c.worstRel, kMaxRel) << name;
-  EXPECT_LE(c.meanRel, meanRel) << name;
+  EXPECT_LE(c.meanRel, engine == Engine::kVulkan ? std::max(meanRel, kGpuMeanRel) : meanRel)
+      << name;
   return rows;
 }
 
