@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -161,17 +162,27 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
   }
 
   // Greedy: the upgrade with the largest error drop per added bit that keeps
-  // the average within budget, until none helps.
+  // the average within budget, until none helps; a part's bits count by the
+  // share of the context's rows its layer keeps.
+  std::vector<double> share(nParts, 1.0);
+  if (!shape.layerShare.empty()) {
+    if (shape.layerShare.size() != layers.size()) {
+      return makeError(ErrorCode::kInvalidArgument, "{} layer shares for {} layers",
+                       shape.layerShare.size(), layers.size());
+    }
+    for (size_t i = 0; i < nParts; ++i) share[i] = std::clamp(shape.layerShare[i / 2], 1e-6, 1.0);
+  }
+  const double shares = std::accumulate(share.begin(), share.end(), 0.0);
   std::vector<size_t> level(nParts, 0);
-  double total = candidateBits.front() * static_cast<double>(nParts);
-  const double limit = budget * static_cast<double>(nParts) + 1e-9;
+  double total = candidateBits.front() * shares;
+  const double limit = budget * shares + 1e-9;
   for (;;) {
     double bestGain = 0.0;
     size_t bestPart = nParts, bestLevel = 0;
     for (size_t i = 0; i < nParts; ++i) {
       const double weight = i % 2 == 0 ? 1.0 : kValueWeight;
       for (size_t m = level[i] + 1; m < kCandidates.size(); ++m) {
-        const double added = candidateBits[m] - candidateBits[level[i]];
+        const double added = share[i] * (candidateBits[m] - candidateBits[level[i]]);
         if (total + added > limit) continue;
         const double gain = weight * (errors[i][level[i]] - errors[i][m]) / std::max(added, 1e-9);
         if (gain > bestGain) {
@@ -182,11 +193,11 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
       }
     }
     if (bestPart == nParts) break;
-    total += candidateBits[bestLevel] - candidateBits[level[bestPart]];
+    total += share[bestPart] * (candidateBits[bestLevel] - candidateBits[level[bestPart]]);
     level[bestPart] = bestLevel;
   }
 
-  AutoPlan plan{.budget = budget, .bitsPerValue = total / static_cast<double>(nParts)};
+  AutoPlan plan{.budget = budget, .bitsPerValue = total / shares};
   plan.layers.resize(layers.size());
   for (uint32_t part = 0; part < 2; ++part) {
     // The scheme most layers got for this part (ties: the cheaper).
@@ -206,7 +217,12 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
       d.bits = candidateBits[level[i]];
       d.errors = errors[i];
       d.promoted = level[i] > common;
-      if (d.promoted) {
+      if (d.promoted && share[i] < 1.0) {
+        d.reason = fmt::format(
+            "a sliding-window layer: its ring holds {:.1f}% of the context's rows, so its bits "
+            "cost that much",
+            100.0 * share[i]);
+      } else if (d.promoted) {
         d.reason = fmt::format("{} error at {} is {:.1f}x that of the layers kept there",
                                part == 0 ? "K score" : "V output", kCandidates[common],
                                mid > 0.0 ? errors[i][common] / mid : INFINITY);

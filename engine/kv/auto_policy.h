@@ -18,7 +18,10 @@
 //      the exact probe weights p, with the decoded values.
 // Plan: every part starts at the cheapest candidate; then, greedily, the
 // upgrade (layer, part, next scheme) with the largest drop in measured error
-// per added bit is taken while the average stays within BITS. A V error
+// per added bit is taken while the average stays within BITS. The average is
+// over the values the cache will hold: a sliding-window layer keeps only its
+// ring's rows, so at a long context its bits cost a small share of what a
+// global layer's do (AutoShape::layerShare), and it is upgraded first. A V error
 // counts a third of a K error of the same size: summed over layers, the K
 // measure is about 5x and the V measure about 15x the eval KLD that a K-only
 // or V-only codec causes on the demo model (turbo4b; 1x and 3x on
@@ -67,8 +70,10 @@ struct LayerDecision {
 };
 
 struct AutoPlan {
-  double budget = 0.0;        // the BITS asked for
-  double bitsPerValue = 0.0;  // the plan's average over K and V of every layer
+  double budget = 0.0;  // the BITS asked for
+  // The plan's average over K and V of every layer, each weighted by its
+  // AutoShape::layerShare: bits per value the cache holds at the context.
+  double bitsPerValue = 0.0;
   std::vector<LayerDecision> layers;
 
   std::vector<LayerSchemes> schemes() const;
@@ -77,6 +82,9 @@ struct AutoPlan {
 struct AutoShape {
   uint32_t nHeadKv = 0, headDim = 0, rows = 0;
   uint64_t seed = kDefaultCacheSeed;  // the cache seed (streamSeed per layer and part)
+  // [nLayer] or empty (all 1): the rows each layer keeps at the session's
+  // context, as a share of that context (a window layer's ring / context).
+  std::vector<double> layerShare;
 };
 
 // The budget an auto policy plans within at `headDim`: `bits`, or for 0 (auto

@@ -25,8 +25,17 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
     }
   }
   for (auto& r : rows) r.resize(size_t{count} * rowValues);
-  const kv::AutoShape shape{
+  kv::AutoShape shape{
       .nHeadKv = c.nHeadKv, .headDim = c.headDim, .rows = count, .seed = policy.seed};
+  // A window layer's ring holds a fixed number of rows: at the context the
+  // session runs to, its share of the cache's values.
+  if (const kv::KvLayout* layout = backend.kvLayout()) {
+    const double ring = layout->geometry().ringRows;
+    for (uint32_t l = 0; l < c.nLayer; ++l) {
+      shape.layerShare.push_back(
+          layout->inRing(l) ? std::min(1.0, ring / std::max(1u, backend.contextLimit())) : 1.0);
+    }
+  }
   std::vector<kv::LayerRows> layers;
   for (uint32_t l = 0; l < c.nLayer; ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
   KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));

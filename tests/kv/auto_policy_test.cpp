@@ -136,5 +136,49 @@ TEST(AutoPolicy, BudgetBoundsThePlan) {
   EXPECT_FALSE(planAutoPolicy(wrongSize, kShape, 5.0).ok());
 }
 
+// Sliding-window layers (0, 2, 4 here) keep a ring of 5% of the context's
+// rows: their bits cost a twentieth of a global layer's. Alike layers then
+// split by that alone: each window layer's K and V get at least the bits of
+// every global layer's, promoted for that reason, and the budget holds over
+// the values the cache holds (each layer weighted by its share). Unweighted,
+// alike layers keep one scheme but for the last upgrades the budget allows.
+TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
+  const Cache c = plant({}, {});
+  AutoShape shape = kShape;
+  shape.layerShare = {0.05, 1.0, 0.05, 1.0, 0.05, 1.0};
+  constexpr double kBudget = kDefaultAutoBits;
+  auto plan = planAutoPolicy(c.layers(), shape, kBudget);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  double weighted = 0.0, shares = 0.0;
+  double windowBits[2] = {INFINITY, INFINITY}, globalBits[2] = {0.0, 0.0};
+  for (uint32_t l = 0; l < 6; ++l) {
+    const LayerDecision& d = plan->layers[l];
+    std::printf("layer %u (share %.2f): K %s V %s\n", l, shape.layerShare[l], d.key.scheme.c_str(),
+                d.value.scheme.c_str());
+    weighted += shape.layerShare[l] * (d.key.bits + d.value.bits);
+    shares += 2 * shape.layerShare[l];
+    const PartDecision* parts[2] = {&d.key, &d.value};
+    for (int p = 0; p < 2; ++p) {
+      if (l % 2 == 0) {
+        windowBits[p] = std::min(windowBits[p], parts[p]->bits);
+        EXPECT_TRUE(parts[p]->promoted) << "layer " << l;
+        EXPECT_NE(parts[p]->reason.find("sliding-window"), std::string::npos) << parts[p]->reason;
+      } else {
+        globalBits[p] = std::max(globalBits[p], parts[p]->bits);
+      }
+    }
+  }
+  EXPECT_GE(windowBits[0], globalBits[0]);
+  EXPECT_GE(windowBits[1], globalBits[1]);
+  EXPECT_GT(windowBits[1], 4.5) << "V went past turbo4b where it is cheap";
+  EXPECT_NEAR(plan->bitsPerValue, weighted / shares, 1e-12);
+  EXPECT_LE(plan->bitsPerValue, kBudget + 1e-9);
+  auto flat = planAutoPolicy(c.layers(), kShape, kBudget);
+  ASSERT_TRUE(flat.ok());
+  for (const LayerDecision& d : flat->layers) EXPECT_EQ(d.value.scheme, "turbo4b");
+  shape.layerShare.pop_back();
+  EXPECT_FALSE(planAutoPolicy(c.layers(), shape, kBudget).ok());
+}
+
 }  // namespace
 }  // namespace kvscope::kv

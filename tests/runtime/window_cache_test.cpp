@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/device_info.h"
+#include "kv/auto_policy.h"
 #include "model/synthetic_model.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session_load.h"
@@ -174,6 +175,24 @@ TEST_P(WindowCacheTest, APromptThatDivergesBehindTheRingRunsAgainFromTheStart) {
   EXPECT_EQ(rerun->tokens, expected->tokens);
   const std::vector<int32_t> more = tokens(3, 4);
   EXPECT_EQ(logitsAfter(*s, more), logitsAfter(*fresh, more));
+}
+
+// auto plans over the values the cache will hold at the session's context:
+// the window layer's ring (519 of 1024 rows) weighs half a global layer.
+TEST_P(WindowCacheTest, AutoWeighsTheWindowLayerByItsRing) {
+  auto s = open("auto");
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->generate(tokens(600, 7), greedy(2)).ok());
+  const kv::AutoPlan* plan = s->autoPlan();
+  ASSERT_NE(plan, nullptr);
+  const double share[2] = {519.0 / kContext, 1.0};
+  double weighted = 0.0, shares = 0.0;
+  for (uint32_t l = 0; l < 2; ++l) {
+    weighted += share[l] * (plan->layers[l].key.bits + plan->layers[l].value.bits);
+    shares += 2 * share[l];
+  }
+  EXPECT_NEAR(plan->bitsPerValue, weighted / shares, 1e-9);
+  EXPECT_LE(plan->bitsPerValue, plan->budget + 1e-9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WindowCacheTest, testing::Values("cpu", "vulkan"));
