@@ -6,7 +6,7 @@
 // plane, so every load below is aligned. Float types arrive as raw GGUF rows.
 //
 // A row is walked in units: 8 values for F32 and 16 for F16/BF16 (32 bytes),
-// one 32-value block for Q8_0/Q4_0, 64 values for the k-quants (a Q4_K/Q5_K
+// one 32-value block for Q8_0 and the Q4_0/Q4_1/Q5_0/Q5_1 family, 64 values for the k-quants (a Q4_K/Q5_K
 // scale group; for Q6_K the two 32-value quarters that share the bytes of ql:
 // columns 128h + 32p + [0, 32) and the same + 64). decodeUnit() dequantizes a
 // unit with ggml's arithmetic (same products, same order); chunkColumn() says
@@ -61,7 +61,8 @@ const uint UNIT = 16;
 const uint CHUNK = 16;
 #endif
 const uint UNITS_PER_BLOCK = 1;
-#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || \
+    defined(TYPE_Q5_1)
 const uint UNIT = 32;
 const uint CHUNK = 32;
 const uint BLOCK = 32;
@@ -202,6 +203,35 @@ void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
   for (uint i = 0; i < 4; ++i) {
     v[i] = (vec4(nibbles(q[i], 0)) - 8.0) * d;
     v[i + 4] = (vec4(nibbles(q[i], 4)) - 8.0) * d;
+  }
+#elif defined(TYPE_Q4_1)
+  // planes: qs (as Q4_0), d, m: value = q * d + m
+  const uvec4 q = load16(rw / 4 + b);
+  const float d = halfAt(rw + pc.plane1, b), m = halfAt(rw + pc.plane2, b);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = vec4(nibbles(q[i], 0)) * d + m;
+    v[i + 4] = vec4(nibbles(q[i], 4)) * d + m;
+  }
+#elif defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+  // planes: qs (as Q4_0), qh (32 fifth bits: bit j for value j), d [, m]:
+  // Q5_0 value = (q - 16) * d, Q5_1 value = q * d + m
+  const uvec4 q = load16(rw / 4 + b);
+  const uint qh = w4[rw + pc.plane1 + b];
+  const float d = halfAt(rw + pc.plane2, b);
+#if defined(TYPE_Q5_1)
+  const float m = halfAt(rw + pc.plane3, b);
+#endif
+  for (uint i = 0; i < 4; ++i) {
+    const uvec4 bit = uvec4(0, 1, 2, 3) + 4 * i;
+    const uvec4 lo = nibbles(q[i], 0) | (((uvec4(qh) >> bit) & 1u) << 4);
+    const uvec4 hi = nibbles(q[i], 4) | (((uvec4(qh) >> (bit + 16u)) & 1u) << 4);
+#if defined(TYPE_Q5_0)
+    v[i] = (vec4(lo) - 16.0) * d;
+    v[i + 4] = (vec4(hi) - 16.0) * d;
+#else
+    v[i] = vec4(lo) * d + m;
+    v[i + 4] = vec4(hi) * d + m;
+#endif
   }
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
   // planes: qs (128 bytes), [Q5_K: qh (32 bytes)], header (d, dmin, 12 scale bytes)

@@ -204,9 +204,39 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("llama"),
                        ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16,
                                          gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
-                                         gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_K,
-                                         gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K)),
+                                         gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_1,
+                                         gguf::TensorType::kQ5_0, gguf::TensorType::kQ5_1,
+                                         gguf::TensorType::kQ4_K, gguf::TensorType::kQ5_K,
+                                         gguf::TensorType::kQ6_K)),
     [](const auto& p) { return std::string(gguf::traits(std::get<1>(p.param)).name); });
+
+// A Q4_K_M-style mix as llama.cpp's quantizer writes it: Q4_K matrices,
+// Q6_K for some ffn_down, Q8_0 or Q5_1 for attn_v, and the 32-value fall-back
+// types for tensors whose rows are not a multiple of 256 (Qwen's and
+// Gemma's odd widths): Q5_0, Q5_1, Q4_1 here on tensors of a width-288 model.
+TEST(SyntheticParityMix, AQ4KMStyleMixWithFallBackTypes) {
+  model::SyntheticModelSpec spec;
+  spec.nLayer = 2;
+  spec.nEmbd = 288;  // not a multiple of 256: the k-quants cannot take these rows
+  spec.nFf = 512;
+  spec.nHead = 4;
+  spec.nHeadKv = 1;
+  spec.headDim = 72;
+  spec.nVocab = 512;
+  spec.weightType = gguf::TensorType::kQ5_0;
+  using gguf::TensorType;
+  spec.tensorTypes = {
+      {"blk.0.ffn_down.weight", TensorType::kQ4_K}, {"blk.1.ffn_down.weight", TensorType::kQ6_K},
+      {"blk.0.attn_v.weight", TensorType::kQ5_1},   {"blk.1.attn_v.weight", TensorType::kQ8_0},
+      {"blk.1.attn_q.weight", TensorType::kQ4_1},   {"output.weight", TensorType::kQ8_0}};
+  const auto path = std::filesystem::temp_directory_path() / "kvscope-parity-q4_k_m-mix.gguf";
+  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  auto m = model::ModelFile::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  auto c = compareBackends(std::shared_ptr<const model::ModelFile>(std::move(m).value()), 7, 64);
+  std::filesystem::remove(path);
+  expectClose(c, "Q4_K_M-style mix");
+}
 
 INSTANTIATE_TEST_SUITE_P(Architectures, SyntheticParity,
                          ::testing::Combine(::testing::Values("qwen2", "qwen3"),
