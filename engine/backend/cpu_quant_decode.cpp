@@ -87,6 +87,35 @@ void blockMXFP4(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   offset[0] = offset[1] = 0.0f;
 }
 
+void blockIQ4_NL(const uint8_t* b, int8_t* q, float* scale, float* offset) {
+  const uint8_t* qs = b + iq4_nl::kQs;
+  for (int j = 0; j < kQK / 2; ++j) {
+    q[j] = iq4::kValues[qs[j] & 0x0f];
+    q[j + kQK / 2] = iq4::kValues[qs[j] >> 4];
+  }
+  scale[0] = scale[1] = half(b + iq4_nl::kD);
+  offset[0] = offset[1] = 0.0f;
+}
+
+// IQ4_XS: eight IQ4_NL-coded sub-blocks of 32, each scaled by d (6-bit - 32).
+void blockIQ4_XS(const uint8_t* b, int8_t* q, float* scale, float* offset) {
+  const float d = half(b + iq4_xs::kD);
+  const uint16_t scalesH = loadU16(b + iq4_xs::kScalesH);
+  int8_t v[kQK_K];
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const uint8_t* qs = b + iq4_xs::kQs + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      v[32 * ib + j] = iq4::kValues[qs[j] & 0x0f];
+      v[32 * ib + j + 16] = iq4::kValues[qs[j] >> 4];
+    }
+    const int low = (b[iq4_xs::kScalesL + ib / 2] >> (4 * (ib % 2))) & 0x0f;
+    const int high = (scalesH >> (2 * ib)) & 3;
+    scale[2 * ib] = scale[2 * ib + 1] = d * static_cast<float>((low | (high << 4)) - 32);
+    offset[2 * ib] = offset[2 * ib + 1] = 0.0f;
+  }
+  std::memcpy(q, v, kQK_K);
+}
+
 void blockQ8_0(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   std::memcpy(q, b + q8_0::kQs, kQK);
   scale[0] = scale[1] = half(b + q8_0::kD);
@@ -218,6 +247,10 @@ Decoder decoderFor(gguf::TensorType type) {
       return {decodeBlocks<blockQ8_0, q8_0::kBytes, kQK>, kQK};
     case TensorType::kMXFP4:
       return {decodeBlocks<blockMXFP4, mxfp4::kBytes, kQK>, kQK};
+    case TensorType::kIQ4_NL:
+      return {decodeBlocks<blockIQ4_NL, iq4_nl::kBytes, kQK>, kQK};
+    case TensorType::kIQ4_XS:
+      return {decodeBlocks<blockIQ4_XS, iq4_xs::kBytes, kQK_K>, kQK_K};
     case TensorType::kQ2_K:
       return {decodeBlocks<blockQ2_K, q2_k::kBytes, kQK_K>, kQK_K};
     case TensorType::kQ3_K:

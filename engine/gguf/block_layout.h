@@ -38,6 +38,22 @@ inline constexpr size_t kE = 0, kQs = 1, kBytes = 17;
 // negatives; the scale is then 2^(e - 128), half the block's 2^(e - 127).
 inline constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 }
+// IQ4_NL: an fp16 scale, then 32 4-bit indices into a fixed non-uniform
+// codebook (value j low nibble, value 16 + j high, as Q4_0).
+namespace iq4 {
+inline constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113};
+}
+namespace iq4_nl {
+inline constexpr size_t kD = 0, kQs = 2, kBytes = 18;
+}
+// IQ4_XS: 256 values in 8 sub-blocks of 32, each with a 6-bit scale (low 4
+// bits in scales_l, two nibbles a byte; high 2 bits in the 16-bit scales_h)
+// times d, minus 32; sub-block ib's codes are 16 bytes at qs + 16 ib, laid
+// out as IQ4_NL's.
+namespace iq4_xs {
+inline constexpr size_t kD = 0, kScalesH = 2, kScalesL = 4, kQs = 8, kBytes = 136;
+}
 namespace q2_k {
 inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84;
 }

@@ -32,6 +32,30 @@ void decodeMXFP4(const uint8_t* b, float* y) {
   }
 }
 
+void decodeIQ4_NL(const uint8_t* b, float* y) {
+  const float d = loadHalf(b + iq4_nl::kD);
+  const uint8_t* qs = b + iq4_nl::kQs;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = d * iq4::kValues[qs[j] & 0x0f];
+    y[j + kQK / 2] = d * iq4::kValues[qs[j] >> 4];
+  }
+}
+
+void decodeIQ4_XS(const uint8_t* b, float* y) {
+  const float d = loadHalf(b + iq4_xs::kD);
+  const uint16_t scalesH = loadU16(b + iq4_xs::kScalesH);
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const int low = (b[iq4_xs::kScalesL + ib / 2] >> (4 * (ib % 2))) & 0x0f;
+    const int high = (scalesH >> (2 * ib)) & 3;
+    const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+    const uint8_t* qs = b + iq4_xs::kQs + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      y[32 * ib + j] = dl * iq4::kValues[qs[j] & 0x0f];
+      y[32 * ib + j + 16] = dl * iq4::kValues[qs[j] >> 4];
+    }
+  }
+}
+
 void decodeQ4_1(const uint8_t* b, float* y) {
   const float d = loadHalf(b + q4_1::kD);
   const float m = loadHalf(b + q4_1::kM);
@@ -216,6 +240,10 @@ DecodeBlocks decoderFor(TensorType type) {
       return decodeBlocks<decodeQ8_0, q8_0::kBytes, kQK>;
     case TensorType::kMXFP4:
       return decodeBlocks<decodeMXFP4, mxfp4::kBytes, kQK>;
+    case TensorType::kIQ4_NL:
+      return decodeBlocks<decodeIQ4_NL, iq4_nl::kBytes, kQK>;
+    case TensorType::kIQ4_XS:
+      return decodeBlocks<decodeIQ4_XS, iq4_xs::kBytes, kQK_K>;
     case TensorType::kQ2_K:
       return decodeBlocks<decodeQ2_K, q2_k::kBytes, kQK_K>;
     case TensorType::kQ3_K:

@@ -94,6 +94,56 @@ bool encodeQ5_1(const float* x, uint8_t* b) {
   return ok;
 }
 
+// The IQ4 codebook index nearest x / d (x at scale d).
+uint8_t nearestIq4(float x) {
+  uint8_t best = 0;
+  for (uint8_t i = 1; i < 16; ++i) {
+    if (std::fabs(x - iq4::kValues[i]) < std::fabs(x - iq4::kValues[best])) best = i;
+  }
+  return best;
+}
+
+// IQ4 codes of 32 values at scale d: value j low nibble, j + 16 high.
+void encodeIq4Codes(const float* x, float d, uint8_t* qs) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK / 2; ++j)
+    qs[j] = static_cast<uint8_t>(nearestIq4(x[j] * id) | nearestIq4(x[j + kQK / 2] * id) << 4);
+}
+
+// The scale that puts the value of largest magnitude on the codebook's end
+// of its sign (-127 or 113); a valid encoding, not llama.cpp's searched one.
+float iq4Scale(const float* x, int n) {
+  const float m = signedAbsMax(x, n);
+  return m < 0.0f ? m / iq4::kValues[0] : m / iq4::kValues[15];
+}
+
+bool encodeIQ4_NL(const float* x, uint8_t* b) {
+  const float d = storeHalf(b + iq4_nl::kD, iq4Scale(x, kQK));
+  encodeIq4Codes(x, d, b + iq4_nl::kQs);
+  return std::isfinite(d);
+}
+
+// IQ4_XS: d from the largest sub-block scale over 31 steps, each sub-block's
+// 6-bit scale rounded against it.
+bool encodeIQ4_XS(const float* x, uint8_t* b) {
+  float scales[kQK_K / 32], largest = 0.0f;
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    scales[ib] = iq4Scale(x + 32 * ib, 32);
+    largest = std::max(largest, std::fabs(scales[ib]));
+  }
+  const float d = storeHalf(b + iq4_xs::kD, largest / 31.0f);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  uint16_t scalesH = 0;
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const int ls = roundClamped(scales[ib] * id, -32, 31) + 32;
+    b[iq4_xs::kScalesL + ib / 2] |= static_cast<uint8_t>((ls & 0x0f) << (4 * (ib % 2)));
+    scalesH |= static_cast<uint16_t>((ls >> 4) << (2 * ib));
+    encodeIq4Codes(x + 32 * ib, d * static_cast<float>(ls - 32), b + iq4_xs::kQs + 16 * ib);
+  }
+  storeU16(b + iq4_xs::kScalesH, scalesH);
+  return std::isfinite(d);
+}
+
 bool encodeQ8_0(const float* x, uint8_t* b) {
   float amax = 0.0f;
   for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -281,6 +331,10 @@ EncodeBlock encoderFor(TensorType type) {
       return encodeQ5_1;
     case TensorType::kQ8_0:
       return encodeQ8_0;
+    case TensorType::kIQ4_NL:
+      return encodeIQ4_NL;
+    case TensorType::kIQ4_XS:
+      return encodeIQ4_XS;
     case TensorType::kQ2_K:
       return encodeQ2_K;
     case TensorType::kQ3_K:

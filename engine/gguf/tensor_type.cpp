@@ -44,8 +44,9 @@ std::optional<TypeTraits> typeTraits(uint32_t rawType) {
       return TypeTraits{"Q6_K", 256, 210};  // 128+64+16 B, d
     case TensorType::kQ8_K:
       return TypeTraits{"Q8_K", 256, 292};  // f32 d, 256 int8, 16 int16
-    // The i-quants, ternary and MXFP4 types: geometry only (sizes from
-    // ggml-common.h's block structs); no kernel here decodes them yet.
+    // The i-quants, ternary and MXFP4 types (sizes from ggml-common.h's block
+    // structs): IQ4_NL, IQ4_XS and MXFP4 decode on the CPU (dequant.cpp,
+    // cpu_quant_decode.cpp); the others are geometry only.
     case TensorType::kIQ2_XXS:
       return TypeTraits{"IQ2_XXS", 256, 66};  // d, 32 u16
     case TensorType::kIQ2_XS:

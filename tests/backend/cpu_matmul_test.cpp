@@ -173,13 +173,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{TensorType::kQ4_1, 416}, Case{TensorType::kQ5_0, 416},
                       Case{TensorType::kQ5_1, 416}, Case{TensorType::kQ2_K, 768},
                       Case{TensorType::kQ3_K, 768}, Case{TensorType::kQ4_K, 768},
-                      Case{TensorType::kQ5_K, 768}, Case{TensorType::kQ6_K, 768}),
+                      Case{TensorType::kQ5_K, 768}, Case{TensorType::kQ6_K, 768},
+                      Case{TensorType::kIQ4_NL, 416}, Case{TensorType::kIQ4_XS, 768}),
     caseName);
 
 TEST(CpuMatmul, DecodedRowsEqualTheDequantizer) {
-  for (auto type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
-                    TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K,
-                    TensorType::kQ5_K, TensorType::kQ6_K}) {
+  for (auto type :
+       {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+        TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K,
+        TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
     constexpr size_t kIn = 512;
     const Weights w = makeWeights(type, kIn, 1, 21);
     std::vector<int8_t> q[2] = {std::vector<int8_t>(kIn), std::vector<int8_t>(kIn)};

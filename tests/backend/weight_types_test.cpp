@@ -41,9 +41,9 @@ std::shared_ptr<const model::ModelFile> modelWith(const Case& c) {
 }
 
 const Case kCases[] = {
-    {"blk.0.attn_q.weight", TensorType::kIQ4_XS, "IQ4_XS"},  // a matrix
-    {"blk.1.ffn_up.weight", TensorType::kIQ4_NL, "IQ4_NL"},  // a matrix in another layer
-    {"token_embd.weight", TensorType::kQ8_K, "Q8_K"},        // the embedding
+    {"blk.0.attn_q.weight", TensorType::kIQ3_S, "IQ3_S"},  // a matrix
+    {"blk.1.ffn_up.weight", TensorType::kIQ2_S, "IQ2_S"},  // a matrix in another layer
+    {"token_embd.weight", TensorType::kQ8_K, "Q8_K"},      // the embedding
     {"output.weight", TensorType::kIQ2_XXS, "IQ2_XXS"},
 };
 
@@ -66,11 +66,14 @@ TEST(WeightTypes, CpuBackendRefusesTypesItCannotDecode) {
 }
 
 TEST(WeightTypes, VulkanBackendRefusesTypesItCannotDecode) {
-  // The check comes before the device is opened, so this needs no GPU. Q3_K
-  // and MXFP4 have CPU kernels but no GPU ones: refused by Vulkan alone.
+  // The check comes before the device is opened, so this needs no GPU. Q3_K,
+  // MXFP4, IQ4_XS and IQ4_NL have CPU kernels but no GPU ones: refused by
+  // Vulkan alone.
   std::vector<Case> cases(std::begin(kCases), std::end(kCases));
   const Case cpuOnly[] = {{"blk.0.ffn_down.weight", TensorType::kQ3_K, "Q3_K"},
-                          {"blk.1.ffn_up.weight", TensorType::kMXFP4, "MXFP4"}};
+                          {"blk.1.ffn_up.weight", TensorType::kMXFP4, "MXFP4"},
+                          {"blk.0.attn_k.weight", TensorType::kIQ4_XS, "IQ4_XS"},
+                          {"blk.1.attn_v.weight", TensorType::kIQ4_NL, "IQ4_NL"}};
   cases.insert(cases.end(), std::begin(cpuOnly), std::end(cpuOnly));
   for (const Case& c : cases) {
     auto m = modelWith(c);
@@ -87,7 +90,7 @@ TEST(WeightTypes, RefusalListsWhatTheBackendRuns) {
   auto b = backend::CpuBackend::create(modelWith(kCases[0]));
   ASSERT_FALSE(b.ok());
   EXPECT_THAT(b.error().message, HasSubstr("its weight matrices may be F32, F16, Q4_0"));
-  EXPECT_THAT(b.error().message, HasSubstr("Q6_K, BF16"));
+  EXPECT_THAT(b.error().message, HasSubstr("Q6_K, IQ4_NL, IQ4_XS, BF16"));
 }
 
 }  // namespace

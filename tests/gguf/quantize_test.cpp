@@ -36,6 +36,13 @@ constexpr Bound kBounds[] = {
     {TensorType::kQ4_K, 0.075},
     {TensorType::kQ5_K, 0.037},
     {TensorType::kQ6_K, 1.0 / 32 + 2e-3},
+    // IQ4: the scale puts the extreme on -127 or 113. A negative extreme
+    // leaves positive values above 113/127 of it clamped: 14 / 127, more than
+    // half the codebook's widest gap (12 / 113). IQ4_XS adds its 6-bit
+    // sub-block scales: half a step of d = largest / 31, 1 / 62 of the
+    // super-block's largest value.
+    {TensorType::kIQ4_NL, 14.0 / 127 + 2e-3},
+    {TensorType::kIQ4_XS, 14.0 / 127 + 1.0 / 62 + 2e-3},
     {TensorType::kF16, 1.0 / 2048},
     {TensorType::kBF16, 1.0 / 256},
     {TensorType::kF32, 0.0},
