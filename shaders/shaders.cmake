@@ -7,7 +7,7 @@ kvscope_shader(rope.comp)
 # Weight kernels (engine/gpu/weight_kernels.cpp): every GGUF weight type in
 # each launch shape: cpu (wide loads, no barriers), sg (subgroup reduction),
 # smem (shared-memory reduction), gpu (shared-memory tiles).
-foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)
+foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS)
   string(TOLOWER ${type} t)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_sg DEFINES TYPE_${type} SUBGROUP_REDUCE)

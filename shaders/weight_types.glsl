@@ -6,8 +6,8 @@
 // plane, so every load below is aligned. Float types arrive as raw GGUF rows.
 //
 // A row is walked in units: 8 values for F32 and 16 for F16/BF16 (32 bytes),
-// one 32-value block for Q8_0 and the Q4_0/Q4_1/Q5_0/Q5_1 family, 64 values for the k-quants (a Q4_K/Q5_K
-// scale group; for Q6_K the two 32-value quarters that share the bytes of ql:
+// one 32-value block for Q8_0, the Q4_0/Q4_1/Q5_0/Q5_1 family, IQ4_NL and
+// MXFP4, 64 values for the k-quants and IQ4_XS (a Q4_K/Q5_K scale group; for Q6_K the two 32-value quarters that share the bytes of ql:
 // columns 128h + 32p + [0, 32) and the same + 64). decodeUnit() dequantizes a
 // unit with ggml's arithmetic (same products, same order); chunkColumn() says
 // which columns of X each chunk of CHUNK consecutive values multiplies.
@@ -62,12 +62,12 @@ const uint CHUNK = 16;
 #endif
 const uint UNITS_PER_BLOCK = 1;
 #elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || \
-    defined(TYPE_Q5_1)
+    defined(TYPE_Q5_1) || defined(TYPE_IQ4_NL) || defined(TYPE_MXFP4)
 const uint UNIT = 32;
 const uint CHUNK = 32;
 const uint BLOCK = 32;
 const uint UNITS_PER_BLOCK = 1;
-#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || defined(TYPE_IQ4_XS)
 const uint UNIT = 64;
 const uint CHUNK = 32;
 const uint BLOCK = 256;
@@ -139,6 +139,24 @@ float int8At(uvec4 v, uint i) {
 vec4 bf16x4(uint a, uint b) {
   return uintBitsToFloat(uvec4(a << 16, a & 0xffff0000u, b << 16, b & 0xffff0000u));
 }
+
+#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+// The IQ4 codebook (gguf/block_layout.h, iq4::kValues).
+const float kIq4[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0,
+                                 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+vec4 iq4(uvec4 n) {
+  return vec4(kIq4[n.x], kIq4[n.y], kIq4[n.z], kIq4[n.w]);
+}
+#endif
+#if defined(TYPE_MXFP4)
+// The E2M1 values doubled (block_layout.h, mxfp4::kDoubled); the scale is
+// then 2^(e - 128).
+const float kMxfp4[16] = float[16](0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0,
+                                   -4.0, -6.0, -8.0, -12.0);
+vec4 mxfp4(uvec4 n) {
+  return vec4(kMxfp4[n.x], kMxfp4[n.y], kMxfp4[n.z], kMxfp4[n.w]);
+}
+#endif
 
 #if defined(FLOAT_WEIGHTS)
 
@@ -232,6 +250,39 @@ void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
     v[i] = vec4(lo) * d + m;
     v[i + 4] = vec4(hi) * d + m;
 #endif
+  }
+#elif defined(TYPE_IQ4_NL) || defined(TYPE_MXFP4)
+  // planes: qs (as Q4_0, codebook indices), IQ4_NL: d (fp16) / MXFP4: e (E8M0 byte)
+  const uvec4 q = load16(rw / 4 + b);
+#if defined(TYPE_IQ4_NL)
+  const float d = halfAt(rw + pc.plane1, b);
+#define CODEBOOK iq4
+#else
+  const uint e = (w4[rw + pc.plane1 + b / 4] >> (8 * (b % 4))) & 0xffu;
+  const float d = ldexp(1.0, int(e) - 128);
+#define CODEBOOK mxfp4
+#endif
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = CODEBOOK(nibbles(q[i], 0)) * d;
+    v[i + 4] = CODEBOOK(nibbles(q[i], 4)) * d;
+  }
+#undef CODEBOOK
+#elif defined(TYPE_IQ4_XS)
+  // planes: qs (128 bytes: sub-block s's 16 at 16 s, laid out as IQ4_NL's),
+  // header (d, scales_h, scales_l: 8 bytes). Unit g holds sub-blocks 2g, 2g + 1.
+  const uint g = u % 4;
+  uint q[8];
+  load32(rw / 8 + b * 4 + g, q);
+  const uint h0 = w4[rw + pc.plane1 + 2 * b], h1 = w4[rw + pc.plane1 + 2 * b + 1];
+  const float d = unpackHalf2x16(h0).x;
+  for (uint s = 0; s < 2; ++s) {
+    const uint ib = 2 * g + s;
+    const uint ls = ((h1 >> (4 * ib)) & 0xfu) | (((h0 >> (16 + 2 * ib)) & 3u) << 4);
+    const float dl = d * float(int(ls) - 32);
+    for (uint i = 0; i < 4; ++i) {
+      v[8 * s + i] = iq4(nibbles(q[4 * s + i], 0)) * dl;
+      v[8 * s + i + 4] = iq4(nibbles(q[4 * s + i], 4)) * dl;
+    }
   }
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
   // planes: qs (128 bytes), [Q5_K: qh (32 bytes)], header (d, dmin, 12 scale bytes)

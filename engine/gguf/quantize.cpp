@@ -144,6 +144,29 @@ bool encodeIQ4_XS(const float* x, uint8_t* b) {
   return std::isfinite(d);
 }
 
+// MXFP4: the smallest power-of-two scale 2^(e - 127) that puts the value of
+// largest magnitude within E2M1's 6, each value on its nearest E2M1 code.
+bool encodeMXFP4(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+  if (!std::isfinite(amax)) return false;
+  const int e = amax > 0.0f
+                    ? std::clamp(static_cast<int>(std::ceil(std::log2(amax / 6.0f))) + 127, 1, 254)
+                    : 1;
+  b[mxfp4::kE] = static_cast<uint8_t>(e);
+  const float half = std::ldexp(1.0f, e - 128);  // the doubled codes' step
+  for (int j = 0; j < kQK; ++j) {
+    uint8_t best = 0;
+    for (uint8_t i = 1; i < 16; ++i) {
+      if (std::fabs(x[j] - mxfp4::kDoubled[i] * half) <
+          std::fabs(x[j] - mxfp4::kDoubled[best] * half))
+        best = i;
+    }
+    b[mxfp4::kQs + j % (kQK / 2)] |= static_cast<uint8_t>(best << (4 * (j / (kQK / 2))));
+  }
+  return true;
+}
+
 bool encodeQ8_0(const float* x, uint8_t* b) {
   float amax = 0.0f;
   for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -331,6 +354,8 @@ EncodeBlock encoderFor(TensorType type) {
       return encodeQ5_1;
     case TensorType::kQ8_0:
       return encodeQ8_0;
+    case TensorType::kMXFP4:
+      return encodeMXFP4;
     case TensorType::kIQ4_NL:
       return encodeIQ4_NL;
     case TensorType::kIQ4_XS:

@@ -207,7 +207,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_1,
                                          gguf::TensorType::kQ5_0, gguf::TensorType::kQ5_1,
                                          gguf::TensorType::kQ4_K, gguf::TensorType::kQ5_K,
-                                         gguf::TensorType::kQ6_K)),
+                                         gguf::TensorType::kQ6_K, gguf::TensorType::kIQ4_NL,
+                                         gguf::TensorType::kIQ4_XS, gguf::TensorType::kMXFP4)),
     [](const auto& p) { return std::string(gguf::traits(std::get<1>(p.param)).name); });
 
 // A Q4_K_M-style mix as llama.cpp's quantizer writes it: Q4_K matrices,

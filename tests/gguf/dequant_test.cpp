@@ -182,17 +182,19 @@ TEST(Dequant, IQ4_XS) {
   }
 }
 
-// Random IQ4 blocks as ggml itself dequantizes them
-// (tests/data/llamacpp/iq4-dequant.json says how they were recorded): bit for
-// bit, every scale and code an independent implementation's reading.
-TEST(Dequant, IQ4MatchesGgml) {
+// Random IQ4 and MXFP4 blocks as ggml itself dequantizes them
+// (tests/data/llamacpp/dequant-iq4-mxfp4.json says how they were recorded):
+// bit for bit, every scale and code an independent implementation's reading.
+TEST(Dequant, IQ4AndMXFP4MatchGgml) {
   std::ifstream in(std::filesystem::path(__FILE__).parent_path() /
-                   "../data/llamacpp/iq4-dequant.json");
+                   "../data/llamacpp/dequant-iq4-mxfp4.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
   for (const auto& c : doc.at("cases")) {
     const std::string name = c.at("type");
-    const TensorType type = name == "IQ4_NL" ? TensorType::kIQ4_NL : TensorType::kIQ4_XS;
+    const TensorType type = name == "IQ4_NL"   ? TensorType::kIQ4_NL
+                            : name == "IQ4_XS" ? TensorType::kIQ4_XS
+                                               : TensorType::kMXFP4;
     const std::string hex = c.at("blocks_hex");
     std::vector<uint8_t> bytes(hex.size() / 2);
     for (size_t i = 0; i < bytes.size(); ++i)

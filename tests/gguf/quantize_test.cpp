@@ -41,6 +41,10 @@ constexpr Bound kBounds[] = {
     // half the codebook's widest gap (12 / 113). IQ4_XS adds its 6-bit
     // sub-block scales: half a step of d = largest / 31, 1 / 62 of the
     // super-block's largest value.
+    // MXFP4: the scale puts the largest magnitude in (3, 6] (a power of two
+    // above amax / 6); the widest gap there is 4 to 6, so an error of 1 in
+    // at least 3: 1 / 3.
+    {TensorType::kMXFP4, 1.0 / 3 + 1e-3},
     {TensorType::kIQ4_NL, 14.0 / 127 + 2e-3},
     {TensorType::kIQ4_XS, 14.0 / 127 + 1.0 / 62 + 2e-3},
     {TensorType::kF16, 1.0 / 2048},

@@ -237,7 +237,7 @@ std::vector<OpCase> matmuls() {
   for (TensorType type :
        {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
         TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ4_K,
-        TensorType::kQ5_K, TensorType::kQ6_K}) {
+        TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
     // in -> out widths: a square one, a narrow odd output (96 rows), a wide input.
     for (auto [in, out] : {std::pair{256u, 256u}, std::pair{512u, 96u}, std::pair{1024u, 160u}}) {
       for (Epi e : {Epi{"", false, false, kNoGate}, Epi{" +bias", true, false, kNoGate},
