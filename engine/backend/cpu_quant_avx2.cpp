@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,54 @@ struct Q5_1 {
   }
   static __m256i quants(const uint8_t* b, size_t) {
     return _mm256_or_si256(nibbles16(b + q5_1::kQs), fifthBits(loadU32(b + q5_1::kQh)));
+  }
+};
+
+// A 16-entry int8 codebook in both 128-bit lanes, for _mm256_shuffle_epi8.
+[[gnu::always_inline]] inline __m256i codebook(const int8_t (&values)[16]) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
+  return _mm256_set_m128i(t, t);
+}
+
+// IQ4_NL and MXFP4: Q4_0's nibbles, looked up in the codebook (MXFP4's
+// values doubled, its scale 2^(e - 128)).
+struct IQ4_NL {
+  static constexpr size_t kBytes = iq4_nl::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    scale[0] = scale[1] = half(b + iq4_nl::kD);
+  }
+  static __m256i quants(const uint8_t* b, size_t) {
+    return _mm256_shuffle_epi8(codebook(iq4::kValues), nibbles16(b + iq4_nl::kQs));
+  }
+};
+
+struct MXFP4 {
+  static constexpr size_t kBytes = mxfp4::kBytes, kValues = kQK;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    scale[0] = scale[1] = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+  }
+  static __m256i quants(const uint8_t* b, size_t) {
+    return _mm256_shuffle_epi8(codebook(mxfp4::kDoubled), nibbles16(b + mxfp4::kQs));
+  }
+};
+
+// IQ4_XS: chunk c is sub-block c, IQ4_NL-coded at qs + 16 c, its scale
+// d * (6-bit - 32) on both of its groups of 16.
+struct IQ4_XS {
+  static constexpr size_t kBytes = iq4_xs::kBytes, kValues = kQK_K;
+  static constexpr bool kOffsets = false;
+  static void scales(const uint8_t* b, float* scale, float*) {
+    const float d = half(b + iq4_xs::kD);
+    const uint32_t high = loadU16(b + iq4_xs::kScalesH), low = loadU32(b + iq4_xs::kScalesL);
+    for (size_t ib = 0; ib < kValues / 32; ++ib) {
+      const int ls = static_cast<int>(((low >> (4 * ib)) & 0x0f) | (((high >> (2 * ib)) & 3) << 4));
+      scale[2 * ib] = scale[2 * ib + 1] = d * static_cast<float>(ls - 32);
+    }
+  }
+  static __m256i quants(const uint8_t* b, size_t c) {
+    return _mm256_shuffle_epi8(codebook(iq4::kValues), nibbles16(b + iq4_xs::kQs + 16 * c));
   }
 };
 
@@ -696,6 +745,12 @@ RowKernels rowKernels(gguf::TensorType type) {
       return kernelsOf<Q5_K>();
     case TensorType::kQ6_K:
       return kernelsOf<Q6_K>();
+    case TensorType::kIQ4_NL:
+      return kernelsOf<IQ4_NL>();
+    case TensorType::kIQ4_XS:
+      return kernelsOf<IQ4_XS>();
+    case TensorType::kMXFP4:
+      return kernelsOf<MXFP4>();
     default:
       return {};
   }

@@ -167,14 +167,13 @@ std::string caseName(const ::testing::TestParamInfo<Case>& info) {
 // whose length is no multiple of the SIMD width; F32 read in place too.
 INSTANTIATE_TEST_SUITE_P(
     Types, CpuMatmul,
-    ::testing::Values(Case{TensorType::kF32, 83}, Case{TensorType::kF32, 84, false},
-                      Case{TensorType::kF16, 83}, Case{TensorType::kBF16, 83},
-                      Case{TensorType::kQ8_0, 416}, Case{TensorType::kQ4_0, 416},
-                      Case{TensorType::kQ4_1, 416}, Case{TensorType::kQ5_0, 416},
-                      Case{TensorType::kQ5_1, 416}, Case{TensorType::kQ2_K, 768},
-                      Case{TensorType::kQ3_K, 768}, Case{TensorType::kQ4_K, 768},
-                      Case{TensorType::kQ5_K, 768}, Case{TensorType::kQ6_K, 768},
-                      Case{TensorType::kIQ4_NL, 416}, Case{TensorType::kIQ4_XS, 768}),
+    ::testing::Values(
+        Case{TensorType::kF32, 83}, Case{TensorType::kF32, 84, false}, Case{TensorType::kF16, 83},
+        Case{TensorType::kBF16, 83}, Case{TensorType::kQ8_0, 416}, Case{TensorType::kQ4_0, 416},
+        Case{TensorType::kQ4_1, 416}, Case{TensorType::kQ5_0, 416}, Case{TensorType::kQ5_1, 416},
+        Case{TensorType::kQ2_K, 768}, Case{TensorType::kQ3_K, 768}, Case{TensorType::kQ4_K, 768},
+        Case{TensorType::kQ5_K, 768}, Case{TensorType::kQ6_K, 768}, Case{TensorType::kIQ4_NL, 416},
+        Case{TensorType::kIQ4_XS, 768}, Case{TensorType::kMXFP4, 416}),
     caseName);
 
 TEST(CpuMatmul, DecodedRowsEqualTheDequantizer) {
