@@ -343,12 +343,12 @@ TEST_F(WeightKernelApiTest, ProductsDeclareTheirTrafficAndArithmetic) {
 
 TEST_F(WeightKernelApiTest, RefusesWhatItCannotRun) {
   gpu::WeightKernels wk(ctx());
-  EXPECT_FALSE(gpu::WeightKernels::supportsType(TensorType::kQ4_1));
+  EXPECT_FALSE(gpu::WeightKernels::supportsType(TensorType::kQ3_K));
   EXPECT_TRUE(gpu::WeightKernels::supportsType(TensorType::kQ6_K));
   EXPECT_FALSE(gpu::WeightKernels::rowBytes(TensorType::kQ4_K, 300));
   gpu::Buffer w = deviceBuffer(1 << 16), x = deviceBuffer(4096), y = deviceBuffer(4096);
   ASSERT_TRUE(rec().begin().ok());
-  auto s = wk.matvec(rec(), TensorType::kQ4_1, w, x, y, 4, 32);
+  auto s = wk.matvec(rec(), TensorType::kQ3_K, w, x, y, 4, 256);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::kUnsupported);
   s = wk.matvec(rec(), TensorType::kQ8_0, w, x, y, 4, 48);  // not whole blocks
