@@ -64,7 +64,11 @@ std::vector<LayerSchemes> KvLayout::layerSchemes() const {
 
 uint64_t KvLayout::tokenBytes() const {
   uint64_t bytes = 0;
-  for (const Stream& s : m_streams) bytes += uint64_t{m_geometry.nHeadKv} * s.rowBytes;
+  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
+    if (inRing(l)) continue;
+    bytes +=
+        uint64_t{m_geometry.nHeadKv} * (rowBytes(l, KvPart::kKey) + rowBytes(l, KvPart::kValue));
+  }
   return bytes;
 }
 

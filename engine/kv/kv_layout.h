@@ -121,13 +121,9 @@ class KvLayout {
   size_t pagesFor(uint64_t rows) const {
     return static_cast<size_t>((rows + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage);
   }
-  // Bytes one token takes in every stream: Σ layers, parts of nHeadKv x rowBytes.
+  // Bytes one more token adds: Σ layers, parts of nHeadKv x rowBytes over
+  // the layers that keep every row (a ring does not grow).
   uint64_t tokenBytes() const;
-  // The bytes a cache for a context of `rows` tokens allocates: its growing
-  // pages and the ring (the memory estimate's figure; no sidecar).
-  uint64_t allocatedBytes(uint32_t rows) const {
-    return pagesFor(rows) * m_pageBytes + (rows > 0 ? m_ringPageBytes : 0);
-  }
 
   // The accounting of `rows` rows of one stream in pages holding `capacity`
   // rows (sidecar left 0).

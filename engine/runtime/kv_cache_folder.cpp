@@ -72,7 +72,7 @@ Expected<KvCacheSave> saveKvCacheTo(const Session& session, const fs::path& file
   KvCacheSave save;
   save.tokens = static_cast<uint32_t>(session.history().size());
   const kv::KvLayout* layout = session.backend().kvLayout();
-  save.cacheBytes = layout ? uint64_t{save.tokens} * layout->tokenBytes() : 0;
+  save.cacheBytes = layout ? layout->canonicalBytes(save.tokens) : 0;
   std::error_code ec;
   if (save.cacheBytes > maxFileBytes) {
     fs::remove(file, ec);

@@ -77,7 +77,7 @@ struct KvFileInfo {
   std::string autoFailure;               // kFailed
 };
 
-// Writes `info` and the rows `exportRows` produces (rows x layout.tokenBytes()
+// Writes `info` and the rows `exportRows` produces (layout.canonicalBytes(rows)
 // bytes in the canonical order) to `path` atomically. `layout` gives the
 // row bytes META records.
 Status writeKvFile(
