@@ -108,9 +108,12 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
       if (!trim(pos0).ok()) (void)trim(0);
       return run;
     }
-    if (!batch.allLogits) out.values.clear(), out.rows = 0;
-    out.values.insert(out.values.end(), chunk.values.begin(), chunk.values.end());
-    out.rows += chunk.rows;
+    if (batch.allLogits) {
+      out.values.insert(out.values.end(), chunk.values.begin(), chunk.values.end());
+      out.rows += chunk.rows;
+    } else {
+      out = std::move(chunk);  // only the last step's last row is wanted
+    }
   }
   return okStatus();
 }

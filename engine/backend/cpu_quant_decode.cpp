@@ -77,22 +77,23 @@ void blockQ5_1(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   offset[0] = offset[1] = half(b + q5_1::kM);
 }
 
-void blockMXFP4(const uint8_t* b, int8_t* q, float* scale, float* offset) {
-  const uint8_t* qs = b + mxfp4::kQs;
+// 32 values coded as Q4_0's nibbles (value j low, 16 + j high), each an
+// index into a 16-entry int8 codebook.
+void codebookNibbles(const int8_t (&codebook)[16], const uint8_t* qs, int8_t* q) {
   for (int j = 0; j < kQK / 2; ++j) {
-    q[j] = mxfp4::kDoubled[qs[j] & 0x0f];
-    q[j + kQK / 2] = mxfp4::kDoubled[qs[j] >> 4];
+    q[j] = codebook[qs[j] & 0x0f];
+    q[j + kQK / 2] = codebook[qs[j] >> 4];
   }
+}
+
+void blockMXFP4(const uint8_t* b, int8_t* q, float* scale, float* offset) {
+  codebookNibbles(mxfp4::kDoubled, b + mxfp4::kQs, q);
   scale[0] = scale[1] = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
   offset[0] = offset[1] = 0.0f;
 }
 
 void blockIQ4_NL(const uint8_t* b, int8_t* q, float* scale, float* offset) {
-  const uint8_t* qs = b + iq4_nl::kQs;
-  for (int j = 0; j < kQK / 2; ++j) {
-    q[j] = iq4::kValues[qs[j] & 0x0f];
-    q[j + kQK / 2] = iq4::kValues[qs[j] >> 4];
-  }
+  codebookNibbles(iq4::kValues, b + iq4_nl::kQs, q);
   scale[0] = scale[1] = half(b + iq4_nl::kD);
   offset[0] = offset[1] = 0.0f;
 }
@@ -100,17 +101,10 @@ void blockIQ4_NL(const uint8_t* b, int8_t* q, float* scale, float* offset) {
 // IQ4_XS: eight IQ4_NL-coded sub-blocks of 32, each scaled by d (6-bit - 32).
 void blockIQ4_XS(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   const float d = half(b + iq4_xs::kD);
-  const uint16_t scalesH = loadU16(b + iq4_xs::kScalesH);
   int8_t v[kQK_K];
   for (int ib = 0; ib < kQK_K / 32; ++ib) {
-    const uint8_t* qs = b + iq4_xs::kQs + 16 * ib;
-    for (int j = 0; j < 16; ++j) {
-      v[32 * ib + j] = iq4::kValues[qs[j] & 0x0f];
-      v[32 * ib + j + 16] = iq4::kValues[qs[j] >> 4];
-    }
-    const int low = (b[iq4_xs::kScalesL + ib / 2] >> (4 * (ib % 2))) & 0x0f;
-    const int high = (scalesH >> (2 * ib)) & 3;
-    scale[2 * ib] = scale[2 * ib + 1] = d * static_cast<float>((low | (high << 4)) - 32);
+    codebookNibbles(iq4::kValues, b + iq4_xs::kQs + 16 * ib, v + 32 * ib);
+    scale[2 * ib] = scale[2 * ib + 1] = d * static_cast<float>(iq4_xs::subScale(b, ib));
     offset[2 * ib] = offset[2 * ib + 1] = 0.0f;
   }
   std::memcpy(q, v, kQK_K);

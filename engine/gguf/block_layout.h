@@ -53,6 +53,12 @@ inline constexpr size_t kD = 0, kQs = 2, kBytes = 18;
 // out as IQ4_NL's.
 namespace iq4_xs {
 inline constexpr size_t kD = 0, kScalesH = 2, kScalesL = 4, kQs = 8, kBytes = 136;
+// Sub-block ib's signed scale multiplier: its 6-bit field minus 32.
+inline int subScale(const uint8_t* b, int ib) {
+  const int low = (b[kScalesL + ib / 2] >> (4 * (ib % 2))) & 0x0f;
+  const int high = ((b[kScalesH] | b[kScalesH + 1] << 8) >> (2 * ib)) & 3;
+  return (low | high << 4) - 32;
+}
 }
 namespace q2_k {
 inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84;

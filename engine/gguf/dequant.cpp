@@ -43,11 +43,8 @@ void decodeIQ4_NL(const uint8_t* b, float* y) {
 
 void decodeIQ4_XS(const uint8_t* b, float* y) {
   const float d = loadHalf(b + iq4_xs::kD);
-  const uint16_t scalesH = loadU16(b + iq4_xs::kScalesH);
   for (int ib = 0; ib < kQK_K / 32; ++ib) {
-    const int low = (b[iq4_xs::kScalesL + ib / 2] >> (4 * (ib % 2))) & 0x0f;
-    const int high = (scalesH >> (2 * ib)) & 3;
-    const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+    const float dl = d * static_cast<float>(iq4_xs::subScale(b, ib));
     const uint8_t* qs = b + iq4_xs::kQs + 16 * ib;
     for (int j = 0; j < 16; ++j) {
       y[32 * ib + j] = dl * iq4::kValues[qs[j] & 0x0f];
