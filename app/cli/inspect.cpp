@@ -42,6 +42,8 @@ const char* ropeScalingName(model::RopeScaling s) {
       return "frequency factors (llama3)";
     case model::RopeScaling::kLongRope:
       return "LongRoPE";
+    case model::RopeScaling::kYarn:
+      return "YaRN";
   }
   return "none";
 }

@@ -29,7 +29,7 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--rope-dims", spec.ropeDims, "Rotated dimensions per head (0: all)")
       ->default_val(spec.ropeDims);
   cmd->add_option("--experts", spec.nExpert,
-                  "Experts per layer (an architecture with experts: qwen3moe)")
+                  "Experts per layer (an architecture with experts: qwen3moe, gpt-oss)")
       ->default_val(spec.nExpert);
   cmd->add_option("--experts-used", spec.nExpertUsed, "Experts a token uses")
       ->default_val(spec.nExpertUsed);
@@ -38,6 +38,9 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--rope-linear", spec.ropeLinearFactor,
                   "Linear RoPE scaling factor of the global layers (> 1 scales)")
       ->default_val(spec.ropeLinearFactor);
+  cmd->add_option("--rope-yarn", spec.ropeYarnFactor,
+                  "YaRN RoPE scaling factor (> 1 scales; the original context is ctx / factor)")
+      ->default_val(spec.ropeYarnFactor);
   cmd->add_option("--window", spec.slidingWindow,
                   "Sliding window of the window layers, in positions (0: none)")
       ->default_val(spec.slidingWindow);

@@ -18,7 +18,7 @@ using kv::KvPart;
 
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
-                        float scaleOrZero, uint32_t window) {
+                        float scaleOrZero, uint32_t window, const float* sinks) {
   const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
   assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
   const float scale = scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
@@ -38,13 +38,13 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
         kv::rotateVector(keys.rotation(), qh, rotated);
         qh.swap(rotated);
       }
-      float maxScore = -INFINITY;
+      float maxScore = sinks ? sinks[h] : -INFINITY;
       for (uint32_t j = from; j < visible; ++j) {
         cache.readRotated(layer, KvPart::kKey, kvHead, j, row);
         scores[j] = dot(qh.data(), row.data(), d) * scale;
         maxScore = std::max(maxScore, scores[j]);
       }
-      float sum = 0.0f;
+      float sum = sinks ? std::exp(sinks[h] - maxScore) : 0.0f;
       for (uint32_t j = from; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t j = from; j < visible; ++j) {
@@ -156,6 +156,16 @@ class AttentionRun {
   // The query vector numbered v of KV head h: its token and its row in q/out.
   size_t vectorRow(uint32_t h, uint32_t v) const {
     return (size_t{v / m_p.gqa} * m_p.nHead + h * m_p.gqa + v % m_p.gqa) * m_p.d;
+  }
+  // 1 / the softmax denominator of a query vector whose scores have maximum
+  // `max` and exps (relative to it) summing to `sum`, its head's sink joined;
+  // the exps are then also relative to the sink where it is the larger.
+  float normalizer(uint32_t h, uint32_t v, float max, float sum) const {
+    if (!m_options.sinks) return 1.0f / sum;
+    const float sink = m_options.sinks[h * m_p.gqa + v % m_p.gqa];
+    if (sink <= max) return 1.0f / (sum + std::exp(sink - max));
+    const float shift = std::exp(max - sink);
+    return shift / (sum * shift + 1.0f);
   }
   Span span(uint32_t job) const;
   Tile tileAt(uint32_t h, uint32_t j, uint32_t end) const;
@@ -459,7 +469,8 @@ void AttentionRun::runWhole() const {
         factor[kMaxGroupsPerJob][kLanes];
     scorePass(sp, s, max, sum);
     for (uint32_t k = 0; k < sp.groups; ++k)
-      for (uint32_t i = 0; i < kLanes; ++i) factor[k][i] = 1.0f / sum[k][i];
+      for (uint32_t i = 0; i < kLanes; ++i)
+        factor[k][i] = i < sp.nq[k] ? normalizer(sp.h, sp.v0[k] + i, max[k][i], sum[k][i]) : 0.0f;
     valuePass(sp, s, factor);
     for (uint32_t k = 0; k < sp.groups; ++k)
       for (uint32_t i = 0; i < sp.nq[k]; ++i)
@@ -487,7 +498,9 @@ void AttentionRun::runChunked() const {
         if (m != -INFINITY) sum += m_partSum[first + c * kLanes + i] * std::exp(m - max);
       }
       const float mine = m_partMax[size_t{job} * kLanes + i];
-      factor[0][i] = mine == -INFINITY || sum == 0.0f ? 0.0f : std::exp(mine - max) / sum;
+      factor[0][i] = mine == -INFINITY || sum == 0.0f || i >= sp.nq[0]
+                         ? 0.0f
+                         : std::exp(mine - max) * normalizer(sp.h, sp.v0[0] + i, max, sum);
     }
     valuePass(sp, s, factor);
     std::copy_n(s.acc.begin(), kLanes * p.stride, &m_partAcc[size_t{job} * kLanes * p.stride]);

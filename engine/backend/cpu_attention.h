@@ -15,7 +15,8 @@
 // and sees cache rows [0, pos0 + t], or with a sliding window W rows
 // (pos0 + t - W, pos0 + t]. Query head h reads KV head h / (nHead / nHeadKv). Scores are
 // scaled by 1/sqrt(headDim) (or the scale asked for), the softmax is taken in float32 after
-// subtracting the row maximum, and the weighted V sum is accumulated in float32 in row order.
+// subtracting the row maximum (an attention sink joins it as one more score), and the
+// weighted V sum is accumulated in float32 in row order.
 //
 // A rotated scheme (turbo*) is attended in its rotated space: the query is
 // rotated once per head with R_k (q'.y = q.R_k^T y), V rows are summed as
@@ -43,10 +44,10 @@
 namespace kvscope::cpu {
 
 // scale: of the scores; 0 means 1/sqrt(headDim). window: 0, or the sliding
-// window's positions.
+// window's positions. sinks: null, or [nHead] attention sinks (below).
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
-                        float scale = 0.0f, uint32_t window = 0);
+                        float scale = 0.0f, uint32_t window = 0, const float* sinks = nullptr);
 
 struct AttentionOptions {
   // Score q8_0 keys on their codes against the query rounded to int8 blocks,
@@ -68,6 +69,11 @@ struct AttentionOptions {
   float scale = 0.0f;
   // A sliding window of this many positions; 0: causal over every row.
   uint32_t window = 0;
+  // Attention sinks (gpt-oss), [nHead]: query head h's softmax takes
+  // sinks[h] as one more score, unscaled and without a value row, so
+  // w_j = exp(s_j - m) / (sum_i exp(s_i - m) + exp(sinks[h] - m)) with m the
+  // largest of the scores and the sink. Null: none.
+  const float* sinks = nullptr;
 };
 
 // y = R x and x = R^T y for the rotation R of a rotated scheme (d = its dim),

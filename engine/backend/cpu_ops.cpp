@@ -69,13 +69,46 @@ void geluMul(std::span<const float> gate, std::span<const float> up, std::span<f
   }
 }
 
-void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
-                std::span<const float> freqFactors, std::span<float> cosOut,
+void swigluOaiMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+  assert(gate.size() == up.size() && out.size() >= gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float g = std::min(gate[i], model::kSwigluOaiLimit);
+    const float u = std::clamp(up[i], -model::kSwigluOaiLimit, model::kSwigluOaiLimit);
+    out[i] = g / (1.0f + std::exp(-model::kSwigluOaiAlpha * g)) * (u + 1.0f);
+  }
+}
+
+void gatedMul(model::Gate act, std::span<const float> gate, std::span<const float> up,
+              std::span<float> out) {
+  switch (act) {
+    case model::Gate::kSilu:
+      return siluMul(gate, up, out);
+    case model::Gate::kGelu:
+      return geluMul(gate, up, out);
+    case model::Gate::kSwigluOai:
+      return swigluOaiMul(gate, up, out);
+    case model::Gate::kNone:
+      break;
+  }
+  assert(false && "gatedMul without an activation");
+}
+
+void ropeAngles(const model::RopeSpec& spec, float pos, std::span<float> cosOut,
                 std::span<float> sinOut) {
-  const float step = std::pow(base, -2.0f / static_cast<float>(dims));
-  float theta = pos / linearScale;
-  for (uint32_t i = 0; i < dims / 2; ++i) {
-    const float t = freqFactors.empty() ? theta : theta / freqFactors[i];
+  const float step = std::pow(spec.theta, -2.0f / static_cast<float>(spec.dims));
+  // YaRN mixes the original angle in, so it keeps both; otherwise the
+  // position is divided first, as before YaRN (the recorded references'
+  // rounding).
+  float theta = spec.yarn ? pos : pos / spec.positionScale;
+  const float ramp = std::max(0.001f, spec.yarnHigh - spec.yarnLow);
+  for (uint32_t i = 0; i < spec.dims / 2; ++i) {
+    float t = spec.freqFactors.empty() ? theta : theta / spec.freqFactors[i];
+    if (spec.yarn) {
+      const float original =
+          1.0f - std::clamp((static_cast<float>(i) - spec.yarnLow) / ramp, 0.0f, 1.0f);
+      const float interpolated = t / spec.positionScale;
+      t = interpolated * (1.0f - original) + t * original;
+    }
     cosOut[i] = std::cos(t);
     sinOut[i] = std::sin(t);
     theta *= step;
@@ -102,8 +135,7 @@ void ropeTable(const model::RopeSpec& spec, uint32_t pos0, uint32_t n, std::span
   const float magnitude = spec.attnFactor * spec.scale;
   std::vector<float> cosv(half), sinv(half);
   for (uint32_t t = 0; t < n; ++t) {
-    ropeAngles(static_cast<float>(pos0 + t), spec.dims, spec.theta, spec.positionScale,
-               spec.freqFactors, cosv, sinv);
+    ropeAngles(spec, static_cast<float>(pos0 + t), cosv, sinv);
     for (uint32_t i = 0; i < half; ++i) {
       table[(size_t{t} * half + i) * 2] = cosv[i] * magnitude;
       table[(size_t{t} * half + i) * 2 + 1] = sinv[i] * magnitude;

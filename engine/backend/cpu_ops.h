@@ -30,12 +30,18 @@ void siluMul(std::span<const float> gate, std::span<const float> up, std::span<f
 // out = gelu(gate) * up with the tanh form of GELU (model::Gate::kGelu).
 void geluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
-// RoPE angle tables for one position: cos/sin[dims/2]. Angles follow
-// llama.cpp's float recurrence theta_i = pos * base^(-2i/dims) (multiplying
-// by the ratio step by step), so rounding matches its reference outputs.
-// freqFactors (optional, dims/2): theta_i /= factor_i; linearScale divides pos.
-void ropeAngles(float pos, uint32_t dims, float base, float linearScale,
-                std::span<const float> freqFactors, std::span<float> cosOut,
+// out = the clamped SwiGLU of gpt-oss (model::Gate::kSwigluOai).
+void swigluOaiMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+// out = act(gate, up) for a gated activation (not kNone).
+void gatedMul(model::Gate act, std::span<const float> gate, std::span<const float> up,
+              std::span<float> out);
+
+// RoPE angles of one position under `spec`: cos/sin[dims/2], without the
+// magnitude. Angles follow llama.cpp's float recurrence theta_i = pos *
+// base^(-2i/dims) (multiplying by the ratio step by step), so rounding
+// matches its reference outputs; then theta_i /= freqFactors[i] where given,
+// and the position scale (or YaRN's mix of scaled and unscaled angles).
+void ropeAngles(const model::RopeSpec& spec, float pos, std::span<float> cosOut,
                 std::span<float> sinOut);
 // Rotates the first `dims` values of one head vector in place by one
 // position's row of a ropeTable ([dims/2][cos, sin]) and multiplies the

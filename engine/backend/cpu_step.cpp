@@ -110,10 +110,8 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
     for (size_t row = 0; row < product.size(); row += b.size())
       for (size_t i = 0; i < b.size(); ++i) product[row + i] += b[i];
   }
-  if (e.gate == model::Gate::kSilu) {
-    cpu::siluMul(y, product, y);
-  } else if (e.gate == model::Gate::kGelu) {
-    cpu::geluMul(y, product, y);
+  if (e.gate != model::Gate::kNone) {
+    cpu::gatedMul(e.gate, y, product, y);
   } else if (e.accumulate) {
     for (size_t i = 0; i < y.size(); ++i) y[i] += product[i];
   }
@@ -147,7 +145,7 @@ Status CpuStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::RopeS
 
 Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
                           model::OpName name) {
-  KVS_TRY(model::checkAttentionSpec(spec, "CPU"));
+  KVS_TRY(model::checkAttentionSpec(spec, "CPU", true));
   const uint32_t l = spec.layer, d = spec.headDim;
   const std::span<const float> kr = span(k), vr = span(v);
   for (uint32_t t = 0; t < m_n; ++t) {
@@ -162,7 +160,8 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
       .int8Queries = m_b.m_matmul == cpu::MatmulPrecision::kInt8Activations,
       .sparseV = m_b.m_indexer.sparseV,
       .scale = spec.scale,
-      .window = spec.window};
+      .window = spec.window,
+      .sinks = spec.sinks ? m_b.floats(*spec.sinks).data() : nullptr};
   // A decode step with the indexer on attends the rows it selects; a window
   // layer's few rows are attended whole.
   if (m_b.m_indexer.enabled() && m_n == 1 && spec.window != 0) {
@@ -198,7 +197,12 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   if (m_n == 1 && s.slots.size() > size_t{64} * nUsed * width) s = {};  // after a prefill
   s.probs.resize(size_t{m_n} * nExpert);
   cpu::matmul(*spec.router, in, s.probs, m_n, pool, m_b.m_matmul);
-  cpu::softmax(s.probs, s.probs, nExpert, m_n);
+  if (spec.routerBias) {
+    const std::span<const float> b = m_b.floats(*spec.routerBias);
+    for (size_t i = 0; i < s.probs.size(); ++i) s.probs[i] += b[i % nExpert];
+  }
+  const bool softmaxFirst = spec.weighting == model::ExpertWeighting::kSoftmaxTopK;
+  if (softmaxFirst) cpu::softmax(s.probs, s.probs, nExpert, m_n);
 
   s.picked.resize(size_t{m_n} * nUsed);  // [token][slot]: the expert
   s.weight.resize(size_t{m_n} * nUsed);  // [token][slot]
@@ -206,28 +210,40 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   for (uint32_t t = 0; t < m_n; ++t) {
     const float* p = &s.probs[size_t{t} * nExpert];
     for (uint32_t e = 0; e < nExpert; ++e) s.order[e] = e;
-    // NaN probabilities (a broken file) sort last, so the order stays strict.
-    const auto key = [&](uint32_t e) { return std::isnan(p[e]) ? -1.0f : p[e]; };
+    // NaN scores (a broken file) sort last, so the order stays strict.
+    const auto key = [&](uint32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
     std::partial_sort(s.order.begin(), s.order.begin() + nUsed, s.order.end(),
                       [&](uint32_t a, uint32_t b) {
                         return key(a) > key(b) || (key(a) == key(b) && a < b);
                       });
-    float sum = 0.0f;
+    const std::span<float> weights = std::span(s.weight).subspan(size_t{t} * nUsed, nUsed);
     for (uint32_t k = 0; k < nUsed; ++k) {
       s.picked[size_t{t} * nUsed + k] = s.order[k];
-      sum += s.weight[size_t{t} * nUsed + k] = p[s.order[k]];
+      weights[k] = p[s.order[k]];
     }
-    for (uint32_t k = 0; k < nUsed; ++k) {
-      float& w = s.weight[size_t{t} * nUsed + k];
-      w /= std::max(sum, 6.103515625e-5f);
-      if (spec.scale != 0.0f && spec.scale != 1.0f) w *= spec.scale;
+    if (softmaxFirst) {
+      float sum = 0.0f;
+      for (float w : weights) sum += w;
+      for (float& w : weights) w /= std::max(sum, 6.103515625e-5f);
+    } else {
+      cpu::softmax(weights, weights, nUsed, 1);
     }
+    if (spec.scale != 0.0f && spec.scale != 1.0f)
+      for (float& w : weights) w *= spec.scale;
     if (name.layer >= 0) {
       m_b.m_experts.record(static_cast<uint32_t>(name.layer), m_pos0 + t,
                            std::span(s.picked).subspan(size_t{t} * nUsed, nUsed));
     }
   }
 
+  // Adds expert e's slice of a stacked bias {rows, nExpert} to each row.
+  const auto addBias = [&](const model::TensorView* bias, uint32_t e, std::span<float> rows) {
+    if (!bias) return;
+    const size_t n = bias->shape[0];
+    const std::span<const float> b = m_b.floats(*bias).subspan(e * n, n);
+    for (size_t r = 0; r < rows.size(); r += n)
+      for (size_t i = 0; i < n; ++i) rows[r + i] += b[i];
+  };
   // Every (token, slot) is written once below: no zeroing.
   s.slots.resize(size_t{m_n} * nUsed * width);  // [token][slot][width]
   for (uint32_t e = 0; e < nExpert; ++e) {
@@ -248,8 +264,11 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     const std::span<float> product = std::span(s.product).first(m * width);
     cpu::matmul(model::expertMatrix(*spec.gate, e), gathered, gate, m, pool, m_b.m_matmul);
     cpu::matmul(model::expertMatrix(*spec.up, e), gathered, up, m, pool, m_b.m_matmul);
-    cpu::siluMul(gate, up, gate);
+    addBias(spec.gateBias, e, gate);
+    addBias(spec.upBias, e, up);
+    cpu::gatedMul(spec.act, gate, up, gate);
     cpu::matmul(model::expertMatrix(*spec.down, e), gate, product, m, pool, m_b.m_matmul);
+    addBias(spec.downBias, e, product);
     for (size_t r = 0; r < m; ++r) {
       const float w = s.weight[s.rows[r]];
       float* slot = &s.slots[size_t{s.rows[r]} * width];

@@ -146,6 +146,8 @@ Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const mode
                           model::OpName name) {
   KVS_TRY(m_error);
   KVS_TRY(model::checkEpilogue(e, out.width));
+  if (e.gate == model::Gate::kSwigluOai)
+    return makeError(ErrorCode::kUnsupported, "the Vulkan backend has no clamped SwiGLU kernel");
   order({x, out}, {out});
   const VulkanModel::Matrix& m = m_b.m_shared->matrix(w);
   std::optional<gpu::BufferRange> bias;
@@ -190,7 +192,7 @@ Status VulkanStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::Ro
 Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
                              model::OpName name) {
   KVS_TRY(m_error);
-  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan"));
+  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan", false));
   order({q, k, v}, {out}, true);
   VulkanBackend& b = m_b;
   gpu::Recorder& rec = *b.m_rec;

@@ -71,6 +71,25 @@ Expected<std::vector<float>> llama3Factors(const RopeConfig& r) {
   return factors;
 }
 
+// The pair index where YaRN's ramp starts (beta rotations of the original
+// context: faster ones keep their angle) or ends, as llama.cpp rounds it.
+float yarnCorrection(const RopeConfig& r, float theta, float rotations) {
+  return static_cast<float>(r.dims) *
+         std::log(static_cast<float>(r.originalContext) /
+                  (rotations * 2.0f * std::numbers::pi_v<float>)) /
+         (2.0f * std::log(theta));
+}
+
+// YaRN of `r` on a RoPE of base `theta`.
+void applyYarn(const RopeConfig& r, float theta, RopeSpec& spec) {
+  spec.yarn = true;
+  spec.positionScale = r.factor;
+  spec.yarnLow = std::max(0.0f, std::floor(yarnCorrection(r, theta, r.betaFast)));
+  spec.yarnHigh =
+      std::min(static_cast<float>(r.dims - 1), std::ceil(yarnCorrection(r, theta, r.betaSlow)));
+  spec.attnFactor = r.attnFactor * (1.0f + 0.1f * std::log(r.factor));
+}
+
 }  // namespace
 
 template <typename Owner>
@@ -119,6 +138,8 @@ uint64_t dimSize(Dim d, const ModelConfig& c) {
       return c.nExpert;
     case Dim::kFfExp:
       return c.nFfExp;
+    case Dim::kHead:
+      return c.nHead;
   }
   return 0;
 }
@@ -135,7 +156,7 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   if (!moe && c.nExpert > 0) {  // Mixtral's GGUF files say "llama" and carry experts
     return makeError(ErrorCode::kUnsupported,
                      "this {} file has experts (expert_count {}), which kvscope runs only in "
-                     "qwen3moe models so far",
+                     "qwen3moe and gpt-oss models so far",
                      c.architecture, c.nExpert);
   }
   ModelWeights w;
@@ -210,8 +231,17 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       p.rope.attnFactor = c.rope.attnFactor;
       break;
     }
+    case RopeScaling::kYarn:
+      applyYarn(c.rope, c.rope.theta, p.rope);
+      break;
   }
-  p.windowRope = {.style = c.rope.style, .dims = c.rope.dims, .theta = c.ropeThetaWindow};
+  if (c.arch->description->windowRopeScaled) {
+    p.windowRope = p.rope;
+    p.windowRope.theta = c.ropeThetaWindow;
+    if (c.rope.scaling == RopeScaling::kYarn) applyYarn(c.rope, c.ropeThetaWindow, p.windowRope);
+  } else {
+    p.windowRope = {.style = c.rope.style, .dims = c.rope.dims, .theta = c.ropeThetaWindow};
+  }
   return p;
 }
 
@@ -225,12 +255,13 @@ Status checkEpilogue(const Epilogue& e, uint32_t width) {
   return okStatus();
 }
 
-Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend) {
-  if (s.sinks || s.softCap != 0.0f || !(s.scale > 0.0f)) {
+Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend, bool sinks) {
+  if ((s.sinks && !sinks) || s.softCap != 0.0f || !(s.scale > 0.0f)) {
     return makeError(ErrorCode::kUnsupported,
-                     "the {} backend runs causal attention without sinks or soft-capping "
+                     "the {} backend runs causal attention without {}soft-capping "
                      "(layer {} asks for {}sinks, soft-cap {}, scale {})",
-                     backend, s.layer, s.sinks ? "" : "no ", s.softCap, s.scale);
+                     backend, sinks ? "" : "sinks or ", s.layer, s.sinks ? "" : "no ", s.softCap,
+                     s.scale);
   }
   return okStatus();
 }

@@ -35,6 +35,7 @@ enum class Dim : uint8_t {
   kRopeHalf,  // rope.dims / 2
   kExpert,    // nExpert: the third dimension of an expert tensor, or the router's outputs
   kFfExp,     // nFfExp
+  kHead,      // nHead: one value per query head
 };
 
 // What a tensor is, which decides its WeightRole and how the synthetic
@@ -43,7 +44,8 @@ enum class TensorKind : uint8_t {
   kEmbedding,    // token_embd: one row read per token
   kMatrix,       // a projection, random ~ N(0, 1/in)
   kNorm,         // a norm weight, ~ N(1, 0.1)
-  kBias,         // ~ N(0, 0.1)
+  kBias,         // ~ N(0, 0.1); 2-D for stacked experts' biases {rows, nExpert}
+  kSinks,        // attention-sink logits, one per head, ~ N(0, 1)
   kRopeFactors,  // per-frequency RoPE divisors; written only when asked for
 };
 
@@ -79,6 +81,10 @@ struct ArchDescription {
   // Where a file gives a sliding window but no pattern: every windowPeriod-th
   // layer is global (ModelConfig::windowLayers), 0 none.
   uint32_t windowPeriod = 0;
+  // Whether window layers scale RoPE as the global ones do (gpt-oss: YaRN on
+  // every layer, the window base defaulting to the global one) or rotate by
+  // their own base unscaled (Gemma 3: base 10000 unless the file says).
+  bool windowRopeScaled = false;
   // Hugging Face conventions that differ from llama's: per-layer tensor names
   // (the part after "model.layers.N.", to the GGUF name after "blk.N."), tried
   // before llama's; and norm weights stored as w - 1 (Gemma's RMSNorm

@@ -55,7 +55,12 @@ enum class Gate : uint8_t {
   kNone,
   kSilu,  // SwiGLU: silu(g) = g / (1 + exp(-g))
   kGelu,  // GeGLU: gelu(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+  // gpt-oss's clamped SwiGLU: with g' = min(g, 7) and u' = clamp(u, -7, 7),
+  // out = g' sigmoid(1.702 g') (u' + 1). Its constants are the model's
+  // (swiglu_limit and the GELU-like alpha of OpenAI's reference code).
+  kSwigluOai,
 };
+inline constexpr float kSwigluOaiAlpha = 1.702f, kSwigluOaiLimit = 7.0f;
 
 // y = W x, then (in this order) + bias, y_old + (accumulate: a residual add),
 // or act(y_old) * (gate: y holds the gate of a gated FFN); at most one of
@@ -79,6 +84,11 @@ struct RopeSpec {
   float positionScale = 1.0f;      // positions are divided by it (linear scaling)
   std::vector<float> freqFactors;  // [dims / 2] divisors of each frequency; empty: none
   float attnFactor = 1.0f;         // multiplies cos and sin (LongRoPE / YaRN magnitude)
+  // YaRN: frequency pair i turns by a mix of the interpolated angle (the
+  // position divided by positionScale) and the original one, the original's
+  // share ramping from 1 at pair yarnLow and below to 0 at yarnHigh and above.
+  bool yarn = false;
+  float yarnLow = 0.0f, yarnHigh = 0.0f;
   // Multiplies the whole head after the rotation, unrotated values included:
   // a query scaled before attention (phi3) rides on its RoPE.
   float scale = 1.0f;
@@ -92,24 +102,40 @@ struct AttentionSpec {
   float scale = 0.0f;                 // of q.k: 1/sqrt(headDim), or 1 where q was scaled
   // A query at position p sees positions (p - window, p]; 0: [0, p].
   uint32_t window = 0;
-  const TensorView* sinks = nullptr;  // {nHead}: a per-head logit added to the denominator
+  // {nHead}: a per-head logit that joins each query's softmax (its maximum
+  // and denominator) with no value row, so a head can attend to nothing.
+  const TensorView* sinks = nullptr;
   float softCap = 0.0f;               // scores become cap * tanh(score / cap); 0: none
 };
 
+// How a router's logits become the chosen experts' weights.
+enum class ExpertWeighting : uint8_t {
+  // p = softmax(r) over all experts, the nUsed largest kept, divided by their
+  // sum (clamped below at 2^-14, as llama.cpp does): qwen3moe.
+  kSoftmaxTopK,
+  // The nUsed largest logits kept, their softmax: gpt-oss.
+  kTopKSoftmax,
+};
+
 // A mixture-of-experts feed-forward. Per token: router logits r = router x
-// over nExpert experts, p = softmax(r) over all of them, the nUsed largest p
-// kept (ties: the lower expert), their weights divided by their sum (clamped
-// below at 2^-14, as llama.cpp does), then multiplied by `scale` unless it is
-// 0 or 1; the FFN output
-//   sum over kept e of w_e * down_e(silu(gate_e x) * up_e x)
-// is added to `out` (the residual).
+// (+ routerBias) over nExpert experts; the nUsed largest kept (ties: the
+// lower expert) and weighted by `weighting`, then multiplied by `scale`
+// unless it is 0 or 1; the FFN output
+//   sum over kept e of w_e * (down_e (act(gate_e x + gb_e, up_e x + ub_e)) + db_e)
+// (act: the `gate` activation, biases where given) is added to `out`.
 struct MoeSpec {
-  const TensorView* router = nullptr;  // {width, nExpert}
-  const TensorView* gate = nullptr;    // {width, ff, nExpert}
-  const TensorView* up = nullptr;      // {width, ff, nExpert}
-  const TensorView* down = nullptr;    // {ff, width, nExpert}
+  const TensorView* router = nullptr;      // {width, nExpert}
+  const TensorView* routerBias = nullptr;  // {nExpert}, or none
+  const TensorView* gate = nullptr;        // {width, ff, nExpert}
+  const TensorView* up = nullptr;          // {width, ff, nExpert}
+  const TensorView* down = nullptr;        // {ff, width, nExpert}
+  const TensorView* gateBias = nullptr;    // {ff, nExpert}, or none
+  const TensorView* upBias = nullptr;      // {ff, nExpert}, or none
+  const TensorView* downBias = nullptr;    // {width, nExpert}, or none
   uint32_t nExpert = 0, nUsed = 0, ff = 0;
   float scale = 0.0f;
+  ExpertWeighting weighting = ExpertWeighting::kSoftmaxTopK;
+  Gate act = Gate::kSilu;
 };
 
 class ForwardOps {
@@ -149,9 +175,9 @@ class ForwardOps {
   virtual Status moe(Act x, const MoeSpec& spec, Act out, OpName name) = 0;
 };
 
-// What a backend refuses of an AttentionSpec, as one message (the ops both
-// backends implement so far: causal attention, windowed or not, at any
-// positive scale).
-Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend);
+// What a backend refuses of an AttentionSpec, as one message: every backend
+// runs causal attention, windowed or not, at any positive scale; `sinks`
+// says whether this one runs attention sinks too. Soft-capping is refused.
+Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend, bool sinks);
 
 }  // namespace kvscope::model

@@ -58,6 +58,17 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
     w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));
   }
+  if (c.rope.scaling == RopeScaling::kYarn) {
+    w.set(a + ".rope.scaling.type", gguf::stringValue("yarn"));
+    w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));
+    w.set(a + ".rope.scaling.original_context_length", gguf::uint32Value(c.rope.originalContext));
+    if (c.rope.attnFactor != 1.0f)
+      w.set(a + ".rope.scaling.attn_factor", gguf::float32Value(c.rope.attnFactor));
+    if (c.rope.betaFast != 32.0f || c.rope.betaSlow != 1.0f) {
+      w.set(a + ".rope.scaling.yarn_beta_fast", gguf::float32Value(c.rope.betaFast));
+      w.set(a + ".rope.scaling.yarn_beta_slow", gguf::float32Value(c.rope.betaSlow));
+    }
+  }
   if (c.rope.scaling == RopeScaling::kLongRope) {
     w.set(a + ".rope.scaling.original_context_length", gguf::uint32Value(c.rope.originalContext));
     w.set(a + ".rope.scaling.attn_factor", gguf::float32Value(c.rope.attnFactor));

@@ -42,10 +42,27 @@ Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, Mod
     c.rope.factor = static_cast<float>(f.getFloat(arch + ".rope.scaling.factor").value_or(1.0));
     return okStatus();
   }
-  return makeError(
-      ErrorCode::kUnsupported,
-      "RoPE scaling '{}' is not supported (supported: none, linear, llama3 frequency factors)",
-      type);
+  if (type == "yarn") {
+    const auto get = [&](std::string_view key, double fallback) {
+      return static_cast<float>(
+          f.getFloat(fmt::format("{}.rope.scaling.{}", arch, key)).value_or(fallback));
+    };
+    if (get("yarn_log_multiplier", 0.0) != 0.0f)
+      return makeError(ErrorCode::kUnsupported,
+                       "YaRN with a log multiplier (DeepSeek's mscale) is not supported");
+    c.rope.scaling = RopeScaling::kYarn;
+    c.rope.factor = get("factor", 1.0);
+    c.rope.originalContext = static_cast<uint32_t>(
+        f.getUint(arch + ".rope.scaling.original_context_length").value_or(c.contextLength));
+    c.rope.attnFactor = get("attn_factor", 1.0);
+    c.rope.betaFast = get("yarn_beta_fast", 32.0);
+    c.rope.betaSlow = get("yarn_beta_slow", 1.0);
+    return okStatus();
+  }
+  return makeError(ErrorCode::kUnsupported,
+                   "RoPE scaling '{}' is not supported (supported: none, linear, yarn, llama3 "
+                   "frequency factors)",
+                   type);
 }
 
 // Gemma 3's files say a period (or nothing: its architecture's default);
@@ -54,8 +71,9 @@ Status slidingWindowFromGguf(const gguf::GgufFile& f, const std::string& arch, M
   c.slidingWindow =
       static_cast<uint32_t>(f.getUint(arch + ".attention.sliding_window").value_or(0));
   if (c.slidingWindow == 0) return okStatus();
-  c.ropeThetaWindow =
-      static_cast<float>(f.getFloat(arch + ".rope.freq_base_swa").value_or(10000.0));
+  c.ropeThetaWindow = static_cast<float>(
+      f.getFloat(arch + ".rope.freq_base_swa")
+          .value_or(c.arch->description->windowRopeScaled ? c.rope.theta : 10000.0));
   const std::string key = arch + ".attention.sliding_window_pattern";
   const gguf::Value* pattern = f.find(key);
   if (!pattern) {
@@ -291,6 +309,13 @@ Status validateConfig(const ModelConfig& c) {
   }
   if (c.rope.scaling == RopeScaling::kLinear && !(c.rope.factor > 0.0f))
     return bad("RoPE scaling factor must be positive");
+  if (c.rope.scaling == RopeScaling::kYarn &&
+      (!(c.rope.factor > 0.0f) || c.rope.factor > 1e4f || c.rope.originalContext == 0 ||
+       !(c.rope.attnFactor > 0.0f) || c.rope.attnFactor > 16.0f ||
+       !(c.rope.betaFast > c.rope.betaSlow) || !(c.rope.betaSlow > 0.0f)))
+    return bad(
+        "YaRN needs a factor, an original context, an attention factor in (0, 16] and "
+        "beta_fast > beta_slow > 0");
   if (c.rope.scaling == RopeScaling::kLongRope &&
       (c.rope.originalContext == 0 || !(c.rope.attnFactor > 0.0f) || c.rope.attnFactor > 16.0f))
     return bad("LongRoPE needs an original context and an attention factor in (0, 16]");

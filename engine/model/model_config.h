@@ -25,6 +25,10 @@ enum class RopeScaling {
   kLinear,       // positions divided by `factor`
   kFreqFactors,  // per-frequency divisors: GGUF `rope_freqs.weight`, or llama3 parameters
   kLongRope,     // Phi-3's: `rope_factors_long`/`_short` divisors by context, and attnFactor
+  // YaRN (gpt-oss): low frequencies interpolated by `factor`, high ones kept,
+  // a linear ramp between (betaFast / betaSlow rotations over the original
+  // context bound it), magnitude attnFactor * (1 + 0.1 ln factor).
+  kYarn,
 };
 
 struct RopeConfig {
@@ -37,8 +41,9 @@ struct RopeConfig {
   // resulting per-frequency factors as the `rope_freqs.weight` tensor instead).
   float lowFreqFactor = 1.0f;
   float highFreqFactor = 4.0f;
-  uint32_t originalContext = 0;  // llama3 and LongRoPE: the context before scaling
-  float attnFactor = 1.0f;       // LongRoPE: multiplies cos and sin
+  uint32_t originalContext = 0;             // llama3, LongRoPE and YaRN: the context before scaling
+  float attnFactor = 1.0f;                  // LongRoPE and YaRN: multiplies cos and sin
+  float betaFast = 32.0f, betaSlow = 1.0f;  // YaRN's ramp bounds, in rotations
 };
 
 struct ModelConfig {
@@ -65,9 +70,10 @@ struct ModelConfig {
   uint32_t nExpertUsed = 0;
   uint32_t nFfExp = 0;
   float expertWeightsScale = 0.0f;
-  // Sliding-window attention (gemma3): a window layer's query at position p
-  // sees positions (p - slidingWindow, p] only, and rotates by its own RoPE
-  // base without the global layers' scaling; the other layers are global.
+  // Sliding-window attention (gemma3, gpt-oss): a window layer's query at
+  // position p sees positions (p - slidingWindow, p] only, and rotates by
+  // ropeThetaWindow (gemma3: without the global layers' scaling, gpt-oss: with
+  // it; ArchDescription::windowRopeScaled); the other layers are global.
   uint32_t slidingWindow = 0;      // 0: every layer global
   std::vector<bool> windowLayers;  // [nLayer] when slidingWindow > 0
   float ropeThetaWindow = 10000.0f;

@@ -17,7 +17,8 @@ void forEachWeight(const ModelWeights& w,
     if (t) fn(*t, WeightRole::kRopeFactors);
   for (const LayerWeights& l : w.layers) {
     for (const TensorView* t :
-         {l.attnNorm, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.attnPostNorm, l.ffnNorm, l.ffnPostNorm})
+         {l.attnNorm, l.bq, l.bk, l.bv, l.bo, l.attnSinks, l.qNorm, l.kNorm, l.attnPostNorm,
+          l.ffnNorm, l.ffnPostNorm, l.gateInpBias, l.gateExpsBias, l.upExpsBias, l.downExpsBias})
       vector(t);
     for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, l.gateInp, l.gateExps,
                                 l.upExps, l.downExps})

@@ -29,6 +29,8 @@ struct LayerWeights {
   const TensorView* bq = nullptr;        // {qDim}
   const TensorView* bk = nullptr;        // {kvDim}
   const TensorView* bv = nullptr;        // {kvDim}
+  const TensorView* bo = nullptr;        // {nEmbd}: the output projection's bias
+  const TensorView* attnSinks = nullptr;  // {nHead}: attention-sink logits (AttentionSpec)
   const TensorView* qNorm = nullptr;     // {headDim}
   const TensorView* kNorm = nullptr;     // {headDim}
   const TensorView* attnPostNorm = nullptr;  // {nEmbd}: the attention output's, before the residual
@@ -42,6 +44,10 @@ struct LayerWeights {
   const TensorView* gateExps = nullptr;  // {nEmbd, nFfExp, nExpert}
   const TensorView* upExps = nullptr;    // {nEmbd, nFfExp, nExpert}
   const TensorView* downExps = nullptr;  // {nFfExp, nEmbd, nExpert}
+  const TensorView* gateInpBias = nullptr;   // {nExpert}
+  const TensorView* gateExpsBias = nullptr;  // {nFfExp, nExpert}
+  const TensorView* upExpsBias = nullptr;    // {nFfExp, nExpert}
+  const TensorView* downExpsBias = nullptr;  // {nEmbd, nExpert}
   // Fused tensors as a file holds them; the description's split() replaces
   // them by views (wq/wk/wv, gate/up), and nothing reads or uploads them.
   const TensorView* wqkv = nullptr;      // {nEmbd, qDim + 2 kvDim}

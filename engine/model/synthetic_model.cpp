@@ -178,10 +178,13 @@ Status addWeight(gguf::GgufWriter& w, Filler& f, const SyntheticModelSpec& s,
   return w.addTensor(name, std::move(shape), type, std::move(*bytes));
 }
 
-Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::string& name) {
+// F32 values of `shape` (a vector, or experts' vectors stacked {n, experts}).
+Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::string& name,
+                 std::vector<uint64_t> shape = {}) {
   std::vector<uint8_t> bytes(v.size() * 4);
   std::memcpy(bytes.data(), v.data(), bytes.size());
-  return w.addTensor(name, {v.size()}, TensorType::kF32, std::move(bytes));
+  if (shape.empty()) shape = {v.size()};
+  return w.addTensor(name, std::move(shape), TensorType::kF32, std::move(bytes));
 }
 
 }  // namespace
@@ -229,9 +232,17 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
     c.windowLayers = windowLayersOfPeriod(s.nLayer, s.windowPeriod);
     c.ropeThetaWindow = s.ropeThetaWindow;
   }
+  if (s.ropeLinearFactor > 1.0f && s.ropeYarnFactor > 1.0f)
+    return makeError(ErrorCode::kInvalidArgument, "RoPE scaling is linear or YaRN, not both");
   if (s.ropeLinearFactor > 1.0f) {
     c.rope.scaling = RopeScaling::kLinear;
     c.rope.factor = s.ropeLinearFactor;
+  }
+  if (s.ropeYarnFactor > 1.0f) {
+    c.rope.scaling = RopeScaling::kYarn;
+    c.rope.factor = s.ropeYarnFactor;
+    c.rope.originalContext = std::max<uint32_t>(
+        1, static_cast<uint32_t>(static_cast<float>(s.contextLength) / s.ropeYarnFactor));
   }
   const bool longRope =
       s.ropeFreqFactors && std::ranges::any_of(arch->description->globals, [](const auto& r) {
@@ -255,7 +266,7 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   const ArchDescription& d = *arch->description;
   // Every tensor the architecture's table requires, in table order; RoPE
   // factor tensors when asked for. Weights ~ N(0, 1/in), norms ~ N(1, 0.1),
-  // biases ~ N(0, 0.1).
+  // biases ~ N(0, 0.1), attention sinks ~ N(0, 1).
   uint32_t factorTensors = 0;
   const auto add = [&](const auto& rule, const std::string& name) -> Status {
     const bool factors = rule.kind == TensorKind::kRopeFactors;
@@ -268,7 +279,11 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
           return addWeight(w, f, s, name, {in, out, dimSize(rule.stack, c)});
         return addWeight(w, f, s, name, {in, out});
       case TensorKind::kNorm: return addVector(w, f.normal(in, 0.1f, 1.0f), name);
-      case TensorKind::kBias: return addVector(w, f.normal(in, 0.1f), name);
+      case TensorKind::kBias:
+        if (rule.out != Dim::kNone) return addVector(w, f.normal(in * out, 0.1f), name, {in, out});
+        return addVector(w, f.normal(in, 0.1f), name);
+      case TensorKind::kSinks:
+        return addVector(w, f.normal(in, 1.0f), name);
       case TensorKind::kRopeFactors: {
         // Divisors >= 1 growing towards the low frequencies, like llama
         // 3.1's; a second tensor (LongRoPE's short factors) grows less.

@@ -35,6 +35,9 @@ struct SyntheticModelSpec {
   float ropeTheta = 10000.0f;
   uint32_t ropeDims = 0;          // rotated dimensions per head; 0: headDim
   float ropeLinearFactor = 1.0f;  // > 1: linear RoPE scaling by this factor
+  // > 1: YaRN scaling by this factor from an original context of
+  // contextLength / factor (gpt-oss: 32, 4096 of 131072).
+  float ropeYarnFactor = 1.0f;
   // Ship the architecture's RoPE factor tensors: llama's rope_freqs (3.1-style
   // factors), phi3's LongRoPE long and short factors (the file then trains on
   // twice its original context).

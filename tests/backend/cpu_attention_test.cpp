@@ -423,6 +423,94 @@ TEST(CpuAttention, WindowMatchesAttentionOverTheWindowAlone) {
   }
 }
 
+// Attention sinks: a sink is one more score without a value row, so each
+// output is the sink-free output times Z / (Z + e^sink), Z the sum of the
+// exponentiated scores it sees (computed here in double from the rows as
+// stored, the query as the kernels round it). Checked for the reference and
+// both fast kernels, for a prefill, a chunked decode deep in the cache and a
+// windowed decode, with sinks far below, near and far above the scores (a
+// sink of +30 leaves almost nothing; the merge of chunks must not overflow).
+// The tolerance is the f16 rounding of the softmax weights the kernels do on
+// both sides (2^-11 each, 2^-25 absolute below f16's normal range) and float
+// sums: 2e-3 of sum_j w_j |v_j|.
+TEST(CpuAttention, SinksScaleEachHeadByItsShareOfTheDenominator) {
+  ThreadPool pool(2);
+  constexpr uint32_t kHeadsKv = 2, d = 64, gqa = 4, nHead = kHeadsKv * gqa;
+  struct S {
+    uint32_t n, pos0, window;
+  };
+  const float sinks[nHead] = {-30.0f, -1.5f, 0.0f, 0.7f, 2.0f, 4.0f, 30.0f, -0.3f};
+  for (const std::string scheme : {"f16", "q8_0"}) {
+    for (S c : {S{19, 45, 0}, S{1, 299, 0}, S{1, 299, 100}}) {
+      const kv::LayerSchemes schemes{scheme, scheme};
+      auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+      ASSERT_TRUE(made.ok());
+      kv::KvCache& cache = **made;
+      const uint32_t rows = c.pos0 + c.n;
+      ASSERT_TRUE(cache.append(rows).ok());
+      const auto x = randomFloats(size_t{rows} * kHeadsKv * d * 2, 77 + c.n, -3.0f, 3.0f);
+      for (uint32_t j = 0; j < rows; ++j)
+        for (uint32_t h = 0; h < kHeadsKv; ++h)
+          for (KvPart part : {KvPart::kKey, KvPart::kValue})
+            cache.write(0, part, h, j,
+                        std::span(x).subspan(
+                            ((size_t{j} * kHeadsKv + h) * 2 + static_cast<size_t>(part)) * d, d));
+      const auto q = randomFloats(size_t{c.n} * nHead * d, 23 + c.n, -1.0f, 1.0f);
+      std::vector<float> plain(q.size()), reference(q.size(), NAN), simd(q.size(), NAN),
+          portable(q.size(), NAN);
+      cpu::attentionReference(cache, 0, q.data(), c.n, c.pos0, nHead, pool, plain.data(), 0.0f,
+                              c.window);
+      cpu::attentionReference(cache, 0, q.data(), c.n, c.pos0, nHead, pool, reference.data(), 0.0f,
+                              c.window, sinks);
+      cpu::attention(cache, 0, q.data(), c.n, c.pos0, nHead, pool, simd.data(),
+                     {.window = c.window, .sinks = sinks});
+      cpu::attention(cache, 0, q.data(), c.n, c.pos0, nHead, pool, portable.data(),
+                     {.portable = true, .window = c.window, .sinks = sinks});
+      std::vector<float> key(d), value(d);
+      for (uint32_t t = 0; t < c.n; ++t) {
+        const uint32_t p = c.pos0 + t, lo = c.window && p + 1 > c.window ? p + 1 - c.window : 0;
+        for (uint32_t h = 0; h < nHead; ++h) {
+          const float* qh = &q[(size_t{t} * nHead + h) * d];
+          std::vector<double> s;
+          double maxS = -INFINITY;
+          for (uint32_t j = lo; j <= p; ++j) {
+            cache.readRotated(0, KvPart::kKey, h / gqa, j, key);
+            double dot = 0;
+            for (uint32_t i = 0; i < d; ++i)
+              dot += double{scheme == "f16" ? roundToFp16(qh[i]) : qh[i]} * key[i];
+            s.push_back(dot / std::sqrt(double{d}));
+            maxS = std::max(maxS, s.back());
+          }
+          double z = 0, weightedAbs = 0;
+          for (double& e : s) z += (e = std::exp(e - maxS));
+          for (uint32_t j = lo; j <= p; ++j) {
+            cache.readRotated(0, KvPart::kValue, h / gqa, j, value);
+            float largest = 0.0f;
+            for (float v : value) largest = std::max(largest, std::fabs(v));
+            weightedAbs += s[j - lo] / z * largest;
+          }
+          const double share = z / (z + std::exp(double{sinks[h]} - maxS));
+          for (uint32_t i = 0; i < d; ++i) {
+            const size_t at = (size_t{t} * nHead + h) * d + i;
+            const double want = plain[at] * share;
+            // f16 weights below its normal range round to multiples of 2^-25.
+            const double tolerance = 2e-3 * weightedAbs * share +
+                                     (scheme == "f16" ? std::ldexp(3.0, -24) * (p + 1 - lo) : 0);
+            for (const auto* got : {&reference, &simd, &portable}) {
+              ASSERT_LE(std::fabs((*got)[at] - want), tolerance)
+                  << scheme << " n=" << c.n << " pos0=" << c.pos0 << " window=" << c.window
+                  << " token " << t << " head " << h << " value " << i << " of "
+                  << (got == &reference ? "the reference"
+                      : got == &simd    ? "simd"
+                                        : "portable");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Sparse V drops each weight below the threshold and keeps the rest as they
 // are: the oracle sums w_j v_j in double over the rows whose weight (for that
 // query) reaches it. The threshold sits halfway in a gap of the weights, so

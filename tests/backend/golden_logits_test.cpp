@@ -1,6 +1,6 @@
 // Both backends against logits recorded from llama.cpp (an implementation this
-// project did not write) for the qwen2, qwen3, phi3, qwen3moe, gemma3 and
-// Mistral-shaped llama architectures, so each model description has an independent reference.
+// project did not write) for the qwen2, qwen3, phi3, qwen3moe, gemma3, gpt-oss
+// and Mistral-shaped llama architectures, so each model description has an independent reference.
 //
 // Each tests/data/golden/<name>.json holds a SyntheticModelSpec (every
 // generator parameter), the FNV-1a 64 hash of the GGUF file that spec
@@ -29,6 +29,10 @@
 //   qwen3moe max 6.7e-5  mean 1.7e-6   (CPU only: no expert kernels on Vulkan yet)
 //   gemma3   max 2.2e-4  mean 3.6e-5   (Vulkan 2.2e-4 / 3.6e-5; llama.cpp's f16
 //            GELU table, kGeluMeanRel below: emulated, 2.9e-5 / 1.9e-6)
+//   gpt-oss  max 2.4e-4  mean 1.7e-5   (CPU only, as qwen3moe; one f16 K/V value
+//            of row 1 rounds the other way there: KV head 1's attention
+//            outputs of rows 1-8 differ by ~1e-4, every other by ~1e-7, and
+//            row 0 (one cached row) matches to 4e-8 of the spread)
 // and it does not move when CpuBackend's own dot() order changes (sequential,
 // reversed or fma sums: the same max, mean 3.0e-6 to 3.3e-6), so it is
 // llama.cpp's arithmetic, fixed in the recording, not an order that a
@@ -57,6 +61,13 @@
 //   gemma3 without the embedding scale    7.3e-1 / 9.3e-2, argmax 0/20
 //   gemma3 with SiLU for GELU             7.8e-2 / 1.3e-2
 //   gemma3 without the post-FFN norm      2.3e-1 / 3.3e-2, argmax 19/20
+//   gpt-oss without attention sinks       3.2e-1 / 3.5e-2, argmax 14/20
+//   gpt-oss without the output bias       4.6e-1 / 5.2e-2, argmax 10/20
+//   gpt-oss without YaRN's magnitude      2.4e-1 / 3.4e-2, argmax 12/20
+//   gpt-oss, YaRN without its ramp        5.0e-1 / 5.4e-2, argmax 10/20
+//   gpt-oss, window layer's RoPE unscaled 3.1e-1 / 4.3e-2, argmax 13/20
+//   gpt-oss without the experts' gate bias 1.9e-1 / 1.6e-2, argmax 17/20
+//   gpt-oss with SwiGLU for the clamped one 7.3e-1 / 1.0e-1, argmax 6/20
 // and so do subtler ones, through the mean: no f16 rounding of the query
 // (mean 4.0e-5..5.7e-5) or of the softmax weights (3.1e-5..4.4e-5), or an
 // attention-norm epsilon of 1e-6 instead of 1e-5 (7.7e-5..2.4e-4).
@@ -139,10 +150,11 @@ model::SyntheticModelSpec specFromJson(const nlohmann::json& j) {
   s.nExpertUsed = j.at("nExpertUsed");
   s.nFfExp = j.at("nFfExp");
   s.ropeLinearFactor = j.at("ropeLinearFactor");
+  s.ropeYarnFactor = j.at("ropeYarnFactor");
   s.slidingWindow = j.at("slidingWindow");
   s.windowPeriod = j.at("windowPeriod");
   s.ropeThetaWindow = j.at("ropeThetaWindow");
-  EXPECT_EQ(j.size(), 22u) << "spec fields: " << j.dump();
+  EXPECT_EQ(j.size(), 23u) << "spec fields: " << j.dump();
   return s;
 }
 
@@ -447,6 +459,29 @@ TEST(GoldenLogits, Qwen3Moe) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
   EXPECT_NE(refused.error().message.find("qwen3moe's mixture-of-experts"), std::string::npos)
+      << refused.error().message;
+}
+
+// gpt-oss: layer 0 attends a window of 8 positions, layer 1 the whole
+// context, both with YaRN (factor 4 over an original context of 64, so the
+// ramp between kept and interpolated frequencies falls inside the head) and
+// an attention sink per head; q/k/v and output biases; 8 experts, 4 per
+// token, picked by their biased router logits and weighed by the softmax of
+// those 4, each a clamped SwiGLU with biases. Over 20 positions past the
+// window, and again with the window layer in a ring that wraps (steps of at
+// most 3 tokens). The Vulkan backend refuses it by name (no expert kernels
+// yet).
+TEST(GoldenLogits, GptOss) {
+  expectMatchesGolden("gpt-oss");
+  constexpr uint32_t kStepRows = 3;
+  const GoldenRecord g = readGolden("gpt-oss");
+  expectMatchesGolden("gpt-oss", Engine::kCpu, kMeanRel, kStepRows,
+                      g.spec.slidingWindow - 1 + kStepRows);
+  const auto m = openSyntheticModel(g.spec, "golden-gpt-oss");
+  ASSERT_TRUE(m);
+  const Status refused = backend::VulkanModel::checkWeightTypes(*m);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("gpt-oss's mixture-of-experts"), std::string::npos)
       << refused.error().message;
 }
 

@@ -191,12 +191,28 @@ TEST(ModelConfig, DefaultsAndLinearRopeScaling) {
   EXPECT_TRUE(c->tiedEmbeddings);
 }
 
-TEST(ModelConfig, RefusesYarnAndInconsistentHeads) {
+TEST(ModelConfig, RefusesUnknownRopeScalingAndInconsistentHeads) {
+  auto dynamic = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.rope.scaling.type", gguf::stringValue("dynamic"));
+  }));
+  ASSERT_FALSE(dynamic.ok());
+  EXPECT_NE(dynamic.error().message.find("RoPE scaling 'dynamic'"), std::string::npos);
+  // YaRN as gpt-oss ships it runs; DeepSeek's log multiplier does not.
   auto yarn = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
     w.set("llama.rope.scaling.type", gguf::stringValue("yarn"));
+    w.set("llama.rope.scaling.factor", gguf::float32Value(32.0f));
+    w.set("llama.rope.scaling.original_context_length", gguf::uint32Value(4096));
   }));
-  ASSERT_FALSE(yarn.ok());
-  EXPECT_NE(yarn.error().message.find("RoPE scaling 'yarn'"), std::string::npos);
+  ASSERT_TRUE(yarn.ok()) << yarn.error().describe();
+  EXPECT_EQ(yarn->rope.scaling, model::RopeScaling::kYarn);
+  EXPECT_EQ(yarn->rope.factor, 32.0f);
+  EXPECT_EQ(yarn->rope.originalContext, 4096u);
+  auto logMul = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.rope.scaling.type", gguf::stringValue("yarn"));
+    w.set("llama.rope.scaling.yarn_log_multiplier", gguf::float32Value(0.1f));
+  }));
+  ASSERT_FALSE(logMul.ok());
+  EXPECT_NE(logMul.error().message.find("log multiplier"), std::string::npos);
   auto heads = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
     w.set("llama.attention.head_count_kv", gguf::uint32Value(3));
   }));

@@ -11,13 +11,15 @@ namespace kvscope::model {
 Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& variant) {
   const ModelConfig& c = *p.config;
   const ModelWeights& w = *p.weights;
-  RopeSpec scaledRope;
-  const RopeSpec* queryRope = &p.rope;
+  // The queries' RoPE: the layer's, or a copy carrying the scale.
+  RopeSpec scaledRope = p.rope, scaledWindowRope = p.windowRope;
   if (variant.scaleQueries) {  // the whole head, rotated or not (Phi-4-mini rotates 96 of 128)
-    scaledRope = p.rope;
-    scaledRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
-    queryRope = &scaledRope;
+    scaledRope.scale = scaledWindowRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
   }
+  const auto queryRope = [&](uint32_t l) -> const RopeSpec& {
+    if (!variant.scaleQueries) return p.ropeOf(l);
+    return c.isWindowLayer(l) ? scaledWindowRope : scaledRope;
+  };
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
   const Act h = ops.act("h", c.nEmbd);  // a block's normed input
   const Act q = ops.act("q", c.qDim());
@@ -42,24 +44,31 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     if (lw.kNorm) {
       KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, c.headDim, c.rmsEps, {"Kcur_normed", il}));
     }
-    KVS_TRY(ops.rope(q, c.nHead, c.headDim, *queryRope, {"Qcur_rope", il}));
-    KVS_TRY(ops.rope(k, c.nHeadKv, c.headDim, p.rope, {"Kcur_rope", il}));
+    KVS_TRY(ops.rope(q, c.nHead, c.headDim, queryRope(l), {"Qcur_rope", il}));
+    KVS_TRY(ops.rope(k, c.nHeadKv, c.headDim, p.ropeOf(l), {"Kcur_rope", il}));
     AttentionSpec attention = p.attention(l);
     if (variant.scaleQueries) attention.scale = 1.0f;
+    attention.sinks = lw.attnSinks;
     KVS_TRY(ops.attention(q, k, v, att, attention, {"kqv_out", il}));
-    KVS_TRY(ops.matmul(*lw.wo, att, x, {.accumulate = true}, {"ffn_inp", il}));
+    KVS_TRY(ops.matmul(*lw.wo, att, x, {.bias = lw.bo, .accumulate = true}, {"ffn_inp", il}));
     // Feed-forward: norm, SwiGLU (or the experts the router picks, where the
     // table bound a router), down projection added to the residual.
     KVS_TRY(ops.rmsnorm(x, *lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
     if (lw.gateInp) {
       const MoeSpec moe{.router = lw.gateInp,
+                        .routerBias = lw.gateInpBias,
                         .gate = lw.gateExps,
                         .up = lw.upExps,
                         .down = lw.downExps,
+                        .gateBias = lw.gateExpsBias,
+                        .upBias = lw.upExpsBias,
+                        .downBias = lw.downExpsBias,
                         .nExpert = c.nExpert,
                         .nUsed = c.nExpertUsed,
                         .ff = c.nFfExp,
-                        .scale = c.expertWeightsScale};
+                        .scale = c.expertWeightsScale,
+                        .weighting = variant.expertWeighting,
+                        .act = variant.expertAct};
       KVS_TRY(ops.moe(h, moe, x, {"l_out", il}));
       continue;
     }
