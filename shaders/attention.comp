@@ -264,6 +264,15 @@ void main() {
     } else {
       combineStats(t);
     }
+    if (pc.sinks != 0u) {
+      const uint lid = gl_LocalInvocationID.x;
+      if (lid < PAIRS && lid / GQA < t.tokens) {
+        const vec2 st = withSink(t, lid, pairMax[lid], pairSum[lid]);
+        pairMax[lid] = st.x;
+        pairSum[lid] = st.y;
+      }
+      barrier();
+    }
     outputPass(t);
 #else
     statsPass(t);

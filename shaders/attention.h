@@ -53,6 +53,7 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_FLOAT sparseV;     // normalized weights below this are dropped (0: none)
   KVS_UINT window;       // 0, or a sliding window: query at p sees rows (p - window, p]
   KVS_UINT rowStart;     // the first row any query sees; splits cut [rowStart, pos0 + n)
+  KVS_UINT sinks;        // 1: the Sinks binding holds an attention-sink logit per query head
 KVS_PUSH_END(AttentionPush)
 #endif
 

@@ -34,7 +34,8 @@ layout(std430, binding = 2) buffer Scores { float scores[]; };  // [n][nHead][sc
 #ifdef PASS_OUT
 // One split: [n][nHead][HEAD_DIM]; several: [splits][n][nHead][HEAD_DIM].
 layout(std430, binding = 3) writeonly buffer Out { float outv[]; };
-#define PAGE_BINDING 4
+layout(std430, binding = 4) readonly buffer Sinks { float sinks[]; };  // [nHead] when pc.sinks
+#define PAGE_BINDING 5
 #else
 #define PAGE_BINDING 3
 #endif
@@ -104,5 +105,16 @@ vec2 combinedStats(Task t, uint pair) {
   }
   return vec2(mx, sum);
 }
+
+#ifdef PASS_OUT
+// (max, sum) of a pair's scores with its head's attention sink joined, when
+// the step has sinks: one more score, unscaled, that weighs no row.
+vec2 withSink(Task t, uint pair, float mx, float sum) {
+  if (pc.sinks == 0u) return vec2(mx, sum);
+  const float s = sinks[head(t, pair)];
+  if (s > mx) return vec2(s, sum * exp(mx - s) + 1.0);
+  return vec2(mx, sum + exp(s - mx));
+}
+#endif
 
 #endif

@@ -229,6 +229,12 @@ void main() {
         pairSum[p] = st.y;
       }
     }
+    [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
+      if (p / GQA >= t.tokens) continue;
+      const vec2 st = withSink(t, p, pairMax[p], pairSum[p]);
+      pairMax[p] = st.x;
+      pairSum[p] = st.y;
+    }
     outputPass(t);
 #else
     statsPass(t);

@@ -145,7 +145,7 @@ Status CpuStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::RopeS
 
 Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
                           model::OpName name) {
-  KVS_TRY(model::checkAttentionSpec(spec, "CPU", true));
+  KVS_TRY(model::checkAttentionSpec(spec, "CPU"));
   const uint32_t l = spec.layer, d = spec.headDim;
   const std::span<const float> kr = span(k), vr = span(v);
   for (uint32_t t = 0; t < m_n; ++t) {

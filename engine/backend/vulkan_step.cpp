@@ -192,7 +192,7 @@ Status VulkanStep::rope(Act x, uint32_t heads, uint32_t headDim, const model::Ro
 Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSpec& spec,
                              model::OpName name) {
   KVS_TRY(m_error);
-  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan", false));
+  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan"));
   order({q, k, v}, {out}, true);
   VulkanBackend& b = m_b;
   gpu::Recorder& rec = *b.m_rec;
@@ -210,8 +210,10 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
                           b.m_act->scratch, spec.window == 0 ? b.m_index.get() : nullptr));
   rec.barrier();
   const bool indexed = b.m_selectStep && spec.window == 0;
+  std::optional<gpu::BufferRange> sinks;
+  if (spec.sinks) sinks.emplace(b.m_shared->vector(*spec.sinks));
   const gpu::SparseAttention sparse{b.m_indexer.sparseV, indexed ? b.m_index.get() : nullptr,
-                                    spec.scale, spec.window};
+                                    spec.scale, spec.window, sinks ? &*sinks : nullptr};
   KVS_TRY(kernels.attend(rec, b.m_layout, pages, spec.layer, buffer(q), buffer(out), m_n, m_pos0,
                          spec.nHead, b.m_act->scratch, sparse));
   return captured(out, name);

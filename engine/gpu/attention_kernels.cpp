@@ -109,7 +109,7 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
 push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, uint32_t n,
                                   uint32_t pos0, uint32_t nHead, const AttentionPlan& p,
                                   uint32_t scoreStride, uint32_t rowCounts, float sparseV,
-                                  float scale, uint32_t window = 0) {
+                                  float scale, uint32_t window = 0, bool sinks = false) {
   return {n,
           pos0,
           nHead,
@@ -126,7 +126,8 @@ push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, ui
           scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
           sparseV,
           window,
-          p.rowStart};
+          p.rowStart,
+          sinks ? 1u : 0u};
 }
 
 }  // namespace
@@ -183,7 +184,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
   static constexpr KindDesc kDescs[] = {
       {"kv_write", "kv_write", 2, sizeof(push::KvWritePush), true},
       {"attention_stats", "attention_stats_cpu", 3, sizeof(push::AttentionPush), true},
-      {"attention_out", "attention_out_cpu", 4, sizeof(push::AttentionPush), true},
+      {"attention_out", "attention_out_cpu", 5, sizeof(push::AttentionPush), true},
       {"attention_reduce_gpu", "attention_reduce", 2, sizeof(push::AttentionReducePush), false},
       {"kv_encode_gpu", "kv_encode", 2, sizeof(push::KvWritePush), true},
       {"kv_rotate_gpu", "kv_rotate", 3, sizeof(push::KvRotatePush), false},
@@ -195,7 +196,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
   };
   static constexpr KindDesc kCodecDescs[] = {
       {"attention_stats_codec", "attention_stats_codec_cpu", 3, sizeof(push::AttentionPush), true},
-      {"attention_out_codec", "attention_out_codec_cpu", 4, sizeof(push::AttentionPush), true},
+      {"attention_out_codec", "attention_out_codec_cpu", 5, sizeof(push::AttentionPush), true},
   };
   const bool codec = v.key != KvCodec::kF16 || v.value != KvCodec::kF16;
   const bool attention = kind == Kind::kStats || kind == Kind::kOut;
@@ -584,9 +585,10 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                            scratch.scores.size() >= size_t{n} * nHead * rows * sizeof(float);
   const push::AttentionPush push =
       attentionPush(layout, layer, n, pos0, nHead, p, storeScores ? rows : 0u, rowCounts,
-                    sparse.sparseV, sparse.scale, sparse.window);
+                    sparse.sparseV, sparse.scale, sparse.window, sparse.sinks != nullptr);
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
+  const BufferRange sinks = sparse.sinks ? *sparse.sinks : BufferRange(q);
   KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
   // Roofline terms (Recorder::traffic): every K and V row of the KV heads
   // once, scores kept in the score buffer written and read back (else K read
@@ -604,7 +606,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   }
   const uint64_t flops = 4 * visible * nHead * layout.headDim;
   if (p.splits == 1) {
-    rec.dispatchPaged(*outPass, {query, q, scores, target}, pages, push, p.groups);
+    rec.dispatchPaged(*outPass, {query, q, scores, target, sinks}, pages, push, p.groups);
     rec.traffic(kBytes + vBytes + 2 * ioBytes + (storeScores ? 2 * scoreBytes : 0), flops);
     return okStatus();
   }
@@ -621,7 +623,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   rec.dispatchPaged(*statsPass, {query, scratch.stats, scores}, pages, push, p.groups);
   rec.traffic(kBytes + ioBytes + (storeScores ? scoreBytes : 0) + statsBytes, flops / 2);
   rec.barrier();
-  rec.dispatchPaged(*outPass, {query, scratch.stats, scores, scratch.partial}, pages, push,
+  rec.dispatchPaged(*outPass, {query, scratch.stats, scores, scratch.partial, sinks}, pages, push,
                     p.groups);
   rec.traffic(scoreBytes + vBytes + statsBytes + partialBytes, flops / 2);
   rec.barrier();

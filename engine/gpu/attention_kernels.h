@@ -164,6 +164,9 @@ struct SparseAttention {
   // A sliding window: the query at position p sees rows (p - window, p]; 0:
   // every row up to p. Not with the indexer.
   uint32_t window = 0;
+  // Attention sinks, [nHead] floats: head h's softmax takes sinks[h] as one
+  // more score that weighs no row (cpu_attention.h). Null: none.
+  const BufferRange* sinks = nullptr;
 };
 
 // How the kernels map a task to invocations.

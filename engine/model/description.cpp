@@ -255,13 +255,12 @@ Status checkEpilogue(const Epilogue& e, uint32_t width) {
   return okStatus();
 }
 
-Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend, bool sinks) {
-  if ((s.sinks && !sinks) || s.softCap != 0.0f || !(s.scale > 0.0f)) {
+Status checkAttentionSpec(const AttentionSpec& s, std::string_view backend) {
+  if (s.softCap != 0.0f || !(s.scale > 0.0f)) {
     return makeError(ErrorCode::kUnsupported,
-                     "the {} backend runs causal attention without {}soft-capping "
-                     "(layer {} asks for {}sinks, soft-cap {}, scale {})",
-                     backend, sinks ? "" : "sinks or ", s.layer, s.sinks ? "" : "no ", s.softCap,
-                     s.scale);
+                     "the {} backend runs attention without soft-capping (layer {} asks for "
+                     "soft-cap {}, scale {})",
+                     backend, s.layer, s.softCap, s.scale);
   }
   return okStatus();
 }

@@ -175,9 +175,9 @@ class ForwardOps {
   virtual Status moe(Act x, const MoeSpec& spec, Act out, OpName name) = 0;
 };
 
-// What a backend refuses of an AttentionSpec, as one message: every backend
-// runs causal attention, windowed or not, at any positive scale; `sinks`
-// says whether this one runs attention sinks too. Soft-capping is refused.
-Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend, bool sinks);
+// What a backend refuses of an AttentionSpec, as one message: both backends
+// run causal attention, windowed or not, with or without sinks, at any
+// positive scale; soft-capping is refused until they run it.
+Status checkAttentionSpec(const AttentionSpec& spec, std::string_view backend);
 
 }  // namespace kvscope::model

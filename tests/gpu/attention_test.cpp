@@ -133,12 +133,14 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
   // needs the softmax weights, which are recomputed here in double precision
   // (a bound, not an expected value: it only has to be close to the real one).
   static void reference(const Twin& c, const std::vector<float>& q, uint32_t n, uint32_t nHead,
-                        std::vector<float>& out, std::vector<double>& tol, double& err2Bound) {
+                        std::vector<float>& out, std::vector<double>& tol, double& err2Bound,
+                        const float* sinks = nullptr) {
     const uint32_t d = c.layout.headDim, gqa = nHead / c.layout.nHeadKv, rows = c.host.rows();
     const uint32_t pos0 = rows - n;
     out.assign(size_t{n} * nHead * d, 0.0f);
     static ThreadPool pool(2);
-    cpu::attentionReference(c.host, kLayer, q.data(), n, pos0, nHead, pool, out.data());
+    cpu::attentionReference(c.host, kLayer, q.data(), n, pos0, nHead, pool, out.data(), 0.0f, 0,
+                            sinks);
 
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     std::vector<float> keys(size_t{rows} * d), values(keys.size());
@@ -156,7 +158,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
       for (uint32_t t = 0; t < n; ++t) {
         const uint32_t visible = pos0 + t + 1;
         const size_t at = (size_t{t} * nHead + h) * d;
-        double maxScore = -INFINITY, sum = 0.0;
+        double maxScore = sinks ? sinks[h] : -INFINITY, sum = 0.0;
         for (uint32_t j = 0; j < visible; ++j) {
           double s = 0.0;
           for (uint32_t i = 0; i < d; ++i)
@@ -165,6 +167,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
           maxScore = std::max(maxScore, scores[j]);
         }
         for (uint32_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
+        if (sinks) sum += std::exp(sinks[h] - maxScore);
         std::fill(flips.begin(), flips.end(), 0.0);
         std::fill(flipEnergy.begin(), flipEnergy.end(), 0.0);
         std::fill(magnitude.begin(), magnitude.end(), 0.0);
@@ -189,8 +192,8 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
 
   // Appends n rows to a cache holding pos0 rows, attends with n random
   // queries and compares with the reference.
-  static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, bool withScores,
-                               uint32_t seed) {
+  static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, bool withScores, uint32_t seed,
+                               const std::vector<float>& sinks = {}) {
     const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
     append(c, randomFloats(size_t{n} * width, seed), randomFloats(size_t{n} * width, seed + 1), n);
     const uint32_t rows = c.host.rows(), pos0 = rows - n;
@@ -201,9 +204,11 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
     ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
     scratch->scores =
         withScores ? deviceBuffer(size_t{n} * nHead * rows * sizeof(float)) : gpu::Buffer();
+    gpu::Buffer sinkBuffer = sinks.empty() ? gpu::Buffer() : upload(sinks);
+    const gpu::BufferRange sinkRange(sinkBuffer);
     ASSERT_TRUE(rec().begin().ok());
     auto s = attention().attend(rec(), c.layout, c.pagePointers, kLayer, qb, out, n, pos0, nHead,
-                                *scratch);
+                                *scratch, {.sinks = sinks.empty() ? nullptr : &sinkRange});
     ASSERT_TRUE(s.ok()) << s.error().describe();
     ASSERT_TRUE(rec().submitAndWait().ok());
     const auto got = download<float>(out, q.size());
@@ -211,7 +216,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
     std::vector<float> want;
     std::vector<double> tol;
     double err2Bound = 0.0;
-    reference(c, q, n, nHead, want, tol, err2Bound);
+    reference(c, q, n, nHead, want, tol, err2Bound, sinks.empty() ? nullptr : sinks.data());
     const auto p = attention().plan(c.layout, nHead, n, pos0);
     double err2 = 0.0, ref2 = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
@@ -356,6 +361,23 @@ TEST_P(AttentionTest, SplitsDecodeOverPositions) {
   EXPECT_GT(attention().plan(c.layout, 4, 1, 1500).splits, 1u);
   attendAndCompare(c, 1, 4, false, 21);
   attendAndCompare(c, 1, 4, true, 22);
+}
+
+// Attention sinks (gpt-oss): one logit per query head joins the softmax.
+// Sinks far below, among and far above the scores, for a prefill and a
+// decode in one split and a decode split over the rows (the sink joins once,
+// after the splits' stats are merged).
+TEST_P(AttentionTest, SinksJoinEachHeadsSoftmax) {
+  const std::vector<float> sinks = {-30.0f, -1.0f, 0.5f, 2.0f, 6.0f, 30.0f, 0.0f, 1.5f};
+  Twin c(2, 64, 256);
+  fill(c, 40, 40, 7);
+  attendAndCompare(c, 5, 8, false, 31, sinks);
+  attendAndCompare(c, 1, 8, true, 32, sinks);
+  Twin split(1, 64, 256);
+  fill(split, 1500, 500, 3);
+  ASSERT_GT(attention().plan(split.layout, 4, 1, 1500).splits, 1u);
+  attendAndCompare(split, 1, 4, false, 33,
+                   std::vector<float>(sinks.begin() + 2, sinks.begin() + 6));
 }
 
 // A decode step that splits its rows builds no pipeline after prepareDecode
