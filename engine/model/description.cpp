@@ -84,9 +84,13 @@ float yarnCorrection(const RopeConfig& r, float theta, float rotations) {
 void applyYarn(const RopeConfig& r, float theta, RopeSpec& spec) {
   spec.yarn = true;
   spec.positionScale = r.factor;
-  spec.yarnLow = std::max(0.0f, std::floor(yarnCorrection(r, theta, r.betaFast)));
-  spec.yarnHigh =
-      std::min(static_cast<float>(r.dims - 1), std::ceil(yarnCorrection(r, theta, r.betaSlow)));
+  float low = yarnCorrection(r, theta, r.betaFast), high = yarnCorrection(r, theta, r.betaSlow);
+  if (r.yarnTruncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  spec.yarnLow = std::max(0.0f, low);
+  spec.yarnHigh = std::min(static_cast<float>(r.dims - 1), high);
   spec.attnFactor = r.attnFactor * (1.0f + 0.1f * std::log(r.factor));
 }
 

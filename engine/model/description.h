@@ -69,6 +69,20 @@ struct TensorRule {
 
 struct ForwardPlan;
 
+// A Hugging Face checkpoint's expert tensors, which loading stacks into
+// GGUF's {in, out, nExpert} ones (model/hf_experts.h).
+enum class HfExperts : uint8_t {
+  kNone,
+  // mlp.experts.E.{gate,up,down}_proj.weight, one [out, in] matrix per
+  // expert (Qwen3-MoE, Mixtral).
+  kPerExpert,
+  // gpt-oss: mlp.experts.gate_up_proj_{blocks,scales,bias} with gate and up
+  // rows interleaved, and down_proj_{blocks,scales,bias}, MXFP4 blocks of 32
+  // values stored as 16 bytes (value 2i in byte i's low nibble, 2i + 1 in its
+  // high one) and their exponents apart.
+  kGptOssMxfp4,
+};
+
 struct ArchDescription {
   std::span<const TensorRule<ModelWeights>> globals;  // in file order
   std::span<const TensorRule<LayerWeights>> layer;    // in file order, per layer
@@ -91,6 +105,8 @@ struct ArchDescription {
   // multiplies by 1 + w), which loading turns into w as GGUF files hold it.
   std::span<const std::pair<std::string_view, std::string_view>> hfLayerNames;
   bool hfNormsMinusOne = false;
+  // How a Hugging Face checkpoint stores the experts (model/hf_experts.h).
+  HfExperts hfExperts = HfExperts::kNone;
 };
 
 // Whether `config`'s architecture requires the tensor of `rule` (kUnlessTied:

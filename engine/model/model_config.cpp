@@ -160,6 +160,7 @@ namespace {
 // by another name.
 constexpr std::pair<std::string_view, std::string_view> kHfModelTypes[] = {
     {"gemma3_text", "gemma3"},  // Gemma3ForCausalLM
+    {"gpt_oss", "gpt-oss"},     // GptOssForCausalLM
 };
 
 // Gemma's sliding window: the window, which layers have it (layer_types, or
@@ -172,7 +173,8 @@ Status slidingWindowFromHf(const nlohmann::json& j, ModelConfig& c) {
   if (window->get<uint64_t>() > (1u << 30))
     return makeError(ErrorCode::kBadFile, "config.json 'sliding_window' is out of range");
   c.slidingWindow = window->get<uint32_t>();
-  c.ropeThetaWindow = j.value("rope_local_base_freq", 10000.0f);
+  c.ropeThetaWindow = j.value("rope_local_base_freq",
+                              c.arch->description->windowRopeScaled ? c.rope.theta : 10000.0f);
   if (const auto types = j.find("layer_types"); types != j.end() && types->is_array()) {
     if (types->size() != c.nLayer)
       return makeError(ErrorCode::kBadFile,
@@ -236,8 +238,17 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& outer) {
   c.rope.dims = c.headDim;
   c.tiedEmbeddings = j.value("tie_word_embeddings", false);
   KVS_ASSIGN_OR_RETURN(c.nExpert, getU("num_experts", 0, false));
+  if (c.nExpert == 0) {  // gpt-oss's name for it
+    KVS_ASSIGN_OR_RETURN(c.nExpert, getU("num_local_experts", 0, false));
+  }
   KVS_ASSIGN_OR_RETURN(c.nExpertUsed, getU("num_experts_per_tok", 0, false));
-  KVS_ASSIGN_OR_RETURN(c.nFfExp, getU("moe_intermediate_size", 0, false));
+  // gpt-oss's experts are intermediate_size wide (it has no dense FFN).
+  KVS_ASSIGN_OR_RETURN(c.nFfExp, getU("moe_intermediate_size", c.nExpert ? c.nFf : 0, false));
+  if (const auto limit = j.find("swiglu_limit");
+      limit != j.end() && limit->is_number() && limit->get<float>() != kSwigluOaiLimit)
+    return makeError(ErrorCode::kUnsupported,
+                     "config.json 'swiglu_limit' {} is not gpt-oss's {}, the one kvscope runs",
+                     limit->get<float>(), kSwigluOaiLimit);
   KVS_TRY(slidingWindowFromHf(j, c));
   if (const auto scalar = j.find("query_pre_attn_scalar");
       scalar != j.end() && scalar->is_number() && scalar->get<double>() > 0.0)
@@ -253,9 +264,25 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& outer) {
       c.rope.lowFreqFactor = rs->value("low_freq_factor", 1.0f);
       c.rope.highFreqFactor = rs->value("high_freq_factor", 4.0f);
       c.rope.originalContext = rs->value("original_max_position_embeddings", 8192u);
+    } else if (type == "yarn") {
+      if (rs->contains("mscale") || rs->contains("mscale_all_dim"))
+        return makeError(ErrorCode::kUnsupported, "YaRN with mscale (DeepSeek's) is not supported");
+      c.rope.scaling = RopeScaling::kYarn;
+      c.rope.factor = rs->value("factor", 1.0f);
+      c.rope.originalContext = rs->value("original_max_position_embeddings", c.contextLength);
+      c.rope.attnFactor = rs->value("attention_factor", 0.0f);
+      c.rope.betaFast = rs->value("beta_fast", 32.0f);
+      c.rope.betaSlow = rs->value("beta_slow", 1.0f);
+      c.rope.yarnTruncate = rs->value("truncate", true);
+      // transformers' default attention factor is YaRN's own 1 + 0.1 ln(factor),
+      // which planForward applies; a stated one replaces it.
+      if (c.rope.attnFactor != 0.0f)
+        c.rope.attnFactor /= 1.0f + 0.1f * std::log(c.rope.factor);
+      else
+        c.rope.attnFactor = 1.0f;
     } else if (type != "none" && type != "default") {
       return makeError(ErrorCode::kUnsupported,
-                       "RoPE scaling '{}' is not supported (supported: none, linear, llama3)",
+                       "RoPE scaling '{}' is not supported (supported: none, linear, llama3, yarn)",
                        type);
     }
   }

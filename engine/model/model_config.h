@@ -44,6 +44,9 @@ struct RopeConfig {
   uint32_t originalContext = 0;             // llama3, LongRoPE and YaRN: the context before scaling
   float attnFactor = 1.0f;                  // LongRoPE and YaRN: multiplies cos and sin
   float betaFast = 32.0f, betaSlow = 1.0f;  // YaRN's ramp bounds, in rotations
+  // YaRN's ramp ends rounded out to whole frequency pairs (llama.cpp always;
+  // a Hugging Face config's rope_scaling.truncate, gpt-oss's false).
+  bool yarnTruncate = true;
 };
 
 struct ModelConfig {

@@ -10,6 +10,7 @@
 #include "core/json_depth.h"
 #include "gguf/dequant.h"
 #include "model/description.h"
+#include "model/hf_experts.h"
 
 namespace kvscope::model {
 namespace {
@@ -126,11 +127,13 @@ Status ModelFile::openHf() {
         "{} has no model.safetensors (or index); only safetensors weights are supported",
         m_path.string());
   }
+  std::vector<const SafetensorsEntry*> unmapped;
   for (const auto& s : shards) {
     KVS_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(s));
-    KVS_TRY(addSafetensors(*file));
+    KVS_TRY(addSafetensors(*file, unmapped));
     m_shards.push_back(std::move(file));
   }
+  KVS_TRY(assembleHfExperts(m_config, unmapped, m_tensors, m_ownedBytes));
   // transformers saves tied weights once; the other name is an alias. A
   // checkpoint with no lm_head is tied whatever its config says (Gemma's
   // configs leave tie_word_embeddings to the class default).
@@ -165,10 +168,14 @@ Status ModelFile::addOneToNorms() {
   return okStatus();
 }
 
-Status ModelFile::addSafetensors(const SafetensorsFile& file) {
+Status ModelFile::addSafetensors(const SafetensorsFile& file,
+                                 std::vector<const SafetensorsEntry*>& unmapped) {
   for (const auto& e : file.tensors()) {
     std::string name = hfToGgufName(e.name, m_config.arch->description);
-    if (name.empty()) continue;  // rotary caches and other buffers the engine recomputes
+    if (name.empty()) {  // experts to stack, rotary caches the engine recomputes, vision towers
+      unmapped.push_back(&e);
+      continue;
+    }
     if (find(name))
       return makeError(ErrorCode::kBadFile, "tensor {} appears twice in the shards", e.name);
     std::vector<uint64_t> shape(e.shape.rbegin(), e.shape.rend());  // GGUF order: fastest first

@@ -40,7 +40,9 @@ class ModelFile : public WeightSource {
   ModelFile() = default;
   Status openGguf();
   Status openHf();
-  Status addSafetensors(const SafetensorsFile& file);
+  // Maps the file's tensors to GGUF names; those without one go to `unmapped`.
+  Status addSafetensors(const SafetensorsFile& file,
+                        std::vector<const SafetensorsEntry*>& unmapped);
   // Replaces each norm weight w by 1 + w in float32 (ArchDescription::hfNormsMinusOne).
   Status addOneToNorms();
 
@@ -51,8 +53,10 @@ class ModelFile : public WeightSource {
   std::unique_ptr<gguf::GgufFile> m_gguf;
   std::vector<std::unique_ptr<SafetensorsFile>> m_shards;
   std::vector<TensorView> m_tensors;
-  // Tensors made at load rather than mapped (Gemma's norms with their 1 added).
+  // Tensors made at load rather than mapped (Gemma's norms with their 1
+  // added, experts stacked or repacked: model/hf_experts.h).
   std::deque<std::vector<float>> m_owned;
+  std::deque<std::vector<uint8_t>> m_ownedBytes;
 };
 
 // Maps a Hugging Face tensor name to its GGUF name: llama/qwen names, and

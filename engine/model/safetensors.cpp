@@ -23,10 +23,17 @@ struct Dtype {
   uint32_t bytes;
 };
 constexpr Dtype kDtypes[] = {
-    {"F32", gguf::TensorType::kF32, 4},   {"F16", gguf::TensorType::kF16, 2},
-    {"BF16", gguf::TensorType::kBF16, 2}, {"I8", gguf::TensorType::kI8, 1},
-    {"I16", gguf::TensorType::kI16, 2},   {"I32", gguf::TensorType::kI32, 4},
-    {"I64", gguf::TensorType::kI64, 8},   {"F64", gguf::TensorType::kF64, 8},
+    {"F32", gguf::TensorType::kF32, 4},
+    {"F16", gguf::TensorType::kF16, 2},
+    {"BF16", gguf::TensorType::kBF16, 2},
+    {"I8", gguf::TensorType::kI8, 1},
+    {"I16", gguf::TensorType::kI16, 2},
+    {"I32", gguf::TensorType::kI32, 4},
+    {"I64", gguf::TensorType::kI64, 8},
+    {"F64", gguf::TensorType::kF64, 8},
+    // Raw bytes (gpt-oss's MXFP4 blocks and exponents), read only by
+    // model/hf_experts.cpp: held as I8, a type no weight role decodes.
+    {"U8", gguf::TensorType::kI8, 1},
 };
 
 }  // namespace

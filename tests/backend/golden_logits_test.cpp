@@ -485,5 +485,300 @@ TEST(GoldenLogits, GptOss) {
       << refused.error().message;
 }
 
+// A gpt-oss GGUF with MXFP4 experts written out as OpenAI ships gpt-oss on
+// Hugging Face, by hand here: GptOssForCausalLM's names (router, sinks,
+// post_attention_layernorm as the FFN's norm), each layer's experts as
+// gate_up_proj_{blocks,scales,bias} with gate and up rows interleaved and
+// down_proj_{blocks,scales,bias}, the MXFP4 blocks in the checkpoint's
+// nibble order (value 2i in byte i's low nibble, 2i + 1 in its high one; the
+// exponents apart), config.json with YaRN, layer_types and
+// num_local_experts. Loaded, it gives the GGUF's logits bit for bit. With
+// rope_scaling.truncate false (as gpt-oss's config says) YaRN's ramp keeps
+// its unrounded ends, transformers' find_correction_range.
+void writeGptOssFolder(const std::filesystem::path& dir, const model::ModelFile& gguf,
+                       const model::SyntheticModelSpec& spec, bool truncate) {
+  std::filesystem::create_directories(dir);
+  const auto f32 = [](const model::TensorView& t) {
+    EXPECT_EQ(t.type, gguf::TensorType::kF32) << t.name;
+    std::vector<float> v(t.elements());
+    std::memcpy(v.data(), t.data.data(), std::min(t.data.size(), v.size() * sizeof(float)));
+    return v;
+  };
+  const auto shapeOf = [](const model::TensorView& t) {
+    return std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend());
+  };
+  // GGUF MXFP4 {in, rows, E} (17-byte blocks: exponent, then value j in byte
+  // j's low nibble and j + 16 in its high one) as the checkpoint's blocks
+  // [E, rows, in / 32, 16] and scales [E, rows, in / 32], rows taken in `order`.
+  const auto mxfp4 = [](const model::TensorView& t, const std::vector<uint32_t>& order,
+                        std::vector<uint8_t>& blocks, std::vector<uint8_t>& scales) {
+    EXPECT_EQ(t.type, gguf::TensorType::kMXFP4) << t.name;
+    const uint64_t perRow = t.shape[0] / 32, rows = t.shape[1];
+    for (uint64_t e = 0; e < t.shape[2]; ++e) {
+      for (uint32_t r : order) {
+        for (uint64_t b = 0; b < perRow; ++b) {
+          const uint8_t* block = t.data.data() + ((e * rows + r) * perRow + b) * 17;
+          scales.push_back(block[0]);
+          const auto value = [&](uint32_t k) {
+            return k < 16 ? block[1 + k] & 0x0f : block[1 + k - 16] >> 4;
+          };
+          for (uint32_t i = 0; i < 16; ++i)
+            blocks.push_back(static_cast<uint8_t>(value(2 * i) | value(2 * i + 1) << 4));
+        }
+      }
+    }
+  };
+  std::vector<SafetensorsTensor> tensors;
+  const std::pair<std::string_view, std::string_view> names[] = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
+  };
+  for (const auto& [from, to] : names) {
+    const model::TensorView& t = *gguf.find(from);
+    tensors.push_back({std::string(to), shapeOf(t), f32(t)});
+  }
+  const std::pair<std::string_view, std::string_view> layerNames[] = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_output.bias", "self_attn.o_proj.bias"},
+      {"attn_sinks.weight", "self_attn.sinks"},
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate_inp.weight", "mlp.router.weight"},
+      {"ffn_gate_inp.bias", "mlp.router.bias"},
+      {"ffn_down_exps.bias", "mlp.experts.down_proj_bias"},
+  };
+  const uint32_t ff = spec.nFfExp, nE = spec.nExpert;
+  for (uint32_t l = 0; l < spec.nLayer; ++l) {
+    const std::string blk = fmt::format("blk.{}.", l), hf = fmt::format("model.layers.{}.", l);
+    for (const auto& [from, to] : layerNames) {
+      const model::TensorView& t = *gguf.find(blk + std::string(from));
+      tensors.push_back({hf + std::string(to), shapeOf(t), f32(t)});
+    }
+    std::vector<uint32_t> interleaved, plain;
+    for (uint32_t r = 0; r < ff; ++r) interleaved.insert(interleaved.end(), {r, r});
+    for (uint32_t r = 0; r < spec.nEmbd; ++r) plain.push_back(r);
+    // gate rows at even indices, up rows at odd: two tensors' rows merged.
+    std::vector<uint8_t> gateBlocks, gateScales, upBlocks, upScales, blocks, scales;
+    std::vector<uint32_t> rows(ff);
+    for (uint32_t r = 0; r < ff; ++r) rows[r] = r;
+    mxfp4(*gguf.find(blk + "ffn_gate_exps.weight"), rows, gateBlocks, gateScales);
+    mxfp4(*gguf.find(blk + "ffn_up_exps.weight"), rows, upBlocks, upScales);
+    const uint64_t perRow = spec.nEmbd / 32;
+    for (uint64_t i = 0; i < uint64_t{nE} * ff; ++i) {
+      for (const auto* part : {&gateBlocks, &upBlocks})
+        blocks.insert(blocks.end(), part->begin() + i * perRow * 16,
+                      part->begin() + (i + 1) * perRow * 16);
+      for (const auto* part : {&gateScales, &upScales})
+        scales.insert(scales.end(), part->begin() + i * perRow, part->begin() + (i + 1) * perRow);
+    }
+    const std::string e = hf + "mlp.experts.";
+    tensors.push_back({e + "gate_up_proj_blocks", {nE, 2 * ff, perRow, 16}, {}, std::move(blocks)});
+    tensors.push_back({e + "gate_up_proj_scales", {nE, 2 * ff, perRow}, {}, std::move(scales)});
+    const auto gateBias = f32(*gguf.find(blk + "ffn_gate_exps.bias"));
+    const auto upBias = f32(*gguf.find(blk + "ffn_up_exps.bias"));
+    std::vector<float> bias;
+    for (size_t i = 0; i < gateBias.size(); ++i) bias.insert(bias.end(), {gateBias[i], upBias[i]});
+    tensors.push_back({e + "gate_up_proj_bias", {nE, 2 * ff}, std::move(bias)});
+    std::vector<uint8_t> downBlocks, downScales;
+    mxfp4(*gguf.find(blk + "ffn_down_exps.weight"), plain, downBlocks, downScales);
+    tensors.push_back(
+        {e + "down_proj_blocks", {nE, spec.nEmbd, ff / 32, 16}, {}, std::move(downBlocks)});
+    tensors.push_back(
+        {e + "down_proj_scales", {nE, spec.nEmbd, ff / 32}, {}, std::move(downScales)});
+  }
+  std::vector<std::string> layerTypes;
+  for (uint32_t l = 0; l < spec.nLayer; ++l)
+    layerTypes.push_back(l % spec.windowPeriod < spec.windowPeriod - 1 ? "sliding_attention"
+                                                                       : "full_attention");
+  const nlohmann::json config = {
+      {"architectures", {"GptOssForCausalLM"}},
+      {"model_type", "gpt_oss"},
+      {"hidden_size", spec.nEmbd},
+      {"intermediate_size", ff},
+      {"num_hidden_layers", spec.nLayer},
+      {"num_attention_heads", spec.nHead},
+      {"num_key_value_heads", spec.nHeadKv},
+      {"head_dim", spec.headDim},
+      {"vocab_size", spec.nVocab},
+      {"max_position_embeddings", spec.contextLength},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", spec.ropeTheta},
+      {"rope_scaling",
+       {{"rope_type", "yarn"},
+        {"factor", spec.ropeYarnFactor},
+        {"beta_fast", 32.0},
+        {"beta_slow", 1.0},
+        {"truncate", truncate},
+        {"original_max_position_embeddings",
+         static_cast<uint32_t>(spec.contextLength / spec.ropeYarnFactor)}}},
+      {"sliding_window", spec.slidingWindow},
+      {"layer_types", layerTypes},
+      {"num_local_experts", nE},
+      {"num_experts_per_tok", spec.nExpertUsed},
+      {"swiglu_limit", 7.0},
+      {"attention_bias", true},
+      {"tie_word_embeddings", false},
+  };
+  std::ofstream(dir / "config.json") << config.dump(2);
+  writeSafetensors(dir / "model.safetensors", tensors);
+}
+
+TEST(GoldenLogits, GptOssFromAHuggingFaceFolder) {
+  model::SyntheticModelSpec spec = readGolden("gpt-oss").spec;
+  for (uint32_t l = 0; l < spec.nLayer; ++l)
+    for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+      spec.tensorTypes[fmt::format("blk.{}.{}.weight", l, t)] = gguf::TensorType::kMXFP4;
+  const auto gguf = openSyntheticModel(spec, "golden-gpt-oss-hf");
+  ASSERT_TRUE(gguf);
+  std::vector<int32_t> tokens = readGolden("gpt-oss").prefill;
+  const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
+    auto b = backend::CpuBackend::create(std::move(model));
+    EXPECT_TRUE(b.ok()) << b.error().describe();
+    backend::Logits logits;
+    EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
+    return logits.values;
+  };
+  const std::vector<float> want = logitsOf(gguf);
+  ASSERT_EQ(want.size(), tokens.size() * spec.nVocab);
+  for (bool truncate : {true, false}) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     fmt::format("kvscope-gpt-oss-hf-{}-{}", truncate, ::getpid());
+    writeGptOssFolder(dir, *gguf, spec, truncate);
+    auto folder = model::ModelFile::open(dir);
+    ASSERT_TRUE(folder.ok()) << folder.error().describe();
+    const model::ModelConfig& c = (*folder)->config();
+    EXPECT_EQ(c.architecture, "gpt-oss");
+    EXPECT_EQ(c.nExpert, spec.nExpert);
+    EXPECT_EQ(c.nFfExp, spec.nFfExp);
+    EXPECT_EQ(c.windowLayers, (std::vector<bool>{true, false}));
+    EXPECT_EQ(c.ropeThetaWindow, spec.ropeTheta);
+    if (truncate) {
+      EXPECT_EQ(logitsOf(std::move(folder).value()), want);
+    } else {
+      // transformers' ramp ends: dims ln(original / (2 pi beta)) / (2 ln theta).
+      auto weights = model::bindWeights(c, **folder);
+      ASSERT_TRUE(weights.ok());
+      auto plan = model::planForward(c, *weights, spec.contextLength);
+      ASSERT_TRUE(plan.ok());
+      const double original = spec.contextLength / spec.ropeYarnFactor;
+      const auto end = [&](double beta) {
+        return spec.headDim * std::log(original / (2 * M_PI * beta)) /
+               (2 * std::log(double{spec.ropeTheta}));
+      };
+      EXPECT_NEAR(plan->rope.yarnLow, std::max(0.0, end(32.0)), 1e-5);
+      EXPECT_NEAR(plan->rope.yarnHigh, end(1.0), 1e-5);
+      EXPECT_NE(logitsOf(std::move(folder).value()), want);
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// The qwen3moe golden model as Qwen ships Qwen3-30B-A3B on Hugging Face:
+// the router as mlp.gate, every expert's projections as their own [out, in]
+// tensors (mlp.experts.E.{gate,up,down}_proj.weight), which loading stacks.
+// It gives the GGUF's logits bit for bit; a checkpoint missing one expert
+// is refused naming the tensor.
+TEST(GoldenLogits, Qwen3MoeFromAHuggingFaceFolder) {
+  const GoldenRecord g = readGolden("qwen3moe");
+  const model::SyntheticModelSpec& spec = g.spec;
+  const auto gguf = openSyntheticModel(spec, "golden-qwen3moe-hf");
+  ASSERT_TRUE(gguf);
+  const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
+    auto b = backend::CpuBackend::create(std::move(model));
+    EXPECT_TRUE(b.ok()) << b.error().describe();
+    backend::Logits logits;
+    EXPECT_TRUE(b.ok() && (*b)->forward({g.prefill, true}, logits).ok());
+    return logits.values;
+  };
+  const std::vector<float> want = logitsOf(gguf);
+  std::vector<SafetensorsTensor> tensors;
+  for (const model::TensorView& t : gguf->all()) {
+    EXPECT_EQ(t.type, gguf::TensorType::kF32) << t.name;
+    std::vector<float> values(t.elements());
+    std::memcpy(values.data(), t.data.data(), t.data.size());
+    const std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
+    if (t.shape.size() == 3) {  // {in, out, E}: one [out, in] tensor per expert
+      const std::string part = t.name.find("gate") != std::string::npos ? "gate_proj"
+                               : t.name.find("up") != std::string::npos ? "up_proj"
+                                                                        : "down_proj";
+      const size_t per = t.shape[0] * t.shape[1];
+      for (uint64_t e = 0; e < t.shape[2]; ++e) {
+        tensors.push_back(
+            {fmt::format("model.layers.{}.mlp.experts.{}.{}.weight",
+                         t.name.substr(4, t.name.find('.', 4) - 4), e, part),
+             {t.shape[1], t.shape[0]},
+             std::vector<float>(values.begin() + e * per, values.begin() + (e + 1) * per)});
+      }
+      continue;
+    }
+    std::string name = t.name;
+    const std::pair<std::string_view, std::string_view> renames[] = {
+        {"token_embd.weight", "model.embed_tokens.weight"},
+        {"output_norm.weight", "model.norm.weight"},
+        {"output.weight", "lm_head.weight"},
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate_inp.weight", "mlp.gate.weight"},
+    };
+    for (const auto& [from, to] : renames) {
+      if (name == from) name = std::string(to);
+      if (name.starts_with("blk.") && name.ends_with(from) &&
+          name.size() == name.find('.', 4) + 1 + from.size())
+        name = "model.layers." + name.substr(4, name.find('.', 4) - 4) + "." + std::string(to);
+    }
+    ASSERT_FALSE(name.starts_with("blk.")) << name;
+    tensors.push_back({name, shape, std::move(values)});
+  }
+  const nlohmann::json config = {
+      {"architectures", {"Qwen3MoeForCausalLM"}},
+      {"model_type", "qwen3moe"},
+      {"hidden_size", spec.nEmbd},
+      {"intermediate_size", spec.nFf},
+      {"moe_intermediate_size", spec.nFfExp},
+      {"num_experts", spec.nExpert},
+      {"num_experts_per_tok", spec.nExpertUsed},
+      {"num_hidden_layers", spec.nLayer},
+      {"num_attention_heads", spec.nHead},
+      {"num_key_value_heads", spec.nHeadKv},
+      {"head_dim", spec.headDim},
+      {"vocab_size", spec.nVocab},
+      {"max_position_embeddings", spec.contextLength},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", spec.ropeTheta},
+      {"tie_word_embeddings", false},
+  };
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("kvscope-qwen3moe-hf-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  writeSafetensors(dir / "model.safetensors", tensors);
+  auto folder = model::ModelFile::open(dir);
+  ASSERT_TRUE(folder.ok()) << folder.error().describe();
+  EXPECT_EQ(logitsOf(std::move(folder).value()), want);
+  std::erase_if(tensors, [](const SafetensorsTensor& t) {
+    return t.name == "model.layers.1.mlp.experts.5.up_proj.weight";
+  });
+  writeSafetensors(dir / "model.safetensors", tensors);
+  auto missing = model::ModelFile::open(dir);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("model.layers.1.mlp.experts.5.up_proj.weight"),
+            std::string::npos)
+      << missing.error().message;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kvscope::test

@@ -17,30 +17,38 @@
 
 namespace kvscope::test {
 
-// One F32 safetensors file: a JSON header, then every tensor's values in
-// order; shapes in safetensors' [out, in] order.
+// One safetensors file: a JSON header, then every tensor's data in order;
+// shapes in safetensors' [out, in] order. A tensor is F32 `values`, or U8
+// `bytes` where those are given.
 struct SafetensorsTensor {
   std::string name;
   std::vector<uint64_t> shape;
   std::vector<float> values;
+  std::vector<uint8_t> bytes;
 };
 inline void writeSafetensors(const std::filesystem::path& path,
                              const std::vector<SafetensorsTensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t end = 0;
+  const auto size = [](const SafetensorsTensor& t) {
+    return t.bytes.empty() ? t.values.size() * sizeof(float) : t.bytes.size();
+  };
   for (const SafetensorsTensor& t : tensors) {
     const uint64_t begin = end;
-    end += t.values.size() * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, end}}};
+    end += size(t);
+    header[t.name] = {{"dtype", t.bytes.empty() ? "F32" : "U8"},
+                      {"shape", t.shape},
+                      {"data_offsets", {begin, end}}};
   }
   const std::string text = header.dump();
   const uint64_t length = text.size();
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(&length), sizeof(length));
   out << text;
-  for (const SafetensorsTensor& t : tensors)
-    out.write(reinterpret_cast<const char*>(t.values.data()),
-              static_cast<std::streamsize>(t.values.size() * sizeof(float)));
+  for (const SafetensorsTensor& t : tensors) {
+    const void* data = t.bytes.empty() ? static_cast<const void*>(t.values.data()) : t.bytes.data();
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size(t)));
+  }
 }
 
 inline void writeHfLlamaFolder(const std::filesystem::path& dir, uint32_t vocabSize,

@@ -42,6 +42,16 @@ constexpr TensorRule<L> kLayer[] = {
 
 static_assert(std::ranges::none_of(kLayer, [](const auto& r) { return r.name.empty(); }));
 
+// GptOssForCausalLM's names where they are not llama's; the experts are
+// repacked from their MXFP4 blocks (model/hf_experts.h).
+constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"mlp.router.weight", "ffn_gate_inp.weight"},
+    {"mlp.router.bias", "ffn_gate_inp.bias"},
+};
+
 Status gptOssForward(const ForwardPlan& p, ForwardOps& ops) {
   return llamaDecoder(
       p, ops, {.expertWeighting = ExpertWeighting::kTopKSoftmax, .expertAct = Gate::kSwigluOai});
@@ -53,6 +63,8 @@ const ArchDescription kGptOss{.globals = kLlamaGlobals,
                               .layer = kLayer,
                               .forward = gptOssForward,
                               .windowPeriod = 2,
-                              .windowRopeScaled = true};
+                              .windowRopeScaled = true,
+                              .hfLayerNames = kHfLayerNames,
+                              .hfExperts = HfExperts::kGptOssMxfp4};
 
 }  // namespace kvscope::model

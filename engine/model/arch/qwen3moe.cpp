@@ -32,8 +32,18 @@ constexpr TensorRule<L> kLayer[] = {
 
 static_assert(std::ranges::none_of(kLayer, [](const auto& r) { return r.name.empty(); }));
 
+// Qwen3MoeForCausalLM's router; its experts are stacked at load
+// (model/hf_experts.h).
+constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+};
+
 }  // namespace
 
-const ArchDescription kQwen3Moe{.globals = kLlamaGlobals, .layer = kLayer, .forward = llamaForward};
+const ArchDescription kQwen3Moe{.globals = kLlamaGlobals,
+                                .layer = kLayer,
+                                .forward = llamaForward,
+                                .hfLayerNames = kHfLayerNames,
+                                .hfExperts = HfExperts::kPerExpert};
 
 }  // namespace kvscope::model
