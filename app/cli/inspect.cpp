@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "model/model_file.h"
 #include "model/model_tokenizer.h"
+#include "runtime/memory_estimate.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvscope::cli {
@@ -53,7 +54,8 @@ struct TypeStats {
   uint64_t bytes = 0;
 };
 
-nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& tok) {
+nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& tok,
+                        const runtime::MemoryEstimate& kv) {
   const auto& c = m.config();
   std::map<std::string, TypeStats> histogram;
   std::set<const uint8_t*> seen;  // a tied alias is the same tensor
@@ -109,7 +111,8 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
       {"chat_template_reads_thinking", chat.readsThinking()},
       {"tensor_types", types},
       {"weight_bytes", m.weightBytes()},
-      {"kv_bytes_per_token_f16", c.kvBytesPerTokenF16()},
+      {"kv_bytes_per_token_f16", kv.kvBytesPerToken},
+      {"kv_ring_bytes_f16", kv.kvRingBytes},
   };
 }
 
@@ -164,7 +167,15 @@ void printTable(const nlohmann::json& j) {
     fmt::print("    {:<6} {:>5} tensors  {}\n", type, st["tensors"].get<uint64_t>(),
                mib(st["bytes"].get<uint64_t>()));
   }
-  fmt::print("  KV cache (f16)  {} bytes per token\n", s("kv_bytes_per_token_f16"));
+  // Window layers keep a ring of fixed size: what a token adds is the global layers'.
+  if (j["kv_ring_bytes_f16"].get<uint64_t>() == 0) {
+    fmt::print("  KV cache (f16)  {} bytes per token\n", s("kv_bytes_per_token_f16"));
+  } else {
+    fmt::print(
+        "  KV cache (f16)  {} bytes per token on the global layers, + {} in the window "
+        "layers' rings\n",
+        s("kv_bytes_per_token_f16"), mib(j["kv_ring_bytes_f16"].get<uint64_t>()));
+  }
 }
 
 }  // namespace
@@ -189,7 +200,16 @@ void registerInspect(CLI::App& app, const GlobalOptions&, int& exitCode) {
       exitCode = 1;
       return;
     }
-    const auto j = describe(**m, *tok);
+    // The f16 cache's bytes at the trained context: per token and the rings.
+    auto f16 = kv::KvPolicy::parse("kv=f16");
+    auto kv = f16.ok() ? runtime::estimateMemory(**m, 0, *f16)
+                       : Expected<runtime::MemoryEstimate>(f16.takeError());
+    if (!kv.ok()) {
+      fmt::print(stderr, "error: {}\n", kv.error().message);
+      exitCode = 1;
+      return;
+    }
+    const auto j = describe(**m, *tok, *kv);
     if (json)
       fmt::print("{}\n", j.dump(2));
     else

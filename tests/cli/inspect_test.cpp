@@ -61,7 +61,8 @@ TEST(CliInspect, TableOutputIsReadable) {
   EXPECT_NE(r.out.find("640 bytes per token"), std::string::npos) << r.out;
 }
 
-// Which layers attend a window and which the whole context, and the experts
+// Which layers attend a window and which the whole context, the f16 cache's
+// bytes per token (global layers) and rings (window layers), and the experts
 // of a mixture-of-experts model, as the files make-model wrote say them.
 TEST(CliInspect, SlidingWindowLayersAndExperts) {
   const auto dir = std::filesystem::temp_directory_path();
@@ -83,6 +84,10 @@ TEST(CliInspect, SlidingWindowLayersAndExperts) {
   EXPECT_EQ(a["global_layers"], nlohmann::json({2, 5}));
   EXPECT_EQ(a["window_rope_theta"], 5000.0);
   EXPECT_TRUE(nlohmann::json::parse(r.out)["experts"].is_null());
+  // f16, 1 KV head of 64: a token adds K and V rows of 128 bytes to the 2
+  // global layers; each of the 4 window layers keeps a ring of 32 - 1 + 512 rows.
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kv_bytes_per_token_f16"], 2 * 2 * 128);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kv_ring_bytes_f16"], 4 * (32 - 1 + 512) * 2 * 128);
   r = runCli("inspect -m " + gemma.string());
   EXPECT_NE(r.out.find("a sliding window of 32 on 4 of 6 layers (RoPE theta 5000); global: 2, 5"),
             std::string::npos)
@@ -92,6 +97,8 @@ TEST(CliInspect, SlidingWindowLayersAndExperts) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["attention"]["sliding_window"].is_null());
   EXPECT_EQ(j["experts"], nlohmann::json({{"count", 8}, {"used", 2}, {"feed_forward", 64}}));
+  EXPECT_EQ(j["kv_bytes_per_token_f16"], 2 * 2 * 128);
+  EXPECT_EQ(j["kv_ring_bytes_f16"], 0);
   std::filesystem::remove(gemma);
   std::filesystem::remove(moe);
 }
