@@ -64,12 +64,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_weights, b->m_contextLimit));
   model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole role) {
     if (role != model::WeightRole::kVector) return;
-    // Every row: experts' biases are stacked {n, nExpert}.
-    const uint64_t n = t.shape[0];
-    std::vector<float> v(t.elements());
-    for (uint64_t r = 0; r < v.size() / n; ++r)
-      cpu::dequantizeRow(t, r, std::span(v).subspan(r * n, n));
-    b->m_vectors.emplace(&t, std::move(v));
+    b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
   if (c.nExpert > 0) {
     std::vector<uint64_t> bytesPerExpert;

@@ -33,6 +33,13 @@ void dequantizeRow(const model::TensorView& w, size_t r, std::span<float> out) {
   (void)status;
 }
 
+std::vector<float> dequantizeVector(const model::TensorView& t) {
+  const size_t n = t.shape[0];
+  std::vector<float> v(t.elements());
+  for (size_t r = 0; r < v.size() / n; ++r) dequantizeRow(t, r, std::span(v).subspan(r * n, n));
+  return v;
+}
+
 namespace {
 
 // Per-thread buffers for a tile of weight rows; pool threads live as long as

@@ -27,6 +27,7 @@
 //    between kExact and Vulkan, so it is an option, not the reference.
 
 #include <span>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "model/weight_source.h"
@@ -58,5 +59,9 @@ float dot(const float* a, const float* b, size_t n);
 
 // Dequantizes row `r` of w (length shape[0]) into out.
 void dequantizeRow(const model::TensorView& w, size_t r, std::span<float> out);
+// Every value of a vector tensor (a norm, a bias, attention sinks, or the
+// experts' biases stacked {n, nExpert}) as floats, row after row: what both
+// backends read a WeightRole::kVector tensor as.
+std::vector<float> dequantizeVector(const model::TensorView& t);
 
 }  // namespace kvscope::cpu

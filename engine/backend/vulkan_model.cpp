@@ -99,8 +99,7 @@ Expected<VulkanModel::Matrix> VulkanModel::uploadMatrix(const model::TensorView&
 }
 
 Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView& t) {
-  std::vector<float> v(t.shape[0]);
-  cpu::dequantizeRow(t, 0, v);
+  const std::vector<float> v = cpu::dequantizeVector(t);
   KVS_ASSIGN_OR_RETURN(auto buf, gpu::Buffer::create(*m_ctx, v.size() * sizeof(float)));
   KVS_TRY(buf.upload(std::span<const float>(v)));
   m_weightBytes += v.size() * sizeof(float);
