@@ -163,7 +163,7 @@ struct MXFP4 {
   static constexpr size_t kBytes = mxfp4::kBytes, kValues = kQK;
   static constexpr bool kOffsets = false;
   static void scales(const uint8_t* b, float* scale, float*) {
-    scale[0] = scale[1] = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+    scale[0] = scale[1] = mxfp4::scale(b[mxfp4::kE]);
   }
   static __m256i quants(const uint8_t* b, size_t) {
     return _mm256_shuffle_epi8(codebook(mxfp4::kDoubled), nibbles16(b + mxfp4::kQs));

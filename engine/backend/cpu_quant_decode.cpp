@@ -88,7 +88,7 @@ void codebookNibbles(const int8_t (&codebook)[16], const uint8_t* qs, int8_t* q)
 
 void blockMXFP4(const uint8_t* b, int8_t* q, float* scale, float* offset) {
   codebookNibbles(mxfp4::kDoubled, b + mxfp4::kQs, q);
-  scale[0] = scale[1] = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+  scale[0] = scale[1] = mxfp4::scale(b[mxfp4::kE]);
   offset[0] = offset[1] = 0.0f;
 }
 

@@ -4,6 +4,7 @@
 // Offsets are in bytes from the start of a block; fp16 fields are IEEE half,
 // little-endian, like every multi-byte field.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +38,12 @@ inline constexpr size_t kE = 0, kQs = 1, kBytes = 17;
 // The E2M1 values doubled (so integers): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
 // negatives; the scale is then 2^(e - 128), half the block's 2^(e - 127).
 inline constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128), the doubled codes' scale, from the float's bits (std::ldexp
+// is a library call, and a decode step takes one per block): biased
+// exponent e - 1, or for e < 2 the subnormals 2^-128 and 2^-127.
+inline float scale(uint8_t e) {
+  return std::bit_cast<float>(e < 2 ? uint32_t{0x00200000} << e : uint32_t{e - 1u} << 23);
+}
 }
 // IQ4_NL: an fp16 scale, then 32 4-bit indices into a fixed non-uniform
 // codebook (value j low nibble, value 16 + j high, as Q4_0).

@@ -24,7 +24,7 @@ void decodeQ4_0(const uint8_t* b, float* y) {
 }
 
 void decodeMXFP4(const uint8_t* b, float* y) {
-  const float d = std::ldexp(1.0f, int{b[mxfp4::kE]} - 128);
+  const float d = mxfp4::scale(b[mxfp4::kE]);
   const uint8_t* qs = b + mxfp4::kQs;
   for (int j = 0; j < kQK / 2; ++j) {
     y[j] = mxfp4::kDoubled[qs[j] & 0x0f] * d;
