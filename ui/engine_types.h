@@ -75,8 +75,8 @@ struct ModelInfo {
   quint32 trainedContext = 0;
   quint32 contextLimit = 0;     // what this session allows
   quint64 weightBytes = 0;      // tensors as stored
-  quint64 kvBytesPerToken =
-      0;  // what one more token adds under the active KV policy (a ring does not grow)
+  // What one more token adds under the active KV policy (a ring does not grow).
+  quint64 kvBytesPerToken = 0;
   QString kvPolicy;             // the active policy, "k=f16,v=f16" by default
 };
 

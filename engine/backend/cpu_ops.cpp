@@ -55,6 +55,12 @@ void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows
   }
 }
 
+void addBias(std::span<float> rows, std::span<const float> bias) {
+  assert(!bias.empty() && rows.size() % bias.size() == 0);
+  for (size_t r = 0; r < rows.size(); r += bias.size())
+    for (size_t i = 0; i < bias.size(); ++i) rows[r + i] += bias[i];
+}
+
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() >= gate.size());
   for (size_t i = 0; i < gate.size(); ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];

@@ -25,6 +25,9 @@ void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<
 void softmax(std::span<const float> x, std::span<float> y, size_t n, size_t rows,
              float scale = 1.0f);
 
+// rows[r][i] += bias[i] for every row of bias.size() values (a bias's epilogue).
+void addBias(std::span<float> rows, std::span<const float> bias);
+
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
 void siluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 // out = gelu(gate) * up with the tanh form of GELU (model::Gate::kGelu).

@@ -105,11 +105,7 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
     product = std::span(m_b.m_product).first(y.size());
   }
   cpu::matmul(w, span(x), product, rows, *m_b.m_pool, m_b.m_matmul);
-  if (e.bias) {
-    const std::span<const float> b = m_b.floats(*e.bias);
-    for (size_t row = 0; row < product.size(); row += b.size())
-      for (size_t i = 0; i < b.size(); ++i) product[row + i] += b[i];
-  }
+  if (e.bias) cpu::addBias(product, m_b.floats(*e.bias));
   if (e.gate != model::Gate::kNone) {
     cpu::gatedMul(e.gate, y, product, y);
   } else if (e.accumulate) {
@@ -197,10 +193,7 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   if (m_n == 1 && s.slots.size() > size_t{64} * nUsed * width) s = {};  // after a prefill
   s.probs.resize(size_t{m_n} * nExpert);
   cpu::matmul(*spec.router, in, s.probs, m_n, pool, m_b.m_matmul);
-  if (spec.routerBias) {
-    const std::span<const float> b = m_b.floats(*spec.routerBias);
-    for (size_t i = 0; i < s.probs.size(); ++i) s.probs[i] += b[i % nExpert];
-  }
+  if (spec.routerBias) cpu::addBias(s.probs, m_b.floats(*spec.routerBias));
   const bool softmaxFirst = spec.weighting == model::ExpertWeighting::kSoftmaxTopK;
   if (softmaxFirst) cpu::softmax(s.probs, s.probs, nExpert, m_n);
 
@@ -236,13 +229,11 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     }
   }
 
-  // Adds expert e's slice of a stacked bias {rows, nExpert} to each row.
-  const auto addBias = [&](const model::TensorView* bias, uint32_t e, std::span<float> rows) {
+  // Adds expert e's slice of a stacked bias {n, nExpert} to each row.
+  const auto addExpertBias = [&](const model::TensorView* bias, uint32_t e, std::span<float> rows) {
     if (!bias) return;
     const size_t n = bias->shape[0];
-    const std::span<const float> b = m_b.floats(*bias).subspan(e * n, n);
-    for (size_t r = 0; r < rows.size(); r += n)
-      for (size_t i = 0; i < n; ++i) rows[r + i] += b[i];
+    cpu::addBias(rows, m_b.floats(*bias).subspan(e * n, n));
   };
   // Every (token, slot) is written once below: no zeroing.
   s.slots.resize(size_t{m_n} * nUsed * width);  // [token][slot][width]
@@ -264,11 +255,11 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     const std::span<float> product = std::span(s.product).first(m * width);
     cpu::matmul(model::expertMatrix(*spec.gate, e), gathered, gate, m, pool, m_b.m_matmul);
     cpu::matmul(model::expertMatrix(*spec.up, e), gathered, up, m, pool, m_b.m_matmul);
-    addBias(spec.gateBias, e, gate);
-    addBias(spec.upBias, e, up);
+    addExpertBias(spec.gateBias, e, gate);
+    addExpertBias(spec.upBias, e, up);
     cpu::gatedMul(spec.act, gate, up, gate);
     cpu::matmul(model::expertMatrix(*spec.down, e), gate, product, m, pool, m_b.m_matmul);
-    addBias(spec.downBias, e, product);
+    addExpertBias(spec.downBias, e, product);
     for (size_t r = 0; r < m; ++r) {
       const float w = s.weight[s.rows[r]];
       float* slot = &s.slots[size_t{s.rows[r]} * width];

@@ -4,13 +4,18 @@
 #include <map>
 #include <string>
 
+#include "gguf/block_layout.h"
 #include "gguf/dequant.h"
 #include "model/description.h"
 
 namespace kvscope::model {
 namespace {
 
+namespace mxfp4 = gguf::blocks::mxfp4;
 using Entries = std::map<std::string, const SafetensorsEntry*, std::less<>>;
+
+// A checkpoint's MXFP4 block: 32 values in 16 bytes (the exponent apart).
+constexpr uint64_t kHfBlockBytes = 16;
 
 std::string shapeText(const std::vector<uint64_t>& shape) {
   std::string out = "[";
@@ -74,9 +79,9 @@ void mxfp4Block(uint8_t exponent, const uint8_t* hf, uint8_t* out) {
   const auto nibble = [&](uint32_t k) {
     return static_cast<uint8_t>(k % 2 ? hf[k / 2] >> 4 : hf[k / 2] & 0x0f);
   };
-  out[0] = exponent;
-  for (uint32_t j = 0; j < 16; ++j)
-    out[1 + j] = static_cast<uint8_t>(nibble(j) | nibble(j + 16) << 4);
+  out[mxfp4::kE] = exponent;
+  for (uint32_t j = 0; j < kHfBlockBytes; ++j)
+    out[mxfp4::kQs + j] = static_cast<uint8_t>(nibble(j) | nibble(j + 16) << 4);
 }
 
 // Rows `first`, first + step, … (rows of each expert) of an MXFP4 weight
@@ -86,13 +91,14 @@ TensorView mxfp4Rows(const SafetensorsEntry& blocks, const SafetensorsEntry& sca
                      uint32_t step, uint64_t count, std::string name,
                      std::deque<std::vector<uint8_t>>& owned) {
   const uint64_t experts = blocks.shape[0], rows = blocks.shape[1], perRow = blocks.shape[2];
-  std::vector<uint8_t>& bytes = owned.emplace_back(experts * count * perRow * 17);
+  std::vector<uint8_t>& bytes = owned.emplace_back(experts * count * perRow * mxfp4::kBytes);
   uint8_t* out = bytes.data();
   for (uint64_t e = 0; e < experts; ++e) {
     for (uint64_t r = 0; r < count; ++r) {
       const uint64_t row = e * rows + first + r * step;
-      for (uint64_t b = 0; b < perRow; ++b, out += 17)
-        mxfp4Block(scales.data[row * perRow + b], blocks.data + (row * perRow + b) * 16, out);
+      for (uint64_t b = 0; b < perRow; ++b, out += mxfp4::kBytes)
+        mxfp4Block(scales.data[row * perRow + b], blocks.data + (row * perRow + b) * kHfBlockBytes,
+                   out);
     }
   }
   return {std::move(name),
@@ -110,12 +116,14 @@ Status gptOss(const ModelConfig& c, const Entries& entries, std::vector<TensorVi
                      "gpt-oss's MXFP4 experts need widths divisible by 32 ({} and {})", width, ff);
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
-    KVS_ASSIGN_OR_RETURN(const SafetensorsEntry* gateUpBlocks,
-                         entry(entries, p + "gate_up_proj_blocks", {nE, 2 * ff, width / 32, 16}));
+    KVS_ASSIGN_OR_RETURN(
+        const SafetensorsEntry* gateUpBlocks,
+        entry(entries, p + "gate_up_proj_blocks", {nE, 2 * ff, width / 32, kHfBlockBytes}));
     KVS_ASSIGN_OR_RETURN(const SafetensorsEntry* gateUpScales,
                          entry(entries, p + "gate_up_proj_scales", {nE, 2 * ff, width / 32}));
-    KVS_ASSIGN_OR_RETURN(const SafetensorsEntry* downBlocks,
-                         entry(entries, p + "down_proj_blocks", {nE, width, ff / 32, 16}));
+    KVS_ASSIGN_OR_RETURN(
+        const SafetensorsEntry* downBlocks,
+        entry(entries, p + "down_proj_blocks", {nE, width, ff / 32, kHfBlockBytes}));
     KVS_ASSIGN_OR_RETURN(const SafetensorsEntry* downScales,
                          entry(entries, p + "down_proj_scales", {nE, width, ff / 32}));
     KVS_ASSIGN_OR_RETURN(const SafetensorsEntry* gateUpBias,

@@ -355,6 +355,22 @@ TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
   }
 }
 
+// A one-layer cache (pages of 48 rows) of `rows` random K and V rows in
+// [-3, 3], seeded.
+std::unique_ptr<kv::KvCache> randomCache(const kv::LayerSchemes& schemes, uint32_t headsKv,
+                                         uint32_t d, uint32_t rows, uint32_t seed) {
+  auto made = kv::KvCache::create({1, headsKv, d, 48}, std::span(&schemes, 1), 5);
+  if (!made.ok() || !(*made)->append(rows).ok()) return nullptr;
+  const auto x = randomFloats(size_t{rows} * headsKv * d * 2, seed, -3.0f, 3.0f);
+  for (uint32_t j = 0; j < rows; ++j)
+    for (uint32_t h = 0; h < headsKv; ++h)
+      for (KvPart part : {KvPart::kKey, KvPart::kValue})
+        (*made)->write(0, part, h, j,
+                       std::span(x).subspan(
+                           ((size_t{j} * headsKv + h) * 2 + static_cast<size_t>(part)) * d, d));
+  return std::move(*made);
+}
+
 // A sliding window of W rows: each query at position p equals dense
 // attention over a cache holding only rows (p - W, p] (copied byte for byte),
 // within the bound above, for the reference and both fast kernels. Cases: a
@@ -370,18 +386,10 @@ TEST(CpuAttention, WindowMatchesAttentionOverTheWindowAlone) {
        std::vector<std::pair<std::string, std::string>>{{"f16", "f16"}, {"q8_0", "turbo4"}}) {
     for (W w : {W{19, 45, 20, 2}, W{1, 299, 100, 4}, W{70, 20, 7, 4}}) {
       const kv::LayerSchemes schemes{key, value};
-      auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
-      ASSERT_TRUE(made.ok());
-      kv::KvCache& cache = **made;
-      const uint32_t rows = w.pos0 + w.n, nHead = kHeadsKv * w.gqa;
-      ASSERT_TRUE(cache.append(rows).ok());
-      const auto x = randomFloats(size_t{rows} * kHeadsKv * d * 2, 41 + w.n, -3.0f, 3.0f);
-      for (uint32_t j = 0; j < rows; ++j)
-        for (uint32_t h = 0; h < kHeadsKv; ++h)
-          for (KvPart part : {KvPart::kKey, KvPart::kValue})
-            cache.write(0, part, h, j,
-                        std::span(x).subspan(
-                            ((size_t{j} * kHeadsKv + h) * 2 + static_cast<size_t>(part)) * d, d));
+      const uint32_t nHead = kHeadsKv * w.gqa;
+      auto made = randomCache(schemes, kHeadsKv, d, w.pos0 + w.n, 41 + w.n);
+      ASSERT_TRUE(made);
+      kv::KvCache& cache = *made;
       const auto q = randomFloats(size_t{w.n} * nHead * d, 19 + w.n, -2.0f, 2.0f);
       std::vector<float> reference(q.size(), NAN), simd(q.size(), NAN), portable(q.size(), NAN);
       cpu::attentionReference(cache, 0, q.data(), w.n, w.pos0, nHead, pool, reference.data(), 0.0f,
@@ -443,18 +451,9 @@ TEST(CpuAttention, SinksScaleEachHeadByItsShareOfTheDenominator) {
   for (const std::string scheme : {"f16", "q8_0"}) {
     for (S c : {S{19, 45, 0}, S{1, 299, 0}, S{1, 299, 100}}) {
       const kv::LayerSchemes schemes{scheme, scheme};
-      auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
-      ASSERT_TRUE(made.ok());
-      kv::KvCache& cache = **made;
-      const uint32_t rows = c.pos0 + c.n;
-      ASSERT_TRUE(cache.append(rows).ok());
-      const auto x = randomFloats(size_t{rows} * kHeadsKv * d * 2, 77 + c.n, -3.0f, 3.0f);
-      for (uint32_t j = 0; j < rows; ++j)
-        for (uint32_t h = 0; h < kHeadsKv; ++h)
-          for (KvPart part : {KvPart::kKey, KvPart::kValue})
-            cache.write(0, part, h, j,
-                        std::span(x).subspan(
-                            ((size_t{j} * kHeadsKv + h) * 2 + static_cast<size_t>(part)) * d, d));
+      auto made = randomCache(schemes, kHeadsKv, d, c.pos0 + c.n, 77 + c.n);
+      ASSERT_TRUE(made);
+      kv::KvCache& cache = *made;
       const auto q = randomFloats(size_t{c.n} * nHead * d, 23 + c.n, -1.0f, 1.0f);
       std::vector<float> plain(q.size()), reference(q.size(), NAN), simd(q.size(), NAN),
           portable(q.size(), NAN);

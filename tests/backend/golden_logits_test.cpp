@@ -278,6 +278,17 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name,
   return rows;
 }
 
+// The CPU backend's logits for every position of `tokens`, one prefill
+// batch: how the Hugging Face folder tests compare a folder with its GGUF.
+std::vector<float> prefillLogits(std::shared_ptr<const model::ModelFile> model,
+                                 std::span<const int32_t> tokens) {
+  auto b = backend::CpuBackend::create(std::move(model));
+  EXPECT_TRUE(b.ok()) << b.error().describe();
+  backend::Logits logits;
+  EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
+  return logits.values;
+}
+
 void expectBothBackendsMatchGolden(const std::string& name) {
   expectMatchesGolden(name);
   expectMatchesGolden(name, Engine::kVulkan);
@@ -419,14 +430,10 @@ TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
   const GoldenRecord g = readGolden("gemma3");
   const auto gguf = openSyntheticModel(g.spec, "golden-gemma3-hf");
   ASSERT_TRUE(gguf);
+  std::vector<int32_t> tokens = g.prefill;
+  tokens.insert(tokens.end(), g.decode.begin(), g.decode.end());
   const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
-    auto b = backend::CpuBackend::create(std::move(model));
-    EXPECT_TRUE(b.ok()) << b.error().describe();
-    std::vector<int32_t> tokens = g.prefill;
-    tokens.insert(tokens.end(), g.decode.begin(), g.decode.end());
-    backend::Logits logits;
-    EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
-    return logits.values;
+    return prefillLogits(std::move(model), tokens);
   };
   const std::vector<float> want = logitsOf(gguf);
   ASSERT_EQ(want.size(), size_t{20} * g.spec.nVocab);
@@ -639,11 +646,7 @@ TEST(GoldenLogits, GptOssFromAHuggingFaceFolder) {
   ASSERT_TRUE(gguf);
   std::vector<int32_t> tokens = readGolden("gpt-oss").prefill;
   const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
-    auto b = backend::CpuBackend::create(std::move(model));
-    EXPECT_TRUE(b.ok()) << b.error().describe();
-    backend::Logits logits;
-    EXPECT_TRUE(b.ok() && (*b)->forward({tokens, true}, logits).ok());
-    return logits.values;
+    return prefillLogits(std::move(model), tokens);
   };
   const std::vector<float> want = logitsOf(gguf);
   ASSERT_EQ(want.size(), tokens.size() * spec.nVocab);
@@ -691,11 +694,7 @@ TEST(GoldenLogits, Qwen3MoeFromAHuggingFaceFolder) {
   const auto gguf = openSyntheticModel(spec, "golden-qwen3moe-hf");
   ASSERT_TRUE(gguf);
   const auto logitsOf = [&](std::shared_ptr<const model::ModelFile> model) {
-    auto b = backend::CpuBackend::create(std::move(model));
-    EXPECT_TRUE(b.ok()) << b.error().describe();
-    backend::Logits logits;
-    EXPECT_TRUE(b.ok() && (*b)->forward({g.prefill, true}, logits).ok());
-    return logits.values;
+    return prefillLogits(std::move(model), g.prefill);
   };
   const std::vector<float> want = logitsOf(gguf);
   std::vector<SafetensorsTensor> tensors;

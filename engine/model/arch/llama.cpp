@@ -11,9 +11,12 @@ namespace kvscope::model {
 Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& variant) {
   const ModelConfig& c = *p.config;
   const ModelWeights& w = *p.weights;
-  // The queries' RoPE: the layer's, or a copy carrying the scale.
-  RopeSpec scaledRope = p.rope, scaledWindowRope = p.windowRope;
+  // The queries' RoPE: the layer's, or (scaleQueries) a copy carrying the
+  // scale, made only then (a step would otherwise copy two specs for nothing).
+  RopeSpec scaledRope, scaledWindowRope;
   if (variant.scaleQueries) {  // the whole head, rotated or not (Phi-4-mini rotates 96 of 128)
+    scaledRope = p.rope;
+    scaledWindowRope = p.windowRope;
     scaledRope.scale = scaledWindowRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
   }
   const auto queryRope = [&](uint32_t l) -> const RopeSpec& {
