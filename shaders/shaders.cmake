@@ -4,14 +4,20 @@ kvscope_shader(convert.comp NAME convert_f16_to_f32 DEFINES TO_F32)
 kvscope_shader(rmsnorm.comp)
 kvscope_shader(softmax.comp)
 kvscope_shader(rope.comp)
+kvscope_shader(moe_route.comp)
+kvscope_shader(moe_sum.comp)
 # Weight kernels (engine/gpu/weight_kernels.cpp): every GGUF weight type in
 # each launch shape: cpu (wide loads, no barriers), sg (subgroup reduction),
-# smem (shared-memory reduction), gpu (shared-memory tiles).
+# smem (shared-memory reduction), gpu (shared-memory tiles); _experts: the
+# matvec over a stack of experts, one routed (token, slot) pair per workgroup row.
 foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS)
   string(TOLOWER ${type} t)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_sg DEFINES TYPE_${type} SUBGROUP_REDUCE)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_smem DEFINES TYPE_${type})
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_cpu_experts DEFINES TYPE_${type} WIDE_LOADS EXPERTS)
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_sg_experts DEFINES TYPE_${type} SUBGROUP_REDUCE EXPERTS)
+  kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_smem_experts DEFINES TYPE_${type} EXPERTS)
   kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
   kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_gpu DEFINES TYPE_${type})
 endforeach()

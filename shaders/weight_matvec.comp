@@ -9,6 +9,9 @@
 //    (SUBGROUP_REDUCE) or through shared memory.
 // Float weights whose rows are not whole units (cols % UNIT != 0) take an
 // element-wise path.
+// EXPERTS: the expert products of weights.h, one pair per workgroup row z:
+// the same loops, with the pair's expert's first weight row, input row and
+// output row as offsets.
 #if defined(WIDE_LOADS)
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
@@ -28,10 +31,18 @@ layout(constant_id = 1) const uint R = 1;  // rows per invocation (CPU) or per w
 
 #include "weight_types.glsl"
 
+#if defined(EXPERTS)
+layout(std430, binding = 4) readonly buffer Ids { uint ids[]; };  // [pairs]: the expert
+#endif
+
+// Offsets of this workgroup's product: its first weight row, its first x
+// value and its first y value (all 0 outside expert products).
+uint wRow0 = 0u, x0 = 0u, y0 = 0u;
+
 // The x values that unit u of a row multiplies, in decodeUnit() order.
 void loadXUnit(uint u, out vec4 xv[UNIT4]) {
   for (uint c = 0; c < CHUNKS; ++c) {
-    const uint first = chunkColumn(u, c) / 8;
+    const uint first = (x0 + chunkColumn(u, c)) / 8;
     for (uint i = 0; i < CHUNK8; ++i) {
       loadX8(first + i, xv[c * CHUNK / 4 + 2 * i], xv[c * CHUNK / 4 + 2 * i + 1]);
     }
@@ -62,6 +73,12 @@ float groupSum(float v) { return workgroupSum(v); }
 #endif
 
 void main() {
+#if defined(EXPERTS)
+  const uint pair = gl_WorkGroupID.z;
+  wRow0 = ids[pair] * pc.rows;
+  x0 = pair / pc.n * pc.cols;
+  y0 = pair * pc.rows;
+#endif
   const uint units = pc.cols / UNIT;
   float acc[R];
   uint rows[R];
@@ -75,8 +92,8 @@ void main() {
 #if defined(FLOAT_WEIGHTS)
     if (pc.cols % UNIT != 0) {
       for (uint k = 0; k < pc.cols; ++k) {
-        const float xk = x4[k];
-        for (uint r = 0; r < R; ++r) acc[r] += weightAt(rows[r] * pc.cols + k) * xk;
+        const float xk = x4[x0 + k];
+        for (uint r = 0; r < R; ++r) acc[r] += weightAt((wRow0 + rows[r]) * pc.cols + k) * xk;
       }
     } else
 #endif
@@ -85,12 +102,13 @@ void main() {
       loadXUnit(u, xv);
       for (uint r = 0; r < R; ++r) {
         vec4 wv[UNIT4];
-        decodeUnit(rows[r], u, wv);
+        decodeUnit(wRow0 + rows[r], u, wv);
         acc[r] += dotUnit(wv, xv);
       }
     }
     for (uint r = 0; r < R; ++r) {
-      if (task * R + r < pc.rows) y[task * R + r] = epilogue(acc[r], task * R + r, task * R + r);
+      const uint row = task * R + r;
+      if (row < pc.rows) y[y0 + row] = epilogue(acc[r], wRow0 + row, y0 + row);
     }
   }
 #else
@@ -102,8 +120,8 @@ void main() {
     }
 #if defined(FLOAT_WEIGHTS)
     for (uint k = lid; k < pc.cols; k += WG) {
-      const float xk = x4[k];
-      for (uint r = 0; r < R; ++r) acc[r] += weightAt(rows[r] * pc.cols + k) * xk;
+      const float xk = x4[x0 + k];
+      for (uint r = 0; r < R; ++r) acc[r] += weightAt((wRow0 + rows[r]) * pc.cols + k) * xk;
     }
 #else
     for (uint u = lid; u < units; u += WG) {
@@ -111,14 +129,15 @@ void main() {
       loadXUnit(u, xv);
       for (uint r = 0; r < R; ++r) {
         vec4 wv[UNIT4];
-        decodeUnit(rows[r], u, wv);
+        decodeUnit(wRow0 + rows[r], u, wv);
         acc[r] += dotUnit(wv, xv);
       }
     }
 #endif
     for (uint r = 0; r < R; ++r) {
       const float total = groupSum(acc[r]);
-      if (lid == 0 && first + r < pc.rows) y[first + r] = epilogue(total, first + r, first + r);
+      const uint row = first + r;
+      if (lid == 0 && row < pc.rows) y[y0 + row] = epilogue(total, wRow0 + row, y0 + row);
     }
   }
 #endif

@@ -33,7 +33,8 @@ layout(std430, binding = 3) readonly buffer Bias { float bias[]; };  // read wit
 
 layout(constant_id = 3) const uint EPILOGUE = 0u;  // KVS_WEIGHT_* flags (weights.h)
 
-// The value stored at y[index] for a product v of weight row `row`.
+// The value stored at y[index] for a product v of weight row `row` (an
+// expert product's row within the stack, so the stacked bias is indexed alike).
 float epilogue(float v, uint row, uint index) {
   if ((EPILOGUE & KVS_WEIGHT_BIAS) != 0u) v = v + bias[row];
   if ((EPILOGUE & KVS_WEIGHT_ACCUMULATE) != 0u) v = y[index] + v;
@@ -47,6 +48,11 @@ float epilogue(float v, uint row, uint index) {
     // implementation's exp overflows into inf / inf.
     const float u = clamp(0.7978845608 * g * (1.0 + 0.044715 * g * g), -10.0, 10.0);
     v = 0.5 * g * (1.0 + tanh(u)) * v;
+  }
+  if ((EPILOGUE & KVS_WEIGHT_SWIGLU_OAI_GATE) != 0u) {
+    const float g = min(y[index], KVS_SWIGLU_OAI_LIMIT);
+    const float u = clamp(v, -KVS_SWIGLU_OAI_LIMIT, KVS_SWIGLU_OAI_LIMIT);
+    v = g / (1.0 + exp(-KVS_SWIGLU_OAI_ALPHA * g)) * (u + 1.0);
   }
   return v;
 }

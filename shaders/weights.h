@@ -6,7 +6,7 @@
 KVS_PUSH_BEGIN(WeightPush)
   KVS_UINT rows;      // weight rows = outputs per token
   KVS_UINT cols;      // weight columns = inputs per token
-  KVS_UINT n;         // tokens (1 for matvec)
+  KVS_UINT n;         // tokens; expert matvec: input rows shared by n pairs (below)
   KVS_UINT rowWords;  // quantized types: 32-bit words per repacked row
   KVS_UINT plane1;    // quantized types: word offsets of planes 1..3 in a row
   KVS_UINT plane2;    //   (plane 0 starts the row; unused planes are 0)
@@ -21,10 +21,21 @@ KVS_PUSH_END(WeightPush)
 //   ACCUMULATE: y = y + Wx                  (a residual add)
 //   SILU_GATE:  y = silu(y) * Wx            (SwiGLU: y holds the gate)
 //   GELU_GATE:  y = gelu(y) * Wx            (GeGLU, GELU's tanh form)
+//   SWIGLU_OAI_GATE: y = g sigmoid(1.702 g) (u + 1), g = min(y, 7),
+//               u = clamp(Wx, -7, 7)        (gpt-oss's clamped SwiGLU)
 #define KVS_WEIGHT_BIAS 1u
 #define KVS_WEIGHT_ACCUMULATE 2u
 #define KVS_WEIGHT_SILU_GATE 4u
 #define KVS_WEIGHT_GELU_GATE 8u
+#define KVS_WEIGHT_SWIGLU_OAI_GATE 16u
+// model::kSwigluOaiAlpha and kSwigluOaiLimit.
+#define KVS_SWIGLU_OAI_ALPHA 1.702
+#define KVS_SWIGLU_OAI_LIMIT 7.0
+
+// Expert products (weight_matvec.comp with EXPERTS): pair p = token * slots
+// + slot multiplies expert ids[p] of a stack of experts, each `rows` rows,
+// by input row p / n (n = slots: the token's row, shared by its slots; n = 1:
+// the pair's own row) into output row p. One workgroup row (z) per pair.
 
 // GPU shape of weight_matmul.comp: a workgroup of 64 invocations computes a
 // tile of 32 rows x 16 tokens (2 rows x 4 tokens each).

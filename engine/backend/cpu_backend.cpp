@@ -66,15 +66,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     if (role != model::WeightRole::kVector) return;
     b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
-  if (c.nExpert > 0) {
-    std::vector<uint64_t> bytesPerExpert;
-    for (const model::LayerWeights& l : b->m_weights.layers) {
-      bytesPerExpert.push_back(
-          (l.gateExps->data.size() + l.upExps->data.size() + l.downExps->data.size()) /
-          c.nExpert);
-    }
-    b->m_experts = ExpertLog(c.nExpert, c.nExpertUsed, std::move(bytesPerExpert));
-  }
+  b->m_experts = ExpertLog::forModel(c, b->m_weights);
   b->m_model = std::move(model);
   return b;
 }

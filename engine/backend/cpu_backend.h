@@ -8,6 +8,7 @@
 // oracle every Vulkan kernel and the VulkanBackend are tested against; the
 // app and CLI run it with int8 activations (runtime/backend_factory.h).
 
+#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -123,8 +124,11 @@ class CpuBackend final : public Backend {
     std::vector<uint32_t> picked, order;    // [n, nUsed], [nExpert]
     std::vector<float> weight;              // [n, nUsed]
     std::vector<float> slots;               // [n, nUsed, width]
-    std::vector<uint32_t> rows;             // the (token, slot)s of one expert
-    std::vector<float> gathered, gate, up, product;
+    std::vector<uint32_t> first, cursor;    // [nExpert + 1]: each expert's start in rows
+    std::vector<uint32_t> rows;             // [n * nUsed]: token * nUsed + slot, by expert
+    std::vector<float> gathered, gate, up, product;  // [batch rows, width or ff]
+    std::vector<cpu::Product> products;              // one projection of a batch
+    std::deque<model::TensorView> expertViews;       // what products point at
   } m_moe;
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;

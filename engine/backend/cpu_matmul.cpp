@@ -155,36 +155,73 @@ void matmulInt8(const model::TensorView& w, const float* x, float* y, size_t n, 
 }
 
 #if defined(KVSCOPE_CPU_AVX2)
-// One input row: the fused kernels decode each block in registers, since a
-// decoded row would be used only once. kExact then factors each group's
-// scale and offset out of its sum (the bound of cpu_matmul.h).
-bool matmulFused(const model::TensorView& w, const float* x, float* y, ThreadPool& pool,
-                 MatmulPrecision precision) {
-  const avx2::RowKernels k = avx2::rowKernels(w.type);
-  const size_t in = w.shape[0], out = w.shape[1], bytes = rowBytes(w);
-  const uint8_t* data = w.data.data();
-  if (precision == MatmulPrecision::kInt8Activations) {
-    if (!k.dotInt8) return false;
-    std::vector<ActBlock> xq(in / kActBlock);
-    avx2::quantizeActivations(x, in, xq.data());
-    pool.parallelFor(
-        out,
-        [&](size_t begin, size_t end) {
-          for (size_t r = begin; r < end; ++r) y[r] = k.dotInt8(data + r * bytes, xq.data(), in);
-        },
-        rowGrain(in, 1));
-    return true;
+// Single input rows (n == 1 each): the fused kernels decode each block in
+// registers, since a decoded row would be used only once. kExact then factors
+// each group's scale and offset out of its sum (the bound of cpu_matmul.h).
+// All products' rows form one index space [0, sum of out) split across the
+// pool. False, with nothing written, where a product has no fused kernel.
+bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPrecision precision) {
+  const bool int8 = precision == MatmulPrecision::kInt8Activations;
+  struct Row {
+    const uint8_t* data;
+    size_t bytes, in;
+    float* y;
+    avx2::RowKernels k;
+    const void* input;  // the ActBlocks (int8) or the float row (exact)
+    const float* xSums;
+  };
+  std::vector<Row> rows;
+  std::vector<size_t> first{0};  // first[p]: product p's first row in the index space
+  size_t macs = 0;
+  for (const Product& p : products) {
+    const avx2::RowKernels k = avx2::rowKernels(p.w->type);
+    if (p.n != 1 || !canDecodeRow(p.w->type) || (int8 ? !k.dotInt8 : !k.dotExact)) return false;
+    rows.push_back(
+        {p.w->data.data(), rowBytes(*p.w), p.w->shape[0], p.y.data(), k, nullptr, nullptr});
+    first.push_back(first.back() + p.w->shape[1]);
+    macs += p.w->shape[0] * p.w->shape[1];
   }
-  if (!k.dotExact) return false;
-  std::vector<float> xSums(in / kGroup);
-  if (hasOffsets(w.type)) groupSums(x, in, xSums.data());
+  // The inputs, prepared once per distinct input span.
+  std::vector<std::vector<ActBlock>> quantized;
+  std::vector<std::vector<float>> sums;
+  quantized.reserve(products.size());
+  sums.reserve(products.size());
+  for (size_t i = 0; i < products.size(); ++i) {
+    const float* x = products[i].x.data();
+    const size_t in = rows[i].in;
+    size_t same = 0;
+    while (same < i && !(products[same].x.data() == x && rows[same].in == in)) ++same;
+    if (same < i) {
+      rows[i].input = rows[same].input;
+      rows[i].xSums = rows[same].xSums;
+    } else if (int8) {
+      quantized.emplace_back(in / kActBlock);
+      avx2::quantizeActivations(x, in, quantized.back().data());
+      rows[i].input = quantized.back().data();
+    } else {
+      rows[i].input = x;
+      sums.emplace_back(in / kGroup);  // read only by types with offsets
+      groupSums(x, in, sums.back().data());
+      rows[i].xSums = sums.back().data();
+    }
+  }
+  const size_t total = first.back();
   pool.parallelFor(
-      out,
+      total,
       [&](size_t begin, size_t end) {
-        for (size_t r = begin; r < end; ++r)
-          y[r] = k.dotExact(data + r * bytes, x, xSums.data(), in);
+        size_t p = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), begin) -
+                                       first.begin()) -
+                   1;
+        for (size_t i = begin; i < end; ++i) {
+          while (i >= first[p + 1]) ++p;
+          const Row& q = rows[p];
+          const size_t r = i - first[p];
+          const uint8_t* w = q.data + r * q.bytes;
+          q.y[r] = int8 ? q.k.dotInt8(w, static_cast<const ActBlock*>(q.input), q.in)
+                        : q.k.dotExact(w, static_cast<const float*>(q.input), q.xSums, q.in);
+        }
       },
-      rowGrain(in, 1));
+      std::max<size_t>(1, kMinTaskMacs / std::max<size_t>(1, macs / std::max<size_t>(1, total))));
   return true;
 }
 #endif
@@ -196,8 +233,10 @@ void matmulWith(const model::TensorView& w, std::span<const float> x, std::span<
   // the quantized types decodeRow handles.
   const bool quantized = canDecodeRow(w.type);
 #if defined(KVSCOPE_CPU_AVX2)
-  if (!portable && quantized && n == 1 && matmulFused(w, x.data(), y.data(), pool, precision))
-    return;
+  if (!portable && quantized && n == 1) {
+    const Product one{&w, x, y, 1};
+    if (matvecsFused({&one, 1}, pool, precision)) return;
+  }
 #endif
   if (quantized && precision == MatmulPrecision::kInt8Activations) {
     matmulInt8(w, x.data(), y.data(), n, pool, portable);
@@ -211,6 +250,13 @@ void matmulWith(const model::TensorView& w, std::span<const float> x, std::span<
 void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
             ThreadPool& pool, MatmulPrecision precision) {
   matmulWith(w, x, y, n, pool, precision, false);
+}
+
+void matmuls(std::span<const Product> products, ThreadPool& pool, MatmulPrecision precision) {
+#if defined(KVSCOPE_CPU_AVX2)
+  if (matvecsFused(products, pool, precision)) return;
+#endif
+  for (const Product& p : products) matmulWith(*p.w, p.x, p.y, p.n, pool, precision, false);
 }
 
 void matmulPortable(const model::TensorView& w, std::span<const float> x, std::span<float> y,

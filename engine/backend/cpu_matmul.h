@@ -48,6 +48,24 @@ inline constexpr size_t kMinTaskMacs = size_t{1} << 17;
 void matmul(const model::TensorView& w, std::span<const float> x, std::span<float> y, size_t n,
             ThreadPool& pool, MatmulPrecision precision = MatmulPrecision::kExact);
 
+// One product of a batch: y[n, out] = x[n, in] * w^T.
+struct Product {
+  const model::TensorView* w;  // {in, out}
+  std::span<const float> x;    // [n, in]
+  std::span<float> y;          // [n, out]
+  size_t n = 1;
+};
+
+// Each product exactly as matmul() computes it, bit for bit. Where every
+// product is one input row that a fused kernel takes (a decode step), all
+// their weight rows run in one parallel loop: a decode step's chosen experts
+// are a dozen products of a few thousand rows each, and handing each to the
+// pool on its own cost more than the arithmetic (a gpt-oss-shaped decode
+// step spent 12% of its time in the pool's hand-offs). Products sharing an
+// input span round it to int8 once.
+void matmuls(std::span<const Product> products, ThreadPool& pool,
+             MatmulPrecision precision = MatmulPrecision::kExact);
+
 // The same product on the portable C++ kernels even where SIMD ones are
 // built, so tests can check both.
 void matmulPortable(const model::TensorView& w, std::span<const float> x, std::span<float> y,

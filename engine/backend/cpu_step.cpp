@@ -229,42 +229,74 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     }
   }
 
+  // The (token, slot)s grouped by expert: expert e's are rows[first[e], first[e + 1]).
+  s.first.assign(nExpert + 1, 0);
+  for (uint32_t e : s.picked) ++s.first[e + 1];
+  for (uint32_t e = 0; e < nExpert; ++e) s.first[e + 1] += s.first[e];
+  s.rows.resize(s.picked.size());
+  s.cursor.assign(s.first.begin(), s.first.end() - 1);
+  for (size_t i = 0; i < s.picked.size(); ++i)
+    s.rows[s.cursor[s.picked[i]]++] = static_cast<uint32_t>(i);
+
   // Adds expert e's slice of a stacked bias {n, nExpert} to each row.
   const auto addExpertBias = [&](const model::TensorView* bias, uint32_t e, std::span<float> rows) {
     if (!bias) return;
     const size_t n = bias->shape[0];
     cpu::addBias(rows, m_b.floats(*bias).subspan(e * n, n));
   };
+  // Experts run in batches of consecutive used experts holding at most
+  // kBatchRows rows (or one expert with more): each projection of a batch is
+  // one cpu::matmuls call, so a decode step's chosen experts share one
+  // parallel loop per projection, while a prefill's large experts run alone.
   // Every (token, slot) is written once below: no zeroing.
+  constexpr size_t kBatchRows = 64;
   s.slots.resize(size_t{m_n} * nUsed * width);  // [token][slot][width]
-  for (uint32_t e = 0; e < nExpert; ++e) {
-    s.rows.clear();  // token * nUsed + slot
-    for (size_t i = 0; i < s.picked.size(); ++i)
-      if (s.picked[i] == e) s.rows.push_back(static_cast<uint32_t>(i));
-    if (s.rows.empty()) continue;
-    const size_t m = s.rows.size();
+  for (uint32_t e0 = 0; e0 < nExpert;) {
+    uint32_t e1 = e0 + 1;
+    while (e1 < nExpert && s.first[e1 + 1] - s.first[e0] <= kBatchRows) ++e1;
+    const size_t r0 = s.first[e0], m = s.first[e1] - r0;  // the batch's rows
     s.gathered.resize(m * width);
     for (size_t r = 0; r < m; ++r)
-      std::copy_n(&in[size_t{s.rows[r] / nUsed} * width], width, &s.gathered[r * width]);
+      std::copy_n(&in[size_t{s.rows[r0 + r] / nUsed} * width], width, &s.gathered[r * width]);
     s.gate.resize(m * spec.ff);
     s.up.resize(m * spec.ff);
     s.product.resize(m * width);
-    const std::span<const float> gathered = std::span(s.gathered).first(m * width);
-    const std::span<float> gate = std::span(s.gate).first(m * spec.ff);
-    const std::span<float> up = std::span(s.up).first(m * spec.ff);
-    const std::span<float> product = std::span(s.product).first(m * width);
-    cpu::matmul(model::expertMatrix(*spec.gate, e), gathered, gate, m, pool, m_b.m_matmul);
-    cpu::matmul(model::expertMatrix(*spec.up, e), gathered, up, m, pool, m_b.m_matmul);
-    addExpertBias(spec.gateBias, e, gate);
-    addExpertBias(spec.upBias, e, up);
-    cpu::gatedMul(spec.act, gate, up, gate);
-    cpu::matmul(model::expertMatrix(*spec.down, e), gate, product, m, pool, m_b.m_matmul);
-    addExpertBias(spec.downBias, e, product);
-    for (size_t r = 0; r < m; ++r) {
-      const float w = s.weight[s.rows[r]];
-      float* slot = &s.slots[size_t{s.rows[r]} * width];
-      for (uint32_t i = 0; i < width; ++i) slot[i] = w * product[r * width + i];
+    // Expert e's rows of a batch buffer with `n` values a row.
+    const auto part = [&](std::vector<float>& v, uint32_t e, size_t n) {
+      return std::span(v).subspan((s.first[e] - r0) * n, (s.first[e + 1] - s.first[e]) * n);
+    };
+    s.products.clear();
+    for (uint32_t e = e0; e < e1; ++e) {
+      const size_t rows = s.first[e + 1] - s.first[e];
+      if (rows == 0) continue;
+      const std::span<const float> rowsIn = part(s.gathered, e, width);
+      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.gate, e)), rowsIn,
+                            part(s.gate, e, spec.ff), rows});
+      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.up, e)), rowsIn,
+                            part(s.up, e, spec.ff), rows});
     }
+    cpu::matmuls(s.products, pool, m_b.m_matmul);
+    s.products.clear();
+    for (uint32_t e = e0; e < e1; ++e) {
+      const size_t rows = s.first[e + 1] - s.first[e];
+      if (rows == 0) continue;
+      addExpertBias(spec.gateBias, e, part(s.gate, e, spec.ff));
+      addExpertBias(spec.upBias, e, part(s.up, e, spec.ff));
+      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.down, e)),
+                            part(s.gate, e, spec.ff), part(s.product, e, width), rows});
+    }
+    cpu::gatedMul(spec.act, s.gate, s.up, s.gate);
+    cpu::matmuls(s.products, pool, m_b.m_matmul);
+    for (uint32_t e = e0; e < e1; ++e)
+      if (s.first[e + 1] > s.first[e]) addExpertBias(spec.downBias, e, part(s.product, e, width));
+    for (size_t r = 0; r < m; ++r) {
+      const uint32_t i = s.rows[r0 + r];
+      const float w = s.weight[i];
+      float* slot = &s.slots[size_t{i} * width];
+      for (uint32_t c = 0; c < width; ++c) slot[c] = w * s.product[r * width + c];
+    }
+    s.expertViews.clear();
+    e0 = e1;
   }
 
   const Act moeOut = act("moe_out", width);

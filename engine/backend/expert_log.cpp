@@ -11,6 +11,18 @@ ExpertLog::ExpertLog(uint32_t nExpert, uint32_t nUsed, std::vector<uint64_t> byt
       m_bytesPerExpert(std::move(bytesPerExpert)),
       m_counts(m_nLayer, std::vector<uint32_t>(nExpert, 0)) {}
 
+ExpertLog ExpertLog::forModel(const model::ModelConfig& c, const model::ModelWeights& weights) {
+  if (c.nExpert == 0) return {};
+  std::vector<uint64_t> bytesPerExpert;
+  for (const model::LayerWeights& l : weights.layers) {
+    const model::TensorView* stacks[] = {l.gateExps, l.upExps, l.downExps};
+    uint64_t bytes = 0;
+    for (const model::TensorView* t : stacks) bytes += t ? t->data.size() : 0;
+    bytesPerExpert.push_back(bytes / c.nExpert);
+  }
+  return ExpertLog(c.nExpert, c.nExpertUsed, std::move(bytesPerExpert));
+}
+
 void ExpertLog::record(uint32_t layer, uint32_t row, std::span<const uint32_t> experts) {
   if (!enabled() || layer >= m_nLayer || experts.size() != m_nUsed) return;
   if (row >= m_rows) {

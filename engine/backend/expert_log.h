@@ -10,6 +10,9 @@
 #include <span>
 #include <vector>
 
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
 namespace kvscope::backend {
 
 struct ExpertUsage {
@@ -31,6 +34,10 @@ class ExpertLog {
   ExpertLog() = default;  // a model without experts: records nothing
   // `bytesPerExpert` [nLayer]: one expert's gate, up and down weights.
   ExpertLog(uint32_t nExpert, uint32_t nUsed, std::vector<uint64_t> bytesPerExpert);
+
+  // The log of a model's bound weights: enabled where it has experts, each
+  // expert's bytes one expert's share of its layer's stacked tensors.
+  static ExpertLog forModel(const model::ModelConfig& config, const model::ModelWeights& weights);
 
   bool enabled() const { return m_nExpert > 0; }
   // Row `row`'s picks in `layer` (nUsed experts, pick order). Rows past the

@@ -64,6 +64,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   // creation, and lavapipe's tests would pay for every variant).
   if (!cpuDevice) KVS_TRY(b->m_shared->attention().prepareDecode(b->m_layout, c.nHead));
   KVS_TRY(b->setIndexer(options.indexer));
+  b->m_experts = ExpertLog::forModel(c, b->m_shared->bound());
   if (options.errorStride > 0) {
     b->m_errors = CodecErrorMeter(c.nLayer);
     const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDim() * sizeof(float);
@@ -124,6 +125,8 @@ Status VulkanBackend::ensureActivations(uint32_t n) {
   };
   KVS_TRY(make(a->logits, size_t{n} * c.nVocab, gpu::MemoryUse::kHost));
   KVS_ASSIGN_OR_RETURN(a->scratch, m_shared->attention().makeScratch(m_layout, c.nHead, n, m_contextLimit));
+  if (c.nExpert > 0)
+    KVS_TRY(make(a->expertIds, size_t{c.nLayer} * n * c.nExpertUsed, gpu::MemoryUse::kHost));
   m_act = std::move(a);
   m_slots = {};  // the description's buffers are remade at the new capacity
   return okStatus();
@@ -156,6 +159,7 @@ Status VulkanBackend::trim(uint32_t n) {
     m_ring.reset();
     m_ringPtr = nullptr;
   }
+  m_experts.trim(n);
   // The sidecar needs nothing: the next write rebuilds its partial page.
   if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
   const size_t keep = (size_t{n} + m_layout.rowsPerPage - 1) / m_layout.rowsPerPage;
@@ -338,6 +342,15 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     return run;
   }
   if (m_probeRow >= 0) measureProbe();
+  if (m_experts.enabled()) {
+    const auto* ids = static_cast<const uint32_t*>(m_act->expertIds.mapped());
+    const uint32_t used = c.nExpertUsed;
+    for (uint32_t l = 0; l < c.nLayer; ++l) {
+      if (!m_shared->bound().layers[l].gateExps) continue;  // a dense layer
+      for (uint32_t t = 0; t < n; ++t)
+        m_experts.record(l, pos0 + t, {ids + (size_t{l} * m_act->capacity + t) * used, used});
+    }
+  }
   KVS_TRY(step.collectDump());
   const uint32_t rows = allLogits ? n : 1;
   return m_act->logits.download(out.values.data() + size_t{row0} * c.nVocab, size_t{rows} * c.nVocab * sizeof(float));

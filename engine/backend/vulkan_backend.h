@@ -109,6 +109,9 @@ class VulkanBackend final : public Backend {
   const CodecErrorMeter* kvErrorMeter() const override { return &m_errors; }
   void setKvErrors(const CodecErrorMeter& measured) override { m_errors = measured; }
   const kv::KvLayout* kvLayout() const override { return &m_kvLayout; }
+  ExpertUsage expertUsage() const override { return m_experts.usage(); }
+  const ExpertLog* expertLog() const override { return &m_experts; }
+  void setExpertLog(const ExpertLog& log) override { m_experts = log; }
   Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;
   Status importKv(const kv::KvLayout& layout, uint32_t rows,
                   const std::function<Status(std::span<uint8_t>)>& read) override;
@@ -123,6 +126,9 @@ class VulkanBackend final : public Backend {
     std::vector<gpu::Buffer> ropeTables;
     gpu::Buffer logits;     // [n, nVocab], host-visible
     gpu::AttentionScratch scratch;
+    // A model with experts: [nLayer][n, nUsed] uint32, host-visible: each
+    // layer's picks, copied from the router's output for the ExpertLog.
+    gpu::Buffer expertIds;
   };
   // The description's activation buffers by slot name, [capacity][width] each.
   struct Slots {
@@ -173,6 +179,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<gpu::IndexerBuffers> m_index;  // while m_indexer.enabled()
   bool m_selectStep = false;  // the step being recorded attends the selected rows
   IndexerStep m_indexerStep;
+  ExpertLog m_experts;  // a model with experts: each cached row's picks
 };
 
 }  // namespace kvscope::backend

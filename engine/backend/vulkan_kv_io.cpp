@@ -65,6 +65,7 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
                                const std::function<Status(std::span<uint8_t>)>& read) {
   if (cachedTokens() != 0)
     return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
+  m_experts.trim(0);  // the restored rows' picks were not saved: unknown
   if (!m_kvLayout.sameStreams(layout)) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache's schemes or seeds differ from this cache's");

@@ -42,11 +42,13 @@ Status VulkanModel::checkWeightTypes(const model::ModelFile& model) {
 }
 
 Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::ModelWeights& bound) {
-  if (config.nExpert > 0) {
+  // shaders/moe_route.comp keeps a token's picks in registers.
+  constexpr uint32_t kMaxExpertsUsed = 64;
+  if (config.nExpertUsed > kMaxExpertsUsed) {
     return makeError(ErrorCode::kUnsupported,
-                     "{}'s mixture-of-experts layers run on the CPU backend only so far; choose "
-                     "the CPU backend",
-                     config.architecture);
+                     "{} routes each token to {} experts; the Vulkan backend runs at most {}; "
+                     "choose the CPU backend",
+                     config.architecture, config.nExpertUsed, kMaxExpertsUsed);
   }
   return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
 }

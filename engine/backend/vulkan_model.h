@@ -48,8 +48,8 @@ class VulkanModel {
   // Binds `model`'s weights and checks that the Vulkan backend runs them
   // (checkRuns), as shared() does before opening a device.
   static Status checkWeightTypes(const model::ModelFile& model);
-  // kUnsupported for what the Vulkan kernels do not run yet: mixture-of-experts
-  // layers, weight types they do not decode (model::checkWeightTypes).
+  // kUnsupported for what the Vulkan kernels do not run: more than 64 experts
+  // per token, weight types they do not decode (model::checkWeightTypes).
   static Status checkRuns(const model::ModelConfig& config, const model::ModelWeights& bound);
   // How many VulkanModels were created, that is devices opened and weights
   // uploaded, in this process (tests count them).

@@ -6,6 +6,7 @@
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/vulkan_backend.h"
+#include "shaders/weights.h"
 
 namespace kvscope::backend {
 
@@ -13,6 +14,19 @@ using model::Act;
 
 namespace {
 constexpr uint32_t kLogitsSlot = ~0u;
+
+static_assert(float(KVS_SWIGLU_OAI_ALPHA) == model::kSwigluOaiAlpha &&
+                  float(KVS_SWIGLU_OAI_LIMIT) == model::kSwigluOaiLimit,
+              "shaders/weights.h's clamped SwiGLU is the model's");
+
+// A product's epilogue: the model's, with its bias's device copy.
+gpu::Epilogue deviceEpilogue(const model::Epilogue& e, const gpu::BufferRange* bias) {
+  return {.bias = bias,
+          .accumulate = e.accumulate,
+          .siluGate = e.gate == model::Gate::kSilu,
+          .geluGate = e.gate == model::Gate::kGelu,
+          .swigluOaiGate = e.gate == model::Gate::kSwigluOai};
+}
 }  // namespace
 
 VulkanStep::VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, uint32_t pos0,
@@ -146,18 +160,13 @@ Status VulkanStep::matmul(const model::TensorView& w, Act x, Act out, const mode
                           model::OpName name) {
   KVS_TRY(m_error);
   KVS_TRY(model::checkEpilogue(e, out.width));
-  if (e.gate == model::Gate::kSwigluOai)
-    return makeError(ErrorCode::kUnsupported, "the Vulkan backend has no clamped SwiGLU kernel");
   order({x, out}, {out});
   const VulkanModel::Matrix& m = m_b.m_shared->matrix(w);
   std::optional<gpu::BufferRange> bias;
   if (e.bias) bias.emplace(m_b.m_shared->vector(*e.bias));
-  const gpu::Epilogue epilogue{.bias = bias ? &*bias : nullptr,
-                               .accumulate = e.accumulate,
-                               .siluGate = e.gate == model::Gate::kSilu,
-                               .geluGate = e.gate == model::Gate::kGelu};
   KVS_TRY(m_b.m_shared->weightKernels().matmul(*m_b.m_rec, m.type, m.buffer, buffer(x), buffer(out),
-                                               rows(x), m.rows, m.cols, epilogue));
+                                               rows(x), m.rows, m.cols,
+                                               deviceEpilogue(e, bias ? &*bias : nullptr)));
   return captured(out, name);
 }
 
@@ -219,11 +228,69 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
   return captured(out, name);
 }
 
-// VulkanModel::checkRuns refuses a model with experts before its weights
-// upload, so a step never gets here; kept an error rather than an assert.
-Status VulkanStep::moe(Act, const model::MoeSpec&, Act, model::OpName) {
-  return makeError(ErrorCode::kUnsupported,
-                   "mixture-of-experts layers run on the CPU backend only so far");
+// The router's scores (a product with its bias), the picks and weights of
+// moe_route, the chosen experts' gate, up (gated in its epilogue) and down
+// products per (token, slot) pair, and moe_sum's weighted sum into the
+// residual: the CPU backend's arithmetic (cpu_step.cpp moe()) in 6 dispatches.
+Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
+  KVS_TRY(m_error);
+  const uint32_t width = x.width, used = spec.nUsed, n = rows(x);
+  const Act scores = act("moe_scores", spec.nExpert);
+  const Act ids = act("moe_ids", used);  // uint32 in float-sized cells
+  const Act weights = act("moe_weights", used);
+  const Act gate = act("moe_gate", used * spec.ff);
+  const Act product = act("moe_product", used * width);
+  const Act moeOut = act("moe_out", width);
+  KVS_TRY(m_error);
+  VulkanModel& vm = *m_b.m_shared;
+  gpu::Recorder& rec = *m_b.m_rec;
+  gpu::WeightKernels& wk = vm.weightKernels();
+  const auto bias = [&](const model::TensorView* t) -> std::optional<gpu::BufferRange> {
+    if (!t) return std::nullopt;
+    return gpu::BufferRange(vm.vector(*t));
+  };
+
+  order({x}, {scores});
+  const VulkanModel::Matrix& router = vm.matrix(*spec.router);
+  const auto routerBias = bias(spec.routerBias);
+  KVS_TRY(wk.matmul(rec, router.type, router.buffer, buffer(x), buffer(scores), n, router.rows,
+                    router.cols, {.bias = routerBias ? &*routerBias : nullptr}));
+  order({scores}, {ids, weights});
+  const float scale = spec.scale != 0.0f ? spec.scale : 1.0f;
+  KVS_TRY(vm.kernels().moeRoute(rec, buffer(scores), buffer(ids), buffer(weights), n, spec.nExpert,
+                                used, spec.weighting == model::ExpertWeighting::kSoftmaxTopK,
+                                scale));
+  if (name.layer >= 0 && m_b.m_act->expertIds.size() > 0) {  // the picks, for the ExpertLog
+    const size_t bytes = size_t{n} * used * sizeof(uint32_t);
+    rec.copy(
+        buffer(ids), 0, m_b.m_act->expertIds,
+        size_t{static_cast<uint32_t>(name.layer)} * m_b.m_act->capacity * used * sizeof(uint32_t),
+        bytes);
+  }
+
+  const gpu::BufferRange idRange(buffer(ids));
+  const uint32_t pairs = n * used;
+  const gpu::ExpertRouting shared{&idRange, pairs, spec.nExpert, used};
+  const gpu::ExpertRouting own{&idRange, pairs, spec.nExpert, 1};
+  const VulkanModel::Matrix& g = vm.matrix(*spec.gate);
+  const VulkanModel::Matrix& u = vm.matrix(*spec.up);
+  const VulkanModel::Matrix& d = vm.matrix(*spec.down);
+  const auto gateBias = bias(spec.gateBias), upBias = bias(spec.upBias),
+             downBias = bias(spec.downBias);
+  order({x, ids}, {gate});
+  KVS_TRY(wk.expertMatvec(rec, g.type, g.buffer, buffer(x), buffer(gate), g.rows, g.cols, shared,
+                          {.bias = gateBias ? &*gateBias : nullptr}));
+  order({x, ids, gate}, {gate});
+  KVS_TRY(wk.expertMatvec(rec, u.type, u.buffer, buffer(x), buffer(gate), u.rows, u.cols, shared,
+                          deviceEpilogue({.gate = spec.act}, upBias ? &*upBias : nullptr)));
+  order({gate, ids}, {product});
+  KVS_TRY(wk.expertMatvec(rec, d.type, d.buffer, buffer(gate), buffer(product), d.rows, d.cols, own,
+                          {.bias = downBias ? &*downBias : nullptr}));
+  order({product, weights, out}, {moeOut, out});
+  KVS_TRY(vm.kernels().moeSum(rec, buffer(product), buffer(weights), buffer(moeOut), buffer(out), n,
+                              used, width));
+  KVS_TRY(captured(moeOut, {"ffn_moe_out", name.layer}));
+  return captured(out, name);
 }
 
 }  // namespace kvscope::backend

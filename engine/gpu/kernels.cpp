@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "shaders/elementwise.h"
+#include "shaders/moe.h"
 #include "shaders/rope.h"
 #include "shaders/rows.h"
 
@@ -17,6 +18,7 @@ namespace {
 constexpr uint32_t kReduceWg = 64;
 constexpr uint32_t kGpuReduceWg = 512;
 constexpr uint32_t kElementWg = 256;
+constexpr uint32_t kRouteWg = 32;            // tokens per workgroup of moe_route
 constexpr uint32_t kGroupsPerCpuThread = 3;  // few large groups: see header
 
 struct KernelDesc {
@@ -24,7 +26,7 @@ struct KernelDesc {
   const char* kernelClass;
   uint32_t bindings;
   uint32_t pushBytes;
-  uint32_t workgroup;
+  uint32_t workgroup;  // a row reduction's (kReduceWg) widens on GPUs
 };
 
 constexpr KernelDesc kDescs[] = {
@@ -33,6 +35,8 @@ constexpr KernelDesc kDescs[] = {
     {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
     {"rope", "rope", 2, sizeof(push::RopePush), kElementWg},
+    {"moe_route", "moe", 3, sizeof(push::MoePush), kRouteWg},
+    {"moe_sum", "moe", 4, sizeof(push::MoePush), kElementWg},
 };
 
 }  // namespace
@@ -115,6 +119,27 @@ Status Kernels::rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32
                elementGroups(n * heads * (dims / 2), kElementWg));
   // The rotated values in and out, and the angle table.
   rec.traffic((uint64_t{n} * heads * dims * 2 + uint64_t{n} * dims) * sizeof(float));
+  return okStatus();
+}
+
+Status Kernels::moeRoute(Recorder& rec, const BufferRange& scores, const BufferRange& ids,
+                         const BufferRange& weights, uint32_t n, uint32_t experts, uint32_t used,
+                         bool softmaxFirst, float scale) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeRoute));
+  rec.dispatch(*p, {scores, ids, weights},
+               push::MoePush{n, experts, used, 0u, softmaxFirst ? 1u : 0u, scale},
+               (n + kRouteWg - 1) / kRouteWg);
+  rec.traffic((uint64_t{n} * experts + 2 * uint64_t{n} * used) * sizeof(float));
+  return okStatus();
+}
+
+Status Kernels::moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
+                       const BufferRange& out, const BufferRange& residual, uint32_t n,
+                       uint32_t used, uint32_t width) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeSum));
+  rec.dispatch(*p, {products, weights, out, residual}, push::MoePush{n, 0u, used, width, 0u, 1.0f},
+               elementGroups(n * width, kElementWg));
+  rec.traffic((uint64_t{n} * used * (width + 1) + uint64_t{n} * width * 3) * sizeof(float));
   return okStatus();
 }
 

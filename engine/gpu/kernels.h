@@ -38,13 +38,25 @@ class Kernels {
   Status rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32_t n, uint32_t heads,
               uint32_t headDim, uint32_t dims, bool neox, float tailScale = 1.0f);
 
+  // Mixture-of-experts routing: `scores` [n, experts] (the router's output)
+  // -> each token's `used` experts in pick order, `ids` [n, used] (uint32),
+  // and their weights [n, used] (shaders/moe_route.comp).
+  Status moeRoute(Recorder& rec, const BufferRange& scores, const BufferRange& ids,
+                  const BufferRange& weights, uint32_t n, uint32_t experts, uint32_t used,
+                  bool softmaxFirst, float scale);
+  // out[t] = sum over slots k of weights[t, k] * products[t, k]; residual[t] += out[t]
+  // (products [n, used, width]).
+  Status moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
+                const BufferRange& out, const BufferRange& residual, uint32_t n, uint32_t used,
+                uint32_t width);
+
   // Workgroups for a kernel that loops over `rows` independent rows.
   uint32_t rowGroups(uint32_t rows) const;
   // Workgroups for an element-wise kernel over n values with `wg` invocations each.
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kCount };
+  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kMoeRoute, kMoeSum, kCount };
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

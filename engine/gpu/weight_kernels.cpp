@@ -90,7 +90,7 @@ RowLayout rowLayout(const TypeInfo& t, uint32_t cols) {
 Error unsupportedType(TensorType type) {
   return makeError(ErrorCode::kUnsupported,
                    "GGUF tensor type {} has no GPU weight kernel (supported: F32, F16, BF16, Q8_0, "
-                   "Q4_0, Q4_K, Q5_K, Q6_K)",
+                   "Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS)",
                    gguf::typeName(static_cast<uint32_t>(type)));
 }
 
@@ -194,7 +194,7 @@ Expected<std::vector<uint8_t>> WeightKernels::repack(TensorType type, uint32_t c
 Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel,
                                                   uint32_t epilogue, const MatvecLaunch& launch) {
   const bool cpu = m_shape == WeightShape::kCpu;
-  const bool launched = !cpu && kernel == kMatvec;
+  const bool launched = !cpu && kernel != kMatmul;
   const auto key = std::make_tuple(typeIndex, kernel, epilogue, launched ? launch.workgroup : 0u,
                                    launched ? launch.rows : 0u);
   auto found = m_pipelines.find(key);
@@ -204,22 +204,25 @@ Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kerne
                          : kernel == kMatmul                    ? "gpu"
                          : m_shape == WeightShape::kGpuSubgroup ? "sg"
                                                                 : "smem";
-    const std::string name = std::string(kernel == kMatvec ? "weight_matvec_" : "weight_matmul_") +
-                             t.name + "_" + suffix;
+    const std::string name = std::string(kernel == kMatmul ? "weight_matmul_" : "weight_matvec_") +
+                             t.name + "_" + suffix + (kernel == kExpertMatvec ? "_experts" : "");
     // Ids 0-2: workgroup, rows and tokens per invocation (1 where a shape
     // has no such constant); 3: the epilogue.
     std::vector<uint32_t> spec;
     if (cpu) {
-      spec = kernel == kMatvec
+      spec = kernel != kMatmul
                  ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
                  : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
     } else {
-      spec = kernel == kMatvec ? std::vector<uint32_t>{launch.workgroup, launch.rows, 1, epilogue}
+      spec = kernel != kMatmul ? std::vector<uint32_t>{launch.workgroup, launch.rows, 1, epilogue}
                                : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
     }
     KVS_ASSIGN_OR_RETURN(Pipeline p,
-                         Pipeline::create(m_ctx, {name, 4, sizeof(push::WeightPush), spec,
-                                                  kernel == kMatvec ? "matvec" : "matmul"}));
+                         Pipeline::create(m_ctx, {name, kernel == kExpertMatvec ? 5u : 4u,
+                                                  sizeof(push::WeightPush), spec,
+                                                  kernel == kMatmul         ? "matmul"
+                                                  : kernel == kExpertMatvec ? "experts"
+                                                                            : "matvec"}));
     found = m_pipelines.emplace(key, std::move(p)).first;
   }
   return &found->second;
@@ -269,9 +272,28 @@ Status WeightKernels::matmul(Recorder& rec, TensorType type, const BufferRange& 
   return record(rec, type, n == 1 ? kMatvec : kMatmul, w, x, y, n, rows, cols, epilogue);
 }
 
+Status WeightKernels::expertMatvec(Recorder& rec, TensorType type, const BufferRange& w,
+                                   const BufferRange& x, const BufferRange& y, uint32_t rows,
+                                   uint32_t cols, const ExpertRouting& routing,
+                                   const Epilogue& epilogue) {
+  if (!routing.ids || routing.pairs == 0 || routing.experts == 0 || routing.inputShare == 0) {
+    return makeError(ErrorCode::kInvalidArgument, "expert product without routing");
+  }
+  if (routing.pairs > m_ctx.limits().maxComputeWorkGroupCount[2]) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{} routed pairs are more than the device dispatches at once ({})",
+                     routing.pairs, m_ctx.limits().maxComputeWorkGroupCount[2]);
+  }
+  return record(rec, type, kExpertMatvec, w, x, y, 1, rows, cols, epilogue, &routing);
+}
+
+// An expert product (routing set) is the matvec over one expert per pair:
+// the stack's rows * experts rows bound, `pairs` outputs, (pairs - 1) /
+// inputShare + 1 inputs, and the pairs as workgroup rows z.
 Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, const BufferRange& w,
                              const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
-                             uint32_t cols, const Epilogue& epilogue) {
+                             uint32_t cols, const Epilogue& epilogue,
+                             const ExpertRouting* routing) {
   const TypeInfo* t = findType(type);
   if (!t) return unsupportedType(type);
   if (m_shape == WeightShape::kCpu && !m_ctx.info().shaderInt64) {
@@ -292,57 +314,78 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                      t->blockElements, cols);
   }
   const RowLayout layout = rowLayout(*t, cols);
-  const uint64_t elements = uint64_t{rows} * cols;
+  const uint32_t experts = routing ? routing->experts : 1;
+  const uint32_t outputRows = routing ? routing->pairs : n;
+  const uint32_t inputRows = routing ? (routing->pairs - 1) / routing->inputShare + 1 : n;
+  const uint64_t elements = uint64_t{rows} * experts * cols;
   // Shaders index words and elements with 32-bit integers.
-  if (elements >= (1ull << 32) || uint64_t{n} * cols >= (1ull << 32) ||
-      uint64_t{n} * rows >= (1ull << 32)) {
+  if (elements >= (1ull << 32) || uint64_t{inputRows} * cols >= (1ull << 32) ||
+      uint64_t{outputRows} * rows >= (1ull << 32)) {
     return makeError(ErrorCode::kUnsupported,
                      "weight product {} tokens x [{}, {}] is too large for one dispatch", n, rows,
                      cols);
   }
-  KVS_ASSIGN_OR_RETURN(BufferRange wb, bind(w, roundUp(rows * layout.rowBytes, 4), "weights"));
-  KVS_ASSIGN_OR_RETURN(BufferRange xb, bind(x, uint64_t{n} * cols * sizeof(float), "inputs"));
-  KVS_ASSIGN_OR_RETURN(BufferRange yb, bind(y, uint64_t{n} * rows * sizeof(float), "outputs"));
+  KVS_ASSIGN_OR_RETURN(BufferRange wb,
+                       bind(w, roundUp(uint64_t{rows} * experts * layout.rowBytes, 4), "weights"));
+  KVS_ASSIGN_OR_RETURN(BufferRange xb,
+                       bind(x, uint64_t{inputRows} * cols * sizeof(float), "inputs"));
+  KVS_ASSIGN_OR_RETURN(BufferRange yb,
+                       bind(y, uint64_t{outputRows} * rows * sizeof(float), "outputs"));
   // Binding 3 is read only with a bias; otherwise y stands in for it.
   BufferRange biasb = yb;
   if (epilogue.bias) {
-    KVS_ASSIGN_OR_RETURN(biasb, bind(*epilogue.bias, uint64_t{rows} * sizeof(float), "bias"));
+    KVS_ASSIGN_OR_RETURN(biasb,
+                         bind(*epilogue.bias, uint64_t{rows} * experts * sizeof(float), "bias"));
   }
+  std::optional<BufferRange> idsb;
+  if (routing) {
+    KVS_ASSIGN_OR_RETURN(idsb, bind(*routing->ids, uint64_t{routing->pairs} * 4, "expert ids"));
+  }
+  const bool gated = epilogue.siluGate || epilogue.geluGate || epilogue.swigluOaiGate;
   const uint32_t flags = (epilogue.bias ? KVS_WEIGHT_BIAS : 0u) |
                          (epilogue.accumulate ? KVS_WEIGHT_ACCUMULATE : 0u) |
                          (epilogue.siluGate ? KVS_WEIGHT_SILU_GATE : 0u) |
-                         (epilogue.geluGate ? KVS_WEIGHT_GELU_GATE : 0u);
+                         (epilogue.geluGate ? KVS_WEIGHT_GELU_GATE : 0u) |
+                         (epilogue.swigluOaiGate ? KVS_WEIGHT_SWIGLU_OAI_GATE : 0u);
 
   const auto typeIndex = static_cast<size_t>(t - kTypes);
   const MatvecLaunch launch = matvecLaunch(cols);
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags, launch));
   const push::WeightPush push{rows,
                               cols,
-                              n,
+                              routing ? routing->inputShare : n,
                               static_cast<uint32_t>(layout.rowBytes / 4),
                               static_cast<uint32_t>(layout.planeOffset[1] / 4),
                               static_cast<uint32_t>(layout.planeOffset[2] / 4),
                               static_cast<uint32_t>(layout.planeOffset[3] / 4)};
   uint32_t count = 0;
   if (m_shape == WeightShape::kCpu) {
-    const uint64_t rowTasks = kernel == kMatvec ? (rows + t->matvecRows - 1) / t->matvecRows
+    const uint64_t rowTasks = kernel != kMatmul ? (rows + t->matvecRows - 1) / t->matvecRows
                                                 : (rows + t->matmulRows - 1) / t->matmulRows;
-    const uint64_t tokenTasks = kernel == kMatvec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
+    const uint64_t tokenTasks = kernel != kMatmul ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
     count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
-  } else if (kernel == kMatvec) {
+    // Expert pairs multiply the workgroups: a CPU device's threads are
+    // already busy with a few per pair.
+    if (routing) count = std::max(1u, count / std::min(count, routing->pairs));
+  } else if (kernel != kMatmul) {
     count = groups((rows + launch.rows - 1) / launch.rows, 1);
   } else {
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
   }
-  rec.dispatch(*p, {wb, xb, yb, biasb}, push, count);
-  // The weights once, the inputs, the outputs (also read by the residual
-  // and gate epilogues) and the bias.
-  const uint64_t outputs = uint64_t{n} * rows;
-  rec.traffic(rows * layout.rowBytes + uint64_t{n} * cols * sizeof(float) +
-                  outputs * sizeof(float) *
-                      (epilogue.accumulate || epilogue.siluGate || epilogue.geluGate ? 2 : 1) +
-                  (epilogue.bias ? rows * sizeof(float) : 0),
+  if (routing) {
+    rec.dispatch(*p, {wb, xb, yb, biasb, *idsb}, push, count, 1, routing->pairs);
+  } else {
+    rec.dispatch(*p, {wb, xb, yb, biasb}, push, count);
+  }
+  // The weights once (an expert product: its expert's rows once per pair),
+  // the inputs, the outputs (also read by the residual and gate epilogues)
+  // and the bias.
+  const uint64_t outputs = uint64_t{outputRows} * rows;
+  const uint64_t weightReads = routing ? routing->pairs : 1;
+  rec.traffic(weightReads * rows * layout.rowBytes + uint64_t{inputRows} * cols * sizeof(float) +
+                  outputs * sizeof(float) * (epilogue.accumulate || gated ? 2 : 1) +
+                  (epilogue.bias ? weightReads * rows * sizeof(float) : 0),
               2 * outputs * cols);
   return okStatus();
 }

@@ -5,10 +5,13 @@
 //   matvec: y[rows]    = W[rows, cols] x[cols]
 //   matmul: Y[n, rows] = X[n, cols] W[rows, cols]^T   (X, Y row-major float32)
 //
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (supportsType()); others
-// are refused with kUnsupported. cols must be a whole number of blocks (32 for
-// Q8_0/Q4_0, 256 for the k-quants); float types take any cols (rows that are
-// not whole 32-byte units take a slower element-wise path).
+//   expertMatvec: y[p, rows] = W[ids[p]] x[p / share]   (a stack of experts)
+//
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K,
+// Q5_K, Q6_K, IQ4_XS (supportsType()); others are refused with kUnsupported.
+// cols must be a whole number of blocks (32 for the 32-value types, 256 for
+// the k-quants and IQ4_XS); float types take any cols (rows that are not
+// whole 32-byte units take a slower element-wise path).
 //
 // Device layout of W, written once by repack():
 //  - F32, F16, BF16: the raw GGUF rows (repack() copies them).
@@ -69,6 +72,17 @@ struct Epilogue {
   bool accumulate = false;            // y = y + Wx (a residual add)
   bool siluGate = false;              // y = silu(y) * Wx (y holds the gate)
   bool geluGate = false;              // y = gelu(y) * Wx, GELU's tanh form
+  bool swigluOaiGate = false;         // y = gpt-oss's clamped SwiGLU of (y, Wx)
+};
+
+// Which expert each product of expertMatvec() multiplies (shaders/weights.h):
+// pair p = token * slots + slot reads expert ids[p] of a stack of `experts`
+// and input row p / inputShare, and writes output row p.
+struct ExpertRouting {
+  const BufferRange* ids = nullptr;  // [pairs] uint32, each below `experts`
+  uint32_t pairs = 0;
+  uint32_t experts = 0;
+  uint32_t inputShare = 1;  // the slots per token (gate, up) or 1 (down)
 };
 
 // The GPU shapes' matvec launch: invocations per workgroup (a power of two)
@@ -115,15 +129,22 @@ class WeightKernels {
   Status matmul(Recorder& rec, gguf::TensorType type, const BufferRange& w, const BufferRange& x,
                 const BufferRange& y, uint32_t n, uint32_t rows, uint32_t cols,
                 const Epilogue& epilogue = {});
+  // `w`: the repacked stack (rows * experts rows, as a 3-D expert tensor
+  // uploads); a bias is the stack's {rows, experts} one. Each pair reads only
+  // its expert's rows: a decode step's cost is the chosen experts', and a
+  // prefill reads an expert once per pair that chose it.
+  Status expertMatvec(Recorder& rec, gguf::TensorType type, const BufferRange& w,
+                      const BufferRange& x, const BufferRange& y, uint32_t rows, uint32_t cols,
+                      const ExpertRouting& routing, const Epilogue& epilogue = {});
 
  private:
-  enum Kernel { kMatvec, kMatmul, kKernelCount };
+  enum Kernel { kMatvec, kMatmul, kExpertMatvec };
 
   Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel, uint32_t epilogue,
                                      const MatvecLaunch& launch);
   Status record(Recorder& rec, gguf::TensorType type, Kernel kernel, const BufferRange& w,
                 const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
-                uint32_t cols, const Epilogue& epilogue);
+                uint32_t cols, const Epilogue& epilogue, const ExpertRouting* routing = nullptr);
   Expected<BufferRange> bind(const BufferRange& range, uint64_t bytes, const char* what) const;
   uint32_t groups(uint64_t tasks, uint32_t perGroup) const;
 

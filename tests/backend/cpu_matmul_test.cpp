@@ -269,5 +269,62 @@ TEST(CpuMatmul, SimdAndPortableActivationRoundingAgree) {
   EXPECT_EQ(simd[2].d, 0.0f);
 }
 
+// cpu::matmuls runs a batch of products as matmul runs each alone, bit for
+// bit: single rows (a decode step's experts: one parallel loop over every
+// product's rows, inputs rounded once per distinct input) and a batch with
+// a multi-row product (each product on its own). The batch mixes types,
+// widths and heights, two products share an input, and two others have
+// different inputs of the same width, so a row handed to the wrong product
+// or the wrong input changes results.
+TEST(CpuMatmul, BatchedProductsEqualEachProductAlone) {
+  struct Spec {
+    TensorType type;
+    size_t in, out;
+    int input;  // which input row
+  };
+  const Spec specs[] = {{TensorType::kMXFP4, 416, 301, 0}, {TensorType::kMXFP4, 416, 301, 0},
+                        {TensorType::kQ8_0, 416, 77, 1},   {TensorType::kQ4_K, 768, 190, 2},
+                        {TensorType::kQ6_K, 768, 5, 3},    {TensorType::kF16, 83, 9, 4}};
+  std::vector<Weights> weights;
+  for (size_t i = 0; i < std::size(specs); ++i)
+    weights.push_back(makeWeights(specs[i].type, specs[i].in, specs[i].out, 40 + i));
+  ThreadPool pool(2);
+  for (size_t multiRow : {size_t{1}, size_t{3}}) {
+    std::vector<std::vector<float>> inputs;
+    for (int k = 0; k < 5; ++k) {
+      const size_t in = k == 0 || k == 1 ? 416 : k == 4 ? 83 : 768;
+      inputs.push_back(makeActivations(in, k == 2 ? multiRow : 1, 300 + k));
+    }
+    for (bool quantizedOnly : {true, false}) {
+      for (auto precision : {MatmulPrecision::kExact, MatmulPrecision::kInt8Activations}) {
+        std::vector<cpu::Product> batch;
+        std::vector<std::vector<float>> got, want;
+        for (size_t i = 0; i < std::size(specs); ++i) {
+          if (quantizedOnly && isFloatType(specs[i].type)) continue;
+          const size_t n = specs[i].input == 2 ? multiRow : 1;
+          const std::vector<float>& x = inputs[specs[i].input];
+          want.emplace_back(n * specs[i].out, NAN);
+          cpu::matmul(weights[i].view, x, want.back(), n, pool, precision);
+          got.emplace_back(n * specs[i].out, NAN);
+        }
+        for (size_t i = 0, j = 0; i < std::size(specs); ++i) {
+          if (quantizedOnly && isFloatType(specs[i].type)) continue;
+          const size_t n = specs[i].input == 2 ? multiRow : 1;
+          batch.push_back({&weights[i].view, inputs[specs[i].input], got[j++], n});
+        }
+        cpu::matmuls(batch, pool, precision);
+        for (size_t j = 0; j < got.size(); ++j) {
+          for (size_t r = 0; r < got[j].size(); ++r) {
+            ASSERT_EQ(got[j][r], want[j][r])
+                << "product " << j << " value " << r << " multi-row " << multiRow
+                << (quantizedOnly ? " quantized" : " with F16")
+                << (precision == MatmulPrecision::kExact ? " exact" : " int8");
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvscope::test

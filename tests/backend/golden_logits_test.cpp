@@ -26,10 +26,10 @@
 //   mistral  max 1.1e-4  mean 5.3e-6   (Vulkan 1.1e-4 / 5.1e-6)
 //   phi3     max 1.0e-4  mean 8.4e-6   (Vulkan 1.0e-4 / 7.5e-6)
 //   phi3, RoPE over 48 of 64 dims      1.2e-4 / 6.9e-6 (Vulkan 9.7e-5 / 7.2e-6)
-//   qwen3moe max 6.7e-5  mean 1.7e-6   (CPU only: no expert kernels on Vulkan yet)
+//   qwen3moe max 6.7e-5  mean 1.7e-6   (Vulkan 6.5e-5 / 3.5e-6)
 //   gemma3   max 2.2e-4  mean 3.6e-5   (Vulkan 2.2e-4 / 3.6e-5; llama.cpp's f16
 //            GELU table, kGeluMeanRel below: emulated, 2.9e-5 / 1.9e-6)
-//   gpt-oss  max 2.4e-4  mean 1.7e-5   (CPU only, as qwen3moe; one f16 K/V value
+//   gpt-oss  max 2.4e-4  mean 1.7e-5   (Vulkan 2.4e-4 / 1.7e-5; one f16 K/V value
 //            of row 1 rounds the other way there: KV head 1's attention
 //            outputs of rows 1-8 differ by ~1e-4, every other by ~1e-7, and
 //            row 0 (one cached row) matches to 4e-8 of the spread)
@@ -453,20 +453,50 @@ TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
   }
 }
 
+// The experts each backend's ExpertLog says the routers picked for the
+// golden tokens' rows: [row][layer][slot].
+std::vector<std::vector<std::vector<uint32_t>>> expertPicks(const GoldenRecord& g, Engine engine,
+                                                            uint32_t stepRows) {
+  auto m = openSyntheticModel(g.spec, "golden-picks-" + g.spec.architecture);
+  if (!m) return {};
+  auto b = makeBackend(std::move(m), engine, stepRows);
+  EXPECT_TRUE(b.ok()) << b.error().describe();
+  if (!b.ok()) return {};
+  std::vector<std::vector<std::vector<uint32_t>>> picks;
+  backend::Logits logits;
+  EXPECT_TRUE((*b)->forward({g.prefill, true}, logits).ok());
+  picks.push_back((*b)->expertUsage().lastStep);
+  for (const int32_t& t : g.decode) {
+    EXPECT_TRUE((*b)->forward({std::span(&t, 1)}, logits).ok());
+    picks.push_back((*b)->expertUsage().lastStep);
+  }
+  const backend::ExpertUsage usage = (*b)->expertUsage();
+  EXPECT_EQ(usage.rows, (*b)->cachedTokens());
+  picks.push_back({});
+  for (const auto& layer : usage.counts) picks.back().push_back(layer);  // the histogram too
+  return picks;
+}
+
+// A mixture-of-experts model on both backends, and the experts the Vulkan
+// backend's router kernel picked, as the CPU backend's ExpertLog says, after
+// the prefill, after each decode step, and counted over the conversation.
+void expectMoeMatchesGolden(const std::string& name, uint32_t stepRows = backend::kMaxStepRows,
+                            uint32_t ringOf = 0) {
+  expectMatchesGolden(name, Engine::kCpu, kMeanRel, stepRows, ringOf);
+  expectMatchesGolden(name, Engine::kVulkan, kMeanRel, stepRows, ringOf);
+  const GoldenRecord g = readGolden(name);
+  const auto cpu = expertPicks(g, Engine::kCpu, stepRows);
+  ASSERT_FALSE(cpu.empty());
+  EXPECT_FALSE(cpu.front().empty());
+  EXPECT_EQ(expertPicks(g, Engine::kVulkan, stepRows), cpu) << name;
+}
+
 // qwen3moe: qwen3's attention and a mixture of 8 experts, 2 per token, in
 // both layers; the 16-token prefill sends several tokens to each expert (the
-// CPU backend runs an expert once over all of its tokens). The Vulkan backend
-// has no expert kernels yet and refuses the model by name before uploading.
+// CPU backend runs an expert once over all of its tokens, the Vulkan backend
+// each (token, slot) pair on its own).
 TEST(GoldenLogits, Qwen3Moe) {
-  expectMatchesGolden("qwen3moe");
-  const GoldenRecord g = readGolden("qwen3moe");
-  const auto m = openSyntheticModel(g.spec, "golden-moe");
-  ASSERT_TRUE(m);
-  const Status refused = backend::VulkanModel::checkWeightTypes(*m);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
-  EXPECT_NE(refused.error().message.find("qwen3moe's mixture-of-experts"), std::string::npos)
-      << refused.error().message;
+  expectMoeMatchesGolden("qwen3moe");
 }
 
 // gpt-oss: layer 0 attends a window of 8 positions, layer 1 the whole
@@ -475,21 +505,13 @@ TEST(GoldenLogits, Qwen3Moe) {
 // an attention sink per head; q/k/v and output biases; 8 experts, 4 per
 // token, picked by their biased router logits and weighed by the softmax of
 // those 4, each a clamped SwiGLU with biases. Over 20 positions past the
-// window, and again with the window layer in a ring that wraps (steps of at
-// most 3 tokens). The Vulkan backend refuses it by name (no expert kernels
-// yet).
+// window, on both backends, and again with the window layer in a ring that
+// wraps (steps of at most 3 tokens).
 TEST(GoldenLogits, GptOss) {
-  expectMatchesGolden("gpt-oss");
+  expectMoeMatchesGolden("gpt-oss");
   constexpr uint32_t kStepRows = 3;
   const GoldenRecord g = readGolden("gpt-oss");
-  expectMatchesGolden("gpt-oss", Engine::kCpu, kMeanRel, kStepRows,
-                      g.spec.slidingWindow - 1 + kStepRows);
-  const auto m = openSyntheticModel(g.spec, "golden-gpt-oss");
-  ASSERT_TRUE(m);
-  const Status refused = backend::VulkanModel::checkWeightTypes(*m);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message.find("gpt-oss's mixture-of-experts"), std::string::npos)
-      << refused.error().message;
+  expectMoeMatchesGolden("gpt-oss", kStepRows, g.spec.slidingWindow - 1 + kStepRows);
 }
 
 // A gpt-oss GGUF with MXFP4 experts written out as OpenAI ships gpt-oss on

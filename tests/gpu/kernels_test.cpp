@@ -2,6 +2,7 @@
 // data with odd sizes. Tolerances follow from float32 error analysis: a sum of
 // n products carries a relative error of order sqrt(n)*eps in the worst
 // realistic case, and GLSL's exp() is allowed 3 + 2|x| ulp.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -194,6 +195,87 @@ TEST_F(KernelTest, RopeMatchesTheCpuForBothPairings) {
       // Same products and sums in the same order: equal up to FMA contraction.
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
+    }
+  }
+}
+
+// The router's picks against a reference written from the definitions: the
+// `used` largest scores (NaN lowest, ties to the lower index) by a stable
+// sort, weighted by the softmax over every expert renormalised over the
+// picks, or by the softmax over the picks alone; then scaled. Scores with
+// ties, a NaN score and 70 tokens (three workgroups of 32).
+TEST_F(KernelTest, MoeRoutePicksTheTopExpertsAndWeighsThem) {
+  struct Case {
+    uint32_t experts, used;
+    bool softmaxFirst;
+    float scale;
+  };
+  for (const Case c : {Case{8, 4, false, 1.0f}, Case{8, 2, true, 1.0f}, Case{128, 8, true, 2.5f},
+                       Case{5, 5, false, 1.0f}}) {
+    const uint32_t n = 70;
+    auto scores = randomFloats(size_t{n} * c.experts, c.experts + c.used, -4.0f, 4.0f);
+    scores[1] = scores[2];  // token 0: a tie
+    // Token 1: a NaN, which a softmax over every expert spreads to all (as on
+    // the CPU), so only where the softmax is over the picks, which skip it.
+    if (!c.softmaxFirst && c.used < c.experts) scores[c.experts + 3] = std::nanf("");
+    for (uint32_t e = 0; e < c.experts; ++e) scores[2 * c.experts + e] = 0.5f;  // all tied
+    gpu::Buffer sb = upload(scores), ids = deviceBuffer(size_t{n} * c.used * 4),
+                weights = deviceBuffer(size_t{n} * c.used * 4);
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(
+        kernels()
+            .moeRoute(rec(), sb, ids, weights, n, c.experts, c.used, c.softmaxFirst, c.scale)
+            .ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    const auto gotIds = download<uint32_t>(ids, size_t{n} * c.used);
+    const auto gotWeights = download<float>(weights, size_t{n} * c.used);
+    for (uint32_t t = 0; t < n; ++t) {
+      const float* s = &scores[size_t{t} * c.experts];
+      std::vector<uint32_t> order(c.experts);
+      for (uint32_t e = 0; e < c.experts; ++e) order[e] = e;
+      const auto key = [&](uint32_t e) { return std::isnan(s[e]) ? -1e30 : double{s[e]}; };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return key(a) > key(b); });
+      double all = 0.0, picked = 0.0;
+      for (uint32_t e = 0; e < c.experts; ++e) all += std::isnan(s[e]) ? 0.0 : std::exp(s[e]);
+      for (uint32_t k = 0; k < c.used; ++k) picked += std::exp(s[order[k]]);
+      double sumOfProbs = 0.0;
+      for (uint32_t k = 0; k < c.used; ++k) sumOfProbs += std::exp(s[order[k]]) / all;
+      for (uint32_t k = 0; k < c.used; ++k) {
+        const size_t i = size_t{t} * c.used + k;
+        ASSERT_EQ(gotIds[i], order[k]) << "token " << t << " slot " << k;
+        const double p = std::exp(s[order[k]]);
+        const double want = (c.softmaxFirst ? p / all / sumOfProbs : p / picked) * c.scale;
+        ASSERT_NEAR(gotWeights[i], want, 1e-5 * want) << "token " << t << " slot " << k;
+      }
+    }
+  }
+}
+
+// The weighted sum of each token's expert products, written out and added to
+// the residual, against double-precision sums.
+TEST_F(KernelTest, MoeSumWeighsEachSlotIntoTheResidual) {
+  for (uint32_t used : {1u, 4u}) {
+    const uint32_t n = 3, width = 300;
+    const auto products = randomFloats(size_t{n} * used * width, used + 7);
+    const auto weights = randomFloats(size_t{n} * used, used + 8, 0.0f, 1.0f);
+    const auto residual = randomFloats(size_t{n} * width, used + 9);
+    gpu::Buffer pb = upload(products), wb = upload(weights), rb = upload(residual),
+                out = deviceBuffer(size_t{n} * width * 4);
+    ASSERT_TRUE(rec().begin().ok());
+    ASSERT_TRUE(kernels().moeSum(rec(), pb, wb, out, rb, n, used, width).ok());
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    const auto gotOut = download<float>(out, size_t{n} * width);
+    const auto gotResidual = download<float>(rb, size_t{n} * width);
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t i = 0; i < width; ++i) {
+        double want = 0.0;
+        for (uint32_t k = 0; k < used; ++k)
+          want += double{weights[t * used + k]} * products[(size_t{t} * used + k) * width + i];
+        const size_t at = size_t{t} * width + i;
+        ASSERT_NEAR(gotOut[at], want, 1e-6) << "token " << t << " value " << i;
+        ASSERT_NEAR(gotResidual[at], residual[at] + want, 1e-6) << "token " << t << " value " << i;
+      }
     }
   }
 }

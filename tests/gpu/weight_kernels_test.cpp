@@ -8,6 +8,7 @@
 // cols * eps * sum|w x| of error and in practice sqrt(cols) * eps * sum|w x|
 // (random rounding); we allow 4 * sqrt(cols) * eps * sum|w x|, plus 1e-6 for
 // outputs that cancel to near 0.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -236,6 +237,109 @@ TEST_P(WeightKernelTest, EpiloguesFinishTheProductAsTheSeparateKernels) {
         ASSERT_NEAR(gated[i], want, 1e-5 * std::fabs(want) + 1e-7) << what << " silu gate, row " << r;
       }
     }
+  }
+}
+
+// Expert products: a stack of 5 experts of 33 rows each, 3 tokens routed to
+// 2 experts each, out of order and with repeats (so a pair reading the wrong
+// expert, input or output row is caught): y[p] = W[ids[p]] x[p / share],
+// for a shared input per token (gate, up: share 2) and one per pair (down:
+// share 1), against the double-precision product of the expert's rows.
+TEST_P(WeightKernelTest, ExpertMatvecMultipliesEachPairByItsExpert) {
+  const auto& [tc, shape] = GetParam();
+  gpu::WeightKernels wk(ctx(), shape);
+  constexpr uint32_t kExperts = 5, kRowsPer = 33, kSlots = 2;
+  const std::vector<uint32_t> ids = {4, 0, 2, 4, 1, 3};  // [token][slot]
+  const auto pairs = static_cast<uint32_t>(ids.size());
+  const uint32_t cols = tc.cols.back();
+  const Weights w = makeWeights(tc.type, kExperts * kRowsPer, cols, cols + 5);
+  gpu::Buffer wb = upload(w.device), idb = upload(ids);
+  const gpu::BufferRange idRange(idb);
+  for (uint32_t share : {kSlots, 1u}) {
+    const uint32_t inputs = pairs / share;
+    const auto x = randomFloats(size_t{inputs} * cols, share + 40);
+    gpu::Buffer xb = upload(x), yb = deviceBuffer(size_t{pairs} * kRowsPer * sizeof(float));
+    ASSERT_TRUE(rec().begin().ok());
+    const Status st = wk.expertMatvec(rec(), tc.type, wb, xb, yb, kRowsPer, cols,
+                                      {&idRange, pairs, kExperts, share});
+    ASSERT_TRUE(st.ok()) << st.error().describe();
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    const auto y = download<float>(yb, size_t{pairs} * kRowsPer);
+    for (uint32_t p = 0; p < pairs; ++p) {
+      const std::vector<float> expert(w.values.begin() + size_t{ids[p]} * kRowsPer * cols,
+                                      w.values.begin() + size_t{ids[p] + 1} * kRowsPer * cols);
+      const std::vector<float> xp(x.begin() + size_t{p / share} * cols,
+                                  x.begin() + size_t{p / share + 1} * cols);
+      const std::vector<float> yp(y.begin() + size_t{p} * kRowsPer,
+                                  y.begin() + size_t{p + 1} * kRowsPer);
+      expectProductClose(yp, expert, xp, 1, kRowsPer, cols,
+                         fmt::format("{} experts, share {}, pair {}", tc.name, share, p));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// An expert product's bias is its expert's slice of the stacked {rows,
+// experts} bias, and gpt-oss's clamped SwiGLU gate (also for dense
+// products) finishes it as cpu::gatedMul does: g = min(y, 7), u = clamp(Wx +
+// bias, -7, 7), g * sigmoid(1.702 g) * (u + 1). The gates and products are
+// scaled past the clamps.
+TEST_P(WeightKernelTest, ExpertBiasAndClampedSwigluGate) {
+  const auto& [tc, shape] = GetParam();
+  if (tc.type != TensorType::kQ8_0 && tc.type != TensorType::kQ4_K)
+    GTEST_SKIP() << "type-independent; checked on Q8_0 and Q4_K";
+  gpu::WeightKernels wk(ctx(), shape);
+  constexpr uint32_t kExperts = 3, kRowsPer = 17;
+  const std::vector<uint32_t> ids = {2, 0, 1, 2};
+  const auto pairs = static_cast<uint32_t>(ids.size());
+  const uint32_t cols = tc.cols.back();
+  const Weights w = makeWeights(tc.type, kExperts * kRowsPer, cols, 91);
+  auto x = randomFloats(size_t{pairs} * cols, 92);
+  for (float& v : x) v *= 4.0f;  // products of several units: past the clamp of 7
+  auto gate = randomFloats(size_t{pairs} * kRowsPer, 93);
+  for (float& v : gate) v *= 12.0f;
+  const auto biasValues = randomFloats(size_t{kExperts} * kRowsPer, 94);
+  gpu::Buffer wb = upload(w.device), idb = upload(ids), xb = upload(x), biasb = upload(biasValues);
+  const gpu::BufferRange idRange(idb), bias(biasb);
+  const auto runWith = [&](const gpu::Epilogue& e, const std::vector<float>& y0) {
+    gpu::Buffer yb = upload(y0);
+    EXPECT_TRUE(rec().begin().ok());
+    const Status st = wk.expertMatvec(rec(), tc.type, wb, xb, yb, kRowsPer, cols,
+                                      {&idRange, pairs, kExperts, 1}, e);
+    EXPECT_TRUE(st.ok()) << st.error().describe();
+    EXPECT_TRUE(rec().submitAndWait().ok());
+    return download<float>(yb, size_t{pairs} * kRowsPer);
+  };
+  const auto plain = runWith({}, gate);
+  const auto biased = runWith({.bias = &bias}, gate);
+  const auto gated = runWith({.bias = &bias, .swigluOaiGate = true}, gate);
+  uint32_t clampedUp = 0, clampedGate = 0;
+  for (uint32_t p = 0; p < pairs; ++p) {
+    for (uint32_t r = 0; r < kRowsPer; ++r) {
+      const size_t i = size_t{p} * kRowsPer + r;
+      const float b = biasValues[size_t{ids[p]} * kRowsPer + r];
+      ASSERT_EQ(biased[i], plain[i] + b) << "pair " << p << " row " << r;
+      const double g = std::min(gate[i], 7.0f);
+      const double u = std::clamp(plain[i] + b, -7.0f, 7.0f);
+      const double want = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+      ASSERT_NEAR(gated[i], want, 1e-5 * std::fabs(want) + 1e-6) << "pair " << p << " row " << r;
+      clampedUp += std::fabs(plain[i] + b) > 7.0f;
+      clampedGate += gate[i] > 7.0f;
+    }
+  }
+  EXPECT_GT(clampedUp, 0u);
+  EXPECT_GT(clampedGate, 0u);
+  // The dense product takes the same gate.
+  const auto dense =
+      run(wk, tc.type, w, std::vector<float>(x.begin(), x.begin() + cols), 1, kRowsPer, cols, true,
+          {.swigluOaiGate = true}, std::vector<float>(gate.begin(), gate.begin() + kRowsPer));
+  const auto densePlain =
+      run(wk, tc.type, w, std::vector<float>(x.begin(), x.begin() + cols), 1, kRowsPer, cols, true);
+  for (uint32_t r = 0; r < kRowsPer; ++r) {
+    const double g = std::min(gate[r], 7.0f);
+    const double u = std::clamp(densePlain[r], -7.0f, 7.0f);
+    const double want = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+    ASSERT_NEAR(dense[r], want, 1e-5 * std::fabs(want) + 1e-6) << "dense row " << r;
   }
 }
 

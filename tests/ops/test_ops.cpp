@@ -20,6 +20,9 @@
 //  - matmul: each output a sum of `cols` products in another order (blocks of
 //    a quantized row decode to the same floats on both): NMSE ~ cols u^2,
 //    bound 1e-9 at cols <= 1024 with margin for the SwiGLU epilogue's exp.
+//  - moe: the same picks (scores a few ulp apart do not reorder random
+//    routers' experts), then three such products and a weighted sum: the
+//    matmul bound.
 //  - attention: the same codes (the encoders are byte-exact, tests/gpu/
 //    kv_codec_test.cpp), scores and sums in other orders, the CPU's
 //    polynomial exp (relative 2e-7) and f16 rounding of the query and weights
@@ -243,7 +246,8 @@ std::vector<OpCase> matmuls() {
       for (Epi e : {Epi{"", false, false, kNoGate}, Epi{" +bias", true, false, kNoGate},
                     Epi{" +residual", false, true, kNoGate},
                     Epi{" silu-gate", false, false, model::Gate::kSilu},
-                    Epi{" gelu-gate", false, false, model::Gate::kGelu}}) {
+                    Epi{" gelu-gate", false, false, model::Gate::kGelu},
+                    Epi{" clamped-swiglu-gate", false, false, model::Gate::kSwigluOai}}) {
         const bool epilogue = e.bias || e.accumulate || e.gate != kNoGate;
         if (in != 256 && epilogue) continue;  // epilogues once per type
         auto spec = shape(in, out, 4, 2, in / 4, type);
@@ -372,6 +376,62 @@ std::vector<OpCase> attentions() {
   return cases;
 }
 
+// A mixture-of-experts FFN added to a residual: the router (with gpt-oss's
+// bias), the picks and weights, each pair's gate, up and down products (with
+// gpt-oss's expert biases and clamped SwiGLU) and the weighted sum, expert
+// weights in several types, over a prefill that routes several tokens to
+// each expert and single decode steps. A pick that differs between the
+// backends would move a whole product: NMSE ~ 1, far over the matmul bound.
+std::vector<OpCase> moes() {
+  using gguf::TensorType;
+  std::vector<OpCase> cases;
+  for (const char* arch : {"qwen3moe", "gpt-oss"}) {
+    for (TensorType type : {TensorType::kF32, TensorType::kQ8_0, TensorType::kQ4_0,
+                            TensorType::kQ4_K, TensorType::kQ6_K}) {
+      auto spec = shape(256, 256, 4, 2, 64);
+      spec.architecture = arch;
+      spec.nExpert = 8;
+      spec.nExpertUsed = std::string(arch) == "gpt-oss" ? 4 : 2;
+      spec.nFfExp = 256;
+      for (int l = 0; l < 2; ++l) {
+        for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+          spec.tensorTypes[fmt::format("blk.{}.{}.weight", l, t)] = type;
+      }
+      OpCase c{.name = fmt::format("moe {} experts {}", arch,
+                                   gguf::typeName(static_cast<uint32_t>(type))),
+               .spec = spec,
+               .prefill = 12,
+               .decode = 2,
+               .bound = 1e-9};
+      c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+        const model::ModelConfig& cfg = *p.config;
+        const model::LayerWeights& l = p.weights->layers[1];
+        const Act x = ops.act("x", cfg.nEmbd), y = ops.act("y", cfg.nEmbd);
+        KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+        KVS_TRY(ops.embed(*p.weights->output, y, 1.0f, {"residual"}));
+        const bool oai = cfg.architecture == "gpt-oss";
+        const model::MoeSpec moe{.router = l.gateInp,
+                                 .routerBias = l.gateInpBias,
+                                 .gate = l.gateExps,
+                                 .up = l.upExps,
+                                 .down = l.downExps,
+                                 .gateBias = l.gateExpsBias,
+                                 .upBias = l.upExpsBias,
+                                 .downBias = l.downExpsBias,
+                                 .nExpert = cfg.nExpert,
+                                 .nUsed = cfg.nExpertUsed,
+                                 .ff = cfg.nFfExp,
+                                 .weighting = oai ? model::ExpertWeighting::kTopKSoftmax
+                                                  : model::ExpertWeighting::kSoftmaxTopK,
+                                 .act = oai ? model::Gate::kSwigluOai : model::Gate::kSilu};
+        return ops.moe(x, moe, y, {"out"});
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 void runCases(const std::vector<OpCase>& cases) {
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -393,6 +453,9 @@ TEST(TestOps, Matmul) {
 }
 TEST(TestOps, Rope) {
   runCases(ropes());
+}
+TEST(TestOps, MixtureOfExperts) {
+  runCases(moes());
 }
 TEST(TestOps, Attention) {
   runCases(attentions());

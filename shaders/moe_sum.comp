@@ -1,0 +1,25 @@
+#version 450
+// A mixture-of-experts layer's output: each token's expert products summed
+// with their weights in pick order (as the CPU backend sums them), written
+// to `out` and added to the residual stream:
+//   out[t, i] = sum_k weights[t, k] * products[t, k, i];  residual[t, i] += out[t, i]
+#include "moe.h"
+
+layout(constant_id = 0) const uint WG = 256;
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) readonly buffer Products { float products[]; };  // [n, used, width]
+layout(std430, binding = 1) readonly buffer Weights { float weights[]; };    // [n, used]
+layout(std430, binding = 2) writeonly buffer Out { float outs[]; };          // [n, width]
+layout(std430, binding = 3) buffer Residual { float residual[]; };           // [n, width]
+
+void main() {
+  const uint total = pc.n * pc.width;
+  for (uint g = gl_GlobalInvocationID.x; g < total; g += gl_NumWorkGroups.x * WG) {
+    const uint t = g / pc.width, i = g % pc.width;
+    const uint p = t * pc.used;
+    float s = weights[p] * products[p * pc.width + i];
+    for (uint k = 1; k < pc.used; ++k) s += weights[p + k] * products[(p + k) * pc.width + i];
+    outs[g] = s;
+    residual[g] += s;
+  }
+}
