@@ -8,9 +8,30 @@
 #include "model/synthetic_model.h"
 
 namespace kvscope::cli {
+namespace {
+
+// llama.cpp's Q4_K_M mix (the rule its quantizer applies, read as a fact):
+// Q4_K, with Q6_K for the output matrix (the token embedding where tied)
+// and for attn_v and ffn_down in the layers given more bits: the first and
+// last eighth, and every third layer between.
+void applyQ4KM(model::SyntheticModelSpec& spec) {
+  spec.weightType = gguf::TensorType::kQ4_K;
+  const auto n = static_cast<int>(spec.nLayer);
+  for (int l = 0; l < n; ++l) {
+    if (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2) {
+      spec.tensorTypes[fmt::format("blk.{}.attn_v.weight", l)] = gguf::TensorType::kQ6_K;
+      spec.tensorTypes[fmt::format("blk.{}.ffn_down.weight", l)] = gguf::TensorType::kQ6_K;
+    }
+  }
+  spec.tensorTypes[spec.tiedEmbeddings ? "token_embd.weight" : "output.weight"] =
+      gguf::TensorType::kQ6_K;
+}
+
+}  // namespace
+
 void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   static model::SyntheticModelSpec spec;
-  static std::string out, type = "F32";
+  static std::string out, type = "F32", expertType, mix;
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight model (GGUF) for benchmarks and tests");
   cmd->add_option("-o,--output", out, "Output .gguf path")->required();
   cmd->add_option("--arch", spec.architecture, "An architecture kvscope runs: " + model::supportedArchitectureList())
@@ -24,6 +45,13 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--vocab", spec.nVocab, "Vocabulary size (>= 259)")->default_val(spec.nVocab);
   cmd->add_option("--ctx", spec.contextLength, "Trained context length")->default_val(spec.contextLength);
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
+  cmd->add_option(
+      "--expert-type", expertType,
+      "Type of the stacked expert tensors (default: --type), e.g. MXFP4 as gpt-oss ships");
+  cmd->add_option("--mix", mix,
+                  "A llama.cpp quantization mix in place of --type: Q4_K_M (Q4_K, Q6_K for the "
+                  "output, and attn_v and ffn_down of some layers)")
+      ->check(CLI::IsMember({"Q4_K_M"}));
   cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
   cmd->add_option("--rope-theta", spec.ropeTheta, "RoPE base frequency")->default_val(spec.ropeTheta);
   cmd->add_option("--rope-dims", spec.ropeDims, "Rotated dimensions per head (0: all)")
@@ -60,6 +88,23 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
       return;
     }
     spec.weightType = *t;
+    if (mix == "Q4_K_M") {
+      applyQ4KM(spec);
+      type = mix;
+    }
+    if (!expertType.empty()) {
+      const auto et = gguf::typeByName(expertType);
+      if (!et) {
+        fmt::print(stderr, "error: unknown expert weight type '{}'\n", expertType);
+        exitCode = 1;
+        return;
+      }
+      for (uint32_t l = 0; l < spec.nLayer; ++l) {
+        for (const char* stack : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+          spec.tensorTypes[fmt::format("blk.{}.{}.weight", l, stack)] = *et;
+      }
+      type += " + " + expertType + " experts";
+    }
     if (auto s = model::writeSyntheticModel(spec, out); !s.ok()) {
       fmt::print(stderr, "error: {}\n", s.error().message);
       exitCode = 1;

@@ -56,7 +56,7 @@ struct SyntheticModelSpec {
   float ropeThetaWindow = 10000.0f;
   gguf::TensorType weightType = gguf::TensorType::kF32;  // 2-D projection weights; norms stay F32
   // Types for single 2-D tensors by name ("blk.0.attn_q.weight"), over
-  // weightType. A type gguf/quantize.h cannot produce (IQ4_XS, MXFP4, …) gets
+  // weightType. A type gguf/quantize.h cannot produce (IQ2_XXS, TQ1_0, …) gets
   // seeded random block bytes: a file as a user could hand the app.
   std::map<std::string, gguf::TensorType> tensorTypes;
   uint32_t seed = 1;

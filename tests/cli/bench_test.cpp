@@ -2,12 +2,15 @@
 // backends, the JSON has one row per backend and depth with positive speeds,
 // --kernels reports device time per kernel class, and --kv benches several KV
 // policies side by side.
+#include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "gguf/gguf_file.h"
 
 namespace kvscope::test {
 namespace {
@@ -64,6 +67,57 @@ TEST(CliBench, KvPoliciesSideBySide) {
   for (const auto& row : rows) EXPECT_GT(row["decode_tps"].get<double>(), 0.0);
   EXPECT_EQ(bad.exitCode, 1);
   EXPECT_NE(bad.err.find("turbo9"), std::string::npos) << bad.err;
+}
+
+// make-model's Q4_K_M mix, as llama.cpp's quantizer assigns it: of 16
+// layers, attn_v and ffn_down get Q6_K in layers 0, 1, 14, 15 (the first and
+// last eighth) and 4, 7, 10, 13 (every third between), the output too; every
+// other matrix Q4_K, norms F32. --expert-type sets the stacked experts' type
+// apart from the rest.
+TEST(CliBench, MakeModelWritesQuantizationMixes) {
+  const auto path = std::filesystem::temp_directory_path() / "kvscope-mix-test.gguf";
+  auto made = runCli("make-model -o " + path.string() +
+                     " --layers 16 --dim 256 --ffn 512 --heads 4 --kv-heads 2 --head-dim 64 "
+                     "--vocab 300 --mix Q4_K_M");
+  ASSERT_EQ(made.exitCode, 0) << made.err;
+  auto file = gguf::GgufFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  const std::set<int> moreBits = {0, 1, 4, 7, 10, 13, 14, 15};
+  uint32_t q6k = 0;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    int layer = -1;
+    char part[64] = {};
+    std::sscanf(t.name.c_str(), "blk.%d.%63[a-z_]", &layer, part);
+    const std::string p = part;
+    const bool q6 =
+        t.name == "output.weight" || (moreBits.count(layer) && (p == "attn_v" || p == "ffn_down"));
+    const auto want = t.shape.size() == 1 ? gguf::TensorType::kF32
+                      : q6                ? gguf::TensorType::kQ6_K
+                                          : gguf::TensorType::kQ4_K;
+    EXPECT_EQ(t.type, want) << t.name;
+    q6k += t.type == gguf::TensorType::kQ6_K;
+  }
+  EXPECT_EQ(q6k, 17u);
+
+  made = runCli("make-model -o " + path.string() +
+                " --arch gpt-oss --layers 2 --dim 256 --ffn 256 --heads 4 --kv-heads 2 "
+                "--head-dim 64 --vocab 300 --experts 4 --experts-used 2 --expert-ffn 128 "
+                "--type Q8_0 --expert-type MXFP4");
+  ASSERT_EQ(made.exitCode, 0) << made.err;
+  EXPECT_NE(made.out.find("Q8_0 + MXFP4 experts"), std::string::npos) << made.out;
+  file = gguf::GgufFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  uint32_t experts = 0;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    const bool stack = t.name.find("_exps.weight") != std::string::npos;
+    experts += stack;
+    if (t.shape.size() >= 2 && t.name.ends_with(".weight")) {  // not the stacked biases
+      EXPECT_EQ(t.type, stack ? gguf::TensorType::kMXFP4 : gguf::TensorType::kQ8_0) << t.name;
+    }
+  }
+  EXPECT_EQ(experts, 6u);
+  std::filesystem::remove(path);
+  EXPECT_NE(runCli("make-model -o " + path.string() + " --mix Q9_K_M").exitCode, 0);
 }
 
 TEST(CliBench, BadArgumentsFail) {
