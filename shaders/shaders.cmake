@@ -6,10 +6,12 @@ kvscope_shader(softmax.comp)
 kvscope_shader(rope.comp)
 kvscope_shader(moe_route.comp)
 kvscope_shader(moe_sum.comp)
+kvscope_shader(moe_group.comp)
 # Weight kernels (engine/gpu/weight_kernels.cpp): every GGUF weight type in
 # each launch shape: cpu (wide loads, no barriers), sg (subgroup reduction),
 # smem (shared-memory reduction), gpu (shared-memory tiles); _experts: the
-# matvec over a stack of experts, one routed (token, slot) pair per workgroup row.
+# products over a stack of experts: the matvec one routed (token, slot) pair
+# per workgroup row, the matmul one expert per workgroup row over its pairs.
 foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS)
   string(TOLOWER ${type} t)
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
@@ -20,6 +22,8 @@ foreach(type F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 Q4_K Q5_K Q6_K I
   kvscope_shader(weight_matvec.comp NAME weight_matvec_${t}_smem_experts DEFINES TYPE_${type} EXPERTS)
   kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_cpu DEFINES TYPE_${type} WIDE_LOADS)
   kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_gpu DEFINES TYPE_${type})
+  kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_cpu_experts DEFINES TYPE_${type} WIDE_LOADS EXPERTS)
+  kvscope_shader(weight_matmul.comp NAME weight_matmul_${t}_gpu_experts DEFINES TYPE_${type} EXPERTS)
 endforeach()
 # Attention over the paged f16 KV cache (engine/gpu/attention_kernels.cpp): the
 # GPU launch shape, the CPU-device one (_cpu), and the split reduction.

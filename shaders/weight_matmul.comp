@@ -9,6 +9,9 @@
 //    X values beside it, and each invocation accumulates 2 rows x 4 tokens.
 // Float weights whose rows are not whole units (cols % UNIT != 0) take an
 // element-wise path.
+// EXPERTS: the grouped expert products of weights.h, one expert per
+// workgroup row z: its tokens are the pairs moe_group.comp listed for it,
+// read from and written to the pairs' rows.
 #if defined(WIDE_LOADS)
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
@@ -20,6 +23,44 @@ layout(constant_id = 1) const uint R = 1;  // CPU shape: rows per invocation
 layout(constant_id = 2) const uint T = 1;  // CPU shape: tokens per invocation
 
 #include "weight_types.glsl"
+
+#if defined(EXPERTS)
+// [experts] pair counts, then [experts][n] pair lists (moe_group.comp)
+layout(std430, binding = 4) readonly buffer Groups { uint groups[]; };
+#endif
+
+// This workgroup's product: its first weight row, its token count and where
+// its pair list starts (expert products; otherwise 0, n and unused).
+uint wRow0 = 0u, tokenCount = 0u, list0 = 0u;
+
+// The output row of token t of the product, and its input row.
+uint outRow(uint t) {
+#if defined(EXPERTS)
+  return groups[list0 + t];
+#else
+  return t;
+#endif
+}
+uint inRow(uint t) {
+#if defined(EXPERTS)
+  return outRow(t) / pc.share;
+#else
+  return t;
+#endif
+}
+
+// Sets the globals above; false when the workgroup has nothing to compute.
+bool beginProduct() {
+#if defined(EXPERTS)
+  const uint expert = gl_WorkGroupID.z;
+  wRow0 = expert * pc.rows;
+  tokenCount = groups[expert];
+  list0 = pc.experts + expert * pc.n;
+#else
+  tokenCount = pc.n;
+#endif
+  return tokenCount > 0u;
+}
 
 float dotUnit(const vec4 w[UNIT4], const vec4 xv[UNIT4]) {
   float s = 0.0;
@@ -41,8 +82,9 @@ void loadXUnit(uint token, uint u, out vec4 xv[UNIT4]) {
 }
 
 void main() {
+  if (!beginProduct()) return;
   const uint rowTasks = (pc.rows + R - 1) / R;
-  const uint tasks = rowTasks * ((pc.n + T - 1) / T);
+  const uint tasks = rowTasks * ((tokenCount + T - 1) / T);
   const uint units = pc.cols / UNIT;
   for (uint task = gl_GlobalInvocationID.x; task < tasks; task += gl_NumWorkGroups.x * WG) {
     const uint row0 = (task % rowTasks) * R, token0 = (task / rowTasks) * T;
@@ -52,12 +94,12 @@ void main() {
       rows[r] = min(row0 + r, pc.rows - 1);
       for (uint t = 0; t < T; ++t) acc[r][t] = 0.0;
     }
-    for (uint t = 0; t < T; ++t) tokens[t] = min(token0 + t, pc.n - 1);
+    for (uint t = 0; t < T; ++t) tokens[t] = inRow(min(token0 + t, tokenCount - 1));
 #if defined(FLOAT_WEIGHTS)
     if (pc.cols % UNIT != 0) {
       for (uint k = 0; k < pc.cols; ++k) {
         float wk[R];
-        for (uint r = 0; r < R; ++r) wk[r] = weightAt(rows[r] * pc.cols + k);
+        for (uint r = 0; r < R; ++r) wk[r] = weightAt((wRow0 + rows[r]) * pc.cols + k);
         for (uint t = 0; t < T; ++t) {
           const float xk = x4[tokens[t] * pc.cols + k];
           for (uint r = 0; r < R; ++r) acc[r][t] += wk[r] * xk;
@@ -67,7 +109,7 @@ void main() {
 #endif
     for (uint u = 0; u < units; ++u) {
       vec4 wv[R][UNIT4];
-      for (uint r = 0; r < R; ++r) decodeUnit(rows[r], u, wv[r]);
+      for (uint r = 0; r < R; ++r) decodeUnit(wRow0 + rows[r], u, wv[r]);
       for (uint t = 0; t < T; ++t) {
         vec4 xv[UNIT4];
         loadXUnit(tokens[t], u, xv);
@@ -75,11 +117,11 @@ void main() {
       }
     }
     for (uint t = 0; t < T; ++t) {
+      if (token0 + t >= tokenCount) break;
+      const uint out0 = outRow(token0 + t) * pc.rows;
       for (uint r = 0; r < R; ++r) {
-        if (row0 + r < pc.rows && token0 + t < pc.n) {
-          y[(token0 + t) * pc.rows + row0 + r] =
-              epilogue(acc[r][t], row0 + r, (token0 + t) * pc.rows + row0 + r);
-        }
+        if (row0 + r < pc.rows)
+          y[out0 + row0 + r] = epilogue(acc[r][t], wRow0 + row0 + r, out0 + row0 + r);
       }
     }
   }
@@ -110,13 +152,13 @@ void stageWeights(uint row0, uint s, uint lid) {
 #if defined(FLOAT_WEIGHTS)
   for (uint i = lid; i < BM * KSTEP; i += WG) {
     const uint r = i / KSTEP, col = stepColumn(s, i % KSTEP);
-    const uint row = min(row0 + r, pc.rows - 1);
+    const uint row = wRow0 + min(row0 + r, pc.rows - 1);
     ws[r][i % KSTEP] = col < pc.cols ? weightAt(row * pc.cols + col) : 0.0;
   }
 #else
   if (lid < BM) {
     vec4 wv[UNIT4];
-    decodeUnit(min(row0 + lid, pc.rows - 1), s, wv);
+    decodeUnit(wRow0 + min(row0 + lid, pc.rows - 1), s, wv);
     for (uint i = 0; i < UNIT4; ++i) {
       for (uint j = 0; j < 4; ++j) ws[lid][4 * i + j] = wv[i][j];
     }
@@ -125,10 +167,11 @@ void stageWeights(uint row0, uint s, uint lid) {
 }
 
 void main() {
+  if (!beginProduct()) return;  // uniform: the whole workgroup
   const uint lid = gl_LocalInvocationID.x;
   const uint ty = lid / 4, tx = lid % 4;  // rows 2ty, 2ty + 1; tokens 4tx .. 4tx + 3
   const uint rowTiles = (pc.rows + BM - 1) / BM;
-  const uint tiles = rowTiles * ((pc.n + BN - 1) / BN);
+  const uint tiles = rowTiles * ((tokenCount + BN - 1) / BN);
   const uint steps = (pc.cols + KSTEP - 1) / KSTEP;
   for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
     const uint row0 = (tile % rowTiles) * BM, token0 = (tile / rowTiles) * BN;
@@ -137,7 +180,7 @@ void main() {
       stageWeights(row0, s, lid);
       for (uint i = lid; i < BN * KSTEP; i += WG) {
         const uint t = i / KSTEP, col = stepColumn(s, i % KSTEP);
-        const uint token = min(token0 + t, pc.n - 1);
+        const uint token = inRow(min(token0 + t, tokenCount - 1));
         xs[t][i % KSTEP] = col < pc.cols ? x4[token * pc.cols + col] : 0.0;
       }
       barrier();
@@ -154,8 +197,10 @@ void main() {
     for (uint i = 0; i < 2; ++i) {
       for (uint j = 0; j < 4; ++j) {
         const uint row = row0 + 2 * ty + i, token = token0 + 4 * tx + j;
-        if (row < pc.rows && token < pc.n)
-          y[token * pc.rows + row] = epilogue(acc[i][j], row, token * pc.rows + row);
+        if (row < pc.rows && token < tokenCount) {
+          const uint at = outRow(token) * pc.rows + row;
+          y[at] = epilogue(acc[i][j], wRow0 + row, at);
+        }
       }
     }
   }

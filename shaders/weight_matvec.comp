@@ -76,7 +76,7 @@ void main() {
 #if defined(EXPERTS)
   const uint pair = gl_WorkGroupID.z;
   wRow0 = ids[pair] * pc.rows;
-  x0 = pair / pc.n * pc.cols;
+  x0 = pair / pc.share * pc.cols;
   y0 = pair * pc.rows;
 #endif
   const uint units = pc.cols / UNIT;

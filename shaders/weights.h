@@ -6,11 +6,13 @@
 KVS_PUSH_BEGIN(WeightPush)
   KVS_UINT rows;      // weight rows = outputs per token
   KVS_UINT cols;      // weight columns = inputs per token
-  KVS_UINT n;         // tokens; expert matvec: input rows shared by n pairs (below)
+  KVS_UINT n;         // tokens (expert products: of the batch)
   KVS_UINT rowWords;  // quantized types: 32-bit words per repacked row
   KVS_UINT plane1;    // quantized types: word offsets of planes 1..3 in a row
   KVS_UINT plane2;    //   (plane 0 starts the row; unused planes are 0)
   KVS_UINT plane3;
+  KVS_UINT share;     // expert products: pairs per input row (below)
+  KVS_UINT experts;   // expert products: experts in the stack
 KVS_PUSH_END(WeightPush)
 
 // Epilogues (specialization constant 3 of both kernels, so a product without
@@ -32,10 +34,13 @@ KVS_PUSH_END(WeightPush)
 #define KVS_SWIGLU_OAI_ALPHA 1.702
 #define KVS_SWIGLU_OAI_LIMIT 7.0
 
-// Expert products (weight_matvec.comp with EXPERTS): pair p = token * slots
-// + slot multiplies expert ids[p] of a stack of experts, each `rows` rows,
-// by input row p / n (n = slots: the token's row, shared by its slots; n = 1:
-// the pair's own row) into output row p. One workgroup row (z) per pair.
+// Expert products (EXPERTS): pair p = token * slots + slot multiplies expert
+// ids[p] of a stack of experts, each `rows` rows, by input row p / share
+// (share = slots: the token's row, shared by its slots; 1: the pair's own
+// row) into output row p. weight_matvec.comp takes one pair per workgroup
+// row (z); weight_matmul.comp one expert per workgroup row, over the pairs
+// moe_group.comp listed for it, so a prefill reads each expert's weights once
+// per tile of its tokens.
 
 // GPU shape of weight_matmul.comp: a workgroup of 64 invocations computes a
 // tile of 32 rows x 16 tokens (2 rows x 4 tokens each).

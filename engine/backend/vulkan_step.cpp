@@ -230,8 +230,9 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
 
 // The router's scores (a product with its bias), the picks and weights of
 // moe_route, the chosen experts' gate, up (gated in its epilogue) and down
-// products per (token, slot) pair, and moe_sum's weighted sum into the
-// residual: the CPU backend's arithmetic (cpu_step.cpp moe()) in 6 dispatches.
+// products (per pair in a decode step, grouped by expert in a prefill), and
+// moe_sum's weighted sum into the residual: the CPU backend's arithmetic
+// (cpu_step.cpp moe()) in 6 dispatches (7 in a prefill).
 Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
   KVS_TRY(m_error);
   const uint32_t width = x.width, used = spec.nUsed, n = rows(x);
@@ -239,8 +240,9 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
   const Act ids = act("moe_ids", used);  // uint32 in float-sized cells
   const Act weights = act("moe_weights", used);
   const Act gate = act("moe_gate", used * spec.ff);
-  const Act product = act("moe_product", used * width);
+  const Act products = act("moe_product", used * width);
   const Act moeOut = act("moe_out", width);
+  const Act groups = act("moe_groups", 2 * spec.nExpert);  // [experts] + [experts][n] uint32
   KVS_TRY(m_error);
   VulkanModel& vm = *m_b.m_shared;
   gpu::Recorder& rec = *m_b.m_rec;
@@ -268,27 +270,39 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
         bytes);
   }
 
-  const gpu::BufferRange idRange(buffer(ids));
-  const uint32_t pairs = n * used;
-  const gpu::ExpertRouting shared{&idRange, pairs, spec.nExpert, used};
-  const gpu::ExpertRouting own{&idRange, pairs, spec.nExpert, 1};
-  const VulkanModel::Matrix& g = vm.matrix(*spec.gate);
-  const VulkanModel::Matrix& u = vm.matrix(*spec.up);
-  const VulkanModel::Matrix& d = vm.matrix(*spec.down);
+  // A prefill groups the pairs by expert (each expert's weights read once per
+  // tile of its tokens); a decode step's pairs each read their expert.
+  const bool grouped = n > 1;
+  const gpu::BufferRange idRange(buffer(ids)), groupRange(buffer(groups));
+  if (grouped) {
+    order({ids}, {groups});
+    KVS_TRY(vm.kernels().moeGroup(rec, buffer(ids), buffer(groups), n, spec.nExpert, used));
+  }
+  const Act routes = grouped ? groups : ids;
+  const gpu::ExpertRouting shared{&idRange, &groupRange, n, used, spec.nExpert, true};
+  gpu::ExpertRouting own = shared;
+  own.sharedInput = false;
+  const auto product = [&](const VulkanModel::Matrix& m, Act in, Act to,
+                           const gpu::ExpertRouting& routing, const gpu::Epilogue& e) {
+    return grouped ? wk.expertMatmul(rec, m.type, m.buffer, buffer(in), buffer(to), m.rows, m.cols,
+                                     routing, e)
+                   : wk.expertMatvec(rec, m.type, m.buffer, buffer(in), buffer(to), m.rows, m.cols,
+                                     routing, e);
+  };
   const auto gateBias = bias(spec.gateBias), upBias = bias(spec.upBias),
              downBias = bias(spec.downBias);
-  order({x, ids}, {gate});
-  KVS_TRY(wk.expertMatvec(rec, g.type, g.buffer, buffer(x), buffer(gate), g.rows, g.cols, shared,
-                          {.bias = gateBias ? &*gateBias : nullptr}));
-  order({x, ids, gate}, {gate});
-  KVS_TRY(wk.expertMatvec(rec, u.type, u.buffer, buffer(x), buffer(gate), u.rows, u.cols, shared,
-                          deviceEpilogue({.gate = spec.act}, upBias ? &*upBias : nullptr)));
-  order({gate, ids}, {product});
-  KVS_TRY(wk.expertMatvec(rec, d.type, d.buffer, buffer(gate), buffer(product), d.rows, d.cols, own,
-                          {.bias = downBias ? &*downBias : nullptr}));
-  order({product, weights, out}, {moeOut, out});
-  KVS_TRY(vm.kernels().moeSum(rec, buffer(product), buffer(weights), buffer(moeOut), buffer(out), n,
-                              used, width));
+  order({x, routes}, {gate});
+  KVS_TRY(
+      product(vm.matrix(*spec.gate), x, gate, shared, {.bias = gateBias ? &*gateBias : nullptr}));
+  order({x, routes, gate}, {gate});
+  KVS_TRY(product(vm.matrix(*spec.up), x, gate, shared,
+                  deviceEpilogue({.gate = spec.act}, upBias ? &*upBias : nullptr)));
+  order({gate, routes}, {products});
+  KVS_TRY(product(vm.matrix(*spec.down), gate, products, own,
+                  {.bias = downBias ? &*downBias : nullptr}));
+  order({products, weights, out}, {moeOut, out});
+  KVS_TRY(vm.kernels().moeSum(rec, buffer(products), buffer(weights), buffer(moeOut), buffer(out),
+                              n, used, width));
   KVS_TRY(captured(moeOut, {"ffn_moe_out", name.layer}));
   return captured(out, name);
 }

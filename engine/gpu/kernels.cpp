@@ -36,6 +36,7 @@ constexpr KernelDesc kDescs[] = {
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
     {"rope", "rope", 2, sizeof(push::RopePush), kElementWg},
     {"moe_route", "moe", 3, sizeof(push::MoePush), kRouteWg},
+    {"moe_group", "moe", 2, sizeof(push::MoePush), kRouteWg},
     {"moe_sum", "moe", 4, sizeof(push::MoePush), kElementWg},
 };
 
@@ -130,6 +131,15 @@ Status Kernels::moeRoute(Recorder& rec, const BufferRange& scores, const BufferR
                push::MoePush{n, experts, used, 0u, softmaxFirst ? 1u : 0u, scale},
                (n + kRouteWg - 1) / kRouteWg);
   rec.traffic((uint64_t{n} * experts + 2 * uint64_t{n} * used) * sizeof(float));
+  return okStatus();
+}
+
+Status Kernels::moeGroup(Recorder& rec, const BufferRange& ids, const BufferRange& groups,
+                         uint32_t n, uint32_t experts, uint32_t used) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeGroup));
+  rec.dispatch(*p, {ids, groups}, push::MoePush{n, experts, used, 0u, 0u, 1.0f},
+               (experts + kRouteWg - 1) / kRouteWg);
+  rec.traffic((uint64_t{experts} * n * used + uint64_t{n} * used + experts) * sizeof(uint32_t));
   return okStatus();
 }
 

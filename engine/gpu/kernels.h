@@ -44,6 +44,11 @@ class Kernels {
   Status moeRoute(Recorder& rec, const BufferRange& scores, const BufferRange& ids,
                   const BufferRange& weights, uint32_t n, uint32_t experts, uint32_t used,
                   bool softmaxFirst, float scale);
+  // The pairs of `ids` [n, used] grouped by expert, for
+  // WeightKernels::expertMatmul: `groups` holds [experts] counts, then
+  // [experts][n] pair lists in increasing order (shaders/moe_group.comp).
+  Status moeGroup(Recorder& rec, const BufferRange& ids, const BufferRange& groups, uint32_t n,
+                  uint32_t experts, uint32_t used);
   // out[t] = sum over slots k of weights[t, k] * products[t, k]; residual[t] += out[t]
   // (products [n, used, width]).
   Status moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
@@ -56,7 +61,7 @@ class Kernels {
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kMoeRoute, kMoeSum, kCount };
+  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kMoeRoute, kMoeGroup, kMoeSum, kCount };
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

@@ -194,35 +194,35 @@ Expected<std::vector<uint8_t>> WeightKernels::repack(TensorType type, uint32_t c
 Expected<const Pipeline*> WeightKernels::pipeline(size_t typeIndex, Kernel kernel,
                                                   uint32_t epilogue, const MatvecLaunch& launch) {
   const bool cpu = m_shape == WeightShape::kCpu;
-  const bool launched = !cpu && kernel != kMatmul;
+  const bool matmul = kernel == kMatmul || kernel == kExpertMatmul;
+  const bool experts = kernel == kExpertMatvec || kernel == kExpertMatmul;
+  const bool launched = !cpu && !matmul;
   const auto key = std::make_tuple(typeIndex, kernel, epilogue, launched ? launch.workgroup : 0u,
                                    launched ? launch.rows : 0u);
   auto found = m_pipelines.find(key);
   if (found == m_pipelines.end()) {
     const TypeInfo& t = kTypes[typeIndex];
     const char* suffix = cpu                                    ? "cpu"
-                         : kernel == kMatmul                    ? "gpu"
+                         : matmul                               ? "gpu"
                          : m_shape == WeightShape::kGpuSubgroup ? "sg"
                                                                 : "smem";
-    const std::string name = std::string(kernel == kMatmul ? "weight_matmul_" : "weight_matvec_") +
-                             t.name + "_" + suffix + (kernel == kExpertMatvec ? "_experts" : "");
+    const std::string name = std::string(matmul ? "weight_matmul_" : "weight_matvec_") + t.name +
+                             "_" + suffix + (experts ? "_experts" : "");
     // Ids 0-2: workgroup, rows and tokens per invocation (1 where a shape
     // has no such constant); 3: the epilogue.
     std::vector<uint32_t> spec;
     if (cpu) {
-      spec = kernel != kMatmul
-                 ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
-                 : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
+      spec = !matmul ? std::vector<uint32_t>{kCpuWorkgroup, t.matvecRows, 1, epilogue}
+                     : std::vector<uint32_t>{kCpuWorkgroup, t.matmulRows, t.matmulTokens, epilogue};
     } else {
-      spec = kernel != kMatmul ? std::vector<uint32_t>{launch.workgroup, launch.rows, 1, epilogue}
-                               : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
+      spec = !matmul ? std::vector<uint32_t>{launch.workgroup, launch.rows, 1, epilogue}
+                     : std::vector<uint32_t>{kGpuWorkgroup, 1, 1, epilogue};
     }
-    KVS_ASSIGN_OR_RETURN(Pipeline p,
-                         Pipeline::create(m_ctx, {name, kernel == kExpertMatvec ? 5u : 4u,
-                                                  sizeof(push::WeightPush), spec,
-                                                  kernel == kMatmul         ? "matmul"
-                                                  : kernel == kExpertMatvec ? "experts"
-                                                                            : "matvec"}));
+    KVS_ASSIGN_OR_RETURN(Pipeline p, Pipeline::create(m_ctx, {name, experts ? 5u : 4u,
+                                                              sizeof(push::WeightPush), spec,
+                                                              experts  ? "experts"
+                                                              : matmul ? "matmul"
+                                                                       : "matvec"}));
     found = m_pipelines.emplace(key, std::move(p)).first;
   }
   return &found->second;
@@ -276,20 +276,22 @@ Status WeightKernels::expertMatvec(Recorder& rec, TensorType type, const BufferR
                                    const BufferRange& x, const BufferRange& y, uint32_t rows,
                                    uint32_t cols, const ExpertRouting& routing,
                                    const Epilogue& epilogue) {
-  if (!routing.ids || routing.pairs == 0 || routing.experts == 0 || routing.inputShare == 0) {
-    return makeError(ErrorCode::kInvalidArgument, "expert product without routing");
-  }
-  if (routing.pairs > m_ctx.limits().maxComputeWorkGroupCount[2]) {
-    return makeError(ErrorCode::kUnsupported,
-                     "{} routed pairs are more than the device dispatches at once ({})",
-                     routing.pairs, m_ctx.limits().maxComputeWorkGroupCount[2]);
-  }
+  if (!routing.ids) return makeError(ErrorCode::kInvalidArgument, "expert product without ids");
   return record(rec, type, kExpertMatvec, w, x, y, 1, rows, cols, epilogue, &routing);
 }
 
-// An expert product (routing set) is the matvec over one expert per pair:
-// the stack's rows * experts rows bound, `pairs` outputs, (pairs - 1) /
-// inputShare + 1 inputs, and the pairs as workgroup rows z.
+Status WeightKernels::expertMatmul(Recorder& rec, TensorType type, const BufferRange& w,
+                                   const BufferRange& x, const BufferRange& y, uint32_t rows,
+                                   uint32_t cols, const ExpertRouting& routing,
+                                   const Epilogue& epilogue) {
+  if (!routing.groups)
+    return makeError(ErrorCode::kInvalidArgument, "grouped expert product without groups");
+  return record(rec, type, kExpertMatmul, w, x, y, routing.tokens, rows, cols, epilogue, &routing);
+}
+
+// An expert product (routing set) binds the stack's rows * experts rows,
+// `pairs` outputs and (pairs - 1) / share + 1 inputs; workgroup rows z are
+// the pairs (matvec) or the experts (matmul).
 Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, const BufferRange& w,
                              const BufferRange& x, const BufferRange& y, uint32_t n, uint32_t rows,
                              uint32_t cols, const Epilogue& epilogue,
@@ -314,9 +316,21 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                      t->blockElements, cols);
   }
   const RowLayout layout = rowLayout(*t, cols);
+  if (routing && (routing->pairs() == 0 || routing->experts == 0)) {
+    return makeError(ErrorCode::kInvalidArgument, "expert product of {} pairs over {} experts",
+                     routing->pairs(), routing->experts);
+  }
   const uint32_t experts = routing ? routing->experts : 1;
-  const uint32_t outputRows = routing ? routing->pairs : n;
-  const uint32_t inputRows = routing ? (routing->pairs - 1) / routing->inputShare + 1 : n;
+  const uint32_t outputRows = routing ? routing->pairs() : n;
+  const uint32_t inputRows = routing ? (routing->pairs() - 1) / routing->share() + 1 : n;
+  const uint32_t zGroups = kernel == kExpertMatvec   ? outputRows
+                           : kernel == kExpertMatmul ? experts
+                                                     : 1;
+  if (zGroups > m_ctx.limits().maxComputeWorkGroupCount[2]) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{} expert products are more than the device dispatches at once ({})", zGroups,
+                     m_ctx.limits().maxComputeWorkGroupCount[2]);
+  }
   const uint64_t elements = uint64_t{rows} * experts * cols;
   // Shaders index words and elements with 32-bit integers.
   if (elements >= (1ull << 32) || uint64_t{inputRows} * cols >= (1ull << 32) ||
@@ -337,9 +351,14 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
     KVS_ASSIGN_OR_RETURN(biasb,
                          bind(*epilogue.bias, uint64_t{rows} * experts * sizeof(float), "bias"));
   }
-  std::optional<BufferRange> idsb;
-  if (routing) {
-    KVS_ASSIGN_OR_RETURN(idsb, bind(*routing->ids, uint64_t{routing->pairs} * 4, "expert ids"));
+  // Binding 4 of the expert kernels: the ids (matvec) or the groups (matmul).
+  std::optional<BufferRange> routeb;
+  if (kernel == kExpertMatvec) {
+    KVS_ASSIGN_OR_RETURN(routeb, bind(*routing->ids, uint64_t{outputRows} * 4, "expert ids"));
+  } else if (kernel == kExpertMatmul) {
+    KVS_ASSIGN_OR_RETURN(
+        routeb, bind(*routing->groups, uint64_t{experts} * (1 + uint64_t{routing->tokens}) * 4,
+                     "expert groups"));
   }
   const bool gated = epilogue.siluGate || epilogue.geluGate || epilogue.swigluOaiGate;
   const uint32_t flags = (epilogue.bias ? KVS_WEIGHT_BIAS : 0u) |
@@ -353,36 +372,41 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(typeIndex, kernel, flags, launch));
   const push::WeightPush push{rows,
                               cols,
-                              routing ? routing->inputShare : n,
+                              n,
                               static_cast<uint32_t>(layout.rowBytes / 4),
                               static_cast<uint32_t>(layout.planeOffset[1] / 4),
                               static_cast<uint32_t>(layout.planeOffset[2] / 4),
-                              static_cast<uint32_t>(layout.planeOffset[3] / 4)};
+                              static_cast<uint32_t>(layout.planeOffset[3] / 4),
+                              routing ? routing->share() : 1,
+                              experts};
   uint32_t count = 0;
   if (m_shape == WeightShape::kCpu) {
-    const uint64_t rowTasks = kernel != kMatmul ? (rows + t->matvecRows - 1) / t->matvecRows
-                                                : (rows + t->matmulRows - 1) / t->matmulRows;
-    const uint64_t tokenTasks = kernel != kMatmul ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
+    const bool vec = kernel == kMatvec || kernel == kExpertMatvec;
+    const uint64_t rowTasks = vec ? (rows + t->matvecRows - 1) / t->matvecRows
+                                  : (rows + t->matmulRows - 1) / t->matmulRows;
+    const uint64_t tokenTasks = vec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
     count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
-    // Expert pairs multiply the workgroups: a CPU device's threads are
-    // already busy with a few per pair.
-    if (routing) count = std::max(1u, count / std::min(count, routing->pairs));
-  } else if (kernel != kMatmul) {
+    // Expert pairs or experts multiply the workgroups: a CPU device's
+    // threads are already busy with a few per product.
+    count = std::max(1u, count / std::min(count, zGroups));
+  } else if (kernel == kMatvec || kernel == kExpertMatvec) {
     count = groups((rows + launch.rows - 1) / launch.rows, 1);
   } else {
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
     count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
   }
   if (routing) {
-    rec.dispatch(*p, {wb, xb, yb, biasb, *idsb}, push, count, 1, routing->pairs);
+    rec.dispatch(*p, {wb, xb, yb, biasb, *routeb}, push, count, 1, zGroups);
   } else {
     rec.dispatch(*p, {wb, xb, yb, biasb}, push, count);
   }
-  // The weights once (an expert product: its expert's rows once per pair),
-  // the inputs, the outputs (also read by the residual and gate epilogues)
-  // and the bias.
+  // The weights once (an expert product: its expert's rows once per pair,
+  // or at most once per expert grouped), the inputs, the outputs (also read
+  // by the residual and gate epilogues) and the bias.
   const uint64_t outputs = uint64_t{outputRows} * rows;
-  const uint64_t weightReads = routing ? routing->pairs : 1;
+  const uint64_t weightReads = kernel == kExpertMatvec   ? outputRows
+                               : kernel == kExpertMatmul ? std::min(experts, outputRows)
+                                                         : 1;
   rec.traffic(weightReads * rows * layout.rowBytes + uint64_t{inputRows} * cols * sizeof(float) +
                   outputs * sizeof(float) * (epilogue.accumulate || gated ? 2 : 1) +
                   (epilogue.bias ? weightReads * rows * sizeof(float) : 0),

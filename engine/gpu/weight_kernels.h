@@ -5,7 +5,8 @@
 //   matvec: y[rows]    = W[rows, cols] x[cols]
 //   matmul: Y[n, rows] = X[n, cols] W[rows, cols]^T   (X, Y row-major float32)
 //
-//   expertMatvec: y[p, rows] = W[ids[p]] x[p / share]   (a stack of experts)
+//   expertMatvec, expertMatmul: y[p, rows] = W[ids[p]] x[p / share]
+//                               (a stack of experts, pairs p of tokens x slots)
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K,
 // Q5_K, Q6_K, IQ4_XS (supportsType()); others are refused with kUnsupported.
@@ -75,14 +76,19 @@ struct Epilogue {
   bool swigluOaiGate = false;         // y = gpt-oss's clamped SwiGLU of (y, Wx)
 };
 
-// Which expert each product of expertMatvec() multiplies (shaders/weights.h):
-// pair p = token * slots + slot reads expert ids[p] of a stack of `experts`
-// and input row p / inputShare, and writes output row p.
+// Which expert each expert product multiplies (shaders/weights.h): pair p =
+// token * slots + slot reads expert ids[p] of a stack of `experts` and input
+// row p / share (share = slots with sharedInput, else 1), and writes output
+// row p. expertMatvec reads `ids`, expertMatmul `groups`.
 struct ExpertRouting {
-  const BufferRange* ids = nullptr;  // [pairs] uint32, each below `experts`
-  uint32_t pairs = 0;
+  const BufferRange* ids = nullptr;     // [tokens * slots] uint32, each below `experts`
+  const BufferRange* groups = nullptr;  // Kernels::moeGroup's counts and pair lists
+  uint32_t tokens = 0;
+  uint32_t slots = 0;
   uint32_t experts = 0;
-  uint32_t inputShare = 1;  // the slots per token (gate, up) or 1 (down)
+  bool sharedInput = false;  // one input row per token (gate, up), or per pair (down)
+  uint32_t pairs() const { return tokens * slots; }
+  uint32_t share() const { return sharedInput ? slots : 1; }
 };
 
 // The GPU shapes' matvec launch: invocations per workgroup (a power of two)
@@ -130,15 +136,20 @@ class WeightKernels {
                 const BufferRange& y, uint32_t n, uint32_t rows, uint32_t cols,
                 const Epilogue& epilogue = {});
   // `w`: the repacked stack (rows * experts rows, as a 3-D expert tensor
-  // uploads); a bias is the stack's {rows, experts} one. Each pair reads only
-  // its expert's rows: a decode step's cost is the chosen experts', and a
-  // prefill reads an expert once per pair that chose it.
+  // uploads); a bias is the stack's {rows, experts} one. expertMatvec: one
+  // workgroup row per pair, reading only its expert's rows (a decode step's
+  // cost is the chosen experts'). expertMatmul: one workgroup row per expert,
+  // over the pairs that chose it, each expert's weights read once per tile of
+  // its tokens (a prefill); needs `groups` written by Kernels::moeGroup.
   Status expertMatvec(Recorder& rec, gguf::TensorType type, const BufferRange& w,
+                      const BufferRange& x, const BufferRange& y, uint32_t rows, uint32_t cols,
+                      const ExpertRouting& routing, const Epilogue& epilogue = {});
+  Status expertMatmul(Recorder& rec, gguf::TensorType type, const BufferRange& w,
                       const BufferRange& x, const BufferRange& y, uint32_t rows, uint32_t cols,
                       const ExpertRouting& routing, const Epilogue& epilogue = {});
 
  private:
-  enum Kernel { kMatvec, kMatmul, kExpertMatvec };
+  enum Kernel { kMatvec, kMatmul, kExpertMatvec, kExpertMatmul };
 
   Expected<const Pipeline*> pipeline(size_t typeIndex, Kernel kernel, uint32_t epilogue,
                                      const MatvecLaunch& launch);

@@ -252,6 +252,29 @@ TEST_F(KernelTest, MoeRoutePicksTheTopExpertsAndWeighsThem) {
   }
 }
 
+// The pairs grouped by expert: each expert's count and its pairs in
+// increasing order, against a host grouping; an expert nobody picked has 0.
+TEST_F(KernelTest, MoeGroupListsEachExpertsPairsInOrder) {
+  constexpr uint32_t kExperts = 70, kUsed = 3, kTokens = 37;  // experts: 3 workgroups of 32
+  std::vector<uint32_t> ids;
+  for (uint32_t t = 0; t < kTokens; ++t)
+    for (uint32_t k = 0; k < kUsed; ++k) ids.push_back((t * 13 + k * 29) % (kExperts - 5));
+  gpu::Buffer idb = upload(ids), groups = deviceBuffer(size_t{kExperts} * (1 + kTokens) * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().moeGroup(rec(), idb, groups, kTokens, kExperts, kUsed).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto got = download<uint32_t>(groups, size_t{kExperts} * (1 + kTokens));
+  for (uint32_t e = 0; e < kExperts; ++e) {
+    std::vector<uint32_t> want;
+    for (uint32_t p = 0; p < ids.size(); ++p)
+      if (ids[p] == e) want.push_back(p);
+    ASSERT_EQ(got[e], want.size()) << "expert " << e;
+    const std::vector<uint32_t> list(got.begin() + kExperts + e * kTokens,
+                                     got.begin() + kExperts + e * kTokens + got[e]);
+    EXPECT_EQ(list, want) << "expert " << e;
+  }
+}
+
 // The weighted sum of each token's expert products, written out and added to
 // the residual, against double-precision sums.
 TEST_F(KernelTest, MoeSumWeighsEachSlotIntoTheResidual) {

@@ -240,41 +240,59 @@ TEST_P(WeightKernelTest, EpiloguesFinishTheProductAsTheSeparateKernels) {
   }
 }
 
-// Expert products: a stack of 5 experts of 33 rows each, 3 tokens routed to
-// 2 experts each, out of order and with repeats (so a pair reading the wrong
-// expert, input or output row is caught): y[p] = W[ids[p]] x[p / share],
-// for a shared input per token (gate, up: share 2) and one per pair (down:
-// share 1), against the double-precision product of the expert's rows.
-TEST_P(WeightKernelTest, ExpertMatvecMultipliesEachPairByItsExpert) {
+// Expert products: a stack of 5 experts of 33 rows each, 40 tokens routed to
+// 2 distinct experts each, pseudo-randomly (experts get 10-22 pairs, so the
+// grouped product runs several token tiles per expert, and a pair reading
+// the wrong expert, input or output row is caught): y[p] = W[ids[p]] x[p /
+// share], for a shared input per token (gate, up: share 2) and one per pair
+// (down: share 1), per pair (expertMatvec, from the ids) and grouped by
+// expert (expertMatmul, from groups built here from the ids), against the
+// double-precision product of the expert's rows.
+TEST_P(WeightKernelTest, ExpertProductsMultiplyEachPairByItsExpert) {
   const auto& [tc, shape] = GetParam();
   gpu::WeightKernels wk(ctx(), shape);
-  constexpr uint32_t kExperts = 5, kRowsPer = 33, kSlots = 2;
-  const std::vector<uint32_t> ids = {4, 0, 2, 4, 1, 3};  // [token][slot]
+  constexpr uint32_t kExperts = 5, kRowsPer = 33, kSlots = 2, kTokens = 40;
+  std::vector<uint32_t> ids;  // [token][slot]
+  for (uint32_t t = 0; t < kTokens; ++t) {
+    const uint32_t first = (t * 7 + 3) % kExperts;
+    ids.push_back(first);
+    ids.push_back((first + 1 + t % 3) % kExperts);
+  }
+  // [experts] counts, then [experts][tokens] pair lists.
+  std::vector<uint32_t> groups(kExperts * (1 + kTokens), 0);
+  for (uint32_t p = 0; p < ids.size(); ++p)
+    groups[kExperts + ids[p] * kTokens + groups[ids[p]]++] = p;
   const auto pairs = static_cast<uint32_t>(ids.size());
   const uint32_t cols = tc.cols.back();
   const Weights w = makeWeights(tc.type, kExperts * kRowsPer, cols, cols + 5);
-  gpu::Buffer wb = upload(w.device), idb = upload(ids);
-  const gpu::BufferRange idRange(idb);
-  for (uint32_t share : {kSlots, 1u}) {
-    const uint32_t inputs = pairs / share;
-    const auto x = randomFloats(size_t{inputs} * cols, share + 40);
-    gpu::Buffer xb = upload(x), yb = deviceBuffer(size_t{pairs} * kRowsPer * sizeof(float));
-    ASSERT_TRUE(rec().begin().ok());
-    const Status st = wk.expertMatvec(rec(), tc.type, wb, xb, yb, kRowsPer, cols,
-                                      {&idRange, pairs, kExperts, share});
-    ASSERT_TRUE(st.ok()) << st.error().describe();
-    ASSERT_TRUE(rec().submitAndWait().ok());
-    const auto y = download<float>(yb, size_t{pairs} * kRowsPer);
-    for (uint32_t p = 0; p < pairs; ++p) {
-      const std::vector<float> expert(w.values.begin() + size_t{ids[p]} * kRowsPer * cols,
-                                      w.values.begin() + size_t{ids[p] + 1} * kRowsPer * cols);
-      const std::vector<float> xp(x.begin() + size_t{p / share} * cols,
-                                  x.begin() + size_t{p / share + 1} * cols);
-      const std::vector<float> yp(y.begin() + size_t{p} * kRowsPer,
-                                  y.begin() + size_t{p + 1} * kRowsPer);
-      expectProductClose(yp, expert, xp, 1, kRowsPer, cols,
-                         fmt::format("{} experts, share {}, pair {}", tc.name, share, p));
-      if (HasFatalFailure()) return;
+  gpu::Buffer wb = upload(w.device), idb = upload(ids), groupb = upload(groups);
+  const gpu::BufferRange idRange(idb), groupRange(groupb);
+  for (bool grouped : {false, true}) {
+    for (bool sharedInput : {true, false}) {
+      const uint32_t share = sharedInput ? kSlots : 1;
+      const auto x = randomFloats(size_t{pairs / share} * cols, share + 40);
+      gpu::Buffer xb = upload(x), yb = deviceBuffer(size_t{pairs} * kRowsPer * sizeof(float));
+      const gpu::ExpertRouting routing{&idRange, &groupRange, kTokens,
+                                       kSlots,   kExperts,    sharedInput};
+      ASSERT_TRUE(rec().begin().ok());
+      const Status st = grouped
+                            ? wk.expertMatmul(rec(), tc.type, wb, xb, yb, kRowsPer, cols, routing)
+                            : wk.expertMatvec(rec(), tc.type, wb, xb, yb, kRowsPer, cols, routing);
+      ASSERT_TRUE(st.ok()) << st.error().describe();
+      ASSERT_TRUE(rec().submitAndWait().ok());
+      const auto y = download<float>(yb, size_t{pairs} * kRowsPer);
+      for (uint32_t p = 0; p < pairs; ++p) {
+        const std::vector<float> expert(w.values.begin() + size_t{ids[p]} * kRowsPer * cols,
+                                        w.values.begin() + size_t{ids[p] + 1} * kRowsPer * cols);
+        const std::vector<float> xp(x.begin() + size_t{p / share} * cols,
+                                    x.begin() + size_t{p / share + 1} * cols);
+        const std::vector<float> yp(y.begin() + size_t{p} * kRowsPer,
+                                    y.begin() + size_t{p + 1} * kRowsPer);
+        expectProductClose(yp, expert, xp, 1, kRowsPer, cols,
+                           fmt::format("{} experts {}, share {}, pair {}", tc.name,
+                                       grouped ? "grouped" : "per pair", share, p));
+        if (HasFatalFailure()) return;
+      }
     }
   }
 }
@@ -305,7 +323,7 @@ TEST_P(WeightKernelTest, ExpertBiasAndClampedSwigluGate) {
     gpu::Buffer yb = upload(y0);
     EXPECT_TRUE(rec().begin().ok());
     const Status st = wk.expertMatvec(rec(), tc.type, wb, xb, yb, kRowsPer, cols,
-                                      {&idRange, pairs, kExperts, 1}, e);
+                                      {&idRange, nullptr, pairs, 1, kExperts, false}, e);
     EXPECT_TRUE(st.ok()) << st.error().describe();
     EXPECT_TRUE(rec().submitAndWait().ok());
     return download<float>(yb, size_t{pairs} * kRowsPer);
