@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/paths.h"
+#include "core/atomic_file.h"
 #include "gguf/gguf_format.h"
 #include "gguf/quantize.h"
 
@@ -250,8 +250,9 @@ void GgufWriter::set(std::string key, Value value) {
   m_kv.push_back(KeyValue{std::move(key), std::move(value)});
 }
 
-Status GgufWriter::addTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
-                             std::vector<uint8_t> data) {
+Expected<uint64_t> GgufWriter::checkTensor(const std::string& name,
+                                           const std::vector<uint64_t>& shape,
+                                           TensorType type) const {
   for (const Tensor& t : m_tensors) {
     if (t.name == name) return invalid(fmt::format("tensor '{}' is added twice", name));
   }
@@ -269,11 +270,29 @@ Status GgufWriter::addTensor(std::string name, std::vector<uint64_t> shape, Tens
     elements *= dim;
   }
   const std::optional<uint64_t> bytes = byteSize(type, elements);
-  if (shape[0] % tt->blockElements != 0 || !bytes || *bytes != data.size()) {
-    return invalid(fmt::format("tensor '{}': {} bytes given for {} {} values in rows of {}", name,
-                               data.size(), elements, tt->name, shape[0]));
+  if (shape[0] % tt->blockElements != 0 || !bytes) {
+    return invalid(fmt::format("tensor '{}': {} {} values in rows of {} are not whole blocks", name,
+                               elements, tt->name, shape[0]));
   }
-  m_tensors.push_back(Tensor{std::move(name), std::move(shape), type, std::move(data)});
+  return *bytes;
+}
+
+Status GgufWriter::addTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
+                             std::vector<uint8_t> data) {
+  KVS_ASSIGN_OR_RETURN(const uint64_t bytes, checkTensor(name, shape, type));
+  if (bytes != data.size()) {
+    return invalid(fmt::format("tensor '{}': {} bytes given for {} of {} {}", name, data.size(),
+                               bytes, typeTraits(static_cast<uint32_t>(type))->name,
+                               fmt::join(shape, "x")));
+  }
+  m_tensors.push_back(Tensor{std::move(name), std::move(shape), type, bytes, std::move(data), {}});
+  return okStatus();
+}
+
+Status GgufWriter::addLazyTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
+                                 MakeBytes make) {
+  KVS_ASSIGN_OR_RETURN(const uint64_t bytes, checkTensor(name, shape, type));
+  m_tensors.push_back(Tensor{std::move(name), std::move(shape), type, bytes, {}, std::move(make)});
   return okStatus();
 }
 
@@ -288,7 +307,7 @@ Status GgufWriter::addQuantizedTensor(std::string name, std::vector<uint64_t> sh
   return addTensor(std::move(name), std::move(shape), type, std::move(*data));
 }
 
-Expected<std::vector<uint8_t>> GgufWriter::toBytes() const {
+Status GgufWriter::write(const std::function<Status(std::span<const uint8_t>)>& out) const {
   if (m_version < format::kMinVersion || m_version > format::kMaxVersion) {
     return invalid(fmt::format("cannot write GGUF version {} (only {} and {})", m_version,
                                format::kMinVersion, format::kMaxVersion));
@@ -299,8 +318,8 @@ Expected<std::vector<uint8_t>> GgufWriter::toBytes() const {
   }
   KVS_ASSIGN_OR_RETURN(const uint64_t alignment, alignmentOf(m_kv));
 
-  std::vector<uint8_t> out;
-  Sink sink(out);
+  std::vector<uint8_t> header;
+  Sink sink(header);
   sink.put(format::kMagic);
   sink.put(m_version);
   sink.put<uint64_t>(m_tensors.size());
@@ -317,19 +336,41 @@ Expected<std::vector<uint8_t>> GgufWriter::toBytes() const {
     for (uint64_t dim : t.shape) sink.put(dim);
     sink.put(static_cast<uint32_t>(t.type));
     sink.put(offset);
-    offset += (t.data.size() + alignment - 1) / alignment * alignment;
+    offset += (t.bytes + alignment - 1) / alignment * alignment;
   }
   sink.padTo(alignment);
+  KVS_TRY(out(header));
+  const std::vector<uint8_t> padding(alignment, 0);
   for (const Tensor& t : m_tensors) {
-    sink.putBytes(t.data);
-    sink.padTo(alignment);
+    if (t.make) {
+      KVS_ASSIGN_OR_RETURN(const std::vector<uint8_t> made, t.make());
+      if (made.size() != t.bytes) {
+        return invalid(
+            fmt::format("tensor '{}': {} bytes made for {}", t.name, made.size(), t.bytes));
+      }
+      KVS_TRY(out(made));
+    } else {
+      KVS_TRY(out(t.data));
+    }
+    const uint64_t pad = (alignment - t.bytes % alignment) % alignment;
+    KVS_TRY(out(std::span(padding).first(pad)));
   }
-  return out;
+  return okStatus();
+}
+
+Expected<std::vector<uint8_t>> GgufWriter::toBytes() const {
+  std::vector<uint8_t> image;
+  KVS_TRY(write([&](std::span<const uint8_t> piece) {
+    image.insert(image.end(), piece.begin(), piece.end());
+    return okStatus();
+  }));
+  return image;
 }
 
 Status GgufWriter::writeFile(const std::filesystem::path& path) const {
-  KVS_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, toBytes());
-  return paths::writeFileAtomic(path, bytes.data(), bytes.size());
+  KVS_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path));
+  KVS_TRY(write([&](std::span<const uint8_t> piece) { return file.write(piece); }));
+  return file.commit();
 }
 
 }  // namespace kvscope::gguf

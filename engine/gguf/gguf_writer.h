@@ -5,10 +5,13 @@
 // key is set (a uint32 power of two), else to 32 bytes, exactly as the reader
 // expects. Input the format cannot hold (a value out of its type's range, an
 // array element of the wrong type, data of the wrong size, a repeated tensor
-// name) is refused with kInvalidArgument; write failures are kIo.
+// name) is refused with kInvalidArgument; write failures are kIo. A tensor's
+// bytes may also be made while the file is written (addLazyTensor), so a
+// writer of a large file holds one tensor at a time.
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,13 +52,22 @@ class GgufWriter {
   // exactly byteSize(type, elements) bytes.
   Status addTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
                    std::vector<uint8_t> data);
+  // The bytes made by `make` when the file is written, once per write (make
+  // must give the same bytes each time, exactly byteSize(type, elements) of
+  // them; other sizes fail the write with kInvalidArgument).
+  using MakeBytes = std::function<Expected<std::vector<uint8_t>>()>;
+  Status addLazyTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
+                       MakeBytes make);
   // Quantizes `values` to `type` (see quantize.h) and adds the result.
   Status addQuantizedTensor(std::string name, std::vector<uint64_t> shape, TensorType type,
                             std::span<const float> values);
 
+  // The file image, piece after piece, to `out`.
+  Status write(const std::function<Status(std::span<const uint8_t>)>& out) const;
   // The complete file image.
   Expected<std::vector<uint8_t>> toBytes() const;
-  // Writes the image atomically: readers never see a partial file.
+  // Writes the image atomically (readers never see a partial file), holding
+  // one tensor's bytes at a time.
   Status writeFile(const std::filesystem::path& path) const;
 
  private:
@@ -63,8 +75,13 @@ class GgufWriter {
     std::string name;
     std::vector<uint64_t> shape;
     TensorType type;
-    std::vector<uint8_t> data;
+    uint64_t bytes = 0;
+    std::vector<uint8_t> data;  // or, when empty and `make` is set, made at write time
+    MakeBytes make;
   };
+  // Checks a tensor's name, type and shape; its size in bytes.
+  Expected<uint64_t> checkTensor(const std::string& name, const std::vector<uint64_t>& shape,
+                                 TensorType type) const;
 
   uint32_t m_version;
   std::vector<KeyValue> m_kv;

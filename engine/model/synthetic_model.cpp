@@ -38,8 +38,11 @@ class Filler {
   // mean + stddev * z, z of mean 0 and variance 1 and close to normal: the
   // centred sum of twelve 16-bit uniforms, the quarters of three hashes
   // (Irwin-Hall, so |z| <= 6).
-  std::vector<float> normal(size_t n, float stddev, float mean = 0.0f) {
-    const uint64_t key = nextKey();
+  // The next tensor's key: a tensor's values are normal() or bytes() of it,
+  // whenever they are made.
+  uint64_t key() { return mix64(m_seed ^ mix64(++m_tensor)); }
+
+  std::vector<float> normal(uint64_t key, size_t n, float stddev, float mean = 0.0f) {
     // Twelve uniforms on 0..65535 sum to mean 393210, variance 65536^2.
     const float scale = stddev * (1.0f / 65536.0f);
     std::vector<float> v(n);
@@ -64,8 +67,7 @@ class Filler {
     return v;
   }
 
-  std::vector<uint8_t> bytes(size_t n) {
-    const uint64_t key = nextKey();
+  std::vector<uint8_t> bytes(uint64_t key, size_t n) {
     std::vector<uint8_t> v(n);
     m_pool.parallelFor(
         n,
@@ -81,7 +83,6 @@ class Filler {
 
  private:
   static constexpr size_t kGrain = size_t{1} << 16;  // values; smaller tensors stay on one core
-  uint64_t nextKey() { return mix64(m_seed ^ mix64(++m_tensor)); }
 
   uint64_t m_seed;
   uint64_t m_tensor = 0;
@@ -149,33 +150,41 @@ void addVocab(gguf::GgufWriter& w, uint32_t n) {
 }
 
 // A weight {in, out} (or {in, out, experts}, experts stacked) of the spec's
-// type for `name`.
+// type for `name`, made when the file is written: a writer holds one
+// weight's floats and bytes at a time, not a 12 GB model's.
 Status addWeight(gguf::GgufWriter& w, Filler& f, const SyntheticModelSpec& s,
                  const std::string& name, std::vector<uint64_t> shape) {
   const auto it = s.tensorTypes.find(name);
   const TensorType type = it == s.tensorTypes.end() ? s.weightType : it->second;
   uint64_t count = 1;
   for (uint64_t d : shape) count *= d;
+  const uint64_t key = f.key(), in = shape[0];
   if (!gguf::canQuantize(type)) {
     const std::optional<uint64_t> size = gguf::byteSize(type, count);
     if (!size)
       return makeError(ErrorCode::kInvalidArgument, "{} values are not whole {} blocks", count,
                        gguf::traits(type).name);
-    return w.addTensor(name, std::move(shape), type, f.bytes(*size));
+    return w.addLazyTensor(
+        name, std::move(shape), type,
+        [&f, key, size = *size]() -> Expected<std::vector<uint8_t>> { return f.bytes(key, size); });
   }
-  auto values = f.normal(count, 1.0f / std::sqrt(static_cast<float>(shape[0])));
-  if (type == TensorType::kF32) {
-    std::vector<uint8_t> bytes(values.size() * 4);
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-    return w.addTensor(name, std::move(shape), type, std::move(bytes));
-  }
-  auto bytes = quantizeRows(f.pool(), type, shape[0], values);
-  if (!bytes.ok()) {
-    Error e = bytes.takeError();
-    e.message = fmt::format("tensor '{}': {}", name, e.message);
-    return e;
-  }
-  return w.addTensor(name, std::move(shape), type, std::move(*bytes));
+  return w.addLazyTensor(name, std::move(shape), type,
+                         [&f, key, type, count, in, name]() -> Expected<std::vector<uint8_t>> {
+                           auto values =
+                               f.normal(key, count, 1.0f / std::sqrt(static_cast<float>(in)));
+                           if (type == TensorType::kF32) {
+                             std::vector<uint8_t> bytes(values.size() * 4);
+                             std::memcpy(bytes.data(), values.data(), bytes.size());
+                             return bytes;
+                           }
+                           auto bytes = quantizeRows(f.pool(), type, in, values);
+                           if (!bytes.ok()) {
+                             Error e = bytes.takeError();
+                             e.message = fmt::format("tensor '{}': {}", name, e.message);
+                             return e;
+                           }
+                           return bytes;
+                         });
 }
 
 // F32 values of `shape` (a vector, or experts' vectors stacked {n, experts}).
@@ -189,7 +198,12 @@ Status addVector(gguf::GgufWriter& w, const std::vector<float>& v, const std::st
 
 }  // namespace
 
-Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) {
+namespace {
+
+// The writer of spec `s`, its weights made by a Filler when `finish` writes
+// it (the Filler and its pool live until finish returns).
+Status withSyntheticWriter(const SyntheticModelSpec& s,
+                           const std::function<Status(const gguf::GgufWriter&)>& finish) {
   if (s.nVocab < 259)
     return makeError(ErrorCode::kInvalidArgument, "vocabulary must hold at least 259 tokens");
   if (s.nHeadKv == 0 || s.nHead % s.nHeadKv != 0) {
@@ -278,12 +292,14 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
         if (rule.stack != Dim::kNone)
           return addWeight(w, f, s, name, {in, out, dimSize(rule.stack, c)});
         return addWeight(w, f, s, name, {in, out});
-      case TensorKind::kNorm: return addVector(w, f.normal(in, 0.1f, 1.0f), name);
+      case TensorKind::kNorm:
+        return addVector(w, f.normal(f.key(), in, 0.1f, 1.0f), name);
       case TensorKind::kBias:
-        if (rule.out != Dim::kNone) return addVector(w, f.normal(in * out, 0.1f), name, {in, out});
-        return addVector(w, f.normal(in, 0.1f), name);
+        if (rule.out != Dim::kNone)
+          return addVector(w, f.normal(f.key(), in * out, 0.1f), name, {in, out});
+        return addVector(w, f.normal(f.key(), in, 0.1f), name);
       case TensorKind::kSinks:
-        return addVector(w, f.normal(in, 1.0f), name);
+        return addVector(w, f.normal(f.key(), in, 1.0f), name);
       case TensorKind::kRopeFactors: {
         // Divisors >= 1 growing towards the low frequencies, like llama
         // 3.1's; a second tensor (LongRoPE's short factors) grows less.
@@ -299,12 +315,22 @@ Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& s) 
   for (const auto& rule : d.globals) KVS_TRY(add(rule, std::string(rule.name)));
   for (uint32_t i = 0; i < s.nLayer; ++i)
     for (const auto& rule : d.layer) KVS_TRY(add(rule, fmt::format("blk.{}.{}", i, rule.name)));
-  return w.toBytes();
+  return finish(w);
+}
+
+}  // namespace
+
+Expected<std::vector<uint8_t>> syntheticModelBytes(const SyntheticModelSpec& spec) {
+  std::vector<uint8_t> image;
+  KVS_TRY(withSyntheticWriter(spec, [&](const gguf::GgufWriter& w) -> Status {
+    KVS_ASSIGN_OR_RETURN(image, w.toBytes());
+    return okStatus();
+  }));
+  return image;
 }
 
 Status writeSyntheticModel(const SyntheticModelSpec& spec, const std::filesystem::path& path) {
-  KVS_ASSIGN_OR_RETURN(auto bytes, syntheticModelBytes(spec));
-  return paths::writeFileAtomic(path, bytes.data(), bytes.size());
+  return withSyntheticWriter(spec, [&](const gguf::GgufWriter& w) { return w.writeFile(path); });
 }
 
 }  // namespace kvscope::model

@@ -216,8 +216,59 @@ TEST(Writer, WritesFilesAtomically) {
   for (const auto& e : std::filesystem::directory_iterator(dir))
     files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1u);  // no temporary left behind
+  // Under a regular file no folder can be made.
+  EXPECT_EQ(w.writeFile(path / "model.gguf").error().code, ErrorCode::kIo);
   std::filesystem::remove_all(dir);
-  EXPECT_EQ(w.writeFile(dir / "missing" / "model.gguf").error().code, ErrorCode::kIo);
+}
+
+// A tensor made while the file is written gives the file the eager one
+// gives, made once per write; bytes of the wrong size fail the write, and a
+// failing maker's error is the write's, with no file left behind.
+TEST(Writer, LazyTensorsAreMadeWhileWriting) {
+  const auto values = kvscope::test::randomFloats(256 * 3, 9);
+  GgufWriter eager, lazy;
+  int made = 0;
+  for (GgufWriter* w : {&eager, &lazy}) w->set("general.architecture", stringValue("llama"));
+  ASSERT_TRUE(eager.addQuantizedTensor("a", {256, 3}, TensorType::kQ4_K, values).ok());
+  ASSERT_TRUE(eager.addTensor("b", {5}, TensorType::kI8, std::vector<uint8_t>(5, 2)).ok());
+  ASSERT_TRUE(lazy.addLazyTensor("a", {256, 3}, TensorType::kQ4_K,
+                                 [&] {
+                                   ++made;
+                                   return quantize(TensorType::kQ4_K, values);
+                                 })
+                  .ok());
+  ASSERT_TRUE(lazy.addTensor("b", {5}, TensorType::kI8, std::vector<uint8_t>(5, 2)).ok());
+  EXPECT_EQ(made, 0);
+  const auto want = eager.toBytes(), got = lazy.toBytes();
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(*got, *want);
+  EXPECT_EQ(made, 1);
+
+  GgufWriter shortOne;
+  ASSERT_TRUE(
+      shortOne
+          .addLazyTensor("a", {32}, TensorType::kQ8_0,
+                         [] { return Expected<std::vector<uint8_t>>(std::vector<uint8_t>(33)); })
+          .ok());
+  const auto refused = shortOne.toBytes();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kvscope-lazy-" + std::to_string(::getpid()));
+  GgufWriter failing;
+  ASSERT_TRUE(failing
+                  .addLazyTensor("a", {32}, TensorType::kQ8_0,
+                                 [] {
+                                   return Expected<std::vector<uint8_t>>(
+                                       makeError(ErrorCode::kOutOfMemory, "no room"));
+                                 })
+                  .ok());
+  const Status st = failing.writeFile(dir / "model.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kOutOfMemory);
+  EXPECT_TRUE(!std::filesystem::exists(dir) || std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Writer, RefusesWhatGgufCannotHold) {
