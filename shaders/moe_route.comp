@@ -14,7 +14,7 @@ layout(std430, binding = 0) readonly buffer Scores { float scores[]; };  // [n, 
 layout(std430, binding = 1) writeonly buffer Ids { uint ids[]; };        // [n, used]
 layout(std430, binding = 2) writeonly buffer Weights { float weights[]; };  // [n, used]
 
-const uint kMaxUsed = 64;  // model::validateConfig's bound on experts per token
+const uint kMaxUsed = 64;  // gpu::Kernels::moeRoute's bound on experts per token
 
 float key(float s) { return isnan(s) ? -1.0 / 0.0 : s; }
 

@@ -1,6 +1,7 @@
 #version 450
 // A mixture-of-experts layer's output: each token's expert products summed
-// with their weights in pick order (as the CPU backend sums them), written
+// with their weights in pick order (the CPU backend's order; a compiler may
+// fuse a multiply-add the CPU rounds twice, so equal within rounding), written
 // to `out` and added to the residual stream:
 //   out[t, i] = sum_k weights[t, k] * products[t, k, i];  residual[t, i] += out[t, i]
 #include "moe.h"

@@ -12,8 +12,8 @@ namespace {
 
 // llama.cpp's Q4_K_M mix (the rule its quantizer applies, read as a fact):
 // Q4_K, with Q6_K for the output matrix (the token embedding where tied)
-// and for attn_v and ffn_down in the layers given more bits: the first and
-// last eighth, and every third layer between.
+// and for attn_v and ffn_down (the experts' too) in the layers given more
+// bits: the first and last eighth, and every third layer between.
 void applyQ4KM(model::SyntheticModelSpec& spec) {
   spec.weightType = gguf::TensorType::kQ4_K;
   const auto n = static_cast<int>(spec.nLayer);
@@ -21,6 +21,7 @@ void applyQ4KM(model::SyntheticModelSpec& spec) {
     if (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2) {
       spec.tensorTypes[fmt::format("blk.{}.attn_v.weight", l)] = gguf::TensorType::kQ6_K;
       spec.tensorTypes[fmt::format("blk.{}.ffn_down.weight", l)] = gguf::TensorType::kQ6_K;
+      spec.tensorTypes[fmt::format("blk.{}.ffn_down_exps.weight", l)] = gguf::TensorType::kQ6_K;
     }
   }
   spec.tensorTypes[spec.tiedEmbeddings ? "token_embd.weight" : "output.weight"] =

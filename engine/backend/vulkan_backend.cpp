@@ -343,7 +343,10 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
   }
   if (m_probeRow >= 0) measureProbe();
   if (m_experts.enabled()) {
-    const auto* ids = static_cast<const uint32_t*>(m_act->expertIds.mapped());
+    // download() invalidates a non-coherent host mapping before it reads.
+    std::vector<uint32_t> picks(m_act->expertIds.size() / sizeof(uint32_t));
+    KVS_TRY(m_act->expertIds.download(std::span<uint32_t>(picks)));
+    const uint32_t* ids = picks.data();
     const uint32_t used = c.nExpertUsed;
     for (uint32_t l = 0; l < c.nLayer; ++l) {
       if (!m_shared->bound().layers[l].gateExps) continue;  // a dense layer

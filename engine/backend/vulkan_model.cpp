@@ -43,7 +43,7 @@ Status VulkanModel::checkWeightTypes(const model::ModelFile& model) {
 
 Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::ModelWeights& bound) {
   // shaders/moe_route.comp keeps a token's picks in registers.
-  constexpr uint32_t kMaxExpertsUsed = 64;
+  constexpr uint32_t kMaxExpertsUsed = gpu::Kernels::kMaxExpertsUsed;
   if (config.nExpertUsed > kMaxExpertsUsed) {
     return makeError(ErrorCode::kUnsupported,
                      "{} routes each token to {} experts; the Vulkan backend runs at most {}; "

@@ -126,6 +126,10 @@ Status Kernels::rope(Recorder& rec, const Buffer& x, const Buffer& table, uint32
 Status Kernels::moeRoute(Recorder& rec, const BufferRange& scores, const BufferRange& ids,
                          const BufferRange& weights, uint32_t n, uint32_t experts, uint32_t used,
                          bool softmaxFirst, float scale) {
+  if (used == 0 || used > kMaxExpertsUsed || used > experts) {
+    return makeError(ErrorCode::kInvalidArgument, "{} of {} experts per token (at most {})", used,
+                     experts, kMaxExpertsUsed);
+  }
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeRoute));
   rec.dispatch(*p, {scores, ids, weights},
                push::MoePush{n, experts, used, 0u, softmaxFirst ? 1u : 0u, scale},

@@ -40,7 +40,8 @@ class Kernels {
 
   // Mixture-of-experts routing: `scores` [n, experts] (the router's output)
   // -> each token's `used` experts in pick order, `ids` [n, used] (uint32),
-  // and their weights [n, used] (shaders/moe_route.comp).
+  // and their weights [n, used] (shaders/moe_route.comp). At most
+  // kMaxExpertsUsed per token (kInvalidArgument beyond).
   Status moeRoute(Recorder& rec, const BufferRange& scores, const BufferRange& ids,
                   const BufferRange& weights, uint32_t n, uint32_t experts, uint32_t used,
                   bool softmaxFirst, float scale);
@@ -54,6 +55,8 @@ class Kernels {
   Status moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
                 const BufferRange& out, const BufferRange& residual, uint32_t n, uint32_t used,
                 uint32_t width);
+
+  static constexpr uint32_t kMaxExpertsUsed = 64;  // moe_route.comp's kMaxUsed
 
   // Workgroups for a kernel that loops over `rows` independent rows.
   uint32_t rowGroups(uint32_t rows) const;

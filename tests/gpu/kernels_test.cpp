@@ -275,6 +275,22 @@ TEST_F(KernelTest, MoeGroupListsEachExpertsPairsInOrder) {
   }
 }
 
+// More picks per token than the kernel keeps in registers, or than there are
+// experts, are refused before anything is recorded.
+TEST_F(KernelTest, MoeRouteRefusesMorePicksThanItHolds) {
+  gpu::Buffer scores = deviceBuffer(128 * 4), ids = deviceBuffer(128 * 4),
+              weights = deviceBuffer(128 * 4);
+  ASSERT_TRUE(rec().begin().ok());
+  const Status tooMany = kernels().moeRoute(rec(), scores, ids, weights, 1, 128, 65, true, 1.0f);
+  const Status moreThanExperts =
+      kernels().moeRoute(rec(), scores, ids, weights, 1, 4, 5, true, 1.0f);
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  ASSERT_FALSE(tooMany.ok());
+  EXPECT_EQ(tooMany.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_FALSE(moreThanExperts.ok());
+  EXPECT_EQ(moreThanExperts.error().code, ErrorCode::kInvalidArgument);
+}
+
 // The weighted sum of each token's expert products, written out and added to
 // the residual, against double-precision sums.
 TEST_F(KernelTest, MoeSumWeighsEachSlotIntoTheResidual) {
