@@ -673,8 +673,8 @@ void quantizeActivations(const float* x, size_t in, ActBlock* out) {
     // cvtps rounds to nearest even, like nearbyint in the default mode.
     for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
     out[b].d = d;
-    out[b].sum[0] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
-    out[b].sum[1] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
+    out[b].sum[0] = static_cast<float>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
+    out[b].sum[1] = static_cast<float>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
     // The packs work per 128-bit lane; the permute restores value order.
     const __m256i bytes =
         _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));

@@ -29,8 +29,8 @@ void quantizeBlock(const float* x, ActBlock& out) {
     sums[i / kGroup] += q;
   }
   out.d = d;
-  out.sum[0] = static_cast<int16_t>(sums[0]);
-  out.sum[1] = static_cast<int16_t>(sums[1]);
+  out.sum[0] = static_cast<float>(sums[0]);
+  out.sum[1] = static_cast<float>(sums[1]);
 }
 
 float dotInt8Portable(const DecodedRow& w, const ActBlock* x, size_t in) {
@@ -111,8 +111,7 @@ float dotInt8(const DecodedRow& w, const ActBlock* x, size_t in, bool offsets, b
   if (offsets) {
     float off = 0.0f;
     for (size_t b = 0; b < in / kActBlock; ++b) {
-      off += x[b].d * (w.offset[2 * b] * static_cast<float>(x[b].sum[0]) +
-                       w.offset[2 * b + 1] * static_cast<float>(x[b].sum[1]));
+      off += x[b].d * (w.offset[2 * b] * x[b].sum[0] + w.offset[2 * b + 1] * x[b].sum[1]);
     }
     sum += off;
   }

@@ -25,7 +25,11 @@ inline constexpr size_t kActBlock = 32;  // activation values per int8 block
 
 struct ActBlock {
   float d = 0.0f;       // value[i] ~ d * q[i]
-  int16_t sum[2] = {};  // sum of q over each half of kGroup values
+  // The sum of q over each half of kGroup values, exact in a float (at most
+  // 16 x 127): kept as float because the offset terms of the dot kernels
+  // multiply it by floats, and an int-to-float conversion per block per
+  // weight row costs more than the multiply (a decode of a Q4_K model).
+  float sum[2] = {};
   int8_t q[kActBlock] = {};
 };
 
