@@ -6,6 +6,7 @@
 
 #include "backend/cpu_features.h"
 #include "backend/cpu_quant_avx2.h"
+#include "backend/cpu_simd_math.h"
 #include "core/float_convert.h"
 #include "kv/code_packing.h"
 
@@ -90,30 +91,6 @@ void accumulatePortable(const float* w, uint32_t nq, const float* v, uint32_t ro
 
 #if defined(KVSCOPE_CPU_AVX2)
 // -------------------------------------------------------------------- AVX2
-
-// e^x for x <= 0: x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-7 Taylor
-// polynomial (truncation < 0.347^8 / 8! = 5e-9), scaled by 2^n through the
-// exponent bits; x < -87.3 (below the smallest normal) gives 0, as does -inf.
-[[gnu::always_inline]] inline __m256 exp256(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // ln 2 in two parts, the first exact in float, so n ln2 subtracts exactly.
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i scale =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
-}
 
 // The 8 horizontal sums of a[0..7], in lane order.
 [[gnu::always_inline]] inline __m256 sums8(const __m256* a) {

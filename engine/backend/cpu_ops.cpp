@@ -1,5 +1,7 @@
 #include "backend/cpu_ops.h"
 
+#include "backend/cpu_simd_math.h"
+
 #include <vector>
 
 #include <algorithm>
@@ -69,7 +71,21 @@ void siluMul(std::span<const float> gate, std::span<const float> up, std::span<f
 void geluMul(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() >= gate.size());
   constexpr float kSqrt2OverPi = 0.7978845608f;
-  for (size_t i = 0; i < gate.size(); ++i) {
+  size_t i = 0;
+#if defined(KVSCOPE_CPU_AVX2)
+  // The same expression with tanh256 for std::tanh (a Gemma prefill spent
+  // 13% of its time in the library's tanh), eight values at a time.
+  for (; i + 8 <= gate.size(); i += 8) {
+    const __m256 g = _mm256_loadu_ps(&gate[i]);
+    const __m256 inner = _mm256_add_ps(
+        _mm256_set1_ps(1.0f), _mm256_mul_ps(_mm256_set1_ps(0.044715f), _mm256_mul_ps(g, g)));
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi), g), inner);
+    const __m256 half = _mm256_mul_ps(_mm256_set1_ps(0.5f), g);
+    const __m256 gelu = _mm256_mul_ps(half, _mm256_add_ps(_mm256_set1_ps(1.0f), tanh256(u)));
+    _mm256_storeu_ps(&out[i], _mm256_mul_ps(gelu, _mm256_loadu_ps(&up[i])));
+  }
+#endif
+  for (; i < gate.size(); ++i) {
     const float g = gate[i];
     out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g))) * up[i];
   }
