@@ -67,6 +67,13 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
   b->m_experts = ExpertLog::forModel(c, b->m_weights);
+  for (const model::LayerWeights& l : b->m_weights.layers) {
+    for (const model::TensorView* stack : {l.gateExps, l.upExps, l.downExps}) {
+      if (!stack) continue;
+      std::vector<model::TensorView>& views = b->m_experts2d[stack];
+      for (uint32_t e = 0; e < c.nExpert; ++e) views.push_back(model::expertMatrix(*stack, e));
+    }
+  }
   b->m_model = std::move(model);
   return b;
 }

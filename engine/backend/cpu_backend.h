@@ -8,7 +8,6 @@
 // oracle every Vulkan kernel and the VulkanBackend are tested against; the
 // app and CLI run it with int8 activations (runtime/backend_factory.h).
 
-#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -99,6 +98,11 @@ class CpuBackend final : public Backend {
   void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
   // A 1-D weight (norm, bias) as float32, converted once at load.
   std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
+  // Expert e of a stacked expert tensor as a 2-D weight (model::expertMatrix),
+  // made at load, so a step's products point at views that stay put.
+  const model::TensorView& expert(const model::TensorView& stack, uint32_t e) const {
+    return m_experts2d.at(&stack)[e];
+  }
 
   std::shared_ptr<const model::ModelFile> m_model;
   model::ModelWeights m_weights;
@@ -128,10 +132,10 @@ class CpuBackend final : public Backend {
     std::vector<uint32_t> rows;             // [n * nUsed]: token * nUsed + slot, by expert
     std::vector<float> gathered, gate, up, product;  // [batch rows, width or ff]
     std::vector<cpu::Product> products;              // one projection of a batch
-    std::deque<model::TensorView> expertViews;       // what products point at
   } m_moe;
   std::unique_ptr<ThreadPool> m_pool;
   std::unordered_map<const model::TensorView*, std::vector<float>> m_vectors;
+  std::unordered_map<const model::TensorView*, std::vector<model::TensorView>> m_experts2d;
   uint32_t m_contextLimit = 0;
   uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;

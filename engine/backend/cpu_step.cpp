@@ -270,10 +270,8 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
       const size_t rows = s.first[e + 1] - s.first[e];
       if (rows == 0) continue;
       const std::span<const float> rowsIn = part(s.gathered, e, width);
-      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.gate, e)), rowsIn,
-                            part(s.gate, e, spec.ff), rows});
-      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.up, e)), rowsIn,
-                            part(s.up, e, spec.ff), rows});
+      s.products.push_back({&m_b.expert(*spec.gate, e), rowsIn, part(s.gate, e, spec.ff), rows});
+      s.products.push_back({&m_b.expert(*spec.up, e), rowsIn, part(s.up, e, spec.ff), rows});
     }
     cpu::matmuls(s.products, pool, m_b.m_matmul);
     s.products.clear();
@@ -282,8 +280,8 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
       if (rows == 0) continue;
       addExpertBias(spec.gateBias, e, part(s.gate, e, spec.ff));
       addExpertBias(spec.upBias, e, part(s.up, e, spec.ff));
-      s.products.push_back({&s.expertViews.emplace_back(model::expertMatrix(*spec.down, e)),
-                            part(s.gate, e, spec.ff), part(s.product, e, width), rows});
+      s.products.push_back(
+          {&m_b.expert(*spec.down, e), part(s.gate, e, spec.ff), part(s.product, e, width), rows});
     }
     cpu::gatedMul(spec.act, s.gate, s.up, s.gate);
     cpu::matmuls(s.products, pool, m_b.m_matmul);
@@ -295,7 +293,6 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
       float* slot = &s.slots[size_t{i} * width];
       for (uint32_t c = 0; c < width; ++c) slot[c] = w * s.product[r * width + c];
     }
-    s.expertViews.clear();
     e0 = e1;
   }
 

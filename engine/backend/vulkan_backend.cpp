@@ -343,15 +343,15 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
   }
   if (m_probeRow >= 0) measureProbe();
   if (m_experts.enabled()) {
-    // download() invalidates a non-coherent host mapping before it reads.
-    std::vector<uint32_t> picks(m_act->expertIds.size() / sizeof(uint32_t));
-    KVS_TRY(m_act->expertIds.download(std::span<uint32_t>(picks)));
-    const uint32_t* ids = picks.data();
+    // This step's picks only, [nLayer][n, nUsed]; download() invalidates a
+    // non-coherent host mapping before it reads.
     const uint32_t used = c.nExpertUsed;
+    std::vector<uint32_t> picks(size_t{c.nLayer} * n * used);
+    KVS_TRY(m_act->expertIds.download(std::span<uint32_t>(picks)));
     for (uint32_t l = 0; l < c.nLayer; ++l) {
       if (!m_shared->bound().layers[l].gateExps) continue;  // a dense layer
       for (uint32_t t = 0; t < n; ++t)
-        m_experts.record(l, pos0 + t, {ids + (size_t{l} * m_act->capacity + t) * used, used});
+        m_experts.record(l, pos0 + t, std::span(picks).subspan((size_t{l} * n + t) * used, used));
     }
   }
   KVS_TRY(step.collectDump());

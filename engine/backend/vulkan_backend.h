@@ -126,8 +126,9 @@ class VulkanBackend final : public Backend {
     std::vector<gpu::Buffer> ropeTables;
     gpu::Buffer logits;     // [n, nVocab], host-visible
     gpu::AttentionScratch scratch;
-    // A model with experts: [nLayer][n, nUsed] uint32, host-visible: each
-    // layer's picks, copied from the router's output for the ExpertLog.
+    // A model with experts: [nLayer][n, nUsed] uint32 for a step of n tokens
+    // (room for n = capacity), host-visible: each layer's picks, copied from
+    // the router's output for the ExpertLog.
     gpu::Buffer expertIds;
   };
   // The description's activation buffers by slot name, [capacity][width] each.

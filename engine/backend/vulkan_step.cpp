@@ -264,10 +264,7 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
                                 scale));
   if (name.layer >= 0 && m_b.m_act->expertIds.size() > 0) {  // the picks, for the ExpertLog
     const size_t bytes = size_t{n} * used * sizeof(uint32_t);
-    rec.copy(
-        buffer(ids), 0, m_b.m_act->expertIds,
-        size_t{static_cast<uint32_t>(name.layer)} * m_b.m_act->capacity * used * sizeof(uint32_t),
-        bytes);
+    rec.copy(buffer(ids), 0, m_b.m_act->expertIds, static_cast<size_t>(name.layer) * bytes, bytes);
   }
 
   // A prefill groups the pairs by expert (each expert's weights read once per

@@ -278,6 +278,24 @@ std::vector<std::vector<float>> expectMatchesGolden(const std::string& name,
   return rows;
 }
 
+// A Hugging Face config.json for `spec`: the keys every architecture's
+// config has, and `own`, the architecture's (which win where both name one).
+nlohmann::json hfConfig(const model::SyntheticModelSpec& spec, nlohmann::json own) {
+  nlohmann::json config = {
+      {"hidden_size", spec.nEmbd},
+      {"num_hidden_layers", spec.nLayer},
+      {"num_attention_heads", spec.nHead},
+      {"num_key_value_heads", spec.nHeadKv},
+      {"head_dim", spec.headDim},
+      {"vocab_size", spec.nVocab},
+      {"max_position_embeddings", spec.contextLength},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", spec.ropeTheta},
+  };
+  config.update(own);
+  return config;
+}
+
 // The CPU backend's logits for every position of `tokens`, one prefill
 // batch: how the Hugging Face folder tests compare a folder with its GGUF.
 std::vector<float> prefillLogits(std::shared_ptr<const model::ModelFile> model,
@@ -398,25 +416,17 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
     tensors.push_back(
         {name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), std::move(values)});
   }
-  const nlohmann::json text = {
-      {"model_type", "gemma3_text"},
-      {"hidden_size", spec.nEmbd},
-      {"intermediate_size", spec.nFf},
-      {"num_hidden_layers", spec.nLayer},
-      {"num_attention_heads", spec.nHead},
-      {"num_key_value_heads", spec.nHeadKv},
-      {"head_dim", spec.headDim},
-      {"vocab_size", spec.nVocab},
-      {"max_position_embeddings", spec.contextLength},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", spec.ropeTheta},
-      {"rope_local_base_freq", spec.ropeThetaWindow},
-      {"rope_scaling", {{"rope_type", "linear"}, {"factor", spec.ropeLinearFactor}}},
-      {"sliding_window", spec.slidingWindow},
-      {"sliding_window_pattern", spec.windowPeriod},
-      {"query_pre_attn_scalar", spec.headDim},
-      {"hidden_activation", "gelu_pytorch_tanh"},
-  };
+  const nlohmann::json text = hfConfig(
+      spec, {
+                {"model_type", "gemma3_text"},
+                {"intermediate_size", spec.nFf},
+                {"rope_local_base_freq", spec.ropeThetaWindow},
+                {"rope_scaling", {{"rope_type", "linear"}, {"factor", spec.ropeLinearFactor}}},
+                {"sliding_window", spec.slidingWindow},
+                {"sliding_window_pattern", spec.windowPeriod},
+                {"query_pre_attn_scalar", spec.headDim},
+                {"hidden_activation", "gelu_pytorch_tanh"},
+            });
   const nlohmann::json config =
       multimodal ? nlohmann::json{{"model_type", "gemma3"},
                                   {"architectures", {"Gemma3ForConditionalGeneration"}},
@@ -626,35 +636,27 @@ void writeGptOssFolder(const std::filesystem::path& dir, const model::ModelFile&
   for (uint32_t l = 0; l < spec.nLayer; ++l)
     layerTypes.push_back(l % spec.windowPeriod < spec.windowPeriod - 1 ? "sliding_attention"
                                                                        : "full_attention");
-  const nlohmann::json config = {
-      {"architectures", {"GptOssForCausalLM"}},
-      {"model_type", "gpt_oss"},
-      {"hidden_size", spec.nEmbd},
-      {"intermediate_size", ff},
-      {"num_hidden_layers", spec.nLayer},
-      {"num_attention_heads", spec.nHead},
-      {"num_key_value_heads", spec.nHeadKv},
-      {"head_dim", spec.headDim},
-      {"vocab_size", spec.nVocab},
-      {"max_position_embeddings", spec.contextLength},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", spec.ropeTheta},
-      {"rope_scaling",
-       {{"rope_type", "yarn"},
-        {"factor", spec.ropeYarnFactor},
-        {"beta_fast", 32.0},
-        {"beta_slow", 1.0},
-        {"truncate", truncate},
-        {"original_max_position_embeddings",
-         static_cast<uint32_t>(spec.contextLength / spec.ropeYarnFactor)}}},
-      {"sliding_window", spec.slidingWindow},
-      {"layer_types", layerTypes},
-      {"num_local_experts", nE},
-      {"num_experts_per_tok", spec.nExpertUsed},
-      {"swiglu_limit", 7.0},
-      {"attention_bias", true},
-      {"tie_word_embeddings", false},
-  };
+  const nlohmann::json config =
+      hfConfig(spec, {
+                         {"architectures", {"GptOssForCausalLM"}},
+                         {"model_type", "gpt_oss"},
+                         {"intermediate_size", ff},
+                         {"rope_scaling",
+                          {{"rope_type", "yarn"},
+                           {"factor", spec.ropeYarnFactor},
+                           {"beta_fast", 32.0},
+                           {"beta_slow", 1.0},
+                           {"truncate", truncate},
+                           {"original_max_position_embeddings",
+                            static_cast<uint32_t>(spec.contextLength / spec.ropeYarnFactor)}}},
+                         {"sliding_window", spec.slidingWindow},
+                         {"layer_types", layerTypes},
+                         {"num_local_experts", nE},
+                         {"num_experts_per_tok", spec.nExpertUsed},
+                         {"swiglu_limit", 7.0},
+                         {"attention_bias", true},
+                         {"tie_word_embeddings", false},
+                     });
   std::ofstream(dir / "config.json") << config.dump(2);
   writeSafetensors(dir / "model.safetensors", tensors);
 }
@@ -763,24 +765,15 @@ TEST(GoldenLogits, Qwen3MoeFromAHuggingFaceFolder) {
     ASSERT_FALSE(name.starts_with("blk.")) << name;
     tensors.push_back({name, shape, std::move(values)});
   }
-  const nlohmann::json config = {
-      {"architectures", {"Qwen3MoeForCausalLM"}},
-      {"model_type", "qwen3moe"},
-      {"hidden_size", spec.nEmbd},
-      {"intermediate_size", spec.nFf},
-      {"moe_intermediate_size", spec.nFfExp},
-      {"num_experts", spec.nExpert},
-      {"num_experts_per_tok", spec.nExpertUsed},
-      {"num_hidden_layers", spec.nLayer},
-      {"num_attention_heads", spec.nHead},
-      {"num_key_value_heads", spec.nHeadKv},
-      {"head_dim", spec.headDim},
-      {"vocab_size", spec.nVocab},
-      {"max_position_embeddings", spec.contextLength},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", spec.ropeTheta},
-      {"tie_word_embeddings", false},
-  };
+  const nlohmann::json config = hfConfig(spec, {
+                                                   {"architectures", {"Qwen3MoeForCausalLM"}},
+                                                   {"model_type", "qwen3moe"},
+                                                   {"intermediate_size", spec.nFf},
+                                                   {"moe_intermediate_size", spec.nFfExp},
+                                                   {"num_experts", spec.nExpert},
+                                                   {"num_experts_per_tok", spec.nExpertUsed},
+                                                   {"tie_word_embeddings", false},
+                                               });
   const auto dir =
       std::filesystem::temp_directory_path() / fmt::format("kvscope-qwen3moe-hf-{}", ::getpid());
   std::filesystem::create_directories(dir);
