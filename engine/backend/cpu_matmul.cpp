@@ -157,17 +157,22 @@ void matmulInt8(const model::TensorView& w, const float* x, float* y, size_t n, 
 #if defined(KVSCOPE_CPU_AVX2)
 // Single input rows (n == 1 each): the fused kernels decode each block in
 // registers, since a decoded row would be used only once. kExact then factors
-// each group's scale and offset out of its sum (the bound of cpu_matmul.h).
-// All products' rows form one index space [0, sum of out) split across the
-// pool. False, with nothing written, where a product has no fused kernel.
+// each group's scale and offset out of its sum (the bound of cpu_matmul.h);
+// kInt8Activations dots the K-quants against activations rounded in
+// super-blocks of 256. All products' rows form one index space
+// [0, sum of out) split across the pool. False, with nothing written, where a
+// product has no fused kernel.
 bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPrecision precision) {
   const bool int8 = precision == MatmulPrecision::kInt8Activations;
+  // How a product's input row is prepared: one form per kernel family.
+  enum class Input { kFloat, kBlocks, kSuperBlocks };
   struct Row {
     const uint8_t* data;
     size_t bytes, in;
     float* y;
     avx2::RowKernels k;
-    const void* input;  // the ActBlocks (int8) or the float row (exact)
+    Input form;
+    const void* input;  // the float row, its ActBlocks or its ActSuperBlocks
     const float* xSums;
   };
   std::vector<Row> rows;
@@ -176,33 +181,47 @@ bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPre
   for (const Product& p : products) {
     const avx2::RowKernels k = avx2::rowKernels(p.w->type);
     if (p.n != 1 || !canDecodeRow(p.w->type) || (int8 ? !k.dotInt8 : !k.dotExact)) return false;
+    const Input form = !int8            ? Input::kFloat
+                       : k.superDotInt8 ? Input::kSuperBlocks
+                                        : Input::kBlocks;
     rows.push_back(
-        {p.w->data.data(), rowBytes(*p.w), p.w->shape[0], p.y.data(), k, nullptr, nullptr});
+        {p.w->data.data(), rowBytes(*p.w), p.w->shape[0], p.y.data(), k, form, nullptr, nullptr});
     first.push_back(first.back() + p.w->shape[1]);
     macs += p.w->shape[0] * p.w->shape[1];
   }
-  // The inputs, prepared once per distinct input span.
-  std::vector<std::vector<ActBlock>> quantized;
+  // The inputs, prepared once per distinct input span and form.
+  std::vector<std::vector<ActBlock>> blocks;
+  std::vector<std::vector<avx2::ActSuperBlock>> superBlocks;
   std::vector<std::vector<float>> sums;
-  quantized.reserve(products.size());
-  sums.reserve(products.size());
   for (size_t i = 0; i < products.size(); ++i) {
     const float* x = products[i].x.data();
-    const size_t in = rows[i].in;
+    Row& row = rows[i];
     size_t same = 0;
-    while (same < i && !(products[same].x.data() == x && rows[same].in == in)) ++same;
+    while (same < i && !(products[same].x.data() == x && rows[same].in == row.in &&
+                         rows[same].form == row.form))
+      ++same;
     if (same < i) {
-      rows[i].input = rows[same].input;
-      rows[i].xSums = rows[same].xSums;
-    } else if (int8) {
-      quantized.emplace_back(in / kActBlock);
-      avx2::quantizeActivations(x, in, quantized.back().data());
-      rows[i].input = quantized.back().data();
-    } else {
-      rows[i].input = x;
-      sums.emplace_back(in / kGroup);  // read only by types with offsets
-      groupSums(x, in, sums.back().data());
-      rows[i].xSums = sums.back().data();
+      row.input = rows[same].input;
+      row.xSums = rows[same].xSums;
+      continue;
+    }
+    switch (row.form) {
+      case Input::kFloat:
+        row.input = x;
+        sums.emplace_back(row.in / kGroup);  // read only by types with offsets
+        groupSums(x, row.in, sums.back().data());
+        row.xSums = sums.back().data();
+        break;
+      case Input::kBlocks:
+        blocks.emplace_back(row.in / kActBlock);
+        avx2::quantizeActivations(x, row.in, blocks.back().data());
+        row.input = blocks.back().data();
+        break;
+      case Input::kSuperBlocks:
+        superBlocks.emplace_back(row.in / avx2::kActSuperBlock);
+        avx2::quantizeSuperBlocks(x, row.in, superBlocks.back().data());
+        row.input = superBlocks.back().data();
+        break;
     }
   }
   const size_t total = first.back();
@@ -217,8 +236,17 @@ bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPre
           const Row& q = rows[p];
           const size_t r = i - first[p];
           const uint8_t* w = q.data + r * q.bytes;
-          q.y[r] = int8 ? q.k.dotInt8(w, static_cast<const ActBlock*>(q.input), q.in)
-                        : q.k.dotExact(w, static_cast<const float*>(q.input), q.xSums, q.in);
+          switch (q.form) {
+            case Input::kFloat:
+              q.y[r] = q.k.dotExact(w, static_cast<const float*>(q.input), q.xSums, q.in);
+              break;
+            case Input::kBlocks:
+              q.y[r] = q.k.dotInt8(w, static_cast<const ActBlock*>(q.input), q.in);
+              break;
+            case Input::kSuperBlocks:
+              q.y[r] = q.k.superDotInt8(w, static_cast<const avx2::ActSuperBlock*>(q.input), q.in);
+              break;
+          }
         }
       },
       std::max<size_t>(1, kMinTaskMacs / std::max<size_t>(1, macs / std::max<size_t>(1, total))));

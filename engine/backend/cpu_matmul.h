@@ -19,7 +19,11 @@
 //  - MatmulPrecision::kInt8Activations (llama.cpp's CPU scheme), quantized
 //    weights only; F32/F16/BF16 weights ignore it. x is rounded to int8
 //    blocks of 32 with scale a_b / 127, a_b = max |x_i| in block b, so each
-//    x_i moves by at most a_b / 254, and products are summed in int32. The
+//    x_i moves by at most a_b / 254, and products are summed in int32. In
+//    SIMD builds a single input row (a decode step) against Q4_K, Q5_K, Q6_K
+//    or IQ4_XS weights is rounded in blocks of 256 instead, as llama.cpp's q8_K:
+//    their fused kernels then stay in int32 across a whole super-block,
+//    which halved the cost of a Q4_K_M decode. The
 //    error against w . x is at most sum_b (a_b / 254) * sum_{i in b} |w_i|
 //    plus the float term above, typically ~0.5% of |w . x|. On the synthetic
 //    models of tests/backend/vulkan_parity_test.cpp it moves logits by up to

@@ -83,6 +83,33 @@ using namespace gguf::blocks;
   _mm256_storeu_ps(offset + 8, _mm256_permutevar8x32_ps(m, second));
 }
 
+// A K-quant super-block's scales in integer form, for the dots against
+// ActSuperBlocks: value i of group g (16 values) is
+// d * scale[g] * u_i + dOffset * offset[g], u_i the unsigned code (codes()).
+struct SuperScales {
+  __m256i scale;   // int16 [16]
+  __m256i offset;  // int16 [16]
+  float d, dOffset;
+};
+
+// Q4_K/Q5_K: six-bit scale j and min j cover values 32j .. 32j+31, groups
+// 2j and 2j+1; value = d * scale * u - dmin * min.
+[[gnu::always_inline]] inline SuperScales kQuantSuperScales(const uint8_t* b) {
+  const uint8_t* s = b + q4_k::kScales;
+  const uint32_t w0 = loadU32(s), w1 = loadU32(s + 4), w2 = loadU32(s + 8);
+  // Bytes 0-7: the scales, 8-15: the mins (kQuantScalesAvx2's fields).
+  const __m128i fields =
+      _mm_setr_epi32(static_cast<int>(w0 & 0x3f3f3f3fu),
+                     static_cast<int>((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)),
+                     static_cast<int>(w1 & 0x3f3f3f3fu),
+                     static_cast<int>(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)));
+  const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m128i scales = _mm_shuffle_epi8(fields, twice);
+  const __m128i mins = _mm_shuffle_epi8(fields, _mm_add_epi8(twice, _mm_set1_epi8(8)));
+  return {_mm256_cvtepu8_epi16(scales), _mm256_cvtepu8_epi16(mins), half(b + q4_k::kD),
+          -half(b + q4_k::kDmin)};
+}
+
 // Block formats: scales() writes the block's per-group scale and offset
 // (cpu_quant_decode.h), quants(b, c) returns values 32c .. 32c+31 as int8.
 
@@ -186,6 +213,16 @@ struct IQ4_XS {
   static __m256i quants(const uint8_t* b, size_t c) {
     return _mm256_shuffle_epi8(codebook(iq4::kValues), nibbles16(b + iq4_xs::kQs + 16 * c));
   }
+  // Signed codes (the codebook's), no offsets: value = d * (ls - 32) * code.
+  static constexpr bool kSignedCodes = true;
+  static SuperScales superScales(const uint8_t* b) {
+    alignas(32) int16_t scale[kValues / kGroup];
+    for (int ib = 0; ib < static_cast<int>(kValues / 32); ++ib)
+      scale[2 * ib] = scale[2 * ib + 1] = static_cast<int16_t>(iq4_xs::subScale(b, ib));
+    return {_mm256_load_si256(reinterpret_cast<const __m256i*>(scale)), _mm256_setzero_si256(),
+            half(b + iq4_xs::kD), 0.0f};
+  }
+  static __m256i codes(const uint8_t* b, size_t c) { return quants(b, c); }
 };
 
 // Q4_K/Q5_K: chunk c is the low (even c) or high nibbles of qs[32 * (c / 2)];
@@ -199,6 +236,9 @@ struct Q4_K {
   static __m256i quants(const uint8_t* b, size_t c) {
     return bitsOfBytes(load32(b + q4_k::kQs + 32 * (c / 2)), c % 2 ? 4 : 0, 0x0f);
   }
+  static constexpr bool kSignedCodes = false;
+  static SuperScales superScales(const uint8_t* b) { return kQuantSuperScales(b); }
+  static __m256i codes(const uint8_t* b, size_t c) { return quants(b, c); }
 };
 
 struct Q5_K {
@@ -212,6 +252,9 @@ struct Q5_K {
     const __m256i high = bitsOfBytes(load32(b + q5_k::kQh), static_cast<int>(c), 0x01);
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
   }
+  static constexpr bool kSignedCodes = false;
+  static SuperScales superScales(const uint8_t* b) { return kQuantSuperScales(b); }
+  static __m256i codes(const uint8_t* b, size_t c) { return quants(b, c); }
 };
 
 // Q6_K: chunk c = 4 * half + k takes a nibble of ql[64 * half + 32 * (k % 2)]
@@ -225,12 +268,24 @@ struct Q6_K {
     for (size_t g = 0; g < kValues / kGroup; ++g) scale[g] = d * sc[g];
   }
   static __m256i quants(const uint8_t* b, size_t c) {
+    return _mm256_sub_epi8(codes(b, c), _mm256_set1_epi8(32));
+  }
+  // value = d * sc[g] * (u - 32) = d * sc[g] * u - d * (32 * sc[g]).
+  static constexpr bool kSignedCodes = false;
+  static SuperScales superScales(const uint8_t* b) {
+    const __m256i sc =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + q6_k::kScales)));
+    const float d = half(b + q6_k::kD);
+    return {sc, _mm256_slli_epi16(sc, 5), d, -d};
+  }
+  // The unsigned 6-bit codes (0-63) of chunk c.
+  static __m256i codes(const uint8_t* b, size_t c) {
     const size_t half = c / 4, k = c % 4;
     const __m256i ql = load32(b + q6_k::kQl + 64 * half + 32 * (k % 2));
     const __m256i qh = load32(b + q6_k::kQh + 32 * half);
     const __m256i low = bitsOfBytes(ql, k >= 2 ? 4 : 0, 0x0f);
     const __m256i high = _mm256_slli_epi16(bitsOfBytes(qh, static_cast<int>(2 * k), 0x03), 4);
-    return _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
+    return _mm256_or_si256(low, high);
   }
 };
 
@@ -350,9 +405,36 @@ float fusedDotExact(const uint8_t* row, const float* x, const float* xGroupSums,
   return horizontalSum(_mm256_add_ps(acc0, acc1)) + off;
 }
 
+// One block of a 32-value format (one scale) against its ActBlock: the
+// block's scale and the activation's multiplied once, as a scalar.
+template <class F>
+[[gnu::always_inline]] inline void blockStep(const uint8_t* block, const ActBlock& a, __m256& acc,
+                                             float& off) {
+  float scale[2], offset[2];
+  F::scales(block, scale, offset);
+  const __m256i w = F::quants(block, 0);
+  const __m256i sums = int8Sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(a.q), w));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(scale[0] * a.d), acc);
+  if constexpr (F::kOffsets) off += a.d * (offset[0] * (a.sum[0] + a.sum[1]));
+}
+
 template <class F>
 float fusedDotInt8(const uint8_t* row, const ActBlock* x, size_t in) {
   constexpr size_t kGroups = F::kValues / kGroup, kChunks = F::kValues / kChunk;
+  if constexpr (F::kValues == kChunk) {
+    // Blocks in pairs on two accumulators: a block is short, and one chain
+    // of multiply-adds would wait on its own latency.
+    const size_t blocks = in / kChunk;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float off0 = 0.0f, off1 = 0.0f;
+    size_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
+      blockStep<F>(row + (b + 1) * F::kBytes, x[b + 1], acc1, off1);
+    }
+    if (b < blocks) blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
+    return horizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+  }
   __m256 acc = _mm256_setzero_ps();
   float off = 0.0f;
   for (size_t b = 0; b < in / F::kValues; ++b) {
@@ -371,10 +453,64 @@ float fusedDotInt8(const uint8_t* row, const ActBlock* x, size_t in) {
   return horizontalSum(acc) + off;
 }
 
+// acc + per 32-bit lane, the sum of the products of its two int16 pairs.
+[[gnu::always_inline]] inline __m256i int16Accumulate(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(acc, a, b);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(acc, a, b);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+// The int16 scales of chunk c's two groups (words 2c and 2c+1 of `scale`):
+// the first in every word of the low 128-bit lane, the second in the high.
+[[gnu::always_inline]] inline __m256i chunkScale(__m256i scale, size_t c) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(scale, _mm256_set1_epi32(static_cast<int>(c)));
+  const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+                                          2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  return _mm256_shuffle_epi8(pair, spread);
+}
+
+// A super-block row (the K-quants, IQ4_XS) against activations in
+// super-blocks of 256 (ggml's q4_K x q8_K scheme): within a super-block
+// everything is an exact int32 sum, code * a in int16 pairs (unsigned codes
+// < 64, or signed ones moved onto |code| <= 127 and sign(a): at most 32258),
+// times the int16 group scales, and the offset term
+// sum_g offset[g] * a.sum[g]; each super-block then costs two conversions
+// and two multiply-adds in float, where fusedDotInt8 pays them per 32 values.
+template <class F>
+float superDotInt8(const uint8_t* row, const ActSuperBlock* x, size_t in) {
+  __m256 acc = _mm256_setzero_ps(), accOffset = _mm256_setzero_ps();
+  for (size_t b = 0; b < in / kQK_K; ++b) {
+    const uint8_t* block = row + b * F::kBytes;
+    const ActSuperBlock& a = x[b];
+    const SuperScales s = F::superScales(block);
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (size_t c = 0; c < kQK_K / kChunk; ++c) {
+      const __m256i w = F::codes(block, c), aq = load32(a.q + kChunk * c);
+      const __m256i pairs =
+          F::kSignedCodes ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(aq, w))
+                          : _mm256_maddubs_epi16(w, aq);
+      sum = int16Accumulate(sum, pairs, chunkScale(s.scale, c));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.d * a.d), acc);
+    if constexpr (!F::kSignedCodes) {
+      const __m256i offsets = _mm256_madd_epi16(s.offset, load32(a.sum));
+      accOffset =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_set1_ps(s.dOffset * a.d), accOffset);
+    }
+  }
+  return horizontalSum(_mm256_add_ps(acc, accOffset));
+}
+
 // fusedDotInt8 for R weight rows and T input rows at once: each weight chunk
 // is decoded once for T inputs, each activation block loaded once for R rows,
-// and the R * T sums are taken in the same order as fusedDotInt8's, so every
-// result equals it bit for bit.
+// and the R * T sums are taken in the order of fusedDotInt8's super-block
+// formats (one chain of chunks), so for those every result equals it bit for
+// bit; the 32-value formats' fusedDotInt8 pairs its blocks on two chains.
 template <class F, size_t R, size_t T>
 void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t in, float* y,
                    size_t yStride) {
@@ -650,7 +786,9 @@ void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* 
 
 template <class F>
 RowKernels kernelsOf() {
-  return {decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>, tileInt8Of<F>};
+  RowKernels k{decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>, tileInt8Of<F>};
+  if constexpr (requires(const uint8_t* b) { F::superScales(b); }) k.superDotInt8 = superDotInt8<F>;
+  return k;
 }
 
 }  // namespace
@@ -681,6 +819,36 @@ void quantizeActivations(const float* x, size_t in, ActBlock* out) {
     _mm256_storeu_si256(
         reinterpret_cast<__m256i*>(out[b].q),
         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+}
+
+void quantizeSuperBlocks(const float* x, size_t in, ActSuperBlock* out) {
+  constexpr size_t kVectors = kActSuperBlock / 8;
+  const __m256 signBit = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < in / kActSuperBlock; ++b) {
+    const float* xb = x + b * kActSuperBlock;
+    __m256 amax = _mm256_setzero_ps();
+    for (size_t k = 0; k < kVectors; ++k)
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(signBit, _mm256_loadu_ps(xb + 8 * k)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float d = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    out[b].d = d;
+    for (size_t c = 0; c < kActSuperBlock / kChunk; ++c) {
+      __m256i q[4];
+      // cvtps rounds to nearest even, like nearbyint in the default mode.
+      for (int k = 0; k < 4; ++k)
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + kChunk * c + 8 * k), id));
+      out[b].sum[2 * c] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
+      out[b].sum[2 * c + 1] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
+      // The packs work per 128-bit lane; the permute restores value order.
+      const __m256i bytes =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(out[b].q + kChunk * c),
+          _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
   }
 }
 

@@ -48,6 +48,18 @@ namespace kvscope::cpu::avx2 {
 
 void quantizeActivations(const float* x, size_t in, ActBlock* out);
 
+// Activations rounded in super-blocks of 256 (ggml's Q8_K) for the
+// super-block formats' decode dots: the same rule as ActBlock's (scale
+// amax / 127 over the super-block, round to nearest even).
+inline constexpr size_t kActSuperBlock = 256;
+struct alignas(32) ActSuperBlock {
+  int8_t q[kActSuperBlock];
+  int16_t sum[kActSuperBlock / kGroup];  // the sum of q over each group of 16
+  float d = 0.0f;                        // value[i] ~ d * q[i]
+};
+// Rounds x[in] (a multiple of 256) to in / 256 super-blocks.
+void quantizeSuperBlocks(const float* x, size_t in, ActSuperBlock* out);
+
 void expandRow(const DecodedRow& w, size_t in, float* out);
 void dotTile(const float* const* w, size_t rows, const float* x, size_t n, size_t in, float* y,
              size_t yStride);
@@ -65,11 +77,17 @@ struct RowKernels {
   float (*dotInt8)(const uint8_t* row, const ActBlock* x, size_t in) = nullptr;
   // y[t][r] = dotInt8(row r, input t) for `rows` rows from `w` (rowBytes
   // apart) and n inputs (in / 32 blocks each), in tiles of rows x inputs so
-  // that each block is read once per tile. With VNNI and n > 1 on packed
-  // tiles, whose exact int32 sums per scale span round differently from
-  // dotInt8's sums (within the same bound); otherwise bit for bit.
+  // that each block is read once per tile. The same products as dotInt8's
+  // within its bound, the float32 sums taken in another order (with VNNI and
+  // n > 1, packed tiles of exact int32 sums per scale span).
   void (*tileInt8)(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                    size_t in, float* y, size_t yStride) = nullptr;
+  // The super-block formats' (Q4_K, Q5_K, Q6_K, IQ4_XS) one-row int8 dot
+  // against super-block activations: the exact product of the dequantized
+  // row with the rounded activations up to float32 rounding, as dotInt8's,
+  // but with one activation scale per 256 values (so the rounding bound of
+  // cpu_matmul.h sums over super-blocks). Null for the other types.
+  float (*superDotInt8)(const uint8_t* row, const ActSuperBlock* x, size_t in) = nullptr;
 };
 RowKernels rowKernels(gguf::TensorType type);
 
