@@ -7,6 +7,7 @@
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_quant_decode.h"
 #include "backend/cpu_step.h"
+#include "core/prefault.h"
 #include "gguf/dequant.h"
 #include "model/description.h"
 
@@ -66,6 +67,17 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     if (role != model::WeightRole::kVector) return;
     b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
+  // The weights' pages mapped now rather than faulted in by the first steps
+  // (core/prefault.h).
+  uint64_t weightBytes = 0;
+  model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole) {
+    weightBytes += t.data.size();
+  });
+  if (worthPrefaulting(weightBytes)) {
+    model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole) {
+      prefaultForRead(t.data);
+    });
+  }
   b->m_experts = ExpertLog::forModel(c, b->m_weights);
   for (const model::LayerWeights& l : b->m_weights.layers) {
     for (const model::TensorView* stack : {l.gateExps, l.upExps, l.downExps}) {

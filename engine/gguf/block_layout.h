@@ -41,7 +41,7 @@ inline constexpr int8_t kDoubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, 
 // 2^(e - 128), the doubled codes' scale, from the float's bits (std::ldexp
 // is a library call, and a decode step takes one per block): biased
 // exponent e - 1, or for e < 2 the subnormals 2^-128 and 2^-127.
-inline float scale(uint8_t e) {
+constexpr float scale(uint8_t e) {
   return std::bit_cast<float>(e < 2 ? uint32_t{0x00200000} << e : uint32_t{e - 1u} << 23);
 }
 }
