@@ -19,7 +19,7 @@ void TensorDump::append(std::span<const float> captured, uint32_t rowWidth) {
 
 kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
                           uint32_t stepRows) {
-  kv::KvGeometry g{c.nLayer, c.nHeadKv, c.headDim, rowsPerPage};
+  kv::KvGeometry g = kv::KvGeometry::uniform(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
   if (c.slidingWindow == 0) return g;
   g.window = c.slidingWindow;
   for (uint32_t l = 0; l < c.nLayer; ++l) g.windowLayers.push_back(c.isWindowLayer(l));

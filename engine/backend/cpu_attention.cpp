@@ -19,8 +19,9 @@ using kv::KvPart;
 void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t n,
                         uint32_t pos0, uint32_t nHead, ThreadPool& pool, float* out,
                         float scaleOrZero, uint32_t window, const float* sinks) {
-  const uint32_t d = cache.geometry().headDim, gqa = nHead / cache.geometry().nHeadKv;
-  assert(gqa > 0 && nHead % cache.geometry().nHeadKv == 0);
+  const kv::KvGeometry& g = cache.geometry();
+  const uint32_t d = g.headDim(layer), gqa = nHead / g.nHeadKv(layer);
+  assert(gqa > 0 && nHead % g.nHeadKv(layer) == 0);
   const float scale = scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const kv::KvScheme& values = cache.scheme(layer, KvPart::kValue);
@@ -218,12 +219,12 @@ AttentionRun::AttentionRun(const kv::KvCache& cache, uint32_t layer, const float
       m_keyRows(m_keys, options.portable),
       m_valueRows(m_values, options.portable) {
   const kv::KvGeometry& g = cache.geometry();
-  assert(nHead % g.nHeadKv == 0 && nHead >= g.nHeadKv);
-  m_p.d = g.headDim;
-  m_p.stride = (g.headDim + 7) / 8 * 8;
-  m_p.gqa = nHead / g.nHeadKv;
+  assert(nHead % g.nHeadKv(layer) == 0 && nHead >= g.nHeadKv(layer));
+  m_p.d = g.headDim(layer);
+  m_p.stride = (m_p.d + 7) / 8 * 8;
+  m_p.gqa = nHead / g.nHeadKv(layer);
   m_p.nHead = nHead;
-  m_p.nHeadKv = g.nHeadKv;
+  m_p.nHeadKv = g.nHeadKv(layer);
   m_p.n = n;
   m_p.pos0 = pos0;
   m_p.groups = (n * m_p.gqa + kLanes - 1) / kLanes;

@@ -32,7 +32,7 @@ void storedSpaceQuery(const kv::KvScheme& keys, const float* q, uint32_t h, uint
 // 8 channels and fed to every query's accumulator.
 void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
                          uint32_t nq, uint32_t pages, float* scores) {
-  const uint32_t d = index.dim();
+  const uint32_t d = index.dim(layer);
   constexpr uint32_t kMaxQ = 8;
   alignas(32) float plus[kMaxQ * kv::kMaxKvDim], minus[kMaxQ * kv::kMaxKvDim];
   for (uint32_t q0 = 0; q0 < nq; q0 += kMaxQ) {
@@ -77,7 +77,7 @@ void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head
 
 void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
                      uint32_t nq, uint32_t pages, float* scores, bool portable) {
-  const uint32_t d = index.dim();
+  const uint32_t d = index.dim(layer);
 #if defined(KVSCOPE_CPU_AVX2)
   if (!portable && d % 8 == 0)
     return scoreGroupPagesAvx2(index, layer, head, q, nq, pages, scores);
@@ -93,11 +93,11 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
                      bool portable) {
   const kv::KvGeometry& g = cache.geometry();
   const kv::KvIndex& index = *cache.index();
-  const uint32_t rows = cache.rows(), d = g.headDim, gqa = nHead / g.nHeadKv;
+  const uint32_t rows = cache.rows(), d = g.headDim(layer), gqa = nHead / g.nHeadKv(layer);
   const uint32_t pages = (rows + index.pageRows() - 1) / index.pageRows();
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
-  out.resize(g.nHeadKv);
-  pool.parallelFor(g.nHeadKv, [&](size_t begin, size_t end) {
+  out.resize(g.nHeadKv(layer));
+  pool.parallelFor(g.nHeadKv(layer), [&](size_t begin, size_t end) {
     // Kept per thread: this runs for every layer of every decode step.
     thread_local std::vector<float> queries, scores;
     queries.resize(size_t{gqa} * d);
@@ -116,13 +116,13 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
 double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
                     const LayerSelection& selection, ThreadPool& pool, float scaleOrZero) {
   const kv::KvGeometry& g = cache.geometry();
-  const uint32_t rows = cache.rows(), d = g.headDim, gqa = nHead / g.nHeadKv;
+  const uint32_t rows = cache.rows(), d = g.headDim(layer), gqa = nHead / g.nHeadKv(layer);
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
   const KvRowDecoder decoder(keys);
   const float scale =
       scaleOrZero != 0.0f ? scaleOrZero : 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<double> mass(nHead, 1.0);
-  pool.parallelFor(g.nHeadKv, [&](size_t begin, size_t end) {
+  pool.parallelFor(g.nHeadKv(layer), [&](size_t begin, size_t end) {
     std::vector<float> k(size_t{rows} * d), query(d), scores(rows);
     std::vector<char> selected(rows);
     for (size_t h = begin; h < end; ++h) {

@@ -19,7 +19,7 @@ Status forEachRun(const kv::KvLayout& layout, uint32_t layer, kv::KvPart part, u
   const uint32_t rowBytes = layout.rowBytes(layer, part);
   const size_t blockBytes = layout.partBytes(layer, part);
   const bool ring = layout.inRing(layer);
-  for (uint32_t h = 0; h < layout.geometry().nHeadKv; ++h) {
+  for (uint32_t h = 0; h < layout.geometry().nHeadKv(layer); ++h) {
     for (uint32_t first = rows - layout.keptRows(layer, rows), count; first < rows;
          first += count) {
       count = std::min(perPage - first % perPage, rows - first);
@@ -43,7 +43,7 @@ Status VulkanBackend::exportKv(const std::function<Status(std::span<const uint8_
   const kv::KvGeometry& g = m_kvLayout.geometry();
   const uint32_t rows = cachedTokens();
   std::vector<uint8_t> blocks;  // [page][nHeadKv][pageRows][rowBytes] of one (layer, part)
-  for (uint32_t l = 0; l < g.nLayer; ++l) {
+  for (uint32_t l = 0; l < g.nLayer(); ++l) {
     const size_t pages = pagesHolding(l, rows);
     for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       const size_t blockBytes = m_kvLayout.partBytes(l, p);
@@ -79,7 +79,7 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
   const kv::KvGeometry& g = m_kvLayout.geometry();
   std::vector<uint8_t> blocks;
   const auto importAll = [&]() -> Status {
-    for (uint32_t l = 0; l < g.nLayer; ++l) {
+    for (uint32_t l = 0; l < g.nLayer(); ++l) {
       const size_t pages = pagesHolding(l, rows);
       for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         const size_t blockBytes = m_kvLayout.partBytes(l, p);

@@ -45,9 +45,9 @@ Status KvCache::trim(uint32_t n) {
   if (m_index) {
     // The page left partial is rebuilt from its rows, as appending made it.
     m_index->truncate(n);
-    for (uint32_t l = 0; l < geometry().nLayer; ++l) {
+    for (uint32_t l = 0; l < geometry().nLayer(); ++l) {
       if (m_layout.isWindow(l)) continue;
-      for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
+      for (uint32_t h = 0; h < geometry().nHeadKv(l); ++h)
         for (uint32_t r = m_index->rows(l, h); r < n; ++r) indexRow(l, h, r);
     }
   }
@@ -57,18 +57,17 @@ Status KvCache::trim(uint32_t n) {
 
 Status KvCache::appendRecoded(const KvCache& source) {
   const KvGeometry& g = source.geometry();
-  if (g.nLayer != geometry().nLayer || g.nHeadKv != geometry().nHeadKv ||
-      g.headDim != geometry().headDim || g.window != geometry().window ||
-      g.windowLayers != geometry().windowLayers || rows() != 0) {
+  if (!g.sameStreams(geometry()) || rows() != 0) {
     return makeError(ErrorCode::kInternal,
                      "a KV cache is recoded only into an empty one of the same geometry");
   }
   KVS_TRY(grow(source.rows()));
   m_held.holdNoEarlierThan(source.m_held);
-  std::vector<float> values(g.headDim);
-  for (uint32_t l = 0; l < g.nLayer; ++l) {
+  std::vector<float> values;
+  for (uint32_t l = 0; l < g.nLayer(); ++l) {
+    values.resize(g.headDim(l));
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+      for (uint32_t h = 0; h < g.nHeadKv(l); ++h) {
         for (uint32_t r = firstRow(l); r < rows(); ++r) {
           source.read(l, p, h, r, values);
           write(l, p, h, r, values);
@@ -80,7 +79,7 @@ Status KvCache::appendRecoded(const KvCache& source) {
 }
 
 std::span<uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head, uint32_t index) {
-  assert(layer < geometry().nLayer && head < geometry().nHeadKv && index < rows() &&
+  assert(layer < geometry().nLayer() && head < geometry().nHeadKv(layer) && index < rows() &&
          index >= firstRow(layer));
   uint8_t* page =
       m_layout.inRing(layer) ? m_ring.get() : m_pages[index / geometry().rowsPerPage].get();
@@ -94,13 +93,13 @@ std::span<const uint8_t> KvCache::row(uint32_t layer, KvPart part, uint32_t head
 
 void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                     std::span<const float> values) {
-  assert(values.size() == geometry().headDim);
+  assert(values.size() == geometry().headDim(layer));
   scheme(layer, part).encode(values, row(layer, part, head, index));
   if (m_index && part == KvPart::kKey && !m_layout.isWindow(layer)) indexRow(layer, head, index);
 }
 
 void KvCache::indexRow(uint32_t layer, uint32_t head, uint32_t index) {
-  m_indexRow.resize(geometry().headDim);
+  m_indexRow.resize(geometry().headDim(layer));
   readRotated(layer, KvPart::kKey, head, index, m_indexRow);
   m_index->add(layer, head, index, m_indexRow.data());
 }
@@ -111,18 +110,16 @@ void KvCache::enableIndex(const IndexerOptions& options) {
     return;
   }
   if (m_index && m_index->pageRows() == options.pageRows) return;
-  m_index = std::make_unique<KvIndex>(geometry().nLayer, geometry().nHeadKv, geometry().headDim,
-                                      options.pageRows);
+  m_index = std::make_unique<KvIndex>(geometry().layers, options.pageRows);
   rebuildIndex();
 }
 
 void KvCache::rebuildIndex() {
   if (!m_index) return;
-  m_index = std::make_unique<KvIndex>(geometry().nLayer, geometry().nHeadKv, geometry().headDim,
-                                      m_index->pageRows());
-  for (uint32_t l = 0; l < geometry().nLayer; ++l) {
+  m_index = std::make_unique<KvIndex>(geometry().layers, m_index->pageRows());
+  for (uint32_t l = 0; l < geometry().nLayer(); ++l) {
     if (m_layout.isWindow(l)) continue;
-    for (uint32_t h = 0; h < geometry().nHeadKv; ++h)
+    for (uint32_t h = 0; h < geometry().nHeadKv(l); ++h)
       for (uint32_t r = 0; r < rows(); ++r) indexRow(l, h, r);
   }
 }
@@ -133,10 +130,10 @@ void KvCache::rebuildIndex() {
 template <typename Span, typename PageOf, typename F>
 static Status forEachRun(const KvLayout& layout, PageOf&& pageOf, uint32_t rows, F&& f) {
   const KvGeometry& g = layout.geometry();
-  for (uint32_t l = 0; l < g.nLayer; ++l) {
+  for (uint32_t l = 0; l < g.nLayer(); ++l) {
     const uint32_t pageRows = layout.pageRows(l);
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      for (uint32_t h = 0; h < g.nHeadKv; ++h) {
+      for (uint32_t h = 0; h < g.nHeadKv(l); ++h) {
         for (uint32_t first = rows - layout.keptRows(l, rows), count; first < rows;
              first += count) {
           count = std::min(pageRows - first % pageRows, rows - first);
@@ -175,13 +172,13 @@ Status KvCache::exportRows(const std::function<Status(std::span<const uint8_t>)>
 
 void KvCache::read(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                    std::span<float> values) const {
-  assert(values.size() == geometry().headDim);
+  assert(values.size() == geometry().headDim(layer));
   scheme(layer, part).decode(row(layer, part, head, index), values);
 }
 
 void KvCache::readRotated(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                           std::span<float> values) const {
-  assert(values.size() == geometry().headDim);
+  assert(values.size() == geometry().headDim(layer));
   scheme(layer, part).decodeRotated(row(layer, part, head, index), values);
 }
 
@@ -195,22 +192,23 @@ KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
 
 uint64_t KvCache::allocatedBytes() const {
   uint64_t sidecar = 0;
-  for (uint32_t l = 0; m_index && l < geometry().nLayer; ++l) sidecar += m_index->layerBytes(l);
+  for (uint32_t l = 0; m_index && l < geometry().nLayer(); ++l) sidecar += m_index->layerBytes(l);
   return uint64_t{m_pages.size()} * m_layout.pageBytes() + (m_ring ? m_layout.ringPageBytes() : 0) +
          sidecar;
 }
 
 KvBytes KvCache::bytes() const {
   KvBytes total;
-  for (uint32_t l = 0; l < geometry().nLayer; ++l)
+  for (uint32_t l = 0; l < geometry().nLayer(); ++l)
     for (KvPart p : {KvPart::kKey, KvPart::kValue}) total += layerBytes(l, p);
   return total;
 }
 
 uint64_t KvCache::f16EquivalentBytes() const {
-  uint64_t rows = 0;  // Σ layers of the rows each holds
-  for (uint32_t l = 0; l < geometry().nLayer; ++l) rows += this->rows() - firstRow(l);
-  return rows * 2 * geometry().nHeadKv * geometry().headDim * 2;
+  uint64_t values = 0;  // Σ layers of the values each holds, in K and in V
+  for (uint32_t l = 0; l < geometry().nLayer(); ++l)
+    values += uint64_t{rows() - firstRow(l)} * geometry().nHeadKv(l) * geometry().headDim(l) * 2;
+  return values * 2;
 }
 
 }  // namespace kvscope::kv

@@ -64,8 +64,8 @@ class KvCache {
   // Keeps rows [0, n); frees pages wholly past them. n > rows(), or
   // 0 < n < trimFloor(), is an error (kUnsupported for the latter).
   Status trim(uint32_t n);
-  // Fills this empty cache with the rows of `source` (same nLayer, nHeadKv,
-  // headDim, window), decoded through its schemes and encoded through this
+  // Fills this empty cache with the rows of `source` (the same layer shapes
+  // and window), decoded through its schemes and encoded through this
   // cache's: every row it holds, so a window layer its ring.
   Status appendRecoded(const KvCache& source);
 
@@ -123,7 +123,7 @@ class KvCache {
   std::unique_ptr<uint8_t[]> m_ring;  // the window layers' ring page, from the first row
   CachedRows m_held;
   std::unique_ptr<KvIndex> m_index;
-  std::vector<float> m_indexRow;  // [headDim]: a K row decoded for the sidecar
+  std::vector<float> m_indexRow;  // [head dim]: a K row decoded for the sidecar
 };
 
 }  // namespace kvscope::kv

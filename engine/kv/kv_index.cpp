@@ -40,17 +40,18 @@ double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
   return static_cast<double>(entryBytesFor(headDim)) / options.pageRows;
 }
 
-KvIndex::KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, uint32_t pageRows)
-    : m_nLayer(nLayer),
-      m_nHeadKv(nHeadKv),
-      m_dim(headDim),
-      m_pageRows(pageRows),
-      m_entryBytes(entryBytesFor(headDim)),
-      m_entries(nLayer),
-      m_rows(size_t{nLayer} * nHeadKv, 0) {}
+KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows)
+    : m_layers(layers.begin(), layers.end()), m_pageRows(pageRows), m_entries(layers.size()) {
+  size_t slots = 0;
+  for (const KvLayerShape& l : m_layers) {
+    m_firstSlot.push_back(slots);
+    slots += l.nHeadKv;
+  }
+  m_rows.assign(slots, 0);
+}
 
 int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) {
-  return m_entries[layer].data() + (size_t{page} * m_nHeadKv + head) * m_entryBytes;
+  return m_entries[layer].data() + page * pageBytes(layer) + size_t{head} * entryBytes(layer);
 }
 
 const int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) const {
@@ -61,16 +62,16 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
   uint32_t& rows = m_rows[slot(layer, head)];
   assert(index == rows);
   (void)index;
-  const uint32_t page = rows / m_pageRows;
-  const size_t needed = (size_t{page} + 1) * m_nHeadKv * m_entryBytes;
+  const uint32_t page = rows / m_pageRows, d = dim(layer);
+  const size_t needed = (size_t{page} + 1) * pageBytes(layer);
   if (m_entries[layer].size() < needed) m_entries[layer].resize(needed, 0);
   int8_t* lo = entry(layer, page, head);
-  int8_t* hi = lo + m_dim;
-  int8_t& e = hi[m_dim];
-  const int rowE = exponentFor(key, m_dim, 127.0f);
+  int8_t* hi = lo + d;
+  int8_t& e = hi[d];
+  const int rowE = exponentFor(key, d, 127.0f);
   if (rows % m_pageRows == 0) {
     e = static_cast<int8_t>(rowE);
-    for (uint32_t i = 0; i < m_dim; ++i) {
+    for (uint32_t i = 0; i < d; ++i) {
       lo[i] = code(key[i], e, false);
       hi[i] = code(key[i], e, true);
     }
@@ -78,13 +79,13 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
     if (rowE > e) {
       // Coarsen: floor(lo / 2^s) and ceil(hi / 2^s) keep every earlier row inside.
       const int s = rowE - e;
-      for (uint32_t i = 0; i < m_dim; ++i) {
+      for (uint32_t i = 0; i < d; ++i) {
         lo[i] = static_cast<int8_t>(s >= 8 ? (lo[i] < 0 ? -1 : 0) : lo[i] >> s);
         hi[i] = static_cast<int8_t>(s >= 8 ? (hi[i] > 0 ? 1 : 0) : -((-hi[i]) >> s));
       }
       e = static_cast<int8_t>(rowE);
     }
-    for (uint32_t i = 0; i < m_dim; ++i) {
+    for (uint32_t i = 0; i < d; ++i) {
       lo[i] = std::min(lo[i], code(key[i], e, false));
       hi[i] = std::max(hi[i], code(key[i], e, true));
     }
@@ -94,33 +95,35 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
 
 void KvIndex::truncate(uint32_t n) {
   const uint32_t pages = n / m_pageRows;  // whole pages kept as they are
-  for (uint32_t l = 0; l < m_nLayer; ++l) {
-    for (uint32_t h = 0; h < m_nHeadKv; ++h) {
+  for (uint32_t l = 0; l < m_layers.size(); ++l) {
+    for (uint32_t h = 0; h < m_layers[l].nHeadKv; ++h) {
       uint32_t& rows = m_rows[slot(l, h)];
       if (rows > n) rows = std::min(rows, pages * m_pageRows);
     }
-    const size_t keep = size_t{pages + (n % m_pageRows ? 1 : 0)} * m_nHeadKv * m_entryBytes;
+    const size_t keep = size_t{pages + (n % m_pageRows ? 1 : 0)} * pageBytes(l);
     if (m_entries[l].size() > keep) m_entries[l].resize(keep);
   }
 }
 
 void KvIndex::scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages,
                          float* scores, bool keepMax) const {
+  const uint32_t d = dim(layer);
   for (uint32_t p = 0; p < pages; ++p) {
     const int8_t* lo = entry(layer, p, head);
-    const int8_t* hi = lo + m_dim;
+    const int8_t* hi = lo + d;
     float s = 0.0f;
-    for (uint32_t i = 0; i < m_dim; ++i)
+    for (uint32_t i = 0; i < d; ++i)
       s += std::max(q[i] * static_cast<float>(lo[i]), q[i] * static_cast<float>(hi[i]));
-    s = std::ldexp(s, hi[m_dim]);
+    s = std::ldexp(s, hi[d]);
     scores[p] = keepMax ? std::max(scores[p], s) : s;
   }
 }
 
 uint64_t KvIndex::layerBytes(uint32_t layer) const {
   uint32_t rows = 0;
-  for (uint32_t h = 0; h < m_nHeadKv; ++h) rows = std::max(rows, m_rows[slot(layer, h)]);
-  return uint64_t{(rows + m_pageRows - 1) / m_pageRows} * m_nHeadKv * m_entryBytes;
+  for (uint32_t h = 0; h < m_layers[layer].nHeadKv; ++h)
+    rows = std::max(rows, m_rows[slot(layer, h)]);
+  return uint64_t{(rows + m_pageRows - 1) / m_pageRows} * pageBytes(layer);
 }
 
 }  // namespace kvscope::kv

@@ -20,19 +20,21 @@
 // Rows must be added in order per (layer, head): row i after rows 0 .. i-1.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kv/indexer.h"
+#include "kv/kv_layout.h"
 
 namespace kvscope::kv {
 
 class KvIndex {
  public:
-  KvIndex(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim, uint32_t pageRows);
+  KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows);
 
-  uint32_t dim() const { return m_dim; }
+  uint32_t dim(uint32_t layer) const { return m_layers[layer].headDim; }
   uint32_t pageRows() const { return m_pageRows; }
-  uint32_t entryBytes() const { return m_entryBytes; }
+  uint32_t entryBytes(uint32_t layer) const { return entryBytesFor(dim(layer)); }
   // Bytes of one entry for rows of headDim values, and what the sidecar adds
   // per cached row and KV head (entry / pageRows): the memory estimate's figure.
   static uint32_t entryBytesFor(uint32_t headDim);
@@ -40,7 +42,7 @@ class KvIndex {
   // Rows indexed for (layer, head).
   uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[slot(layer, head)]; }
 
-  // Folds key row `index` (== rows(layer, head); headDim floats) into its page.
+  // Folds key row `index` (== rows(layer, head); dim(layer) floats) into its page.
   void add(uint32_t layer, uint32_t head, uint32_t index, const float* key);
   // Forgets rows [n, rows) of every stream; the caller re-adds the rows
   // [n / pageRows * pageRows, n) of the page left partial.
@@ -48,7 +50,7 @@ class KvIndex {
 
   // The entry of (layer, page, head).
   const int8_t* entry(uint32_t layer, uint32_t page, uint32_t head) const;
-  // scores[p] = the bound of page p against q (headDim floats) for pages
+  // scores[p] = the bound of page p against q (dim(layer) floats) for pages
   // [0, pages); with `keepMax`, scores[p] = max(scores[p], bound) (the query
   // heads of a GQA group). The reference of cpu::scoreGroupPages.
   void scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages, float* scores,
@@ -58,13 +60,18 @@ class KvIndex {
   uint64_t layerBytes(uint32_t layer) const;
 
  private:
-  size_t slot(uint32_t layer, uint32_t head) const { return size_t{layer} * m_nHeadKv + head; }
+  size_t slot(uint32_t layer, uint32_t head) const { return m_firstSlot[layer] + head; }
   int8_t* entry(uint32_t layer, uint32_t page, uint32_t head);
+  // Bytes of one page's entries of `layer` (all its heads).
+  size_t pageBytes(uint32_t layer) const {
+    return size_t{m_layers[layer].nHeadKv} * entryBytes(layer);
+  }
 
-  uint32_t m_nLayer, m_nHeadKv, m_dim;
-  uint32_t m_pageRows, m_entryBytes;
-  std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes]
-  std::vector<uint32_t> m_rows;                // [layer * nHeadKv + head]
+  std::vector<KvLayerShape> m_layers;
+  uint32_t m_pageRows;
+  std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes(layer)]
+  std::vector<size_t> m_firstSlot;             // [layer]: the slot of its head 0
+  std::vector<uint32_t> m_rows;                // [slot(layer, head)]
 };
 
 }  // namespace kvscope::kv

@@ -1,5 +1,7 @@
 #include "kv/kv_layout.h"
 
+#include <algorithm>
+
 namespace kvscope::kv {
 
 KvBytes& KvBytes::operator+=(const KvBytes& o) {
@@ -11,43 +13,59 @@ KvBytes& KvBytes::operator+=(const KvBytes& o) {
   return *this;
 }
 
+KvGeometry KvGeometry::uniform(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
+                               uint32_t rowsPerPage) {
+  KvGeometry g;
+  g.layers.assign(nLayer, {nHeadKv, headDim});
+  g.rowsPerPage = rowsPerPage;
+  return g;
+}
+
+uint32_t KvGeometry::maxHeadDim() const {
+  uint32_t d = 0;
+  for (const KvLayerShape& l : layers) d = std::max(d, l.headDim);
+  return d;
+}
+
 Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSchemes> layers,
                                     uint64_t cacheSeed) {
-  if (geometry.nLayer == 0 || geometry.nHeadKv == 0 || geometry.rowsPerPage == 0) {
+  const bool emptyLayer = std::ranges::any_of(
+      geometry.layers, [](const KvLayerShape& l) { return l.nHeadKv == 0 || l.headDim == 0; });
+  if (geometry.nLayer() == 0 || emptyLayer || geometry.rowsPerPage == 0) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "a KV cache needs at least one layer, KV head and row per page "
-                     "({} layers, {} KV heads, {} rows per page)",
-                     geometry.nLayer, geometry.nHeadKv, geometry.rowsPerPage);
+                     "a KV cache needs at least one layer, and KV heads, head dims and rows per "
+                     "page above 0 ({} layers, {} rows per page)",
+                     geometry.nLayer(), geometry.rowsPerPage);
   }
   if (geometry.window > 0 &&
-      (geometry.window < 2 || geometry.windowLayers.size() != geometry.nLayer ||
+      (geometry.window < 2 || geometry.windowLayers.size() != geometry.nLayer() ||
        (geometry.ringRows > 0 && geometry.ringRows < geometry.window - 1))) {
     return makeError(
         ErrorCode::kInvalidArgument,
         "a sliding window of {} rows over {} of {} layers cannot keep a ring of {} rows",
-        geometry.window, geometry.windowLayers.size(), geometry.nLayer, geometry.ringRows);
+        geometry.window, geometry.windowLayers.size(), geometry.nLayer(), geometry.ringRows);
   }
   if (geometry.window == 0) {
     geometry.windowLayers.clear();
     geometry.ringRows = 0;
   }
-  if (layers.size() != geometry.nLayer) {
+  if (layers.size() != geometry.nLayer()) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the KV cache policy names schemes for {} layers, the model has {}",
-                     layers.size(), geometry.nLayer);
+                     layers.size(), geometry.nLayer());
   }
   KvLayout layout;
   layout.m_geometry = geometry;
   layout.m_cacheSeed = cacheSeed;
-  for (uint32_t l = 0; l < geometry.nLayer; ++l) {
+  for (uint32_t l = 0; l < geometry.nLayer(); ++l) {
     for (uint32_t p = 0; p < 2; ++p) {
       const std::string& name = p == 0 ? layers[l].key : layers[l].value;
       KVS_ASSIGN_OR_RETURN(auto scheme,
-                           makeScheme(name, {geometry.headDim, streamSeed(cacheSeed, l, p)}));
+                           makeScheme(name, {geometry.headDim(l), streamSeed(cacheSeed, l, p)}));
       const uint32_t rowBytes = scheme->rowBytes();
       size_t& page = layout.inRing(l) ? layout.m_ringPageBytes : layout.m_pageBytes;
       layout.m_streams.push_back({std::move(scheme), rowBytes, page});
-      page += size_t{geometry.nHeadKv} * layout.pageRows(l) * rowBytes;
+      page += size_t{geometry.nHeadKv(l)} * layout.pageRows(l) * rowBytes;
     }
   }
   return layout;
@@ -55,7 +73,7 @@ Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSc
 
 std::vector<LayerSchemes> KvLayout::layerSchemes() const {
   std::vector<LayerSchemes> out;
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
+  for (uint32_t l = 0; l < m_geometry.nLayer(); ++l) {
     out.push_back({std::string(scheme(l, KvPart::kKey).name()),
                    std::string(scheme(l, KvPart::kValue).name())});
   }
@@ -64,18 +82,18 @@ std::vector<LayerSchemes> KvLayout::layerSchemes() const {
 
 uint64_t KvLayout::tokenBytes() const {
   uint64_t bytes = 0;
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
+  for (uint32_t l = 0; l < m_geometry.nLayer(); ++l) {
     if (inRing(l)) continue;
     bytes +=
-        uint64_t{m_geometry.nHeadKv} * (rowBytes(l, KvPart::kKey) + rowBytes(l, KvPart::kValue));
+        uint64_t{m_geometry.nHeadKv(l)} * (rowBytes(l, KvPart::kKey) + rowBytes(l, KvPart::kValue));
   }
   return bytes;
 }
 
 uint64_t KvLayout::canonicalBytes(uint32_t rows) const {
   uint64_t bytes = 0;
-  for (uint32_t l = 0; l < m_geometry.nLayer; ++l) {
-    const uint64_t rowBytes = uint64_t{m_geometry.nHeadKv} * keptRows(l, rows);
+  for (uint32_t l = 0; l < m_geometry.nLayer(); ++l) {
+    const uint64_t rowBytes = uint64_t{m_geometry.nHeadKv(l)} * keptRows(l, rows);
     bytes += rowBytes * (this->rowBytes(l, KvPart::kKey) + this->rowBytes(l, KvPart::kValue));
   }
   return bytes;
@@ -83,7 +101,7 @@ uint64_t KvLayout::canonicalBytes(uint32_t rows) const {
 
 KvBytes KvLayout::bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t capacity) const {
   const RowLayout& r = scheme(layer, part).rowLayout();
-  const uint64_t streams = m_geometry.nHeadKv;
+  const uint64_t streams = m_geometry.nHeadKv(layer);
   return {.codes = streams * rows * r.codeBytes,
           .scales = streams * rows * r.scaleBytes,
           .padding = streams * rows * r.paddingBytes,
@@ -91,13 +109,7 @@ KvBytes KvLayout::bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t cap
 }
 
 bool KvLayout::sameStreams(const KvLayout& other) const {
-  const KvGeometry& a = m_geometry;
-  const KvGeometry& b = other.m_geometry;
-  if (a.nLayer != b.nLayer || a.nHeadKv != b.nHeadKv || a.headDim != b.headDim ||
-      a.window != b.window || a.windowLayers != b.windowLayers ||
-      m_cacheSeed != other.m_cacheSeed) {
-    return false;
-  }
+  if (!m_geometry.sameStreams(other.m_geometry) || m_cacheSeed != other.m_cacheSeed) return false;
   return layerSchemes() == other.layerSchemes();
 }
 

@@ -4,11 +4,11 @@
 //
 // A page holds rowsPerPage (R) rows of every (layer, K|V, KV head) stream:
 //   page[layer][part][head][R][rowBytes(layer, part)]
-// Each stream's scheme is built for headDim with streamSeed(cacheSeed, layer,
-// part), here and nowhere else, so two layouts from the same schemes and seed
-// encode identically. R is a parameter of the backend (the CPU keeps 256; the
-// Vulkan backend grows it with the context, gpu::AttentionKernels::kMaxPages),
-// and nothing outside the pages depends on it: the canonical row order
+// Each stream's scheme is built for its layer's head dim with
+// streamSeed(cacheSeed, layer, part), here and nowhere else, so two layouts from the same schemes
+// and seed encode identically. R is a parameter of the backend (the CPU keeps 256; the Vulkan
+// backend grows it with the context, gpu::AttentionKernels::kMaxPages), and nothing outside the
+// pages depends on it: the canonical row order
 // ([layer][part][head][row 0..n)) of a saved cache ignores it.
 //
 // Sliding-window layers (a model's local attention, KvGeometry::window) need
@@ -41,15 +41,36 @@ namespace kvscope::kv {
 
 enum class KvPart { kKey = 0, kValue = 1 };
 
-struct KvGeometry {
-  uint32_t nLayer = 0;
+// One layer's streams: nHeadKv KV heads of headDim values, in K and in V.
+struct KvLayerShape {
   uint32_t nHeadKv = 0;
   uint32_t headDim = 0;
+  bool operator==(const KvLayerShape&) const = default;
+};
+
+struct KvGeometry {
+  // [nLayer]: most models give every layer the same shape; Gemma 4 gives its
+  // global layers wider heads and fewer of them than its window layers.
+  std::vector<KvLayerShape> layers;
   uint32_t rowsPerPage = 256;
   // Sliding-window layers: a query at position p sees rows (p - window, p].
   uint32_t window = 0;             // 0: every layer global
   std::vector<bool> windowLayers;  // [nLayer] when window > 0
   uint32_t ringRows = 0;           // rows of the window layers' ring; 0: no ring
+
+  // nLayer layers of nHeadKv heads of headDim values.
+  static KvGeometry uniform(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
+                            uint32_t rowsPerPage = 256);
+  uint32_t nLayer() const { return static_cast<uint32_t>(layers.size()); }
+  uint32_t nHeadKv(uint32_t layer) const { return layers[layer].nHeadKv; }
+  uint32_t headDim(uint32_t layer) const { return layers[layer].headDim; }
+  // The widest head of any layer (scratch rows sized once).
+  uint32_t maxHeadDim() const;
+  // Whether two geometries hold the same streams (layers and windows; the
+  // page and ring sizes aside).
+  bool sameStreams(const KvGeometry& other) const {
+    return layers == other.layers && window == other.window && windowLayers == other.windowLayers;
+  }
 };
 
 // The scheme names of one layer.
@@ -75,7 +96,7 @@ struct KvBytes {
 class KvLayout {
  public:
   // One LayerSchemes per layer. Errors: bad geometry, unknown scheme, a
-  // scheme that cannot take headDim.
+  // scheme that cannot take its layer's head dim.
   static Expected<KvLayout> create(KvGeometry geometry, std::span<const LayerSchemes> layers,
                                    uint64_t cacheSeed = kDefaultCacheSeed);
 
@@ -102,7 +123,7 @@ class KvLayout {
   size_t ringPageBytes() const { return m_ringPageBytes; }
   size_t partOffset(uint32_t layer, KvPart part) const { return stream(layer, part).partOffset; }
   size_t partBytes(uint32_t layer, KvPart part) const {
-    return size_t{m_geometry.nHeadKv} * pageRows(layer) * rowBytes(layer, part);
+    return size_t{m_geometry.nHeadKv(layer)} * pageRows(layer) * rowBytes(layer, part);
   }
   // Byte offset of cache row `row` of (layer, part, head) inside the page
   // that holds it: page row / R, or the ring.
@@ -121,7 +142,7 @@ class KvLayout {
   size_t pagesFor(uint64_t rows) const {
     return static_cast<size_t>((rows + m_geometry.rowsPerPage - 1) / m_geometry.rowsPerPage);
   }
-  // Bytes one more token adds: Σ layers, parts of nHeadKv x rowBytes over
+  // Bytes one more token adds: Σ layers, parts of nHeadKv(layer) x rowBytes over
   // the layers that keep every row (a ring does not grow).
   uint64_t tokenBytes() const;
 

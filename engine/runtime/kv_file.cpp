@@ -82,7 +82,7 @@ const char* autoStateName(AutoState s) {
 nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
   nlohmann::json schemes = nlohmann::json::array(), rowBytes = nlohmann::json::array();
   nlohmann::json windowLayers = nlohmann::json::array();
-  for (uint32_t l = 0; l < layout.geometry().nLayer; ++l) {
+  for (uint32_t l = 0; l < layout.geometry().nLayer(); ++l) {
     if (layout.isWindow(l)) windowLayers.push_back(l);
     schemes.push_back({info.schemes[l].key, info.schemes[l].value});
     rowBytes.push_back(
@@ -347,13 +347,13 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
 }
 
 Status KvFileReader::checkRowSizes(const kv::KvLayout& layout) const {
-  if (layout.geometry().nLayer != m_rowBytes.size())
+  if (layout.geometry().nLayer() != m_rowBytes.size())
     return makeError(ErrorCode::kInternal, "a layout of another model");
   if (layout.geometry().window != m_window || layout.geometry().windowLayers != m_windowLayers) {
     return makeError(ErrorCode::kBadFile,
                      "the saved KV cache's sliding-window layers differ from this model's");
   }
-  for (uint32_t l = 0; l < layout.geometry().nLayer; ++l) {
+  for (uint32_t l = 0; l < layout.geometry().nLayer(); ++l) {
     if (layout.rowBytes(l, kv::KvPart::kKey) != m_rowBytes[l][0] ||
         layout.rowBytes(l, kv::KvPart::kValue) != m_rowBytes[l][1]) {
       return makeError(ErrorCode::kBadFile,

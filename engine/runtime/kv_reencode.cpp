@@ -18,11 +18,8 @@ bool storedAlike(const kv::KvLayout& a, const kv::KvLayout& b, uint32_t layer, k
 bool canReencode(const kv::KvLayout& from, const kv::KvLayout& to) {
   const kv::KvGeometry& a = from.geometry();
   const kv::KvGeometry& b = to.geometry();
-  if (a.nLayer != b.nLayer || a.nHeadKv != b.nHeadKv || a.headDim != b.headDim ||
-      a.window != b.window || a.windowLayers != b.windowLayers) {
-    return false;
-  }
-  for (uint32_t l = 0; l < a.nLayer; ++l) {
+  if (!a.sameStreams(b)) return false;
+  for (uint32_t l = 0; l < a.nLayer(); ++l) {
     for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       if (!storedAlike(from, to, l, part) && from.scheme(l, part).name() != "f16") return false;
     }
@@ -47,19 +44,22 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   uint32_t layer = 0, head = 0, row = 0;
   kv::KvPart part = kv::KvPart::kKey;
   std::vector<uint8_t> pending;  // a row split across export spans
-  std::vector<float> values(g.headDim), decoded(g.headDim);
+  std::vector<float> values(g.headDim(0)), decoded(g.headDim(0));  // resized with the layer
   constexpr uint32_t kErrorStride = 16;  // rows measured, as the backends' default
-  backend::CodecErrorMeter errors(g.nLayer);
+  backend::CodecErrorMeter errors(g.nLayer());
   const auto advance = [&] {
     if (++row < src->keptRows(layer, rows)) return;
     row = 0;
-    if (++head < g.nHeadKv) return;
+    if (++head < g.nHeadKv(layer)) return;
     head = 0;
     if (part == kv::KvPart::kKey) {
       part = kv::KvPart::kValue;
     } else {
       part = kv::KvPart::kKey;
-      ++layer;
+      if (++layer < g.nLayer()) {
+        values.resize(g.headDim(layer));
+        decoded.resize(g.headDim(layer));
+      }
     }
   };
   const auto takeRow = [&](std::span<const uint8_t> stored) {
@@ -80,7 +80,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   };
   KVS_TRY(from.exportKv([&](std::span<const uint8_t> bytes) -> Status {
     while (!bytes.empty()) {
-      if (layer >= g.nLayer) {
+      if (layer >= g.nLayer()) {
         return makeError(ErrorCode::kInternal, "the exported KV cache holds more rows than {}",
                          rows);
       }
@@ -114,7 +114,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   }));
   // Streams copied as stored keep what `from` measured on them.
   if (const backend::CodecErrorMeter* measured = from.kvErrorMeter()) {
-    for (uint32_t l = 0; l < g.nLayer; ++l) {
+    for (uint32_t l = 0; l < g.nLayer(); ++l) {
       for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue})
         if (storedAlike(*src, *dst, l, p)) errors.copyStream(*measured, l, p);
     }

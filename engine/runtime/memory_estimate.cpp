@@ -30,25 +30,30 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   if (policy.autoBits) {
     // What auto settles at: its budget's bits for every cached value (it
     // caches f16 only until it has measured the first prompt).
-    KVS_ASSIGN_OR_RETURN(const double bits, kv::autoBudget(*policy.autoBits, c.headDim));
-    std::fill(layerBytes.begin(), layerBytes.end(),
-              bits / 8.0 * c.nHeadKv * (c.headDim + c.headDimV));
+    for (uint32_t l = 0; l < c.nLayer; ++l) {
+      KVS_ASSIGN_OR_RETURN(const double bits,
+                           kv::autoBudget(*policy.autoBits, geometry.headDim(l)));
+      layerBytes[l] = bits / 8.0 * geometry.nHeadKv(l) * 2 * geometry.headDim(l);
+    }
   } else {
     KVS_ASSIGN_OR_RETURN(const kv::KvLayout layout,
                          kv::KvLayout::create(geometry, layers, policy.seed));
     for (uint32_t l = 0; l < c.nLayer; ++l) {
-      layerBytes[l] = static_cast<double>(c.nHeadKv) * (layout.rowBytes(l, kv::KvPart::kKey) +
-                                                        layout.rowBytes(l, kv::KvPart::kValue));
+      layerBytes[l] =
+          static_cast<double>(geometry.nHeadKv(l)) *
+          (layout.rowBytes(l, kv::KvPart::kKey) + layout.rowBytes(l, kv::KvPart::kValue));
     }
   }
-  // The indexer's sidecar: global layers only.
-  const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, policy.attention) * c.nHeadKv;
   double perToken = 0.0, ring = 0.0;
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     if (geometry.ringRows > 0 && c.isWindowLayer(l)) {
       ring += layerBytes[l] * geometry.ringRows;
+    } else if (c.isWindowLayer(l)) {
+      perToken += layerBytes[l];
     } else {
-      perToken += layerBytes[l] + (c.isWindowLayer(l) ? 0.0 : sidecar);
+      // The indexer's sidecar: global layers only.
+      perToken += layerBytes[l] + kv::KvIndex::bytesPerRow(geometry.headDim(l), policy.attention) *
+                                      geometry.nHeadKv(l);
     }
   }
   e.kvBytesPerToken = static_cast<uint64_t>(std::ceil(perToken));

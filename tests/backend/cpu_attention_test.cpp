@@ -212,7 +212,8 @@ double checkCase(const Case& c, ThreadPool& pool) {
   constexpr uint32_t kHeadsKv = 2;
   const uint32_t nHead = kHeadsKv * c.gqa;
   const kv::LayerSchemes schemes{c.key, c.value};
-  auto made = kv::KvCache::create({1, kHeadsKv, c.d, c.rowsPerPage}, std::span(&schemes, 1), 5);
+  auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, kHeadsKv, c.d, c.rowsPerPage),
+                                  std::span(&schemes, 1), 5);
   EXPECT_TRUE(made.ok());
   if (!made.ok()) return INFINITY;
   kv::KvCache& cache = **made;
@@ -306,7 +307,8 @@ TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
     for (uint32_t d : {64u, 80u, 128u}) {
       for (uint32_t gqa : {1u, 4u}) {
         const kv::LayerSchemes schemes{key, value};
-        auto made = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+        auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, kHeadsKv, d, 48),
+                                        std::span(&schemes, 1), 5);
         ASSERT_TRUE(made.ok());
         kv::KvCache& cache = **made;
         ASSERT_TRUE(cache.append(kRows).ok());
@@ -327,7 +329,8 @@ TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
             // The head's rows alone, in a one-head cache of the same schemes.
             std::vector<kv::RowRun> runs = selection[h];
             if (runs.empty()) runs = {{0, kRows}};
-            auto alone = kv::KvCache::create({1, 1, d, 48}, std::span(&schemes, 1), 5);
+            auto alone = kv::KvCache::create(kv::KvGeometry::uniform(1, 1, d, 48),
+                                             std::span(&schemes, 1), 5);
             ASSERT_TRUE(alone.ok());
             ASSERT_TRUE((*alone)->append(kv::rowCount(runs)).ok());
             uint32_t at = 0;
@@ -359,7 +362,8 @@ TEST(CpuAttention, SelectedRowsMatchAttentionOverThoseRowsAlone) {
 // [-3, 3], seeded.
 std::unique_ptr<kv::KvCache> randomCache(const kv::LayerSchemes& schemes, uint32_t headsKv,
                                          uint32_t d, uint32_t rows, uint32_t seed) {
-  auto made = kv::KvCache::create({1, headsKv, d, 48}, std::span(&schemes, 1), 5);
+  auto made =
+      kv::KvCache::create(kv::KvGeometry::uniform(1, headsKv, d, 48), std::span(&schemes, 1), 5);
   if (!made.ok() || !(*made)->append(rows).ok()) return nullptr;
   const auto x = randomFloats(size_t{rows} * headsKv * d * 2, seed, -3.0f, 3.0f);
   for (uint32_t j = 0; j < rows; ++j)
@@ -400,7 +404,8 @@ TEST(CpuAttention, WindowMatchesAttentionOverTheWindowAlone) {
                      {.portable = true, .window = w.window});
       for (uint32_t t = 0; t < w.n; ++t) {
         const uint32_t p = w.pos0 + t, lo = p + 1 > w.window ? p + 1 - w.window : 0;
-        auto alone = kv::KvCache::create({1, kHeadsKv, d, 48}, std::span(&schemes, 1), 5);
+        auto alone = kv::KvCache::create(kv::KvGeometry::uniform(1, kHeadsKv, d, 48),
+                                         std::span(&schemes, 1), 5);
         ASSERT_TRUE(alone.ok());
         ASSERT_TRUE((*alone)->append(p + 1 - lo).ok());
         for (uint32_t j = lo; j <= p; ++j)
@@ -519,7 +524,8 @@ TEST(CpuAttention, SparseVDropsTheWeightsBelowTheThreshold) {
   constexpr uint32_t kRows = 300, d = 64, gqa = 2;
   for (const char* scheme : {"q8_0", "turbo4"}) {
     const kv::LayerSchemes schemes{scheme, scheme};
-    auto made = kv::KvCache::create({1, 1, d, 64}, std::span(&schemes, 1), 5);
+    auto made =
+        kv::KvCache::create(kv::KvGeometry::uniform(1, 1, d, 64), std::span(&schemes, 1), 5);
     ASSERT_TRUE(made.ok());
     kv::KvCache& cache = **made;
     ASSERT_TRUE(cache.append(kRows).ok());

@@ -79,7 +79,7 @@ TEST(CpuIndexer, ABudgetOfEveryRowIsDenseAttentionBitForBit) {
 TEST(CpuIndexer, TheHeadsOfAGroupShareOneSelection) {
   constexpr uint32_t d = 16, rows = 400;
   const kv::LayerSchemes schemes{"f16", "f16"};
-  auto made = kv::KvCache::create({1, 1, d, 256}, std::span(&schemes, 1));
+  auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, 1, d, 256), std::span(&schemes, 1));
   ASSERT_TRUE(made.ok());
   kv::KvCache& cache = **made;
   const kv::IndexerOptions options{.topK = 32, .window = 8, .sinks = 0};
@@ -109,7 +109,8 @@ TEST(CpuIndexer, TheHeadsOfAGroupShareOneSelection) {
 TEST(CpuIndexer, TheFastGroupScorerEqualsTheReference) {
   for (uint32_t d : {64u, 128u, 80u, 8u}) {
     for (uint32_t nq : {1u, 4u, 11u}) {
-      kv::KvIndex index(1, 2, d, 16);
+      const std::vector<kv::KvLayerShape> one = {{2, d}};
+      kv::KvIndex index(one, 16);
       const auto keys = test::randomFloats(size_t{300} * d, d + nq, -4.0f, 4.0f);
       for (uint32_t r = 0; r < 300; ++r) {
         std::vector<float> k(keys.begin() + size_t{r} * d, keys.begin() + size_t{r + 1} * d);
@@ -137,7 +138,7 @@ TEST(CpuIndexer, CapturedMassIsTheDenseSoftmaxMassOnTheSelection) {
   constexpr uint32_t d = 64, rows = 333, gqa = 2;
   for (const char* key : {"q8_0", "turbo3"}) {
     const kv::LayerSchemes schemes{key, "f16"};
-    auto made = kv::KvCache::create({1, 2, d, 128}, std::span(&schemes, 1));
+    auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, 2, d, 128), std::span(&schemes, 1));
     ASSERT_TRUE(made.ok());
     kv::KvCache& cache = **made;
     ASSERT_TRUE(cache.append(rows).ok());

@@ -157,7 +157,8 @@ TEST(CpuKvSchemes, EverySchemeStaysWithinItsMeasuredDistance) {
 TEST(CpuKvSchemes, RotatedAttentionMatchesDecodedRows) {
   constexpr uint32_t kHeadDim = 64, kHeadsKv = 2, kHeads = 8, kRows = 37, kQueries = 5;
   const kv::LayerSchemes schemes{"turbo3", "turbo4g"};
-  auto made = kv::KvCache::create({1, kHeadsKv, kHeadDim, 16}, std::span(&schemes, 1), 11);
+  auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, kHeadsKv, kHeadDim, 16),
+                                  std::span(&schemes, 1), 11);
   ASSERT_TRUE(made.ok()) << made.error().describe();
   kv::KvCache& cache = **made;
   ASSERT_TRUE(cache.scheme(0, kv::KvPart::kKey).rotated());

@@ -82,7 +82,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
 
     Twin(uint32_t nHeadKv, uint32_t headDim, uint32_t rowsPerPage)
         : layout(gpu::KvPageLayout::f16(kLayers, nHeadKv, headDim, rowsPerPage)),
-          host(kv::KvLayout::create({kLayers, nHeadKv, headDim, rowsPerPage},
+          host(kv::KvLayout::create(kv::KvGeometry::uniform(kLayers, nHeadKv, headDim, rowsPerPage),
                                     std::vector<kv::LayerSchemes>(kLayers))
                    .value()) {}
   };

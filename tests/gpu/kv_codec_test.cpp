@@ -89,7 +89,8 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
                                         uint32_t nHeadKv, uint32_t headDim, uint32_t rowsPerPage) {
     auto c = std::make_unique<Twin>();
     const std::vector<kv::LayerSchemes> layers(kLayers, kv::LayerSchemes{key, value});
-    auto host = kv::KvCache::create({kLayers, nHeadKv, headDim, rowsPerPage}, layers);
+    auto host = kv::KvCache::create(kv::KvGeometry::uniform(kLayers, nHeadKv, headDim, rowsPerPage),
+                                    layers);
     EXPECT_TRUE(host.ok()) << host.error().describe();
     if (!host.ok()) return nullptr;
     c->host = std::move(host).value();
@@ -380,7 +381,7 @@ TEST_P(KvCodecTest, EncodeMatchesTheCpuSchemes) {
       constexpr uint32_t kHeads = 3;
       auto c = makeTwin(key, value, kHeads, headDim, 7);
       ASSERT_TRUE(c);
-      auto cpu = kv::KvCache::create({kLayers, kHeads, headDim, 7},
+      auto cpu = kv::KvCache::create(kv::KvGeometry::uniform(kLayers, kHeads, headDim, 7),
                                      std::vector(kLayers, kv::LayerSchemes{key, value}));
       ASSERT_TRUE(cpu.ok());
       // Batches that start mid-page and span several pages; `inputs` keeps

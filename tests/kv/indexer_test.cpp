@@ -138,7 +138,7 @@ std::unique_ptr<KvCache> filledCache(const std::string& key, uint32_t rows, uint
                                      const IndexerOptions& index, bool indexFirst,
                                      uint32_t seed = 3) {
   const LayerSchemes layers[2] = {{key, "f16"}, {key, "q8_0"}};
-  auto cache = KvCache::create({2, kHeads, kDim, rowsPerPage}, layers, 9);
+  auto cache = KvCache::create(KvGeometry::uniform(2, kHeads, kDim, rowsPerPage), layers, 9);
   EXPECT_TRUE(cache.ok());
   if (indexFirst) (*cache)->enableIndex(index);
   EXPECT_TRUE((*cache)->append(rows).ok());
@@ -167,7 +167,7 @@ std::vector<int8_t> entries(const KvCache& c) {
   for (uint32_t l = 0; l < 2; ++l)
     for (uint32_t p = 0; p < pages; ++p)
       for (uint32_t h = 0; h < kHeads; ++h)
-        out.insert(out.end(), index.entry(l, p, h), index.entry(l, p, h) + index.entryBytes());
+        out.insert(out.end(), index.entry(l, p, h), index.entry(l, p, h) + index.entryBytes(l));
   return out;
 }
 
@@ -221,7 +221,8 @@ TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
 // A row that needs a coarser scale than its page has rounds the page's
 // earlier bounds outward: 1.1 at 2^-6 steps is code 71; at 2^0 steps, 2.
 TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
-  KvIndex index(1, 1, 4, 16);
+  const std::vector<KvLayerShape> one = {{1, 4}};
+  KvIndex index(one, 16);
   const float first[4] = {1.1f, -1.1f, 0.0f, 0.5f}, second[4] = {-0.5f, 0.0f, 100.0f, 0.25f};
   index.add(0, 0, 0, first);
   index.add(0, 0, 1, second);

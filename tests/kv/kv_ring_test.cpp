@@ -19,13 +19,11 @@ std::vector<LayerSchemes> layers() {
 }
 
 KvGeometry geometry(uint32_t ringRows) {
-  return {.nLayer = 3,
-          .nHeadKv = 2,
-          .headDim = 64,
-          .rowsPerPage = 4,
-          .window = kWindow,
-          .windowLayers = {true, false, true},
-          .ringRows = ringRows};
+  KvGeometry g = KvGeometry::uniform(3, 2, 64, 4);
+  g.window = kWindow;
+  g.windowLayers = {true, false, true};
+  g.ringRows = ringRows;
+  return g;
 }
 
 std::unique_ptr<KvCache> makeCache(uint32_t ringRows) {

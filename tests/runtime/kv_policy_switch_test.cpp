@@ -135,7 +135,7 @@ TEST_F(KvPolicySwitchTest, SwitchesReEncodeF16RowsElseRunTheHistoryAgain) {
   EXPECT_EQ(observer.last, history.size());
   EXPECT_EQ(observer.calls, 1) << "no chunks: no forward pass";
   // Each row: the f16 row encoded and decoded by the new scheme.
-  auto layout = kv::KvLayout::create({c.nLayer, c.nHeadKv, c.headDim},
+  auto layout = kv::KvLayout::create(kv::KvGeometry::uniform(c.nLayer, c.nHeadKv, c.headDim),
                                      std::vector<kv::LayerSchemes>(c.nLayer, {"q8_0", "turbo3"}));
   ASSERT_TRUE(layout.ok());
   std::vector<uint8_t> code;
