@@ -150,7 +150,7 @@ class Backend {
   virtual std::vector<KvLayerBytes> kvBytes() const = 0;
   // The rows one layer and part holds, decoded to floats through the part's
   // scheme (KvScheme::decode, so in the original, unrotated space):
-  // [kvBytes()[layer].rows][nHeadKv][headDim], the last cached rows (all of
+  // [kvBytes()[layer].rows][the layer's nHeadKv][its headDim], the last cached rows (all of
   // them but for a window layer). For inspection and eval, not a hot path.
   virtual Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const = 0;
   // The saved form of the cache (runtime/kv_file.h). kvLayout(): the schemes,

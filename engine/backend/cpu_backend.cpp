@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_set>
 
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_quant_decode.h"
@@ -68,16 +69,17 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
   // The weights' pages mapped now rather than faulted in by the first steps
-  // (core/prefault.h).
+  // (core/prefault.h); a tied output shares token_embd's bytes, counted once.
+  std::unordered_set<const uint8_t*> seen;
+  std::vector<std::span<const uint8_t>> weights;
   uint64_t weightBytes = 0;
   model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole) {
+    if (!seen.insert(t.data.data()).second) return;
+    weights.push_back(t.data);
     weightBytes += t.data.size();
   });
-  if (worthPrefaulting(weightBytes)) {
-    model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole) {
-      prefaultForRead(t.data);
-    });
-  }
+  if (worthPrefaulting(weightBytes))
+    for (std::span<const uint8_t> w : weights) prefaultForRead(w);
   b->m_experts = ExpertLog::forModel(c, b->m_weights);
   for (const model::LayerWeights& l : b->m_weights.layers) {
     for (const model::TensorView* stack : {l.gateExps, l.upExps, l.downExps}) {
@@ -244,15 +246,17 @@ std::vector<KvLayerError> CpuBackend::kvErrors() const {
 // The recoded rows' error against the f16 rows they came from, which replace
 // the originals once two-phase caching has compressed them.
 void CpuBackend::measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded) {
-  const auto& c = config();
-  std::vector<float> x(c.headDim), decoded(c.headDim);
+  const kv::KvGeometry& g = f16.geometry();
+  std::vector<float> x, decoded;
   m_errors.reset();
-  for (uint32_t l = 0; m_errorStride > 0 && l < c.nLayer; ++l) {
+  for (uint32_t l = 0; m_errorStride > 0 && l < g.nLayer(); ++l) {
+    x.resize(g.headDim(l));
+    decoded.resize(g.headDim(l));
     // The sampled positions the layer still holds.
     const uint32_t first =
         (recoded.firstRow(l) + m_errorStride - 1) / m_errorStride * m_errorStride;
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
-      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+      for (uint32_t h = 0; h < g.nHeadKv(l); ++h) {
         for (uint32_t i = first; i < f16.rows(); i += m_errorStride) {
           f16.read(l, part, h, i, x);
           recoded.read(l, part, h, i, decoded);
@@ -268,12 +272,11 @@ Expected<std::vector<float>> CpuBackend::readKv(uint32_t layer, kv::KvPart part)
   if (layer >= c.nLayer)
     return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
   const uint32_t first = m_cache->firstRow(layer);
-  std::vector<float> rows(size_t{m_cache->rows() - first} * c.nHeadKv * c.headDim);
+  const uint32_t heads = m_cache->geometry().nHeadKv(layer), d = m_cache->geometry().headDim(layer);
+  std::vector<float> rows(size_t{m_cache->rows() - first} * heads * d);
   for (uint32_t i = first; i < m_cache->rows(); ++i) {
-    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-      m_cache->read(layer, part, h, i,
-                    {&rows[(size_t{i - first} * c.nHeadKv + h) * c.headDim], c.headDim});
-    }
+    for (uint32_t h = 0; h < heads; ++h)
+      m_cache->read(layer, part, h, i, {&rows[(size_t{i - first} * heads + h) * d], d});
   }
   return rows;
 }

@@ -158,8 +158,8 @@ void matmulInt8(const model::TensorView& w, const float* x, float* y, size_t n, 
 // Single input rows (n == 1 each): the fused kernels decode each block in
 // registers, since a decoded row would be used only once. kExact then factors
 // each group's scale and offset out of its sum (the bound of cpu_matmul.h);
-// kInt8Activations dots the K-quants against activations rounded in
-// super-blocks of 256. All products' rows form one index space
+// kInt8Activations dots the K-quants and IQ4_XS against activations rounded
+// in super-blocks of 256. All products' rows form one index space
 // [0, sum of out) split across the pool. False, with nothing written, where a
 // product has no fused kernel.
 bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPrecision precision) {
@@ -180,7 +180,8 @@ bool matvecsFused(std::span<const Product> products, ThreadPool& pool, MatmulPre
   size_t macs = 0;
   for (const Product& p : products) {
     const avx2::RowKernels k = avx2::rowKernels(p.w->type);
-    if (p.n != 1 || !canDecodeRow(p.w->type) || (int8 ? !k.dotInt8 : !k.dotExact)) return false;
+    const bool fused = int8 ? k.dotInt8 || k.superDotInt8 : k.dotExact != nullptr;
+    if (p.n != 1 || !canDecodeRow(p.w->type) || !fused) return false;
     const Input form = !int8            ? Input::kFloat
                        : k.superDotInt8 ? Input::kSuperBlocks
                                         : Input::kBlocks;

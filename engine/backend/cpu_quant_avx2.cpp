@@ -83,9 +83,10 @@ using namespace gguf::blocks;
   _mm256_storeu_ps(offset + 8, _mm256_permutevar8x32_ps(m, second));
 }
 
-// A K-quant super-block's scales in integer form, for the dots against
+// A super-block's scales in integer form, for the dots against
 // ActSuperBlocks: value i of group g (16 values) is
-// d * scale[g] * u_i + dOffset * offset[g], u_i the unsigned code (codes()).
+// d * scale[g] * c_i + dOffset * offset[g], c_i its code (codes(): unsigned
+// for the K-quants, the codebook's signed values for IQ4_XS).
 struct SuperScales {
   __m256i scale;   // int16 [16]
   __m256i offset;  // int16 [16]
@@ -187,7 +188,7 @@ struct IQ4_NL {
 };
 
 // mxfp4::scale of every exponent: a load per block where the bit arithmetic
-// and its branch took five operations of a decode dot's ~22.
+// and its branch took four of a decode dot's ~20 operations.
 constexpr auto kMxfp4Scales = [] {
   std::array<float, 256> t{};
   for (size_t e = 0; e < t.size(); ++e) t[e] = mxfp4::scale(static_cast<uint8_t>(e));
@@ -426,39 +427,22 @@ template <class F>
   if constexpr (F::kOffsets) off += a.d * (offset[0] * (a.sum[0] + a.sum[1]));
 }
 
+// The 32-value formats' one-row int8 dot (the super-block formats have
+// superDotInt8): blocks in pairs on two accumulators, since a block is short
+// and one chain of multiply-adds would wait on its own latency.
 template <class F>
 float fusedDotInt8(const uint8_t* row, const ActBlock* x, size_t in) {
-  constexpr size_t kGroups = F::kValues / kGroup, kChunks = F::kValues / kChunk;
-  if constexpr (F::kValues == kChunk) {
-    // Blocks in pairs on two accumulators: a block is short, and one chain
-    // of multiply-adds would wait on its own latency.
-    const size_t blocks = in / kChunk;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float off0 = 0.0f, off1 = 0.0f;
-    size_t b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-      blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
-      blockStep<F>(row + (b + 1) * F::kBytes, x[b + 1], acc1, off1);
-    }
-    if (b < blocks) blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
-    return horizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+  static_assert(F::kValues == kChunk);
+  const size_t blocks = in / kChunk;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float off0 = 0.0f, off1 = 0.0f;
+  size_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
+    blockStep<F>(row + (b + 1) * F::kBytes, x[b + 1], acc1, off1);
   }
-  __m256 acc = _mm256_setzero_ps();
-  float off = 0.0f;
-  for (size_t b = 0; b < in / F::kValues; ++b) {
-    const uint8_t* block = row + b * F::kBytes;
-    float scale[kGroups], offset[kGroups];
-    F::scales(block, scale, offset);
-#pragma GCC unroll 8
-    for (size_t c = 0; c < kChunks; ++c) {
-      const ActBlock& a = x[b * kChunks + c];
-      acc = int8Step(F::quants(block, c), a, scale + 2 * c, acc);
-      if constexpr (F::kOffsets) {
-        off += a.d * (offset[2 * c] * a.sum[0] + offset[2 * c + 1] * a.sum[1]);
-      }
-    }
-  }
-  return horizontalSum(acc) + off;
+  if (b < blocks) blockStep<F>(row + b * F::kBytes, x[b], acc0, off0);
+  return horizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
 }
 
 // acc + per 32-bit lane, the sum of the products of its two int16 pairs.
@@ -499,9 +483,12 @@ float superDotInt8(const uint8_t* row, const ActSuperBlock* x, size_t in) {
 #pragma GCC unroll 8
     for (size_t c = 0; c < kQK_K / kChunk; ++c) {
       const __m256i w = F::codes(block, c), aq = load32(a.q + kChunk * c);
-      const __m256i pairs =
-          F::kSignedCodes ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(aq, w))
-                          : _mm256_maddubs_epi16(w, aq);
+      __m256i pairs;
+      if constexpr (F::kSignedCodes) {
+        pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(aq, w));
+      } else {
+        pairs = _mm256_maddubs_epi16(w, aq);
+      }
       sum = int16Accumulate(sum, pairs, chunkScale(s.scale, c));
     }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(s.d * a.d), acc);
@@ -514,11 +501,9 @@ float superDotInt8(const uint8_t* row, const ActSuperBlock* x, size_t in) {
   return horizontalSum(_mm256_add_ps(acc, accOffset));
 }
 
-// fusedDotInt8 for R weight rows and T input rows at once: each weight chunk
-// is decoded once for T inputs, each activation block loaded once for R rows,
-// and the R * T sums are taken in the order of fusedDotInt8's super-block
-// formats (one chain of chunks), so for those every result equals it bit for
-// bit; the 32-value formats' fusedDotInt8 pairs its blocks on two chains.
+// The int8 products of R weight rows and T input rows at once (a batch
+// without VNNI): each weight chunk is decoded once for T inputs, each
+// activation block loaded once for R rows, one chain of chunks per pair.
 template <class F, size_t R, size_t T>
 void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t in, float* y,
                    size_t yStride) {
@@ -794,8 +779,12 @@ void tileInt8Of(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* 
 
 template <class F>
 RowKernels kernelsOf() {
-  RowKernels k{decodeRowOf<F>, fusedDotExact<F>, fusedDotInt8<F>, tileInt8Of<F>};
-  if constexpr (requires(const uint8_t* b) { F::superScales(b); }) k.superDotInt8 = superDotInt8<F>;
+  RowKernels k{decodeRowOf<F>, fusedDotExact<F>, nullptr, tileInt8Of<F>};
+  if constexpr (requires(const uint8_t* b) { F::superScales(b); }) {
+    k.superDotInt8 = superDotInt8<F>;
+  } else {
+    k.dotInt8 = fusedDotInt8<F>;
+  }
   return k;
 }
 

@@ -74,11 +74,12 @@ struct RowKernels {
   void (*decode)(const uint8_t* row, size_t in, const DecodedRow& out) = nullptr;
   float (*dotExact)(const uint8_t* row, const float* x, const float* xGroupSums,
                     size_t in) = nullptr;
+  // The 32-value formats' one-row int8 dot (null for the super-block ones,
+  // which have superDotInt8).
   float (*dotInt8)(const uint8_t* row, const ActBlock* x, size_t in) = nullptr;
-  // y[t][r] = dotInt8(row r, input t) for `rows` rows from `w` (rowBytes
-  // apart) and n inputs (in / 32 blocks each), in tiles of rows x inputs so
-  // that each block is read once per tile. The same products as dotInt8's
-  // within its bound, the float32 sums taken in another order (with VNNI and
+  // y[t][r] = the int8 product of row r and input t (ActBlocks, in / 32 per
+  // input) for `rows` rows from `w` (rowBytes apart) and n inputs, in tiles
+  // of rows x inputs so that each block is read once per tile (with VNNI and
   // n > 1, packed tiles of exact int32 sums per scale span).
   void (*tileInt8)(const uint8_t* w, size_t rowBytes, size_t rows, const ActBlock* x, size_t n,
                    size_t in, float* y, size_t yStride) = nullptr;

@@ -10,6 +10,8 @@
 //    groups. That is the exact product of the dequantized weights with the
 //    rounded activations, so its error against the float product is the
 //    activation rounding's (bound in cpu_matmul.h) plus float32 rounding.
+//    (A single row against super-block weights takes the SIMD kernels'
+//    blocks of 256 instead: cpu_quant_avx2.h, ActSuperBlock.)
 // Lengths of quantized rows and activations are whole numbers of 32-value
 // blocks. `portable` selects the plain C++ kernels even where SIMD ones are
 // built, so tests cover both.

@@ -13,7 +13,12 @@ bool prefaultForRead(std::span<const uint8_t> bytes) {
   const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
   const uintptr_t start = begin - begin % static_cast<uintptr_t>(page);
   const size_t length = begin + bytes.size() - start;
+#if defined(MADV_POPULATE_READ)
   return ::madvise(reinterpret_cast<void*>(start), length, MADV_POPULATE_READ) == 0;
+#else
+  (void)length;  // headers older than Linux 5.14: nothing to ask for
+  return false;
+#endif
 }
 
 bool worthPrefaulting(uint64_t bytes) {

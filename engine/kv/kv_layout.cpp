@@ -21,12 +21,6 @@ KvGeometry KvGeometry::uniform(uint32_t nLayer, uint32_t nHeadKv, uint32_t headD
   return g;
 }
 
-uint32_t KvGeometry::maxHeadDim() const {
-  uint32_t d = 0;
-  for (const KvLayerShape& l : layers) d = std::max(d, l.headDim);
-  return d;
-}
-
 Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSchemes> layers,
                                     uint64_t cacheSeed) {
   const bool emptyLayer = std::ranges::any_of(

@@ -5,11 +5,12 @@
 // A page holds rowsPerPage (R) rows of every (layer, K|V, KV head) stream:
 //   page[layer][part][head][R][rowBytes(layer, part)]
 // Each stream's scheme is built for its layer's head dim with
-// streamSeed(cacheSeed, layer, part), here and nowhere else, so two layouts from the same schemes
-// and seed encode identically. R is a parameter of the backend (the CPU keeps 256; the Vulkan
-// backend grows it with the context, gpu::AttentionKernels::kMaxPages), and nothing outside the
-// pages depends on it: the canonical row order
-// ([layer][part][head][row 0..n)) of a saved cache ignores it.
+// streamSeed(cacheSeed, layer, part), here and nowhere else, so two layouts
+// from the same schemes and seed encode identically. R is a parameter of the
+// backend (the CPU keeps 256; the Vulkan backend grows it with the context,
+// gpu::AttentionKernels::kMaxPages), and nothing outside the pages depends on
+// it: the canonical row order ([layer][part][head][row 0..n)) of a saved
+// cache ignores it.
 //
 // Sliding-window layers (a model's local attention, KvGeometry::window) need
 // only their last window - 1 rows for the next token. With ringRows > 0 they
@@ -64,8 +65,6 @@ struct KvGeometry {
   uint32_t nLayer() const { return static_cast<uint32_t>(layers.size()); }
   uint32_t nHeadKv(uint32_t layer) const { return layers[layer].nHeadKv; }
   uint32_t headDim(uint32_t layer) const { return layers[layer].headDim; }
-  // The widest head of any layer (scratch rows sized once).
-  uint32_t maxHeadDim() const;
   // Whether two geometries hold the same streams (layers and windows; the
   // page and ring sizes aside).
   bool sameStreams(const KvGeometry& other) const {

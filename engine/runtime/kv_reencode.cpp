@@ -44,7 +44,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
   uint32_t layer = 0, head = 0, row = 0;
   kv::KvPart part = kv::KvPart::kKey;
   std::vector<uint8_t> pending;  // a row split across export spans
-  std::vector<float> values(g.headDim(0)), decoded(g.headDim(0));  // resized with the layer
+  std::vector<float> values, decoded;
   constexpr uint32_t kErrorStride = 16;  // rows measured, as the backends' default
   backend::CodecErrorMeter errors(g.nLayer());
   const auto advance = [&] {
@@ -56,10 +56,7 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
       part = kv::KvPart::kValue;
     } else {
       part = kv::KvPart::kKey;
-      if (++layer < g.nLayer()) {
-        values.resize(g.headDim(layer));
-        decoded.resize(g.headDim(layer));
-      }
+      ++layer;
     }
   };
   const auto takeRow = [&](std::span<const uint8_t> stored) {
@@ -69,6 +66,8 @@ Status reencodeKv(const backend::Backend& from, backend::Backend& to) {
     if (storedAlike(*src, *dst, layer, part)) {
       std::memcpy(out.data(), stored.data(), out.size());
     } else {
+      values.resize(g.headDim(layer));
+      decoded.resize(g.headDim(layer));
       src->scheme(layer, part).decode(stored, values);
       dst->scheme(layer, part).encode(values, out);
       if (row % kErrorStride == 0) {

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu_features.h"
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_quant_decode.h"
 #include "backend/cpu_quant_dot.h"
@@ -299,9 +300,12 @@ TEST(CpuMatmul, BatchedProductsEqualEachProductAlone) {
     size_t in, out;
     int input;  // which input row
   };
+  // Input 2 feeds a super-block product (Q4_K) and a 32-value one (Q8_0):
+  // each needs its own rounding of the same row.
   const Spec specs[] = {{TensorType::kMXFP4, 416, 301, 0}, {TensorType::kMXFP4, 416, 301, 0},
                         {TensorType::kQ8_0, 416, 77, 1},   {TensorType::kQ4_K, 768, 190, 2},
-                        {TensorType::kQ6_K, 768, 5, 3},    {TensorType::kF16, 83, 9, 4}};
+                        {TensorType::kQ8_0, 768, 33, 2},   {TensorType::kQ6_K, 768, 5, 3},
+                        {TensorType::kF16, 83, 9, 4}};
   std::vector<Weights> weights;
   for (size_t i = 0; i < std::size(specs); ++i)
     weights.push_back(makeWeights(specs[i].type, specs[i].in, specs[i].out, 40 + i));

@@ -31,8 +31,10 @@ long minorFaults() {
 class MappedFile {
  public:
   MappedFile() {
-    m_path = std::filesystem::temp_directory_path() /
-             ("kvscope-prefault-" + std::to_string(::getpid()) + ".bin");
+    static int made = 0;  // two mappings of one test must not share a file
+    m_path =
+        std::filesystem::temp_directory_path() /
+        ("kvscope-prefault-" + std::to_string(::getpid()) + "-" + std::to_string(made++) + ".bin");
     std::vector<uint8_t> bytes(kFileBytes);
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
     FILE* f = std::fopen(m_path.c_str(), "wb");
@@ -61,10 +63,8 @@ class MappedFile {
 // Reads one byte of every page; the faults that took.
 long faultsReadingEveryPage(std::span<const uint8_t> bytes) {
   const long before = minorFaults();
-  unsigned sum = 0;
   for (size_t i = 0; i < bytes.size(); i += 4096)
-    sum += *static_cast<const volatile uint8_t*>(&bytes[i]);
-  EXPECT_GE(sum, 0u);
+    (void)*static_cast<const volatile uint8_t*>(&bytes[i]);
   return minorFaults() - before;
 }
 
