@@ -59,16 +59,21 @@ using namespace gguf::blocks;
                           _mm256_set1_epi8(static_cast<char>(mask)));
 }
 
-// Q4_K/Q5_K scales (kQuantScales), vectorized: the six-bit fields are
-// gathered four to a 32-bit word, then widened and scaled eight at a time.
-[[gnu::always_inline]] inline void kQuantScalesAvx2(const uint8_t* b, float* scale, float* offset) {
+// Q4_K/Q5_K's twelve bytes of six-bit fields gathered four to a 32-bit
+// word: bytes 0-7 are the eight sub-blocks' scales, bytes 8-15 their mins.
+[[gnu::always_inline]] inline __m128i kQuantFields(const uint8_t* b) {
   const uint8_t* s = b + q4_k::kScales;
   const uint32_t w0 = loadU32(s), w1 = loadU32(s + 4), w2 = loadU32(s + 8);
-  const __m128i fields =
-      _mm_setr_epi32(static_cast<int>(w0 & 0x3f3f3f3fu),
-                     static_cast<int>((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)),
-                     static_cast<int>(w1 & 0x3f3f3f3fu),
-                     static_cast<int>(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)));
+  return _mm_setr_epi32(static_cast<int>(w0 & 0x3f3f3f3fu),
+                        static_cast<int>((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)),
+                        static_cast<int>(w1 & 0x3f3f3f3fu),
+                        static_cast<int>(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)));
+}
+
+// Q4_K/Q5_K scales (kQuantScales), vectorized: the fields widened and scaled
+// eight at a time.
+[[gnu::always_inline]] inline void kQuantScalesAvx2(const uint8_t* b, float* scale, float* offset) {
+  const __m128i fields = kQuantFields(b);
   const __m256 sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(fields)),
                                   _mm256_set1_ps(half(b + q4_k::kD)));
   const __m256 m =
@@ -96,14 +101,7 @@ struct SuperScales {
 // Q4_K/Q5_K: six-bit scale j and min j cover values 32j .. 32j+31, groups
 // 2j and 2j+1; value = d * scale * u - dmin * min.
 [[gnu::always_inline]] inline SuperScales kQuantSuperScales(const uint8_t* b) {
-  const uint8_t* s = b + q4_k::kScales;
-  const uint32_t w0 = loadU32(s), w1 = loadU32(s + 4), w2 = loadU32(s + 8);
-  // Bytes 0-7: the scales, 8-15: the mins (kQuantScalesAvx2's fields).
-  const __m128i fields =
-      _mm_setr_epi32(static_cast<int>(w0 & 0x3f3f3f3fu),
-                     static_cast<int>((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)),
-                     static_cast<int>(w1 & 0x3f3f3f3fu),
-                     static_cast<int>(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)));
+  const __m128i fields = kQuantFields(b);
   const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m128i scales = _mm_shuffle_epi8(fields, twice);
   const __m128i mins = _mm_shuffle_epi8(fields, _mm_add_epi8(twice, _mm_set1_epi8(8)));
