@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <unordered_set>
 
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_quant_decode.h"
@@ -69,17 +68,12 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     b->m_vectors.emplace(&t, cpu::dequantizeVector(t));
   });
   // The weights' pages mapped now rather than faulted in by the first steps
-  // (core/prefault.h); a tied output shares token_embd's bytes, counted once.
-  std::unordered_set<const uint8_t*> seen;
-  std::vector<std::span<const uint8_t>> weights;
-  uint64_t weightBytes = 0;
-  model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole) {
-    if (!seen.insert(t.data.data()).second) return;
-    weights.push_back(t.data);
-    weightBytes += t.data.size();
-  });
-  if (worthPrefaulting(weightBytes))
-    for (std::span<const uint8_t> w : weights) prefaultForRead(w);
+  // (core/prefault.h; a tied output's second pass finds its pages mapped).
+  if (worthPrefaulting(model->weightBytes())) {
+    model::forEachWeight(b->m_weights, [](const model::TensorView& t, model::WeightRole) {
+      prefaultForRead(t.data);
+    });
+  }
   b->m_experts = ExpertLog::forModel(c, b->m_weights);
   for (const model::LayerWeights& l : b->m_weights.layers) {
     for (const model::TensorView* stack : {l.gateExps, l.upExps, l.downExps}) {

@@ -788,61 +788,63 @@ RowKernels kernelsOf() {
 
 }  // namespace
 
-void quantizeActivations(const float* x, size_t in, ActBlock* out) {
+namespace {
+
+// The int8 scale of n values (a multiple of 8): max |x| / 127.
+float activationScale(const float* x, size_t n) {
   const __m256 signBit = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (size_t i = 0; i < n; i += 8)
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(signBit, _mm256_loadu_ps(x + i)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))) / 127.0f;
+}
+
+// x[0..32) rounded to codes x * id (to nearest even, like nearbyint in the
+// default mode) into q, and the codes' sums over each half.
+void roundChunk(const float* x, __m256 id, int8_t* q, int32_t (&sums)[2]) {
+  __m256i c[4];
+  for (int k = 0; k < 4; ++k)
+    c[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+  sums[0] = horizontalSum(_mm256_add_epi32(c[0], c[1]));
+  sums[1] = horizontalSum(_mm256_add_epi32(c[2], c[3]));
+  // The packs work per 128-bit lane; the permute restores value order.
+  const __m256i bytes =
+      _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(q),
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+__m256 inverseScale(float d) {
+  return _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+}
+
+}  // namespace
+
+void quantizeActivations(const float* x, size_t in, ActBlock* out) {
   for (size_t b = 0; b < in / kChunk; ++b) {
     const float* xb = x + b * kChunk;
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm256_loadu_ps(xb + 8 * k);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(signBit, v[k]));
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float d = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))) / 127.0f;
-    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    __m256i q[4];
-    // cvtps rounds to nearest even, like nearbyint in the default mode.
-    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+    const float d = activationScale(xb, kChunk);
+    int32_t sums[2];
+    roundChunk(xb, inverseScale(d), out[b].q, sums);
     out[b].d = d;
-    out[b].sum[0] = static_cast<float>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
-    out[b].sum[1] = static_cast<float>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
-    // The packs work per 128-bit lane; the permute restores value order.
-    const __m256i bytes =
-        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(out[b].q),
-        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    out[b].sum[0] = static_cast<float>(sums[0]);
+    out[b].sum[1] = static_cast<float>(sums[1]);
   }
 }
 
 void quantizeSuperBlocks(const float* x, size_t in, ActSuperBlock* out) {
-  constexpr size_t kVectors = kActSuperBlock / 8;
-  const __m256 signBit = _mm256_set1_ps(-0.0f);
   for (size_t b = 0; b < in / kActSuperBlock; ++b) {
     const float* xb = x + b * kActSuperBlock;
-    __m256 amax = _mm256_setzero_ps();
-    for (size_t k = 0; k < kVectors; ++k)
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(signBit, _mm256_loadu_ps(xb + 8 * k)));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float d = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))) / 127.0f;
-    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const float d = activationScale(xb, kActSuperBlock);
     out[b].d = d;
     for (size_t c = 0; c < kActSuperBlock / kChunk; ++c) {
-      __m256i q[4];
-      // cvtps rounds to nearest even, like nearbyint in the default mode.
-      for (int k = 0; k < 4; ++k)
-        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + kChunk * c + 8 * k), id));
-      out[b].sum[2 * c] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[0], q[1])));
-      out[b].sum[2 * c + 1] = static_cast<int16_t>(horizontalSum(_mm256_add_epi32(q[2], q[3])));
-      // The packs work per 128-bit lane; the permute restores value order.
-      const __m256i bytes =
-          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-      _mm256_storeu_si256(
-          reinterpret_cast<__m256i*>(out[b].q + kChunk * c),
-          _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+      int32_t sums[2];
+      roundChunk(xb + kChunk * c, inverseScale(d), out[b].q + kChunk * c, sums);
+      out[b].sum[2 * c] = static_cast<int16_t>(sums[0]);
+      out[b].sum[2 * c + 1] = static_cast<int16_t>(sums[1]);
     }
   }
 }

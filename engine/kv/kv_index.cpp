@@ -42,12 +42,7 @@ double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
 
 KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows)
     : m_layers(layers.begin(), layers.end()), m_pageRows(pageRows), m_entries(layers.size()) {
-  size_t slots = 0;
-  for (const KvLayerShape& l : m_layers) {
-    m_firstSlot.push_back(slots);
-    slots += l.nHeadKv;
-  }
-  m_rows.assign(slots, 0);
+  for (const KvLayerShape& l : m_layers) m_rows.emplace_back(l.nHeadKv, 0);
 }
 
 int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) {
@@ -59,7 +54,7 @@ const int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) const
 }
 
 void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* key) {
-  uint32_t& rows = m_rows[slot(layer, head)];
+  uint32_t& rows = m_rows[layer][head];
   assert(index == rows);
   (void)index;
   const uint32_t page = rows / m_pageRows, d = dim(layer);
@@ -96,10 +91,8 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
 void KvIndex::truncate(uint32_t n) {
   const uint32_t pages = n / m_pageRows;  // whole pages kept as they are
   for (uint32_t l = 0; l < m_layers.size(); ++l) {
-    for (uint32_t h = 0; h < m_layers[l].nHeadKv; ++h) {
-      uint32_t& rows = m_rows[slot(l, h)];
+    for (uint32_t& rows : m_rows[l])
       if (rows > n) rows = std::min(rows, pages * m_pageRows);
-    }
     const size_t keep = size_t{pages + (n % m_pageRows ? 1 : 0)} * pageBytes(l);
     if (m_entries[l].size() > keep) m_entries[l].resize(keep);
   }
@@ -120,9 +113,7 @@ void KvIndex::scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t
 }
 
 uint64_t KvIndex::layerBytes(uint32_t layer) const {
-  uint32_t rows = 0;
-  for (uint32_t h = 0; h < m_layers[layer].nHeadKv; ++h)
-    rows = std::max(rows, m_rows[slot(layer, h)]);
+  const uint32_t rows = m_rows[layer].empty() ? 0 : std::ranges::max(m_rows[layer]);
   return uint64_t{(rows + m_pageRows - 1) / m_pageRows} * pageBytes(layer);
 }
 

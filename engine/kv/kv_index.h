@@ -40,7 +40,7 @@ class KvIndex {
   static uint32_t entryBytesFor(uint32_t headDim);
   static double bytesPerRow(uint32_t headDim, const IndexerOptions& options);
   // Rows indexed for (layer, head).
-  uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[slot(layer, head)]; }
+  uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[layer][head]; }
 
   // Folds key row `index` (== rows(layer, head); dim(layer) floats) into its page.
   void add(uint32_t layer, uint32_t head, uint32_t index, const float* key);
@@ -60,7 +60,6 @@ class KvIndex {
   uint64_t layerBytes(uint32_t layer) const;
 
  private:
-  size_t slot(uint32_t layer, uint32_t head) const { return m_firstSlot[layer] + head; }
   int8_t* entry(uint32_t layer, uint32_t page, uint32_t head);
   // Bytes of one page's entries of `layer` (all its heads).
   size_t pageBytes(uint32_t layer) const {
@@ -70,8 +69,7 @@ class KvIndex {
   std::vector<KvLayerShape> m_layers;
   uint32_t m_pageRows;
   std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes(layer)]
-  std::vector<size_t> m_firstSlot;             // [layer]: the slot of its head 0
-  std::vector<uint32_t> m_rows;                // [slot(layer, head)]
+  std::vector<std::vector<uint32_t>> m_rows;   // [layer][head]
 };
 
 }  // namespace kvscope::kv

@@ -46,14 +46,15 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   }
   double perToken = 0.0, ring = 0.0;
   for (uint32_t l = 0; l < c.nLayer; ++l) {
+    // The indexer's sidecar: global layers only.
+    const double sidecar =
+        c.isWindowLayer(l)
+            ? 0.0
+            : kv::KvIndex::bytesPerRow(geometry.headDim(l), policy.attention) * geometry.nHeadKv(l);
     if (geometry.ringRows > 0 && c.isWindowLayer(l)) {
       ring += layerBytes[l] * geometry.ringRows;
-    } else if (c.isWindowLayer(l)) {
-      perToken += layerBytes[l];
     } else {
-      // The indexer's sidecar: global layers only.
-      perToken += layerBytes[l] + kv::KvIndex::bytesPerRow(geometry.headDim(l), policy.attention) *
-                                      geometry.nHeadKv(l);
+      perToken += layerBytes[l] + sidecar;
     }
   }
   e.kvBytesPerToken = static_cast<uint64_t>(std::ceil(perToken));
