@@ -169,6 +169,7 @@ void stageWeights(uint row0, uint s, uint lid) {
 void main() {
   if (!beginProduct()) return;  // uniform: the whole workgroup
   const uint lid = gl_LocalInvocationID.x;
+  loadCodebook(lid, WG);
   const uint ty = lid / 4, tx = lid % 4;  // rows 2ty, 2ty + 1; tokens 4tx .. 4tx + 3
   const uint rowTiles = (pc.rows + BM - 1) / BM;
   const uint tiles = rowTiles * ((tokenCount + BN - 1) / BN);

@@ -5,8 +5,8 @@
 //    them unit by unit, loading every piece of x once for its R rows. No
 //    shared memory and no barrier, both slow on lavapipe.
 //  - otherwise (GPUs): a workgroup owns R rows at a time; its invocations
-//    split the row into units and reduce with subgroup arithmetic
-//    (SUBGROUP_REDUCE) or through shared memory.
+//    split the row into units, walk each unit chunk by chunk, and reduce
+//    with subgroup arithmetic (SUBGROUP_REDUCE) or through shared memory.
 // Float weights whose rows are not whole units (cols % UNIT != 0) take an
 // element-wise path.
 // EXPERTS: the expert products of weights.h, one pair per workgroup row z:
@@ -39,6 +39,7 @@ layout(std430, binding = 4) readonly buffer Ids { uint ids[]; };  // [pairs]: th
 // value and its first y value (all 0 outside expert products).
 uint wRow0 = 0u, x0 = 0u, y0 = 0u;
 
+#if defined(WIDE_LOADS)
 // The x values that unit u of a row multiplies, in decodeUnit() order.
 void loadXUnit(uint u, out vec4 xv[UNIT4]) {
   for (uint c = 0; c < CHUNKS; ++c) {
@@ -54,6 +55,19 @@ float dotUnit(const vec4 w[UNIT4], const vec4 xv[UNIT4]) {
   for (uint i = 0; i < UNIT4; ++i) s += dot(w[i], xv[i]);
   return s;
 }
+#elif !defined(FLOAT_WEIGHTS)
+// The x values that chunk c of unit u multiplies, in decodeChunk() order.
+void loadXChunk(uint u, uint c, out vec4 xv[CHUNK4]) {
+  const uint first = (x0 + chunkColumn(u, c)) / 8;
+  for (uint i = 0; i < CHUNK8; ++i) loadX8(first + i, xv[2 * i], xv[2 * i + 1]);
+}
+
+float dotChunk(const vec4 w[CHUNK4], const vec4 xv[CHUNK4]) {
+  float s = 0.0;
+  for (uint i = 0; i < CHUNK4; ++i) s += dot(w[i], xv[i]);
+  return s;
+}
+#endif
 
 #if defined(SUBGROUP_REDUCE)
 shared float partials[WG];  // one per subgroup; WG bounds the subgroup count
@@ -113,6 +127,7 @@ void main() {
   }
 #else
   const uint lid = gl_LocalInvocationID.x;
+  loadCodebook(lid, WG);
   for (uint first = gl_WorkGroupID.x * R; first < pc.rows; first += gl_NumWorkGroups.x * R) {
     for (uint r = 0; r < R; ++r) {
       rows[r] = min(first + r, pc.rows - 1);
@@ -124,13 +139,17 @@ void main() {
       for (uint r = 0; r < R; ++r) acc[r] += weightAt((wRow0 + rows[r]) * pc.cols + k) * xk;
     }
 #else
+    // A chunk (32 values) at a time: the registers hold one chunk's x and
+    // weight values, not a 64-value unit's (weight_types.glsl).
     for (uint u = lid; u < units; u += WG) {
-      vec4 xv[UNIT4];
-      loadXUnit(u, xv);
-      for (uint r = 0; r < R; ++r) {
-        vec4 wv[UNIT4];
-        decodeUnit(wRow0 + rows[r], u, wv);
-        acc[r] += dotUnit(wv, xv);
+      for (uint c = 0; c < CHUNKS; ++c) {
+        vec4 xv[CHUNK4];
+        loadXChunk(u, c, xv);
+        for (uint r = 0; r < R; ++r) {
+          vec4 wv[CHUNK4];
+          decodeChunk(wRow0 + rows[r], u, c, wv);
+          acc[r] += dotChunk(wv, xv);
+        }
       }
     }
 #endif

@@ -7,10 +7,14 @@
 //
 // A row is walked in units: 8 values for F32 and 16 for F16/BF16 (32 bytes),
 // one 32-value block for Q8_0, the Q4_0/Q4_1/Q5_0/Q5_1 family, IQ4_NL and
-// MXFP4, 64 values for the k-quants and IQ4_XS (a Q4_K/Q5_K scale group; for Q6_K the two 32-value quarters that share the bytes of ql:
-// columns 128h + 32p + [0, 32) and the same + 64). decodeUnit() dequantizes a
-// unit with ggml's arithmetic (same products, same order); chunkColumn() says
-// which columns of X each chunk of CHUNK consecutive values multiplies.
+// MXFP4, 64 values for the k-quants and IQ4_XS (two sub-blocks of 32; for
+// Q6_K the two 32-value quarters that share the bytes of ql: columns 128h +
+// 32p + [0, 32) and the same + 64). decodeUnit() dequantizes a unit with
+// ggml's arithmetic (same products, same order); chunkColumn() says which
+// columns of X each chunk of CHUNK consecutive values multiplies, and
+// decodeChunk() dequantizes one chunk: the GPU matvec's step, since a 64-value
+// unit's values and x at once in registers slowed an H200's decode of the
+// Gemma-3-4B Q4_K_M shape to 100 tok/s (122 by chunks).
 //
 // WIDE_LOADS (CPU devices) reads through 64-bit vectors: lavapipe executes a
 // buffer load lane by lane, so the number of loads, not their width, sets the
@@ -74,6 +78,7 @@ const uint CHUNK = 32;
 const uint BLOCK = 32;
 const uint UNITS_PER_BLOCK = 1;
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || defined(TYPE_IQ4_XS)
+#define CHUNKS_OF_UNIT 2  // for the preprocessor: these units have a decodeChunk of their own
 const uint UNIT = 64;
 const uint CHUNK = 32;
 const uint BLOCK = 256;
@@ -84,6 +89,7 @@ const uint UNITS_PER_BLOCK = 4;
 const uint UNIT4 = UNIT / 4;       // vec4s per unit
 const uint CHUNKS = UNIT / CHUNK;  // 1 or 2
 const uint CHUNK8 = CHUNK / 8;     // 8-float groups of X per chunk
+const uint CHUNK4 = CHUNK / 4;     // vec4s per chunk
 
 // 32 bytes at 32-byte index i as eight little-endian words.
 void load32(uint i, out uint q[8]) {
@@ -155,16 +161,36 @@ float codebookAt(uvec4 table, uint n) {
   const uint w = n < 8u ? (n < 4u ? table.x : table.y) : (n < 12u ? table.z : table.w);
   return float(bitfieldExtract(int(w), int(8u * (n & 3u)), 8));
 }
-vec4 codebook(uvec4 table, uvec4 n) {
-  return vec4(codebookAt(table, n.x), codebookAt(table, n.y), codebookAt(table, n.z),
-              codebookAt(table, n.w));
-}
 // IQ4's codebook (gguf/block_layout.h, iq4::kValues: -127 .. 113) and
 // MXFP4's doubled E2M1 values (mxfp4::kDoubled; the scale is 2^(e - 128)).
-const uvec4 kIq4 = uvec4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
-const uvec4 kMxfp4 = uvec4(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu);
-vec4 iq4(uvec4 n) { return codebook(kIq4, n); }
-vec4 mxfp4(uvec4 n) { return codebook(kMxfp4, n); }
+#if defined(TYPE_MXFP4)
+const uvec4 kCodebook = uvec4(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu);
+#else
+const uvec4 kCodebook = uvec4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+#endif
+#if defined(WIDE_LOADS)
+void loadCodebook(uint lid, uint invocations) {}
+vec4 codebook(uvec4 n) {
+  return vec4(codebookAt(kCodebook, n.x), codebookAt(kCodebook, n.y),
+              codebookAt(kCodebook, n.z), codebookAt(kCodebook, n.w));
+}
+#else
+// GPU shapes: the 16 entries as floats in shared memory, one load per value
+// instead of the selects' ~10 integer operations (an H200 decoded a
+// gpt-oss-shaped MXFP4 model at 487 tok/s with the table, 384-417 with the
+// selects). Every invocation of the workgroup calls loadCodebook before its
+// first decode; lavapipe keeps the selects (no shared memory, no barrier).
+shared float codebookTable[16];
+void loadCodebook(uint lid, uint invocations) {
+  for (uint i = lid; i < 16u; i += invocations) codebookTable[i] = codebookAt(kCodebook, i);
+  barrier();
+}
+vec4 codebook(uvec4 n) {
+  return vec4(codebookTable[n.x], codebookTable[n.y], codebookTable[n.z], codebookTable[n.w]);
+}
+#endif
+#else
+void loadCodebook(uint lid, uint invocations) {}
 #endif
 
 #if defined(FLOAT_WEIGHTS)
@@ -213,6 +239,80 @@ uint chunkColumn(uint u, uint c) {
   return UNIT * u + CHUNK * c;
 #endif
 }
+
+#if defined(CHUNKS_OF_UNIT)
+// Chunk c of unit u of `row`: values chunkColumn(u, c) + [0, 32), the
+// vec4s [8c, 8c + 8) of decodeUnit. A unit's chunks share their words, so
+// decodeUnit loads them twice (the second time from cache); the GPU matvec
+// decodes one chunk at a time to hold half the registers.
+void decodeChunk(uint row, uint u, uint c, out vec4 v[CHUNK4]) {
+  const uint rw = row * pc.rowWords;  // first word of the row
+  const uint b = u / UNITS_PER_BLOCK;  // block within the row
+#if defined(TYPE_IQ4_XS)
+  // planes: qs (128 bytes: sub-block s's 16 at 16 s, laid out as IQ4_NL's),
+  // header (d, scales_h, scales_l: 8 bytes). Unit g holds sub-blocks 2g, 2g + 1.
+  const uint g = u % 4, ib = 2 * g + c;
+  const uvec4 q = load16(rw / 4 + b * 8 + ib);
+  const uint h0 = w4[rw + pc.plane1 + 2 * b], h1 = w4[rw + pc.plane1 + 2 * b + 1];
+  const uint ls = ((h1 >> (4 * ib)) & 0xfu) | (((h0 >> (16 + 2 * ib)) & 3u) << 4);
+  const float dl = unpackHalf2x16(h0).x * float(int(ls) - 32);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = codebook(nibbles(q[i], 0)) * dl;
+    v[i + 4] = codebook(nibbles(q[i], 4)) * dl;
+  }
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+  // planes: qs (128 bytes), [Q5_K: qh (32 bytes)], header (d, dmin, 12 scale
+  // bytes). Chunk c of unit g is sub-block j = 2g + c: the low (c = 0) or
+  // high nibbles of the unit's 32 quant bytes [, bit j of each qh byte].
+  const uint g = u % 4, j = 2 * g + c;
+  uint q[8];
+  load32(rw / 8 + b * 4 + g, q);
+#if defined(TYPE_Q5_K)
+  uint qh[8];
+  load32((rw + pc.plane1) / 8 + b, qh);
+  const uvec4 hdr = load16((rw + pc.plane2) / 4 + b);
+#else
+  const uvec4 hdr = load16((rw + pc.plane1) / 4 + b);
+#endif
+  // Sub-block j's 6-bit (scale, min) in bytes 4..15 of the header (see block_layout.h).
+  uint sc, m;
+  if (j < 4) {
+    sc = byteAt(hdr, 4 + j) & 63u;
+    m = byteAt(hdr, 8 + j) & 63u;
+  } else {
+    sc = (byteAt(hdr, 8 + j) & 0xfu) | ((byteAt(hdr, j) >> 6) << 4);
+    m = (byteAt(hdr, 8 + j) >> 4) | ((byteAt(hdr, 4 + j) >> 6) << 4);
+  }
+  const vec2 dm = unpackHalf2x16(hdr.x);
+  const float d = dm.x * float(sc), n = dm.y * float(m);
+  for (uint i = 0; i < 8; ++i) {
+#if defined(TYPE_Q5_K)
+    const uvec4 val = nibbles(q[i], 4 * c) | (byteBits(qh[i], j, 1) << 4);
+#else
+    const uvec4 val = nibbles(q[i], 4 * c);
+#endif
+    v[i] = d * vec4(val) - n;
+  }
+#elif defined(TYPE_Q6_K)
+  // planes: ql (128 bytes), qh (64 bytes), scales (16 x int8), d (fp16).
+  // Unit (h, p) holds quarters p (chunk 0: low nibbles of ql, qh bits 2p)
+  // and p + 2 (chunk 1: high nibbles, qh bits 2p + 4) of half h.
+  const uint sub = u % 4, h = sub / 2, p = sub % 2;
+  uint ql[8], qh[8];
+  load32(rw / 8 + b * 4 + sub, ql);  // ql bytes 64h + 32p + [0, 32)
+  load32((rw + pc.plane1) / 8 + b * 2 + h, qh);
+  const uvec4 sc = load16((rw + pc.plane2) / 4 + b);
+  const float d = halfAt(rw + pc.plane3, b);
+  // Scales of the chunk's values 0..15 and 16..31.
+  const uint s = 8 * h + 2 * p + 4 * c;
+  const float a0 = d * int8At(sc, s), a1 = d * int8At(sc, s + 1);
+  for (uint i = 0; i < 8; ++i) {
+    const ivec4 val = ivec4(nibbles(ql[i], 4 * c) | (byteBits(qh[i], 2 * p + 4 * c, 2) << 4)) - 32;
+    v[i] = (i < 4 ? a0 : a1) * vec4(val);
+  }
+#endif
+}
+#endif
 
 void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
   const uint rw = row * pc.rowWords;  // first word of the row
@@ -265,93 +365,30 @@ void decodeUnit(uint row, uint u, out vec4 v[UNIT4]) {
   const uvec4 q = load16(rw / 4 + b);
 #if defined(TYPE_IQ4_NL)
   const float d = halfAt(rw + pc.plane1, b);
-#define CODEBOOK iq4
 #else
   const uint e = (w4[rw + pc.plane1 + b / 4] >> (8 * (b % 4))) & 0xffu;
   const float d = ldexp(1.0, int(e) - 128);
-#define CODEBOOK mxfp4
 #endif
   for (uint i = 0; i < 4; ++i) {
-    v[i] = CODEBOOK(nibbles(q[i], 0)) * d;
-    v[i + 4] = CODEBOOK(nibbles(q[i], 4)) * d;
+    v[i] = codebook(nibbles(q[i], 0)) * d;
+    v[i + 4] = codebook(nibbles(q[i], 4)) * d;
   }
-#undef CODEBOOK
-#elif defined(TYPE_IQ4_XS)
-  // planes: qs (128 bytes: sub-block s's 16 at 16 s, laid out as IQ4_NL's),
-  // header (d, scales_h, scales_l: 8 bytes). Unit g holds sub-blocks 2g, 2g + 1.
-  const uint g = u % 4;
-  uint q[8];
-  load32(rw / 8 + b * 4 + g, q);
-  const uint h0 = w4[rw + pc.plane1 + 2 * b], h1 = w4[rw + pc.plane1 + 2 * b + 1];
-  const float d = unpackHalf2x16(h0).x;
-  for (uint s = 0; s < 2; ++s) {
-    const uint ib = 2 * g + s;
-    const uint ls = ((h1 >> (4 * ib)) & 0xfu) | (((h0 >> (16 + 2 * ib)) & 3u) << 4);
-    const float dl = d * float(int(ls) - 32);
-    for (uint i = 0; i < 4; ++i) {
-      v[8 * s + i] = iq4(nibbles(q[4 * s + i], 0)) * dl;
-      v[8 * s + i + 4] = iq4(nibbles(q[4 * s + i], 4)) * dl;
-    }
-  }
-#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
-  // planes: qs (128 bytes), [Q5_K: qh (32 bytes)], header (d, dmin, 12 scale bytes)
-  const uint g = u % 4;
-  uint q[8];
-  load32(rw / 8 + b * 4 + g, q);
-#if defined(TYPE_Q5_K)
-  uint qh[8];
-  load32((rw + pc.plane1) / 8 + b, qh);
-  const uvec4 hdr = load16((rw + pc.plane2) / 4 + b);
 #else
-  const uvec4 hdr = load16((rw + pc.plane1) / 4 + b);
-#endif
-  // Eight 6-bit (scale, min) pairs in bytes 4..15 of the header (see block_layout.h).
-  const uint j = 2 * g;
-  uint sc1, m1, sc2, m2;
-  if (j < 4) {
-    sc1 = byteAt(hdr, 4 + j) & 63u;
-    m1 = byteAt(hdr, 8 + j) & 63u;
-    sc2 = byteAt(hdr, 5 + j) & 63u;
-    m2 = byteAt(hdr, 9 + j) & 63u;
-  } else {
-    sc1 = (byteAt(hdr, 8 + j) & 0xfu) | ((byteAt(hdr, j) >> 6) << 4);
-    m1 = (byteAt(hdr, 8 + j) >> 4) | ((byteAt(hdr, 4 + j) >> 6) << 4);
-    sc2 = (byteAt(hdr, 9 + j) & 0xfu) | ((byteAt(hdr, 1 + j) >> 6) << 4);
-    m2 = (byteAt(hdr, 9 + j) >> 4) | ((byteAt(hdr, 5 + j) >> 6) << 4);
-  }
-  const vec2 dm = unpackHalf2x16(hdr.x);
-  const float d1 = dm.x * float(sc1), n1 = dm.y * float(m1);
-  const float d2 = dm.x * float(sc2), n2 = dm.y * float(m2);
-  for (uint i = 0; i < 8; ++i) {
-#if defined(TYPE_Q5_K)
-    const uvec4 lo = nibbles(q[i], 0) | (byteBits(qh[i], j, 1) << 4);
-    const uvec4 hi = nibbles(q[i], 4) | (byteBits(qh[i], j + 1, 1) << 4);
-#else
-    const uvec4 lo = nibbles(q[i], 0), hi = nibbles(q[i], 4);
-#endif
-    v[i] = d1 * vec4(lo) - n1;
-    v[i + 8] = d2 * vec4(hi) - n2;
-  }
-#elif defined(TYPE_Q6_K)
-  // planes: ql (128 bytes), qh (64 bytes), scales (16 x int8), d (fp16)
-  const uint sub = u % 4, h = sub / 2, p = sub % 2;
-  uint ql[8], qh[8];
-  load32(rw / 8 + b * 4 + sub, ql);  // ql bytes 64h + 32p + [0, 32)
-  load32((rw + pc.plane1) / 8 + b * 2 + h, qh);
-  const uvec4 sc = load16((rw + pc.plane2) / 4 + b);
-  const float d = halfAt(rw + pc.plane3, b);
-  // Scales of quarter p's values 0..15 and 16..31 (s, s + 1), of quarter p + 2 (s + 4, s + 5).
-  const uint s = 8 * h + 2 * p;
-  const float a0 = d * int8At(sc, s), a1 = d * int8At(sc, s + 1);
-  const float b0 = d * int8At(sc, s + 4), b1 = d * int8At(sc, s + 5);
-  for (uint i = 0; i < 8; ++i) {
-    const ivec4 lo = ivec4(nibbles(ql[i], 0) | (byteBits(qh[i], 2 * p, 2) << 4)) - 32;
-    const ivec4 hi = ivec4(nibbles(ql[i], 4) | (byteBits(qh[i], 2 * p + 4, 2) << 4)) - 32;
-    v[i] = (i < 4 ? a0 : a1) * vec4(lo);
-    v[i + 8] = (i < 4 ? b0 : b1) * vec4(hi);
+  // The two-chunk types: their chunks (decodeChunk above).
+  vec4 lo[CHUNK4], hi[CHUNK4];
+  decodeChunk(row, u, 0, lo);
+  decodeChunk(row, u, 1, hi);
+  for (uint i = 0; i < CHUNK4; ++i) {
+    v[i] = lo[i];
+    v[CHUNK4 + i] = hi[i];
   }
 #endif
 }
+
+#if !defined(CHUNKS_OF_UNIT)
+// One-chunk units: the chunk is the unit.
+void decodeChunk(uint row, uint u, uint c, out vec4 v[CHUNK4]) { decodeUnit(row, u, v); }
+#endif
 
 #endif  // FLOAT_WEIGHTS
 
