@@ -120,14 +120,16 @@ QString policyText(const runtime::KvSnapshot& s) {
 void setKvFacts(ModelInfo& info, const runtime::Session& session) {
   const model::ModelConfig& c = session.config();
   const kv::IndexerOptions indexer = session.backend().indexer();
-  const double sidecar = kv::KvIndex::bytesPerRow(c.headDim, indexer);
   const kv::KvLayout* layout = session.backend().kvLayout();
   // What one more token adds: a sliding-window layer's ring does not grow,
-  // and only global layers have a sidecar.
-  uint32_t global = 0;
-  for (uint32_t l = 0; l < c.nLayer; ++l) global += c.isWindowLayer(l) ? 0 : 1;
-  info.kvBytesPerToken = (layout ? layout->tokenBytes() : 0) +
-                         static_cast<quint64>(std::ceil(sidecar * c.nHeadKv * global));
+  // and only global layers have a sidecar (its size by the layer's shape).
+  double sidecar = 0.0;
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    if (!c.isWindowLayer(l))
+      sidecar += kv::KvIndex::bytesPerRow(c.headDimOf(l), indexer) * c.headsKvOf(l);
+  }
+  info.kvBytesPerToken =
+      (layout ? layout->tokenBytes() : 0) + static_cast<quint64>(std::ceil(sidecar));
   // An auto policy is shown as chosen ("auto"); what it picked per layer
   // arrives with the KV reports.
   const kv::KvPolicy& policy = session.kvPolicy();

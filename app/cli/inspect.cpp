@@ -21,6 +21,18 @@ const char* ropeStyleName(model::RopeStyle s) {
 }
 
 // Which layers attend a sliding window and which the whole context.
+// Each layer's heads, KV heads and head width where the layers differ
+// (Gemma 4); null where every layer has the fields above.
+nlohmann::json layerAttentionJson(const model::ModelConfig& c) {
+  if (c.uniformAttention()) return nullptr;
+  nlohmann::json layers = nlohmann::json::array();
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    layers.push_back(
+        {{"heads", c.headsOf(l)}, {"kv_heads", c.headsKvOf(l)}, {"head_dim", c.headDimOf(l)}});
+  }
+  return layers;
+}
+
 nlohmann::json attentionJson(const model::ModelConfig& c) {
   if (c.slidingWindow == 0)
     return {{"sliding_window", nullptr}, {"window_layers", 0}, {"global_layers", nullptr}};
@@ -85,6 +97,7 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
       {"heads", c.nHead},
       {"kv_heads", c.nHeadKv},
       {"head_dim", c.headDim},
+      {"layer_attention", layerAttentionJson(c)},
       {"context_length", c.contextLength},
       {"rms_eps", c.rmsEps},
       {"rope",
@@ -141,8 +154,21 @@ void printTable(const nlohmann::json& j) {
   fmt::print("  architecture    {}\n", j["architecture"].get<std::string>());
   fmt::print("  layers          {}\n", s("layers"));
   fmt::print("  embedding       {} (feed-forward {})\n", s("embedding"), s("feed_forward"));
-  fmt::print("  heads           {} query, {} KV, head_dim {}\n", s("heads"), s("kv_heads"),
-             s("head_dim"));
+  if (j["layer_attention"].is_null()) {
+    fmt::print("  heads           {} query, {} KV, head_dim {}\n", s("heads"), s("kv_heads"),
+               s("head_dim"));
+  } else {  // per layer: runs of alike layers
+    const auto& layers = j["layer_attention"];
+    for (size_t first = 0; first < layers.size();) {
+      size_t last = first;
+      while (last + 1 < layers.size() && layers[last + 1] == layers[first]) ++last;
+      const auto& l = layers[first];
+      fmt::print("  heads {:>9} {} query, {} KV, head_dim {}\n",
+                 first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last),
+                 l["heads"].dump(), l["kv_heads"].dump(), l["head_dim"].dump());
+      first = last + 1;
+    }
+  }
   fmt::print("  context         {}\n", s("context_length"));
   const auto& r = j["rope"];
   fmt::print("  rope            {}, theta {}, {} dims, scaling {}\n", r["style"].get<std::string>(),

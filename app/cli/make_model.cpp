@@ -43,6 +43,15 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--heads", spec.nHead, "Query heads")->default_val(spec.nHead);
   cmd->add_option("--kv-heads", spec.nHeadKv, "Key/value heads")->default_val(spec.nHeadKv);
   cmd->add_option("--head-dim", spec.headDim, "Per-head width")->default_val(spec.headDim);
+  cmd->add_option("--layer-heads", spec.layerHeads,
+                  "Query heads per layer, comma-separated (Gemma 4's form; default: --heads)")
+      ->delimiter(',');
+  cmd->add_option("--layer-kv-heads", spec.layerHeadsKv,
+                  "Key/value heads per layer, comma-separated (default: --kv-heads)")
+      ->delimiter(',');
+  cmd->add_option("--head-dim-window", spec.headDimWindow,
+                  "Per-head width of the window layers (0: --head-dim)")
+      ->default_val(spec.headDimWindow);
   cmd->add_option("--vocab", spec.nVocab, "Vocabulary size (>= 259)")->default_val(spec.nVocab);
   cmd->add_option("--ctx", spec.contextLength, "Trained context length")->default_val(spec.contextLength);
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);

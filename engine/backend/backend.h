@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "kv/indexer.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_policy.h"
 #include "model/description.h"
 #include "model/model_config.h"
 
@@ -56,6 +57,12 @@ inline constexpr uint32_t kMaxStepRows = 512;
 // than the context (then they keep every row in the pages).
 kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
                           uint32_t stepRows = kMaxStepRows);
+
+// Each layer's KV heads and head width (KvGeometry::layers of `c`).
+std::vector<kv::KvLayerShape> kvLayerShapes(const model::ModelConfig& c);
+
+// What a KV policy resolves against for `c`: its layers and head widths.
+kv::KvTarget kvTarget(const model::ModelConfig& c);
 
 // One layer of the KV cache as a backend holds it: the scheme of each part
 // (the objects the cache encodes with, seed included; they live as long as

@@ -67,7 +67,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   b->m_experts = ExpertLog::forModel(c, b->m_shared->bound());
   if (options.errorStride > 0) {
     b->m_errors = CodecErrorMeter(c.nLayer);
-    const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDim() * sizeof(float);
+    const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDimOf(0) * sizeof(float);
     KVS_ASSIGN_OR_RETURN(b->m_probe,
                          gpu::Buffer::create(b->m_shared->context(), probeBytes, gpu::MemoryUse::kHost));
   }
@@ -275,7 +275,7 @@ void VulkanBackend::measureProbe() {
   const auto* rows = static_cast<const float*>(m_probe.mapped());
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
-      const float* stream = rows + (size_t{l} * 2 + part) * c.kvDim();
+      const float* stream = rows + (size_t{l} * 2 + part) * c.kvDimOf(0);
       for (uint32_t h = 0; h < c.nHeadKv; ++h) {
         m_errors.measure(l, static_cast<kv::KvPart>(part),
                          m_kvLayout.scheme(l, static_cast<kv::KvPart>(part)),

@@ -50,6 +50,14 @@ Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::Mod
                      "choose the CPU backend",
                      config.architecture, config.nExpertUsed, kMaxExpertsUsed);
   }
+  // gpu::KvPageLayout and the attention kernels take one head count and
+  // width for every layer.
+  if (!config.uniformAttention()) {
+    return makeError(ErrorCode::kUnsupported,
+                     "this {} model's layers differ in attention heads or head width, which the "
+                     "Vulkan backend does not run yet; choose the CPU backend",
+                     config.architecture);
+  }
   return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
 }
 

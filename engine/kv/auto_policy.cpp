@@ -36,20 +36,25 @@ double dot(const float* a, const float* b, uint32_t d) {
   return s;
 }
 
+// One layer's calibration rows: `rows` rows of heads x d values.
+struct LayerGeometry {
+  uint32_t heads = 0, d = 0, rows = 0;
+};
+
 // softmax(scale * q . k_j) over every row j but `skip`, into p.
-void probeWeights(const float* q, std::span<const float> keys, const AutoShape& shape,
+void probeWeights(const float* q, std::span<const float> keys, const LayerGeometry& g,
                   uint32_t head, uint32_t skip, std::vector<double>& p) {
-  const uint32_t d = shape.headDim, stride = shape.nHeadKv * d;
+  const uint32_t d = g.d, stride = g.heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  p.assign(shape.rows, 0.0);
+  p.assign(g.rows, 0.0);
   double top = -INFINITY;
-  for (uint32_t j = 0; j < shape.rows; ++j) {
+  for (uint32_t j = 0; j < g.rows; ++j) {
     if (j == skip) continue;
     p[j] = scale * dot(q, &keys[size_t{j} * stride + size_t{head} * d], d);
     top = std::max(top, p[j]);
   }
   double sum = 0.0;
-  for (uint32_t j = 0; j < shape.rows; ++j) {
+  for (uint32_t j = 0; j < g.rows; ++j) {
     p[j] = j == skip ? 0.0 : std::exp(p[j] - top);
     sum += p[j];
   }
@@ -64,21 +69,21 @@ struct Measures {
 // The K and V measures of one layer with `decodedKey` / `decodedValue`
 // (either may be the exact rows, to measure the other part alone).
 Measures measure(const LayerRows& exact, std::span<const float> decodedKey,
-                 std::span<const float> decodedValue, const AutoShape& shape) {
-  const uint32_t d = shape.headDim, stride = shape.nHeadKv * d;
-  const uint32_t probes = std::min(kProbes, shape.rows);
+                 std::span<const float> decodedValue, const LayerGeometry& g) {
+  const uint32_t d = g.d, stride = g.heads * d;
+  const uint32_t probes = std::min(kProbes, g.rows);
   std::vector<double> p, pHat;
   std::vector<double> o(d), oHat(d);
   double kl = 0.0, err = 0.0, norm = 0.0;
-  for (uint32_t h = 0; h < shape.nHeadKv; ++h) {
+  for (uint32_t h = 0; h < g.heads; ++h) {
     for (uint32_t k = 0; k < probes; ++k) {
-      const uint32_t i = static_cast<uint32_t>(uint64_t{k} * shape.rows / probes);
+      const uint32_t i = static_cast<uint32_t>(uint64_t{k} * g.rows / probes);
       const float* q = &exact.key[size_t{i} * stride + size_t{h} * d];
-      probeWeights(q, exact.key, shape, h, i, p);
-      probeWeights(q, decodedKey, shape, h, i, pHat);
+      probeWeights(q, exact.key, g, h, i, p);
+      probeWeights(q, decodedKey, g, h, i, pHat);
       std::fill(o.begin(), o.end(), 0.0);
       std::fill(oHat.begin(), oHat.end(), 0.0);
-      for (uint32_t j = 0; j < shape.rows; ++j) {
+      for (uint32_t j = 0; j < g.rows; ++j) {
         if (p[j] > 0.0) kl += p[j] * (std::log(p[j]) - std::log(std::max(pHat[j], 1e-300)));
         const size_t at = size_t{j} * stride + size_t{h} * d;
         for (uint32_t c = 0; c < d; ++c) {
@@ -92,7 +97,7 @@ Measures measure(const LayerRows& exact, std::span<const float> decodedKey,
       }
     }
   }
-  const double count = static_cast<double>(probes) * shape.nHeadKv;
+  const double count = static_cast<double>(probes) * g.heads;
   return {kl / count, norm > 0.0 ? err / norm : 0.0};
 }
 
@@ -128,16 +133,31 @@ Expected<double> autoBudget(double bits, uint32_t headDim) {
 
 Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
                                   double bits) {
-  const size_t rowValues = size_t{shape.rows} * shape.nHeadKv * shape.headDim;
-  if (layers.empty() || shape.rows < 2 || rowValues == 0) {
+  if (layers.empty() || shape.rows < 2) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the auto KV policy needs at least 2 cached tokens to measure");
   }
-  KVS_ASSIGN_OR_RETURN(const double budget, autoBudget(bits, shape.headDim));
-  std::vector<double> candidateBits;
-  for (auto name : kCandidates) {
-    KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.headDim, shape.seed}));
-    candidateBits.push_back(scheme->bitsPerValue());
+  if (shape.layers.size() != layers.size()) {
+    return makeError(ErrorCode::kInvalidArgument, "{} layer shapes for {} layers",
+                     shape.layers.size(), layers.size());
+  }
+  if (!shape.layerShare.empty() && shape.layerShare.size() != layers.size()) {
+    return makeError(ErrorCode::kInvalidArgument, "{} layer shares for {} layers",
+                     shape.layerShare.size(), layers.size());
+  }
+  // The budget holds at every layer's head width (the largest floor).
+  double budget = 0.0;
+  for (const KvLayerShape& l : shape.layers) {
+    KVS_ASSIGN_OR_RETURN(const double b, autoBudget(bits, l.headDim));
+    budget = std::max(budget, b);
+  }
+  // candidateBits[l][candidate]: a scheme's bits per value depend on the width.
+  std::vector<std::vector<double>> candidateBits(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (auto name : kCandidates) {
+      KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.layers[l].headDim, shape.seed}));
+      candidateBits[l].push_back(scheme->bitsPerValue());
+    }
   }
 
   // errors[2 l + part][candidate]
@@ -145,46 +165,50 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
   std::vector<std::vector<double>> errors(nParts);
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerRows& rows = layers[l];
-    if (rows.key.size() != rowValues || rows.value.size() != rowValues) {
+    const LayerGeometry g{shape.layers[l].nHeadKv, shape.layers[l].headDim, shape.rows};
+    const size_t rowValues = size_t{g.rows} * g.heads * g.d;
+    if (rowValues == 0 || rows.key.size() != rowValues || rows.value.size() != rowValues) {
       return makeError(ErrorCode::kInvalidArgument, "layer {}: {} cached values, expected {}", l,
                        rows.key.size(), rowValues);
     }
     for (uint32_t part = 0; part < 2; ++part) {
       for (auto name : kCandidates) {
         const auto seed = streamSeed(shape.seed, static_cast<uint32_t>(l), part);
-        KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.headDim, seed}));
+        KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {g.d, seed}));
         const auto decoded = roundTrip(part == 0 ? rows.key : rows.value, *scheme);
-        const Measures m = part == 0 ? measure(rows, decoded, rows.value, shape)
-                                     : measure(rows, rows.key, decoded, shape);
+        const Measures m =
+            part == 0 ? measure(rows, decoded, rows.value, g) : measure(rows, rows.key, decoded, g);
         errors[2 * l + part].push_back(part == 0 ? m.keyKl : m.valueError);
       }
     }
   }
 
   // Greedy: the upgrade with the largest error drop per added bit that keeps
-  // the average within budget, until none helps; a part's bits count by the
-  // share of the context's rows its layer keeps.
-  std::vector<double> share(nParts, 1.0);
-  if (!shape.layerShare.empty()) {
-    if (shape.layerShare.size() != layers.size()) {
-      return makeError(ErrorCode::kInvalidArgument, "{} layer shares for {} layers",
-                       shape.layerShare.size(), layers.size());
-    }
-    for (size_t i = 0; i < nParts; ++i) share[i] = std::clamp(shape.layerShare[i / 2], 1e-6, 1.0);
+  // the average within budget, until none helps. A part's bits count by the
+  // values its layer holds at the context: its row width times the share of
+  // the context's rows it keeps.
+  std::vector<double> share(nParts, 1.0), weight(nParts);
+  for (size_t i = 0; i < nParts; ++i) {
+    const KvLayerShape& l = shape.layers[i / 2];
+    if (!shape.layerShare.empty()) share[i] = std::clamp(shape.layerShare[i / 2], 1e-6, 1.0);
+    weight[i] = share[i] * l.nHeadKv * l.headDim;
   }
-  const double shares = std::accumulate(share.begin(), share.end(), 0.0);
+  const auto bitsAt = [&](size_t part, size_t level) { return candidateBits[part / 2][level]; };
+  const double weights = std::accumulate(weight.begin(), weight.end(), 0.0);
   std::vector<size_t> level(nParts, 0);
-  double total = candidateBits.front() * shares;
-  const double limit = budget * shares + 1e-9;
+  double total = 0.0;
+  for (size_t i = 0; i < nParts; ++i) total += weight[i] * bitsAt(i, 0);
+  const double limit = budget * weights * (1.0 + 1e-12) + 1e-9;
   for (;;) {
     double bestGain = 0.0;
     size_t bestPart = nParts, bestLevel = 0;
     for (size_t i = 0; i < nParts; ++i) {
-      const double weight = i % 2 == 0 ? 1.0 : kValueWeight;
+      const double errorWeight = i % 2 == 0 ? 1.0 : kValueWeight;
       for (size_t m = level[i] + 1; m < kCandidates.size(); ++m) {
-        const double added = share[i] * (candidateBits[m] - candidateBits[level[i]]);
+        const double added = weight[i] * (bitsAt(i, m) - bitsAt(i, level[i]));
         if (total + added > limit) continue;
-        const double gain = weight * (errors[i][level[i]] - errors[i][m]) / std::max(added, 1e-9);
+        const double gain =
+            errorWeight * (errors[i][level[i]] - errors[i][m]) / std::max(added, 1e-9);
         if (gain > bestGain) {
           bestGain = gain;
           bestPart = i;
@@ -193,11 +217,11 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
       }
     }
     if (bestPart == nParts) break;
-    total += share[bestPart] * (candidateBits[bestLevel] - candidateBits[level[bestPart]]);
+    total += weight[bestPart] * (bitsAt(bestPart, bestLevel) - bitsAt(bestPart, level[bestPart]));
     level[bestPart] = bestLevel;
   }
 
-  AutoPlan plan{.budget = budget, .bitsPerValue = total / shares};
+  AutoPlan plan{.budget = budget, .bitsPerValue = total / weights};
   plan.layers.resize(layers.size());
   for (uint32_t part = 0; part < 2; ++part) {
     // The scheme most layers got for this part (ties: the cheaper).
@@ -214,7 +238,7 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
       const size_t i = 2 * l + part;
       PartDecision& d = part == 0 ? plan.layers[l].key : plan.layers[l].value;
       d.scheme = std::string(kCandidates[level[i]]);
-      d.bits = candidateBits[level[i]];
+      d.bits = bitsAt(i, level[i]);
       d.errors = errors[i];
       d.promoted = level[i] > common;
       if (d.promoted && share[i] < 1.0) {

@@ -71,8 +71,9 @@ struct LayerDecision {
 
 struct AutoPlan {
   double budget = 0.0;  // the BITS asked for
-  // The plan's average over K and V of every layer, each weighted by its
-  // AutoShape::layerShare: bits per value the cache holds at the context.
+  // The plan's average over K and V of every layer, each weighted by the
+  // values it holds at the context (its row width times its
+  // AutoShape::layerShare): bits per value the cache holds there.
   double bitsPerValue = 0.0;
   std::vector<LayerDecision> layers;
 
@@ -80,7 +81,8 @@ struct AutoPlan {
 };
 
 struct AutoShape {
-  uint32_t nHeadKv = 0, headDim = 0, rows = 0;
+  std::vector<KvLayerShape> layers;   // [nLayer]: each layer's KV heads and head width
+  uint32_t rows = 0;                  // calibration rows per layer
   uint64_t seed = kDefaultCacheSeed;  // the cache seed (streamSeed per layer and part)
   // [nLayer] or empty (all 1): the rows each layer keeps at the session's
   // context, as a share of that context (a window layer's ring / context).
@@ -92,9 +94,9 @@ struct AutoShape {
 // when `bits` is below the cheapest candidate at this head_dim.
 Expected<double> autoBudget(double bits, uint32_t headDim);
 
-// Measures every layer and plans within autoBudget(bits, shape.headDim) bits
-// per value. Errors: no rows, rows of the wrong size, or a budget below the
-// cheapest candidate.
+// Measures every layer and plans within autoBudget(bits, headDim) bits per
+// value (the largest over the layers' head widths). Errors: no rows, rows of
+// the wrong size, or a budget below the cheapest candidate at some layer.
 Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
                                   double bits);
 

@@ -63,7 +63,8 @@ Status checkSchemeForArchitecture(std::string_view architecture, std::string_vie
 struct KvTarget {
   std::string_view architecture;
   uint32_t nLayer = 0;
-  uint32_t headDim = 0;  // when known, an auto budget is checked against it
+  std::vector<uint32_t>
+      headDims;  // the layers' head widths; an auto budget is checked against each
 };
 
 struct KvPolicy {

@@ -16,18 +16,20 @@ std::string shapeString(const std::vector<uint64_t>& s) {
   return out + "}";
 }
 
-// Looks up a rule's tensor and checks its shape; an absent optional tensor is nullptr.
+// Looks up a rule's tensor and checks its shape (a layer rule's with the
+// shapes of `layer`); an absent optional tensor is nullptr.
 template <typename Owner>
 Expected<const TensorView*> bindRule(const WeightSource& src, const ModelConfig& c,
-                                     const TensorRule<Owner>& rule, const std::string& name) {
+                                     const TensorRule<Owner>& rule, uint32_t layer,
+                                     const std::string& name) {
   const TensorView* t = src.find(name);
   if (!t) {
     if (!isRequired(c, rule)) return static_cast<const TensorView*>(nullptr);
     return makeError(ErrorCode::kBadFile, "tensor '{}' is missing", name);
   }
-  std::vector<uint64_t> shape{dimSize(rule.in, c)};
-  if (rule.out != Dim::kNone) shape.push_back(dimSize(rule.out, c));
-  if (rule.stack != Dim::kNone) shape.push_back(dimSize(rule.stack, c));
+  std::vector<uint64_t> shape{dimSize(rule.in, c, layer)};
+  if (rule.out != Dim::kNone) shape.push_back(dimSize(rule.out, c, layer));
+  if (rule.stack != Dim::kNone) shape.push_back(dimSize(rule.stack, c, layer));
   if (t->shape != shape) {
     return makeError(ErrorCode::kBadFile,
                      "tensor '{}' has shape {}, expected {} from the model's metadata", name,
@@ -116,7 +118,7 @@ std::string OpName::str() const {
   return layer < 0 ? std::string(base) : fmt::format("blk.{}.{}", layer, base);
 }
 
-uint64_t dimSize(Dim d, const ModelConfig& c) {
+uint64_t dimSize(Dim d, const ModelConfig& c, uint32_t layer) {
   switch (d) {
     case Dim::kNone:
       return 1;
@@ -127,23 +129,23 @@ uint64_t dimSize(Dim d, const ModelConfig& c) {
     case Dim::kFf2:
       return uint64_t{2} * c.nFf;
     case Dim::kQ:
-      return c.qDim();
+      return c.qDimOf(layer);
     case Dim::kKv:
-      return c.kvDim();
+      return c.kvDimOf(layer);
     case Dim::kQkv:
-      return uint64_t{c.qDim()} + 2 * uint64_t{c.kvDim()};
+      return uint64_t{c.qDimOf(layer)} + 2 * uint64_t{c.kvDimOf(layer)};
     case Dim::kHeadDim:
-      return c.headDim;
+      return c.headDimOf(layer);
     case Dim::kVocab:
       return c.nVocab;
     case Dim::kRopeHalf:
-      return c.rope.dims / 2;
+      return c.ropeDimsOf(layer) / 2;
     case Dim::kExpert:
       return c.nExpert;
     case Dim::kFfExp:
       return c.nFfExp;
     case Dim::kHead:
-      return c.nHead;
+      return c.headsOf(layer);
   }
   return 0;
 }
@@ -165,14 +167,14 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   }
   ModelWeights w;
   for (const auto& rule : d.globals) {
-    KVS_ASSIGN_OR_RETURN(w.*rule.field, bindRule(src, c, rule, std::string(rule.name)));
+    KVS_ASSIGN_OR_RETURN(w.*rule.field, bindRule(src, c, rule, 0, std::string(rule.name)));
   }
   if (!w.output) w.output = w.tokenEmbd;
   w.layers.resize(c.nLayer);
   for (uint32_t i = 0; i < c.nLayer; ++i) {
     for (const auto& rule : d.layer) {
       KVS_ASSIGN_OR_RETURN(w.layers[i].*rule.field,
-                           bindRule(src, c, rule, fmt::format("blk.{}.{}", i, rule.name)));
+                           bindRule(src, c, rule, i, fmt::format("blk.{}.{}", i, rule.name)));
     }
   }
   if (d.split) KVS_TRY(d.split(c, w));
@@ -199,10 +201,10 @@ TensorView expertMatrix(const TensorView& t, uint32_t e) {
 AttentionSpec ForwardPlan::attention(uint32_t layer) const {
   const ModelConfig& c = *config;
   return {.layer = layer,
-          .nHead = c.nHead,
-          .nHeadKv = c.nHeadKv,
-          .headDim = c.headDim,
-          .scale = 1.0f / std::sqrt(static_cast<float>(c.headDim)),
+          .nHead = c.headsOf(layer),
+          .nHeadKv = c.headsKvOf(layer),
+          .headDim = c.headDimOf(layer),
+          .scale = 1.0f / std::sqrt(static_cast<float>(c.headDimOf(layer))),
           .window = c.isWindowLayer(layer) ? c.slidingWindow : 0};
 }
 
@@ -239,12 +241,19 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       applyYarn(c.rope, c.rope.theta, p.rope);
       break;
   }
+  const uint32_t windowDims = c.ropeDimsWindow != 0 ? c.ropeDimsWindow : c.rope.dims;
   if (c.arch->description->windowRopeScaled) {
+    if (windowDims != c.rope.dims) {
+      return makeError(ErrorCode::kUnsupported,
+                       "{} window layers rotating {} dimensions, the global ones {}: not supported "
+                       "with scaled window RoPE",
+                       c.architecture, windowDims, c.rope.dims);
+    }
     p.windowRope = p.rope;
     p.windowRope.theta = c.ropeThetaWindow;
     if (c.rope.scaling == RopeScaling::kYarn) applyYarn(c.rope, c.ropeThetaWindow, p.windowRope);
   } else {
-    p.windowRope = {.style = c.rope.style, .dims = c.rope.dims, .theta = c.ropeThetaWindow};
+    p.windowRope = {.style = c.rope.style, .dims = windowDims, .theta = c.ropeThetaWindow};
   }
   return p;
 }

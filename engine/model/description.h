@@ -114,8 +114,9 @@ struct ArchDescription {
 template <typename Owner>
 bool isRequired(const ModelConfig& config, const TensorRule<Owner>& rule);
 
-// The number of elements of `d` for `config`.
-uint64_t dimSize(Dim d, const ModelConfig& config);
+// The number of elements of `d` for `config`'s `layer` (the global tensors'
+// dimensions are the same in every layer: they pass 0).
+uint64_t dimSize(Dim d, const ModelConfig& config, uint32_t layer);
 
 // Binds `source`'s tensors through the config's architecture description:
 // every required tensor present with its table shape, fused ones split.

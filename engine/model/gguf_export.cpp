@@ -26,8 +26,15 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
   w.set(a + ".context_length", gguf::uint32Value(c.contextLength));
   w.set(a + ".embedding_length", gguf::uint32Value(c.nEmbd));
   w.set(a + ".feed_forward_length", gguf::uint32Value(c.nFf));
-  w.set(a + ".attention.head_count", gguf::uint32Value(c.nHead));
-  w.set(a + ".attention.head_count_kv", gguf::uint32Value(c.nHeadKv));
+  // Per-layer head counts as arrays (Gemma 4's form), else one number.
+  const auto counts = [&](const std::vector<uint32_t>& layers, uint32_t one) {
+    if (layers.empty()) return gguf::uint32Value(one);
+    std::vector<gguf::Value> values;
+    for (const uint32_t n : layers) values.push_back(gguf::uint32Value(n));
+    return gguf::arrayValue(gguf::ValueType::kUint32, std::move(values));
+  };
+  w.set(a + ".attention.head_count", counts(c.layerHeads, c.nHead));
+  w.set(a + ".attention.head_count_kv", counts(c.layerHeadsKv, c.nHeadKv));
   w.set(a + ".attention.key_length", gguf::uint32Value(c.headDim));
   w.set(a + ".attention.value_length", gguf::uint32Value(c.headDimV));
   w.set(a + ".attention.layer_norm_rms_epsilon", gguf::float32Value(c.rmsEps));
@@ -43,6 +50,12 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
   if (c.slidingWindow > 0) {
     w.set(a + ".attention.sliding_window", gguf::uint32Value(c.slidingWindow));
     w.set(a + ".rope.freq_base_swa", gguf::float32Value(c.ropeThetaWindow));
+    if (c.headDimWindow != 0) {
+      w.set(a + ".attention.key_length_swa", gguf::uint32Value(c.headDimWindow));
+      w.set(a + ".attention.value_length_swa", gguf::uint32Value(c.headDimWindow));
+    }
+    if (c.ropeDimsWindow != 0)
+      w.set(a + ".rope.dimension_count_swa", gguf::uint32Value(c.ropeDimsWindow));
     // A period where one describes the layers (the form Gemma 3's loaders
     // read), else a flag per layer.
     if (const auto period = windowPeriodOf(c.windowLayers)) {

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,34 @@ Expected<uint32_t> requiredUint(const gguf::GgufFile& f, const std::string& key)
   if (*v > kMaxDim * 16ull)
     return makeError(ErrorCode::kBadFile, "metadata '{}' = {} is out of range", key, *v);
   return static_cast<uint32_t>(*v);
+}
+
+// A count that is one number for every layer or an array of one per layer
+// (Gemma 4's head counts): the first layer's value, and the array when its
+// entries differ (empty when they do not). nullopt: the key is absent.
+Expected<std::optional<uint32_t>> perLayerUint(const gguf::GgufFile& f, const std::string& key,
+                                               uint32_t nLayer, std::vector<uint32_t>& layers) {
+  layers.clear();
+  const gguf::Value* v = f.find(key);
+  if (!v) return std::optional<uint32_t>{};
+  if (v->type != gguf::ValueType::kArray) {
+    KVS_ASSIGN_OR_RETURN(const uint32_t one, requiredUint(f, key));
+    return std::optional<uint32_t>{one};
+  }
+  const auto values = f.getIntArray(key);
+  if (!values || values->empty() || values->size() != nLayer) {
+    return makeError(ErrorCode::kBadFile, "metadata '{}' is not one integer for each of {} layers",
+                     key, nLayer);
+  }
+  for (const int64_t x : *values) {
+    if (x <= 0 || x > int64_t{kMaxDim})
+      return makeError(ErrorCode::kBadFile, "metadata '{}' holds {}, out of range", key, x);
+    layers.push_back(static_cast<uint32_t>(x));
+  }
+  const uint32_t first = layers.front();
+  if (std::all_of(layers.begin(), layers.end(), [&](uint32_t x) { return x == first; }))
+    layers.clear();
+  return std::optional<uint32_t>{first};
 }
 
 Status ropeScalingFromGguf(const gguf::GgufFile& f, const std::string& arch, ModelConfig& c) {
@@ -121,8 +150,20 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(c.nLayer, requiredUint(f, a + ".block_count"));
   KVS_ASSIGN_OR_RETURN(c.nEmbd, requiredUint(f, a + ".embedding_length"));
   KVS_ASSIGN_OR_RETURN(c.nFf, requiredUint(f, a + ".feed_forward_length"));
-  KVS_ASSIGN_OR_RETURN(c.nHead, requiredUint(f, a + ".attention.head_count"));
-  c.nHeadKv = static_cast<uint32_t>(f.getUint(a + ".attention.head_count_kv").value_or(c.nHead));
+  KVS_ASSIGN_OR_RETURN(const auto heads,
+                       perLayerUint(f, a + ".attention.head_count", c.nLayer, c.layerHeads));
+  if (!heads) {
+    return makeError(ErrorCode::kBadFile, "metadata key '{}.attention.head_count' is missing", a);
+  }
+  c.nHead = *heads;
+  KVS_ASSIGN_OR_RETURN(const auto headsKv,
+                       perLayerUint(f, a + ".attention.head_count_kv", c.nLayer, c.layerHeadsKv));
+  if (headsKv) {
+    c.nHeadKv = *headsKv;
+  } else {  // no KV head count: as many as query heads, per layer too
+    c.nHeadKv = c.nHead;
+    c.layerHeadsKv = c.layerHeads;
+  }
   c.headDim = static_cast<uint32_t>(
       f.getUint(a + ".attention.key_length").value_or(c.nHead ? c.nEmbd / c.nHead : 0));
   c.headDimV = static_cast<uint32_t>(f.getUint(a + ".attention.value_length").value_or(c.headDim));
@@ -140,6 +181,22 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
                                        .value_or(c.nExpertUsed ? c.nFf / c.nExpertUsed : 0));
   c.expertWeightsScale = static_cast<float>(f.getFloat(a + ".expert_weights_scale").value_or(0.0));
   KVS_TRY(slidingWindowFromGguf(f, a, c));
+  if (c.slidingWindow > 0) {  // Gemma 4: the window layers' own head width and rotation
+    const auto optional = [&](const std::string& key, uint32_t fallback) -> Expected<uint32_t> {
+      if (!f.find(key)) return fallback;
+      return requiredUint(f, key);
+    };
+    KVS_ASSIGN_OR_RETURN(c.headDimWindow, optional(a + ".attention.key_length_swa", 0));
+    KVS_ASSIGN_OR_RETURN(const uint32_t valueWindow,
+                         optional(a + ".attention.value_length_swa", c.headDimWindow));
+    if (valueWindow != c.headDimWindow) {
+      return makeError(ErrorCode::kUnsupported,
+                       "{} window layers with keys of {} and values of {} values per head are "
+                       "not supported",
+                       a, c.headDimWindow, valueWindow);
+    }
+    KVS_ASSIGN_OR_RETURN(c.ropeDimsWindow, optional(a + ".rope.dimension_count_swa", 0));
+  }
 
   const gguf::TensorInfo* embd = f.findTensor("token_embd.weight");
   if (!embd || embd->shape.size() != 2) {
@@ -307,15 +364,21 @@ Status validateConfig(const ModelConfig& c) {
   if (c.nLayer == 0 || c.nLayer > 4096) return bad(fmt::format("{} layers", c.nLayer));
   if (c.nEmbd == 0 || c.nEmbd > kMaxDim) return bad(fmt::format("width {}", c.nEmbd));
   if (c.nFf == 0 || c.nFf > kMaxDim) return bad(fmt::format("feed-forward width {}", c.nFf));
-  if (c.nHead == 0 || c.nHeadKv == 0) return bad("zero attention heads");
-  if (c.nHead % c.nHeadKv != 0)
-    return bad(fmt::format("{} heads are not a multiple of {} KV heads", c.nHead, c.nHeadKv));
-  if (c.headDim == 0 || c.headDim > 4096 || c.headDimV == 0 || c.headDimV > 4096) {
-    return bad(fmt::format("head size {}/{}", c.headDim, c.headDimV));
-  }
+  if ((!c.layerHeads.empty() && c.layerHeads.size() != c.nLayer) ||
+      (!c.layerHeadsKv.empty() && c.layerHeadsKv.size() != c.nLayer))
+    return bad("per-layer head counts do not cover every layer");
   if (c.headDimV != c.headDim) return bad("different K and V head sizes are not supported");
-  if (c.rope.dims == 0 || c.rope.dims > c.headDim || c.rope.dims % 2 != 0) {
-    return bad(fmt::format("RoPE over {} of {} head dimensions", c.rope.dims, c.headDim));
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    const uint32_t heads = c.headsOf(l), headsKv = c.headsKvOf(l), dim = c.headDimOf(l);
+    const uint32_t rot = c.ropeDimsOf(l);
+    if (heads == 0 || headsKv == 0 || heads > 4096) return bad("zero attention heads");
+    if (heads % headsKv != 0) {
+      return bad(
+          fmt::format("layer {}: {} heads are not a multiple of {} KV heads", l, heads, headsKv));
+    }
+    if (dim == 0 || dim > 4096) return bad(fmt::format("layer {}: head size {}", l, dim));
+    if (rot == 0 || rot > dim || rot % 2 != 0)
+      return bad(fmt::format("layer {}: RoPE over {} of {} head dimensions", l, rot, dim));
   }
   if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");
   if (!(c.rmsEps > 0.0f) || c.rmsEps > 1.0f) return bad("RMSNorm epsilon out of range");

@@ -56,10 +56,21 @@ struct ModelConfig {
   uint32_t nLayer = 0;
   uint32_t nEmbd = 0;     // model width
   uint32_t nFf = 0;       // feed-forward width
+  // Attention shape of the layers that have no other (all layers but in a
+  // model with per-layer shapes, below): read per layer through headsOf(),
+  // headsKvOf() and headDimOf().
   uint32_t nHead = 0;     // query heads
   uint32_t nHeadKv = 0;   // key/value heads (GQA when < nHead)
   uint32_t headDim = 0;   // per-head K and Q width (may differ from nEmbd / nHead)
   uint32_t headDimV = 0;  // per-head V width
+  // Per-layer shapes (Gemma 4: its global layers have fewer KV heads and
+  // wider heads than its window layers). layerHeads/layerHeadsKv: [nLayer]
+  // from GGUF arrays, or empty (every layer nHead/nHeadKv). headDimWindow:
+  // the window layers' head width (key_length_swa; V the same), 0: headDim;
+  // ropeDimsWindow likewise (rope.dimension_count_swa), 0: rope.dims.
+  std::vector<uint32_t> layerHeads, layerHeadsKv;
+  uint32_t headDimWindow = 0;
+  uint32_t ropeDimsWindow = 0;
   uint32_t nVocab = 0;
   uint32_t contextLength = 0;  // trained context
   float rmsEps = 1e-5f;
@@ -87,12 +98,34 @@ struct ModelConfig {
   bool isWindowLayer(uint32_t layer) const {
     return slidingWindow > 0 && layer < windowLayers.size() && windowLayers[layer];
   }
-  uint32_t qDim() const { return nHead * headDim; }
-  uint32_t kvDim() const { return nHeadKv * headDim; }
-  uint32_t gqaRatio() const { return nHead / nHeadKv; }
-  // Bytes one token adds to an f16 KV cache, over all layers.
+  uint32_t headsOf(uint32_t layer) const {
+    return layer < layerHeads.size() ? layerHeads[layer] : nHead;
+  }
+  uint32_t headsKvOf(uint32_t layer) const {
+    return layer < layerHeadsKv.size() ? layerHeadsKv[layer] : nHeadKv;
+  }
+  uint32_t headDimOf(uint32_t layer) const {
+    return headDimWindow != 0 && isWindowLayer(layer) ? headDimWindow : headDim;
+  }
+  uint32_t ropeDimsOf(uint32_t layer) const {
+    return ropeDimsWindow != 0 && isWindowLayer(layer) ? ropeDimsWindow : rope.dims;
+  }
+  uint32_t qDimOf(uint32_t layer) const { return headsOf(layer) * headDimOf(layer); }
+  uint32_t kvDimOf(uint32_t layer) const { return headsKvOf(layer) * headDimOf(layer); }
+  // Whether every layer has nHead, nHeadKv and headDim (code that has not
+  // learnt per-layer shapes refuses other models).
+  bool uniformAttention() const {
+    for (uint32_t l = 0; l < nLayer; ++l) {
+      if (headsOf(l) != nHead || headsKvOf(l) != nHeadKv || headDimOf(l) != headDim) return false;
+    }
+    return true;
+  }
+  // Bytes one token adds to an f16 KV cache, over all layers (K and V rows
+  // alike wide: validateConfig).
   uint64_t kvBytesPerTokenF16() const {
-    return uint64_t{nLayer} * nHeadKv * (headDim + headDimV) * 2;
+    uint64_t bytes = 0;
+    for (uint32_t l = 0; l < nLayer; ++l) bytes += uint64_t{kvDimOf(l)} * 2 * 2;
+    return bytes;
   }
 };
 

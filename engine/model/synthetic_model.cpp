@@ -235,6 +235,8 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   c.nHead = s.nHead;
   c.nHeadKv = s.nHeadKv;
   c.headDim = c.headDimV = s.headDim;
+  c.layerHeads = s.layerHeads;
+  c.layerHeadsKv = s.layerHeadsKv;
   c.rmsEps = 1e-5f;
   c.nExpert = s.nExpert;
   c.nExpertUsed = s.nExpertUsed;
@@ -245,6 +247,7 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
     c.slidingWindow = s.slidingWindow;
     c.windowLayers = windowLayersOfPeriod(s.nLayer, s.windowPeriod);
     c.ropeThetaWindow = s.ropeThetaWindow;
+    c.headDimWindow = s.headDimWindow;
   }
   if (s.ropeLinearFactor > 1.0f && s.ropeYarnFactor > 1.0f)
     return makeError(ErrorCode::kInvalidArgument, "RoPE scaling is linear or YaRN, not both");
@@ -271,6 +274,7 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
         1.0f + std::log(static_cast<float>(s.contextLength) / c.rope.originalContext) /
                    std::log(static_cast<float>(c.rope.originalContext)));
   }
+  KVS_TRY(validateConfig(c));
   setConfigMetadata(
       w, c, fmt::format("synthetic-{}-{}", s.architecture, gguf::traits(s.weightType).name));
   addVocab(w, s.nVocab);
@@ -282,15 +286,15 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   // factor tensors when asked for. Weights ~ N(0, 1/in), norms ~ N(1, 0.1),
   // biases ~ N(0, 0.1), attention sinks ~ N(0, 1).
   uint32_t factorTensors = 0;
-  const auto add = [&](const auto& rule, const std::string& name) -> Status {
+  const auto add = [&](const auto& rule, uint32_t layer, const std::string& name) -> Status {
     const bool factors = rule.kind == TensorKind::kRopeFactors;
     if (factors ? !s.ropeFreqFactors : !isRequired(c, rule)) return okStatus();
-    const uint64_t in = dimSize(rule.in, c), out = dimSize(rule.out, c);
+    const uint64_t in = dimSize(rule.in, c, layer), out = dimSize(rule.out, c, layer);
     switch (rule.kind) {
       case TensorKind::kEmbedding:
       case TensorKind::kMatrix:
         if (rule.stack != Dim::kNone)
-          return addWeight(w, f, s, name, {in, out, dimSize(rule.stack, c)});
+          return addWeight(w, f, s, name, {in, out, dimSize(rule.stack, c, layer)});
         return addWeight(w, f, s, name, {in, out});
       case TensorKind::kNorm:
         return addVector(w, f.normal(f.key(), in, 0.1f, 1.0f), name);
@@ -312,9 +316,9 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
     }
     return okStatus();
   };
-  for (const auto& rule : d.globals) KVS_TRY(add(rule, std::string(rule.name)));
+  for (const auto& rule : d.globals) KVS_TRY(add(rule, 0, std::string(rule.name)));
   for (uint32_t i = 0; i < s.nLayer; ++i)
-    for (const auto& rule : d.layer) KVS_TRY(add(rule, fmt::format("blk.{}.{}", i, rule.name)));
+    for (const auto& rule : d.layer) KVS_TRY(add(rule, i, fmt::format("blk.{}.{}", i, rule.name)));
   return finish(w);
 }
 

@@ -30,6 +30,11 @@ struct SyntheticModelSpec {
   uint32_t nHead = 4;
   uint32_t nHeadKv = 1;
   uint32_t headDim = 64;
+  // Per-layer shapes (as Gemma 4's files state them), empty or [nLayer]:
+  // query and KV heads per layer; and the window layers' head width (0:
+  // headDim).
+  std::vector<uint32_t> layerHeads, layerHeadsKv;
+  uint32_t headDimWindow = 0;
   uint32_t nVocab = 512;  // >= 259 (specials + bytes)
   uint32_t contextLength = 2048;
   float ropeTheta = 10000.0f;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend.h"
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
 #include "gpu/device_info.h"
@@ -90,7 +91,7 @@ Expected<std::string> checkChoice(const model::ModelFile& model, const BackendCh
                      "unknown backend '{}' (choose cpu, vulkan or auto)", kind);
   const kv::KvPolicy& policy = choice.kvPolicy;
   const auto& c = model.config();
-  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  KVS_TRY(policy.resolve(backend::kvTarget(c)));
   if (kind == "vulkan") {
     // What the Vulkan kernels do not run yet goes to the CPU backend when the
     // user left the choice to kvscope.
@@ -117,8 +118,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
   KVS_ASSIGN_OR_RETURN(std::string kind, checkChoice(*model, requested, notice));
   const kv::KvPolicy& policy = requested.kvPolicy;
   const auto& c = model->config();
-  KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes,
-                       policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  KVS_ASSIGN_OR_RETURN(std::vector<kv::LayerSchemes> schemes, policy.resolve(backend::kvTarget(c)));
   if (kind == "vulkan" && requested.vetDevice) {
     const std::filesystem::path file = requested.verdictFile.empty()
                                            ? defaultVerdictFile()

@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu_backend.h"
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
@@ -277,8 +278,9 @@ Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& 
   const model::ModelConfig& c = model.config();
   VetSpec s;
   s.architecture = c.architecture;
+  // The Vulkan backend runs uniform attention only (VulkanModel::checkRuns).
   s.headDim = c.headDim;
-  s.gqa = c.gqaRatio();
+  s.gqa = c.nHead / c.nHeadKv;
   s.ropeDims = c.rope.dims;
   s.ropeLinearFactor = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
   s.ropeFreqFactors = c.rope.scaling == model::RopeScaling::kFreqFactors;
@@ -299,7 +301,7 @@ Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& 
   // the codecs' rounding differences past the bounds on lavapipe (3.5e-3 of
   // the spread, mean 6.8e-4, against 1.8e-5 and 1.8e-6 with 4 layers).
   // resolve() also checks the policy (an auto budget against head_dim).
-  KVS_ASSIGN_OR_RETURN(const auto resolved, policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  KVS_ASSIGN_OR_RETURN(const auto resolved, policy.resolve(backend::kvTarget(c)));
   const auto add = [&s](kv::LayerSchemes pair) {
     if (std::find(s.layers.begin(), s.layers.end(), pair) == s.layers.end())
       s.layers.push_back(std::move(pair));

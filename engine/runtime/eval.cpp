@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "backend/backend.h"
 #include "kv/kv_policy.h"
 #include "runtime/indexer_snapshot.h"
 #include "runtime/kv_auto.h"
@@ -161,8 +162,7 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     }
   }
   // A policy the model cannot hold fails here rather than after the f16 run.
-  for (const kv::KvPolicy& policy : policies)
-    KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  for (const kv::KvPolicy& policy : policies) KVS_TRY(policy.resolve(backend::kvTarget(c)));
   // Progress over every forced step of every run, the f16 run first.
   const uint64_t steps = tokens.size() - options.prefill;
   const uint64_t total = steps * (1 + policies.size());
@@ -226,8 +226,8 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
                        b->name(), layers.size(), c.nLayer);
     }
     const auto runErrors = b->kvErrors();
-    const uint64_t values = uint64_t{b->cachedTokens()} * c.nHeadKv * c.headDim;
     for (uint32_t l = 0; l < c.nLayer; ++l) {
+      const uint64_t values = uint64_t{b->cachedTokens()} * c.kvDimOf(l);
       const backend::KvLayerBytes& kvl = layers[l];
       r.layers.push_back({.keyScheme = std::string(kvl.key->name()),
                           .valueScheme = std::string(kvl.value->name()),

@@ -11,7 +11,6 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   if (!policy.autoBits)
     return makeError(ErrorCode::kInternal, "chooseAutoPolicy needs an auto policy");
   const auto& c = backend.config();
-  const size_t rowValues = size_t{c.nHeadKv} * c.headDim;
   std::vector<std::vector<float>> rows;  // [layer][K, V]
   rows.reserve(2 * size_t{c.nLayer});
   // The calibration rows: the first ones, as many as every layer holds (a
@@ -20,13 +19,16 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       KVS_ASSIGN_OR_RETURN(auto all, backend.readKv(l, part));
-      count = std::min(count, static_cast<uint32_t>(all.size() / rowValues));
+      count = std::min(count, static_cast<uint32_t>(all.size() / c.kvDimOf(l)));
       rows.push_back(std::move(all));
     }
   }
-  for (auto& r : rows) r.resize(size_t{count} * rowValues);
-  kv::AutoShape shape{
-      .nHeadKv = c.nHeadKv, .headDim = c.headDim, .rows = count, .seed = policy.seed};
+  kv::AutoShape shape{.rows = count, .seed = policy.seed};
+  for (uint32_t l = 0; l < c.nLayer; ++l) {
+    shape.layers.push_back({c.headsKvOf(l), c.headDimOf(l)});
+    rows[2 * l].resize(size_t{count} * c.kvDimOf(l));
+    rows[2 * l + 1].resize(size_t{count} * c.kvDimOf(l));
+  }
   // A window layer's ring holds a fixed number of rows: at the context the
   // session runs to, its share of the cache's values.
   if (const kv::KvLayout* layout = backend.kvLayout()) {
@@ -41,7 +43,7 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));
   const auto schemes = plan.schemes();
   kv::KvPolicy chosen = policy.withLayers(schemes);
-  KVS_TRY(chosen.resolve({c.architecture, c.nLayer, c.headDim}));
+  KVS_TRY(chosen.resolve(backend::kvTarget(c)));
   return AutoChoice{std::move(plan), std::move(chosen)};
 }
 

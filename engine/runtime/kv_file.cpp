@@ -82,6 +82,8 @@ const char* autoStateName(AutoState s) {
 nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
   nlohmann::json schemes = nlohmann::json::array(), rowBytes = nlohmann::json::array();
   nlohmann::json windowLayers = nlohmann::json::array();
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const kv::KvLayerShape& l : info.layerShapes) shapes.push_back({l.nHeadKv, l.headDim});
   for (uint32_t l = 0; l < layout.geometry().nLayer(); ++l) {
     if (layout.isWindow(l)) windowLayers.push_back(l);
     schemes.push_back({info.schemes[l].key, info.schemes[l].value});
@@ -98,8 +100,7 @@ nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
             {"name", info.modelName},
             {"fingerprint", hex(info.fingerprint)},
             {"layers", info.nLayer},
-            {"kv_heads", info.nHeadKv},
-            {"head_dim", info.headDim},
+            {"layer_shapes", shapes},
             {"vocab", info.nVocab}}},
           {"cache",
            {{"seed", hex(info.cacheSeed)},
@@ -142,8 +143,14 @@ Status parseMeta(const nlohmann::json& meta, KvFileInfo& info,
   info.modelName = model.at("name").get<std::string>();
   KVS_ASSIGN_OR_RETURN(info.fingerprint, parseHex(model.at("fingerprint"), "model fingerprint"));
   info.nLayer = bounded(model, "layers", 1, kMaxLayers);
-  info.nHeadKv = bounded(model, "kv_heads", 1, kMaxHeads);
-  info.headDim = bounded(model, "head_dim", 1, kv::kMaxKvDim);
+  const nlohmann::json& shapes = model.at("layer_shapes");
+  if (!shapes.is_array() || shapes.size() != info.nLayer)
+    return bad("the layer shapes do not cover every layer");
+  for (const nlohmann::json& shape : shapes) {
+    if (!shape.is_array() || shape.size() != 2) return bad("a layer's shape is malformed");
+    info.layerShapes.push_back({unsignedIn(shape[0], "kv heads", 1, kMaxHeads),
+                                unsignedIn(shape[1], "head_dim", 1, kv::kMaxKvDim)});
+  }
   info.nVocab = bounded(model, "vocab", 1, kMaxVocab);
   const nlohmann::json& cache = meta.at("cache");
   KVS_ASSIGN_OR_RETURN(info.cacheSeed, parseHex(cache.at("seed"), "cache seed"));
@@ -275,7 +282,8 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   if (major < kKvFileMajor) {
     return makeError(ErrorCode::kBadFile,
                      "the saved KV cache was written by an older kvscope (format {}; this build "
-                     "reads format {}): run the conversation again to rebuild it",
+                     "reads format {}, which stores each layer's attention shape): run the "
+                     "conversation again to rebuild it",
                      major, kKvFileMajor);
   }
   if (major != kKvFileMajor) {
@@ -335,7 +343,7 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
   for (uint32_t l = 0; l < r.m_rowBytes.size(); ++l) {
     const bool window = r.m_window > 0 && r.m_windowLayers[l];
     const uint64_t kept = window ? std::min(rows, r.m_window - 1) : rows;
-    rowsBytes += kept * r.m_info.nHeadKv * (r.m_rowBytes[l][0] + r.m_rowBytes[l][1]);
+    rowsBytes += kept * r.m_info.layerShapes[l].nHeadKv * (r.m_rowBytes[l][0] + r.m_rowBytes[l][1]);
   }
   if (s[2].bytes != rowsBytes) return bad("the rows' size");
   r.m_in = std::move(in);
@@ -352,6 +360,11 @@ Status KvFileReader::checkRowSizes(const kv::KvLayout& layout) const {
   if (layout.geometry().window != m_window || layout.geometry().windowLayers != m_windowLayers) {
     return makeError(ErrorCode::kBadFile,
                      "the saved KV cache's sliding-window layers differ from this model's");
+  }
+  if (layout.geometry().layers != m_info.layerShapes) {
+    return makeError(ErrorCode::kBadFile,
+                     "the saved KV cache's layers differ in heads or head width from this "
+                     "model's");
   }
   for (uint32_t l = 0; l < layout.geometry().nLayer(); ++l) {
     if (layout.rowBytes(l, kv::KvPart::kKey) != m_rowBytes[l][0] ||

@@ -3,10 +3,11 @@
 // one file, the same format for every backend, restored without prefill
 // (Session::restoreCache).
 //
-// Format "KVSCOPE" 3.0, little-endian (2.0, before sliding windows, is
-// refused with a message saying so):
+// Format "KVSCOPE" 4.0, little-endian (older files are refused with a
+// message saying so: 2.0 came before sliding windows, 3.0 before per-layer
+// attention shapes):
 //   header, 64 bytes:
-//     char magic[8] "KVSCOPE\0" | u16 major (3) | u16 minor (0) |
+//     char magic[8] "KVSCOPE\0" | u16 major (4) | u16 minor (0) |
 //     u32 sectionCount (3) | u64 fileBytes (the file's exact size) |
 //     u32 headerCrc (CRC-32C of these 64 bytes and the table, this field 0) |
 //     36 zero bytes
@@ -21,7 +22,7 @@
 //   META: {"format": "kvscope-kv-cache",
 //          "producer": {"app", "backend"},
 //          "model": {"architecture", "name", "fingerprint" (hex), "layers",
-//                    "kv_heads", "head_dim", "vocab"},
+//                    "layer_shapes": [[KV heads, head dim] per layer], "vocab"},
 //          "cache": {"seed" (hex), "rows", "schemes": [[K, V] per layer],
 //                    "row_bytes": [[K, V] per layer], "window" (0: none),
 //                    "window_layers": [the sliding-window layers' indices]},
@@ -52,7 +53,7 @@
 
 namespace kvscope::runtime {
 
-inline constexpr uint16_t kKvFileMajor = 3;
+inline constexpr uint16_t kKvFileMajor = 4;
 inline constexpr uint16_t kKvFileMinor = 0;
 inline constexpr uint64_t kMaxMetaBytes = 1 << 20;
 inline constexpr uint32_t kMaxKvFileRows = 1 << 24;
@@ -65,7 +66,8 @@ struct KvFileInfo {
   // The model the rows belong to.
   std::string architecture, modelName;
   uint64_t fingerprint = 0;  // model::modelFingerprint
-  uint32_t nLayer = 0, nHeadKv = 0, headDim = 0, nVocab = 0;
+  uint32_t nLayer = 0, nVocab = 0;
+  std::vector<kv::KvLayerShape> layerShapes;  // [nLayer]
   // The cache.
   uint64_t cacheSeed = kv::kDefaultCacheSeed;
   std::vector<kv::LayerSchemes> schemes;  // [nLayer]: the schemes the rows are stored in

@@ -24,8 +24,10 @@ KvSnapshot snapshotKv(const backend::Backend& backend) {
   s.rows = backend.cachedTokens();
   s.contextLimit = backend.contextLimit();
   const std::vector<backend::KvLayerError> errors = backend.kvErrors();
-  for (const backend::KvLayerBytes& l : backend.kvBytes()) {
-    const uint64_t streams = uint64_t{l.rows} * backend.config().nHeadKv;
+  const std::vector<backend::KvLayerBytes> layers = backend.kvBytes();
+  for (uint32_t index = 0; index < layers.size(); ++index) {
+    const backend::KvLayerBytes& l = layers[index];
+    const uint64_t streams = uint64_t{l.rows} * backend.config().headsKvOf(index);
     KvLayerSnapshot layer;
     layer.rows = l.rows;
     layer.window = l.window;

@@ -18,7 +18,7 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
                                         const kv::KvPolicy& policy, uint64_t memoryBytes) {
   const model::ModelConfig& c = model.config();
   KVS_ASSIGN_OR_RETURN(const std::vector<kv::LayerSchemes> layers,
-                       policy.resolve({c.architecture, c.nLayer, c.headDim}));
+                       policy.resolve(backend::kvTarget(c)));
 
   MemoryEstimate e;
   e.weightBytes = model.weightBytes();

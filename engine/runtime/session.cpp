@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend.h"
 #include "kv/kv_policy.h"
 #include "runtime/kv_auto.h"
 #include "runtime/kv_reencode.h"
@@ -154,7 +155,7 @@ Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint
                      "its KV cache policy is fixed");
   }
   const model::ModelConfig& c = m_backend->config();
-  KVS_TRY(policy.resolve({c.architecture, c.nLayer, c.headDim}));
+  KVS_TRY(policy.resolve(backend::kvTarget(c)));
   kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
   if (m_kvPolicy.sameCache(policy)) {

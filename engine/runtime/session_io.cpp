@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend.h"
 #include "kv/kv_policy.h"
 #include "model/model_fingerprint.h"
 #include "runtime/kv_file.h"
@@ -31,8 +32,7 @@ Status Session::saveCache(const std::filesystem::path& path) const {
   info.modelName = m_model->path().filename().string();
   info.fingerprint = modelFingerprint();
   info.nLayer = c.nLayer;
-  info.nHeadKv = c.nHeadKv;
-  info.headDim = c.headDim;
+  info.layerShapes = layout->geometry().layers;
   info.nVocab = c.nVocab;
   info.cacheSeed = layout->cacheSeed();
   info.schemes = layout->layerSchemes();
@@ -59,7 +59,7 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
   const model::ModelConfig& c = config();
   const uint64_t fingerprint = modelFingerprint();
   if (info.fingerprint != fingerprint || info.architecture != c.architecture ||
-      info.nLayer != c.nLayer || info.nHeadKv != c.nHeadKv || info.headDim != c.headDim ||
+      info.nLayer != c.nLayer || info.layerShapes != backend::kvLayerShapes(c) ||
       info.nVocab != c.nVocab) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache belongs to another model ({}, fingerprint {:016x}); "

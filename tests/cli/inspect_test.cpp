@@ -52,6 +52,35 @@ TEST(CliInspect, TinyStoriesHuggingFaceFolder) {
   EXPECT_EQ(j["weight_bytes"], j["tensor_types"]["F32"]["bytes"]);
 }
 
+// A model whose layers differ in KV heads (Gemma 4's form: head_count_kv an
+// array) lists each layer's shape, in the JSON and as runs of alike layers in
+// the table, and its f16 KV bytes per token add the layers' own widths.
+TEST(CliInspect, PerLayerHeadCounts) {
+  const auto dir = std::filesystem::temp_directory_path() / "kvscope-inspect-layers";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "model.gguf";
+  auto made = runCli("make-model -o " + path.string() +
+                     " --layers 3 --dim 64 --ffn 128 --heads 4 --kv-heads 2 --head-dim 16"
+                     " --layer-kv-heads 1,2,2 --vocab 300");
+  ASSERT_EQ(made.exitCode, 0) << made.err;
+  auto r = runCli("inspect --json -m " + path.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["layer_attention"].is_array()) << r.out;
+  ASSERT_EQ(j["layer_attention"].size(), 3u);
+  EXPECT_EQ(j["layer_attention"][0]["kv_heads"], 1);
+  EXPECT_EQ(j["layer_attention"][2]["kv_heads"], 2);
+  EXPECT_EQ(j["layer_attention"][2]["heads"], 4);
+  EXPECT_EQ(j["kv_bytes_per_token_f16"], (1 + 2 + 2) * 16 * 2 * 2);
+  auto table = runCli("inspect -m " + path.string());
+  ASSERT_EQ(table.exitCode, 0) << table.err;
+  EXPECT_NE(table.out.find("heads         0 4 query, 1 KV, head_dim 16"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("heads       1-2 4 query, 2 KV, head_dim 16"), std::string::npos)
+      << table.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliInspect, TableOutputIsReadable) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);

@@ -13,7 +13,7 @@
 namespace kvscope::kv {
 namespace {
 
-constexpr uint32_t kHeads = 2, kDim = 64, kRows = 192;
+constexpr uint32_t kHeads = 2, kDim = 64, kRows = 192, kLayers = 6;
 
 // [rows][heads][dim] Gaussian rows. Keys with `outlier`: channels 5 and 37
 // of every row carry a large value of one sign (the shape of real models'
@@ -59,7 +59,7 @@ Cache plant(std::vector<uint32_t> keyOutliers, std::vector<uint32_t> valueOutlie
   return c;
 }
 
-const AutoShape kShape{.nHeadKv = kHeads, .headDim = kDim, .rows = kRows};
+const AutoShape kShape{.layers = std::vector<KvLayerShape>(kLayers, {kHeads, kDim}), .rows = kRows};
 
 // The budget buys turbo4b everywhere and q8_0 for two parts (10 x 4.5 + 2 x
 // 8.5 bits over 12 parts).
@@ -178,6 +178,45 @@ TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
   for (const LayerDecision& d : flat->layers) EXPECT_EQ(d.value.scheme, "turbo4b");
   shape.layerShare.pop_back();
   EXPECT_FALSE(planAutoPolicy(c.layers(), shape, kBudget).ok());
+}
+
+// Layers of different shapes (Gemma 4's: a few global layers with fewer,
+// wider heads): each is measured at its own heads and width, and its bits
+// count by the values a row of it holds. Layer 0 holds 4 x 64 values a row,
+// layer 1 1 x 128, layer 2 1 x 64, all Gaussian: the budget holds over the
+// values, computed here from the shapes, and rows sized for another shape
+// are refused.
+TEST(AutoPolicy, LayersOfDifferentShapesWeighTheirBitsByTheValuesTheyHold) {
+  const std::vector<KvLayerShape> shapes = {{4, 64}, {1, 128}, {1, 64}};
+  std::vector<std::vector<float>> keys, values;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const KvLayerShape& l : shapes) {
+    for (auto* part : {&keys, &values}) {
+      part->emplace_back(size_t{kRows} * l.nHeadKv * l.headDim);
+      for (float& v : part->back()) v = normal(rng);
+    }
+  }
+  std::vector<LayerRows> layers;
+  for (size_t l = 0; l < shapes.size(); ++l) layers.push_back({keys[l], values[l]});
+  const AutoShape shape{.layers = shapes, .rows = kRows};
+  constexpr double kBudget = 6.0;
+  auto plan = planAutoPolicy(layers, shape, kBudget);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  double bits = 0.0, held = 0.0;
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    const double width = shapes[l].nHeadKv * shapes[l].headDim;
+    bits += width * (plan->layers[l].key.bits + plan->layers[l].value.bits);
+    held += 2 * width;
+  }
+  EXPECT_NEAR(plan->bitsPerValue, bits / held, 1e-9);
+  EXPECT_LE(plan->bitsPerValue, kBudget + 1e-9);
+  EXPECT_GT(plan->bitsPerValue, kBudget - 4.0) << "the budget was left unspent";
+  AutoShape uniform = shape;
+  uniform.layers.assign(3, {1, 64});
+  EXPECT_FALSE(planAutoPolicy(layers, uniform, kBudget).ok());
+  uniform.layers.pop_back();
+  EXPECT_FALSE(planAutoPolicy(layers, uniform, kBudget).ok());
 }
 
 }  // namespace

@@ -113,9 +113,11 @@ TEST(KvPolicy, AutoParsesAndMeasuresInF16) {
   EXPECT_EQ(resolve("auto:6", 3), std::vector<LayerSchemes>(3));
   // A budget below the cheapest candidate at the model's head_dim fails
   // early; auto alone takes the default raised to that candidate.
-  EXPECT_FALSE(KvPolicy::parse("auto:4")->resolve({"llama", 2, 8}).ok());
-  EXPECT_TRUE(KvPolicy::parse("auto:4")->resolve({"llama", 2, 64}).ok());
-  EXPECT_TRUE(plain->resolve({"llama", 2, 8}).ok());
+  EXPECT_FALSE(KvPolicy::parse("auto:4")->resolve({"llama", 2, {8}}).ok());
+  EXPECT_TRUE(KvPolicy::parse("auto:4")->resolve({"llama", 2, {64}}).ok());
+  // Per-layer widths: each is checked (one narrow layer fails the budget).
+  EXPECT_FALSE(KvPolicy::parse("auto:4")->resolve({"llama", 2, {64, 8}}).ok());
+  EXPECT_TRUE(plain->resolve({"llama", 2, {8}}).ok());
   EXPECT_EQ(*autoBudget(0.0, 64), kDefaultAutoBits);
   EXPECT_EQ(*autoBudget(0.0, 8), 8.0);
   EXPECT_EQ(*autoBudget(4.0, 64), 4.0);

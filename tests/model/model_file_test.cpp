@@ -47,7 +47,7 @@ TEST(ModelFile, Stories260kConfigMatchesFixtureFacts) {
   EXPECT_EQ(c.nHead, 8u);
   EXPECT_EQ(c.nHeadKv, 4u);
   EXPECT_EQ(c.headDim, 8u);
-  EXPECT_EQ(c.gqaRatio(), 2u);
+  EXPECT_EQ(c.headsOf(0) / c.headsKvOf(0), 2u);
   EXPECT_EQ(c.nVocab, 512u);
   EXPECT_FLOAT_EQ(c.rmsEps, 1e-5f);
   EXPECT_EQ(c.rope.style, model::RopeStyle::kNormal);
@@ -100,7 +100,7 @@ TEST(ModelFile, SyntheticArchitecturesBindTheirExtraTensors) {
     auto m = ModelFile::open(path);
     ASSERT_TRUE(m.ok()) << arch << ": " << m.error().describe();
     const auto& c = (*m)->config();
-    EXPECT_EQ(c.gqaRatio(), 4u);
+    EXPECT_EQ(c.headsOf(0) / c.headsKvOf(0), 4u);
     EXPECT_EQ(c.headDim, 64u);
     auto w = model::bindWeights(c, **m);
     ASSERT_TRUE(w.ok()) << w.error().describe();
@@ -123,7 +123,7 @@ TEST(ModelFile, HeadDimMayDifferFromWidthOverHeads) {
   ASSERT_TRUE(model::writeSyntheticModel(spec, dir.path() / "m.gguf").ok());
   auto m = ModelFile::open(dir.path() / "m.gguf");
   ASSERT_TRUE(m.ok()) << m.error().describe();
-  EXPECT_EQ((*m)->config().qDim(), 256u);
+  EXPECT_EQ((*m)->config().qDimOf(0), 256u);
   EXPECT_TRUE(model::bindWeights((*m)->config(), **m).ok());
 }
 
@@ -222,6 +222,71 @@ TEST(ModelConfig, RefusesUnknownRopeScalingAndInconsistentHeads) {
       "llama", [](gguf::GgufWriter& w) { w.set("llama.block_count", gguf::stringValue("five")); }));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("llama.block_count"), std::string::npos);
+}
+
+// Gemma 4's form: head counts as one integer per layer, the window layers'
+// own head width. Arrays of another length, zeros, and keys of values whose
+// width differs from the keys' are refused by name.
+TEST(ModelConfig, PerLayerHeadCountsAndWindowHeadWidth) {
+  auto c = configOf(tinyGguf("gemma3", [](gguf::GgufWriter& w) {
+    w.set("gemma3.block_count", gguf::uint32Value(2));
+    w.set("gemma3.attention.head_count",
+          gguf::arrayValue(gguf::ValueType::kUint32, {gguf::uint32Value(2), gguf::uint32Value(4)}));
+    w.set("gemma3.attention.head_count_kv",
+          gguf::arrayValue(gguf::ValueType::kUint32, {gguf::uint32Value(2), gguf::uint32Value(1)}));
+    w.set("gemma3.attention.key_length", gguf::uint32Value(8));
+    w.set("gemma3.attention.sliding_window", gguf::uint32Value(16));
+    w.set("gemma3.attention.sliding_window_pattern", gguf::uint32Value(2));
+    w.set("gemma3.attention.key_length_swa", gguf::uint32Value(4));
+    w.set("gemma3.rope.dimension_count", gguf::uint32Value(8));
+    w.set("gemma3.rope.dimension_count_swa", gguf::uint32Value(4));
+  }));
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  EXPECT_FALSE(c->uniformAttention());
+  // Layer 0 a window layer: 2 heads of 4 over 2 KV heads; layer 1 global: 4 of 8 over 1.
+  EXPECT_EQ(c->headsOf(0), 2u);
+  EXPECT_EQ(c->headsKvOf(0), 2u);
+  EXPECT_EQ(c->headDimOf(0), 4u);
+  EXPECT_EQ(c->ropeDimsOf(0), 4u);
+  EXPECT_EQ(c->headsOf(1), 4u);
+  EXPECT_EQ(c->headsKvOf(1), 1u);
+  EXPECT_EQ(c->headDimOf(1), 8u);
+  EXPECT_EQ(c->kvDimOf(1), 8u);
+  EXPECT_EQ(c->kvBytesPerTokenF16(), (2 * 4 + 1 * 8) * 2u * 2u);
+  // Alike entries are one shape.
+  auto alike = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.attention.head_count_kv",
+          gguf::arrayValue(gguf::ValueType::kUint32, {gguf::uint32Value(1)}));
+  }));
+  ASSERT_TRUE(alike.ok()) << alike.error().describe();
+  EXPECT_TRUE(alike->uniformAttention());
+  EXPECT_EQ(alike->nHeadKv, 1u);
+  const auto refused = [](const Expected<model::ModelConfig>& r, const char* needle) {
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_TRUE(r.error().code == ErrorCode::kBadFile || r.error().code == ErrorCode::kUnsupported);
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  };
+  refused(configOf(tinyGguf("llama",
+                            [](gguf::GgufWriter& w) {
+                              w.set("llama.attention.head_count_kv",
+                                    gguf::arrayValue(gguf::ValueType::kUint32,
+                                                     {gguf::uint32Value(1), gguf::uint32Value(1)}));
+                            })),
+          "one integer for each of 1 layers");
+  refused(
+      configOf(tinyGguf("llama",
+                        [](gguf::GgufWriter& w) {
+                          w.set("llama.attention.head_count",
+                                gguf::arrayValue(gguf::ValueType::kUint32, {gguf::uint32Value(0)}));
+                        })),
+      "out of range");
+  refused(configOf(tinyGguf("gemma3",
+                            [](gguf::GgufWriter& w) {
+                              w.set("gemma3.attention.sliding_window", gguf::uint32Value(16));
+                              w.set("gemma3.attention.key_length_swa", gguf::uint32Value(4));
+                              w.set("gemma3.attention.value_length_swa", gguf::uint32Value(8));
+                            })),
+          "values of 8");
 }
 
 TEST(ModelWeights, ShapeMismatchNamesTheTensor) {

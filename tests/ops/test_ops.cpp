@@ -342,8 +342,8 @@ OpCase attentionCase(const std::string& scheme, uint32_t headDim, uint32_t gqa,
            .bound = 1e-8};
   c.op = [unitScale, window](const ForwardPlan& p, ForwardOps& ops) -> Status {
     const model::ModelConfig& cfg = *p.config;
-    const Act q = ops.act("q", cfg.qDim()), k = ops.act("k", cfg.kvDim()),
-              v = ops.act("v", cfg.kvDim()), out = ops.act("att", cfg.qDim());
+    const Act q = ops.act("q", cfg.qDimOf(0)), k = ops.act("k", cfg.kvDimOf(0)),
+              v = ops.act("v", cfg.kvDimOf(0)), out = ops.act("att", cfg.qDimOf(0));
     KVS_TRY(ops.embed(*p.weights->layers[0].wo, q, 1.0f, {"q"}));
     KVS_TRY(ops.embed(*p.weights->layers[0].down, k, 1.0f, {"k"}));
     KVS_TRY(ops.embed(*p.weights->layers[1].down, v, 1.0f, {"v"}));

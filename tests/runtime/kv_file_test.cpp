@@ -127,6 +127,12 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   refused(withMeta([](nlohmann::json& m) { m["model"]["layers"] = 5.5; }), "a float layer count");
   refused(withMeta([](nlohmann::json& m) { m["model"]["layers"] = -5; }), "a negative count");
   refused(withMeta([](nlohmann::json& m) { m["model"]["vocab"] = 2; }), "a token past vocab");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["layer_shapes"].erase(0); }),
+          "a layer's shape missing");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["layer_shapes"][1][0] = 0; }),
+          "a layer of no KV heads");
+  refused(withMeta([](nlohmann::json& m) { m["model"]["layer_shapes"][1] = {2}; }),
+          "a layer shape without its head width");
   refused(withMeta([](nlohmann::json& m) { m["cache"]["schemes"][0][1] = "nope"; }),
           "an unknown scheme");
   refused(withMeta([](nlohmann::json& m) { m["cache"]["schemes"].erase(0); }), "a layer missing");
@@ -149,7 +155,7 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   nlohmann::json meta = nlohmann::json::parse(parts->meta);
   const uint32_t k = meta["cache"]["row_bytes"][0][0];
   meta["cache"]["row_bytes"][0][0] = k + 4;
-  const uint64_t rows = meta["cache"]["rows"], heads = meta["model"]["kv_heads"];
+  const uint64_t rows = meta["cache"]["rows"], heads = meta["model"]["layer_shapes"][0][0];
   parts->meta = meta.dump();
   parts->rows.append(rows * heads * 4, '\0');
   const std::string longer = joinKvFile(*parts, m_bytes);
@@ -158,6 +164,23 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   ASSERT_FALSE(rowSize.ok());
   EXPECT_NE(rowSize.error().message.find("rows of another size"), std::string::npos)
       << rowSize.error().message;
+  // Layer 1 with twice its KV heads and the rows section as long as that
+  // claims: a consistent file of another model's shapes, refused by the restore.
+  auto wider = splitKvFile(m_bytes);
+  ASSERT_TRUE(wider);
+  nlohmann::json wide = nlohmann::json::parse(wider->meta);
+  const uint64_t heads1 = wide["model"]["layer_shapes"][1][0];
+  const uint64_t rowBytes1 =
+      uint64_t{wide["cache"]["row_bytes"][1][0]} + uint64_t{wide["cache"]["row_bytes"][1][1]};
+  wide["model"]["layer_shapes"][1][0] = 2 * heads1;
+  wider->meta = wide.dump();
+  wider->rows.append(rows * heads1 * rowBytes1, '\0');
+  const std::string widerFile = joinKvFile(*wider, m_bytes);
+  ASSERT_TRUE(runtime::KvFileReader::parse(widerFile).ok());
+  const Status otherShapes = restore(widerFile);
+  ASSERT_FALSE(otherShapes.ok());
+  EXPECT_NE(otherShapes.error().message.find("another model"), std::string::npos)
+      << otherShapes.error().message;
   EXPECT_TRUE(restore(m_bytes).ok());
 }
 

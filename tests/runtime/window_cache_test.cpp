@@ -214,7 +214,7 @@ TEST(WindowCacheFile, AFileOfTheFormatBeforeRingsIsRefusedSayingSo) {
     std::ifstream in(dir / "chat.kvcache", std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
-  bytes[8] = 2;  // u16 major, little-endian
+  bytes[8] = 3;  // u16 major, little-endian: format 3, before per-layer shapes
   bytes[9] = 0;
   std::ofstream(dir / "old.kvcache", std::ios::binary) << bytes;
   const Status st = (*s)->restoreCache(dir / "old.kvcache");

@@ -62,10 +62,6 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
 
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
   const Act h = ops.act("h", c.nEmbd);  // a block's normed input, then its sub-layer's output
-  const Act q = ops.act("q", c.qDim());
-  const Act k = ops.act("k", c.kvDim());
-  const Act v = ops.act("v", c.kvDim());
-  const Act att = ops.act("att", c.qDim());  // attention output, before wo
   const Act ffn = ops.act("ffn", c.nFf);     // the gate, then gelu(gate) * up
 
   KVS_TRY(ops.embed(*w.tokenEmbd, x, std::sqrt(static_cast<float>(c.nEmbd)), {"inp_scaled"}));
@@ -73,14 +69,20 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
     const LayerWeights& lw = w.layers[l];
     const int il = static_cast<int>(l);
     const bool window = c.isWindowLayer(l);
+    const uint32_t headDim = c.headDimOf(l);
+    const Act q = ops.act("q", c.qDimOf(l));
+    const Act k = ops.act("k", c.kvDimOf(l));
+    const Act v = ops.act("v", c.kvDimOf(l));
+    const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
     KVS_TRY(ops.rmsnorm(x, *lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
     KVS_TRY(ops.matmul(*lw.wq, h, q, {}, {"Qcur", il}));
     KVS_TRY(ops.matmul(*lw.wk, h, k, {}, {"Kcur", il}));
     KVS_TRY(ops.matmul(*lw.wv, h, v, {}, {"Vcur", il}));
-    KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, c.headDim, c.rmsEps, {"Qcur_normed", il}));
-    KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, c.headDim, c.rmsEps, {"Kcur_normed", il}));
-    KVS_TRY(ops.rope(q, c.nHead, c.headDim, window ? windowQuery : globalQuery, {"Qcur_rope", il}));
-    KVS_TRY(ops.rope(k, c.nHeadKv, c.headDim, p.ropeOf(l), {"Kcur_rope", il}));
+    KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
+    KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
+    KVS_TRY(
+        ops.rope(q, c.headsOf(l), headDim, window ? windowQuery : globalQuery, {"Qcur_rope", il}));
+    KVS_TRY(ops.rope(k, c.headsKvOf(l), headDim, p.ropeOf(l), {"Kcur_rope", il}));
     AttentionSpec attention = p.attention(l);
     attention.scale = 1.0f;
     KVS_TRY(ops.attention(q, k, v, att, attention, {"kqv_out", il}));

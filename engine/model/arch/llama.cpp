@@ -17,7 +17,9 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
   if (variant.scaleQueries) {  // the whole head, rotated or not (Phi-4-mini rotates 96 of 128)
     scaledRope = p.rope;
     scaledWindowRope = p.windowRope;
-    scaledRope.scale = scaledWindowRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
+    scaledRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
+    scaledWindowRope.scale =
+        1.0f / std::sqrt(static_cast<float>(c.headDimWindow ? c.headDimWindow : c.headDim));
   }
   const auto queryRope = [&](uint32_t l) -> const RopeSpec& {
     if (!variant.scaleQueries) return p.ropeOf(l);
@@ -25,16 +27,17 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
   };
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
   const Act h = ops.act("h", c.nEmbd);  // a block's normed input
-  const Act q = ops.act("q", c.qDim());
-  const Act k = ops.act("k", c.kvDim());
-  const Act v = ops.act("v", c.kvDim());
-  const Act att = ops.act("att", c.qDim());  // attention output, before wo
   const Act ffn = ops.act("ffn", c.nFf);     // the gate, then silu(gate) * up
 
   KVS_TRY(ops.embed(*w.tokenEmbd, x, 1.0f, {"inp_embd"}));
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const LayerWeights& lw = w.layers[l];
     const int il = static_cast<int>(l);
+    const uint32_t headDim = c.headDimOf(l);
+    const Act q = ops.act("q", c.qDimOf(l));
+    const Act k = ops.act("k", c.kvDimOf(l));
+    const Act v = ops.act("v", c.kvDimOf(l));
+    const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
     // Attention: norm, projections (+ bias), per-head q/k norm, RoPE, attend,
     // output projection added to the residual.
     KVS_TRY(ops.rmsnorm(x, *lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
@@ -42,13 +45,13 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     KVS_TRY(ops.matmul(*lw.wk, h, k, {.bias = lw.bk}, {"Kcur", il}));
     KVS_TRY(ops.matmul(*lw.wv, h, v, {.bias = lw.bv}, {"Vcur", il}));
     if (lw.qNorm) {
-      KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, c.headDim, c.rmsEps, {"Qcur_normed", il}));
+      KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
     }
     if (lw.kNorm) {
-      KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, c.headDim, c.rmsEps, {"Kcur_normed", il}));
+      KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
     }
-    KVS_TRY(ops.rope(q, c.nHead, c.headDim, queryRope(l), {"Qcur_rope", il}));
-    KVS_TRY(ops.rope(k, c.nHeadKv, c.headDim, p.ropeOf(l), {"Kcur_rope", il}));
+    KVS_TRY(ops.rope(q, c.headsOf(l), headDim, queryRope(l), {"Qcur_rope", il}));
+    KVS_TRY(ops.rope(k, c.headsKvOf(l), headDim, p.ropeOf(l), {"Kcur_rope", il}));
     AttentionSpec attention = p.attention(l);
     if (variant.scaleQueries) attention.scale = 1.0f;
     attention.sinks = lw.attnSinks;

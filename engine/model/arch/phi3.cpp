@@ -43,10 +43,12 @@ Status split(const ModelConfig& c, ModelWeights& w) {
                          rowRange(*fused, first, rows, fmt::format("{}[{}]", fused->name, part)));
     return &w.views->emplace_back(std::move(v));
   };
-  for (LayerWeights& l : w.layers) {
-    KVS_ASSIGN_OR_RETURN(l.wq, view(l.wqkv, 0, c.qDim(), "q"));
-    KVS_ASSIGN_OR_RETURN(l.wk, view(l.wqkv, c.qDim(), c.kvDim(), "k"));
-    KVS_ASSIGN_OR_RETURN(l.wv, view(l.wqkv, c.qDim() + c.kvDim(), c.kvDim(), "v"));
+  for (uint32_t i = 0; i < w.layers.size(); ++i) {
+    LayerWeights& l = w.layers[i];
+    const uint32_t q = c.qDimOf(i), kv = c.kvDimOf(i);
+    KVS_ASSIGN_OR_RETURN(l.wq, view(l.wqkv, 0, q, "q"));
+    KVS_ASSIGN_OR_RETURN(l.wk, view(l.wqkv, q, kv, "k"));
+    KVS_ASSIGN_OR_RETURN(l.wv, view(l.wqkv, q + kv, kv, "v"));
     KVS_ASSIGN_OR_RETURN(l.gate, view(l.gateUp, 0, c.nFf, "gate"));
     KVS_ASSIGN_OR_RETURN(l.up, view(l.gateUp, c.nFf, c.nFf, "up"));
   }
