@@ -20,9 +20,8 @@ const char* ropeStyleName(model::RopeStyle s) {
   return s == model::RopeStyle::kNeox ? "neox" : "normal";
 }
 
-// Which layers attend a sliding window and which the whole context.
 // Each layer's heads, KV heads and head width where the layers differ
-// (Gemma 4); null where every layer has the fields above.
+// (Gemma 4); null where every layer has the top-level fields.
 nlohmann::json layerAttentionJson(const model::ModelConfig& c) {
   if (c.uniformAttention()) return nullptr;
   nlohmann::json layers = nlohmann::json::array();
@@ -33,6 +32,7 @@ nlohmann::json layerAttentionJson(const model::ModelConfig& c) {
   return layers;
 }
 
+// Which layers attend a sliding window and which the whole context.
 nlohmann::json attentionJson(const model::ModelConfig& c) {
   if (c.slidingWindow == 0)
     return {{"sliding_window", nullptr}, {"window_layers", 0}, {"global_layers", nullptr}};

@@ -167,7 +167,8 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   }
   ModelWeights w;
   for (const auto& rule : d.globals) {
-    KVS_ASSIGN_OR_RETURN(w.*rule.field, bindRule(src, c, rule, 0, std::string(rule.name)));
+    KVS_ASSIGN_OR_RETURN(w.*rule.field,
+                         bindRule(src, c, rule, kGlobalTensor, std::string(rule.name)));
   }
   if (!w.output) w.output = w.tokenEmbd;
   w.layers.resize(c.nLayer);

@@ -23,19 +23,22 @@ namespace kvscope::model {
 
 // A tensor dimension in terms of the config.
 enum class Dim : uint8_t {
-  kNone,      // a vector's missing second dimension
-  kEmbd,      // nEmbd
-  kFf,        // nFf
-  kFf2,       // 2 * nFf: a fused gate/up projection
-  kQ,         // nHead * headDim
-  kKv,        // nHeadKv * headDim
-  kQkv,       // nHead * headDim + 2 * nHeadKv * headDim: a fused q/k/v projection
-  kHeadDim,   // headDim
+  kNone,  // a vector's missing second dimension
+  kEmbd,  // nEmbd
+  kFf,    // nFf
+  kFf2,   // 2 * nFf: a fused gate/up projection
+  // The attention dimensions are the layer's (ModelConfig::headsOf(l),
+  // headsKvOf(l), headDimOf(l), ropeDimsOf(l)); a global tensor's are the
+  // global layers' (kGlobalTensor).
+  kQ,         // heads * head width
+  kKv,        // KV heads * head width
+  kQkv,       // q + 2 * kv widths: a fused q/k/v projection
+  kHeadDim,   // head width
   kVocab,     // nVocab
-  kRopeHalf,  // rope.dims / 2
+  kRopeHalf,  // rotated dimensions / 2
   kExpert,    // nExpert: the third dimension of an expert tensor, or the router's outputs
   kFfExp,     // nFfExp
-  kHead,      // nHead: one value per query head
+  kHead,      // heads: one value per query head
 };
 
 // What a tensor is, which decides its WeightRole and how the synthetic
@@ -114,8 +117,13 @@ struct ArchDescription {
 template <typename Owner>
 bool isRequired(const ModelConfig& config, const TensorRule<Owner>& rule);
 
-// The number of elements of `d` for `config`'s `layer` (the global tensors'
-// dimensions are the same in every layer: they pass 0).
+// The layer index of a global tensor's dimensions: past every layer, so the
+// per-layer accessors give the global layers' shape (rope_freqs spans the
+// global RoPE's dimensions even where a window layer comes first).
+inline constexpr uint32_t kGlobalTensor = ~0u;
+
+// The number of elements of `d` for `config`'s `layer` (kGlobalTensor for a
+// global tensor).
 uint64_t dimSize(Dim d, const ModelConfig& config, uint32_t layer);
 
 // Binds `source`'s tensors through the config's architecture description:

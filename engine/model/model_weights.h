@@ -31,8 +31,8 @@ struct LayerWeights {
   const TensorView* bv = nullptr;        // {kvDim}
   const TensorView* bo = nullptr;        // {nEmbd}: the output projection's bias
   const TensorView* attnSinks = nullptr;  // {nHead}: attention-sink logits (AttentionSpec)
-  const TensorView* qNorm = nullptr;     // {headDim}
-  const TensorView* kNorm = nullptr;     // {headDim}
+  const TensorView* qNorm = nullptr;      // {the layer's head width}
+  const TensorView* kNorm = nullptr;      // {the layer's head width}
   const TensorView* attnPostNorm = nullptr;  // {nEmbd}: the attention output's, before the residual
   const TensorView* ffnNorm = nullptr;   // {nEmbd}
   const TensorView* ffnPostNorm = nullptr;  // {nEmbd}: the FFN output's, before the residual

@@ -248,6 +248,7 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
     c.windowLayers = windowLayersOfPeriod(s.nLayer, s.windowPeriod);
     c.ropeThetaWindow = s.ropeThetaWindow;
     c.headDimWindow = s.headDimWindow;
+    c.ropeDimsWindow = s.ropeDimsWindow;
   }
   if (s.ropeLinearFactor > 1.0f && s.ropeYarnFactor > 1.0f)
     return makeError(ErrorCode::kInvalidArgument, "RoPE scaling is linear or YaRN, not both");
@@ -316,7 +317,7 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
     }
     return okStatus();
   };
-  for (const auto& rule : d.globals) KVS_TRY(add(rule, 0, std::string(rule.name)));
+  for (const auto& rule : d.globals) KVS_TRY(add(rule, kGlobalTensor, std::string(rule.name)));
   for (uint32_t i = 0; i < s.nLayer; ++i)
     for (const auto& rule : d.layer) KVS_TRY(add(rule, i, fmt::format("blk.{}.{}", i, rule.name)));
   return finish(w);

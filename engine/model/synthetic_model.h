@@ -35,6 +35,7 @@ struct SyntheticModelSpec {
   // headDim).
   std::vector<uint32_t> layerHeads, layerHeadsKv;
   uint32_t headDimWindow = 0;
+  uint32_t ropeDimsWindow = 0;  // the window layers' rotated dimensions; 0: ropeDims
   uint32_t nVocab = 512;  // >= 259 (specials + bytes)
   uint32_t contextLength = 2048;
   float ropeTheta = 10000.0f;

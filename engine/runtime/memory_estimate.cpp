@@ -29,12 +29,15 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   std::vector<double> layerBytes(c.nLayer);
   if (policy.autoBits) {
     // What auto settles at: its budget's bits for every cached value (it
-    // caches f16 only until it has measured the first prompt).
+    // caches f16 only until it has measured the first prompt), the budget
+    // it plans within: the largest over the layers' head widths.
+    double bits = 0.0;
     for (uint32_t l = 0; l < c.nLayer; ++l) {
-      KVS_ASSIGN_OR_RETURN(const double bits,
-                           kv::autoBudget(*policy.autoBits, geometry.headDim(l)));
-      layerBytes[l] = bits / 8.0 * geometry.nHeadKv(l) * 2 * geometry.headDim(l);
+      KVS_ASSIGN_OR_RETURN(const double b, kv::autoBudget(*policy.autoBits, geometry.headDim(l)));
+      bits = std::max(bits, b);
     }
+    for (uint32_t l = 0; l < c.nLayer; ++l)
+      layerBytes[l] = bits / 8.0 * geometry.nHeadKv(l) * 2 * geometry.headDim(l);
   } else {
     KVS_ASSIGN_OR_RETURN(const kv::KvLayout layout,
                          kv::KvLayout::create(geometry, layers, policy.seed));

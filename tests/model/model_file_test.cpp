@@ -7,10 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_writer.h"
-#include "model/model_file.h"
 #include "model/description.h"
+#include "model/model_file.h"
 #include "model/model_weights.h"
 #include "model/synthetic_model.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -287,6 +288,33 @@ TEST(ModelConfig, PerLayerHeadCountsAndWindowHeadWidth) {
                               w.set("gemma3.attention.value_length_swa", gguf::uint32Value(8));
                             })),
           "values of 8");
+}
+
+// A global tensor takes the global layers' dimensions: rope_freqs spans the
+// global RoPE (64 dims: 32 factors) though layer 0 is a window layer
+// rotating 32, and the forward pass reads all 32.
+TEST(ModelWeights, GlobalTensorsTakeTheGlobalLayersShape) {
+  model::SyntheticModelSpec spec;
+  spec.nLayer = 2;
+  spec.nEmbd = 128;
+  spec.headDim = 64;
+  spec.nHead = 2;
+  spec.slidingWindow = 8;
+  spec.windowPeriod = 2;  // layer 0 a window layer, layer 1 global
+  spec.ropeDimsWindow = 32;
+  spec.ropeFreqFactors = true;
+  auto m = openSyntheticModel(spec, "global-tensor");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config().ropeDimsOf(0), 32u);
+  EXPECT_EQ(m->config().ropeDimsOf(1), 64u);
+  auto w = model::bindWeights(m->config(), *m);
+  ASSERT_TRUE(w.ok()) << w.error().describe();
+  ASSERT_TRUE(w->ropeFreqs);
+  EXPECT_EQ(w->ropeFreqs->elements(), 32u);
+  auto plan = model::planForward(m->config(), *w, 64);
+  ASSERT_TRUE(plan.ok()) << plan.error().describe();
+  EXPECT_EQ(plan->rope.freqFactors.size(), 32u);
+  EXPECT_EQ(plan->windowRope.dims, 32u);
 }
 
 TEST(ModelWeights, ShapeMismatchNamesTheTensor) {

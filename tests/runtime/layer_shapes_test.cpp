@@ -155,8 +155,9 @@ TEST_F(LayerShapes, AKvHeadCountPerLayerComputesWhatItsUniformTwinComputes) {
 }
 
 // A session under auto (which measures each layer at its own shape) saves
-// its cache with each layer's shape and restores it to the same next logits;
-// the uniform twin's session refuses that file.
+// its cache with each layer's shape and restores it to the same continuation;
+// the uniform twin's session refuses that file as another model's (its
+// tensors differ; kv_file_test's shape case refuses a file by its shapes).
 TEST_F(LayerShapes, ASavedCacheKeepsEachLayersShape) {
   auto original = session("per-layer.gguf", "auto");
   ASSERT_TRUE(original);

@@ -197,7 +197,8 @@ TEST_P(WindowCacheTest, AutoWeighsTheWindowLayerByItsRing) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, WindowCacheTest, testing::Values("cpu", "vulkan"));
 
-TEST(WindowCacheFile, AFileOfTheFormatBeforeRingsIsRefusedSayingSo) {
+// Formats 2 (before rings) and 3 (before per-layer shapes).
+TEST(WindowCacheFile, FilesOfEarlierFormatsAreRefusedSayingSo) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("kvscope-window-format-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -214,14 +215,16 @@ TEST(WindowCacheFile, AFileOfTheFormatBeforeRingsIsRefusedSayingSo) {
     std::ifstream in(dir / "chat.kvcache", std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
-  bytes[8] = 3;  // u16 major, little-endian: format 3, before per-layer shapes
-  bytes[9] = 0;
-  std::ofstream(dir / "old.kvcache", std::ios::binary) << bytes;
-  const Status st = (*s)->restoreCache(dir / "old.kvcache");
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().code, ErrorCode::kBadFile);
-  EXPECT_NE(st.error().message.find("older kvscope"), std::string::npos) << st.error().message;
-  EXPECT_EQ((*s)->history().size(), history) << "a refused file leaves the session as it was";
+  for (const char major : {2, 3}) {
+    bytes[8] = major;  // u16 major, little-endian
+    bytes[9] = 0;
+    std::ofstream(dir / "old.kvcache", std::ios::binary) << bytes;
+    const Status st = (*s)->restoreCache(dir / "old.kvcache");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code, ErrorCode::kBadFile);
+    EXPECT_NE(st.error().message.find("older kvscope"), std::string::npos) << st.error().message;
+    EXPECT_EQ((*s)->history().size(), history) << "a refused file leaves the session as it was";
+  }
   std::filesystem::remove_all(dir);
 }
 

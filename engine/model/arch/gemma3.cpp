@@ -49,10 +49,10 @@ constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
 Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
   const ModelConfig& c = *p.config;
   const ModelWeights& w = *p.weights;
-  // Queries are scaled by 1/sqrt(query_pre_attn_scalar): a Hugging Face
-  // config says it; GGUF files carry no key for it, so there llama.cpp
-  // decides by the layer count (head dim, but width / heads for the 62-layer
-  // 27B model), and so do we.
+  // Queries are scaled by 1/sqrt(query_pre_attn_scalar), one value for the
+  // model: a Hugging Face config says it; GGUF files carry no key for it, so
+  // there llama.cpp decides by the layer count (head dim, but width / heads
+  // for the 62-layer 27B model), and so do we.
   const float queryScale =
       c.queryScale != 0.0f
           ? c.queryScale
