@@ -102,6 +102,7 @@ void printJson(const EvalArgs& a, const std::string& policy, const Evaluation& e
       {"kld_mean", r.kldMean},
       {"kld_median", r.kldMedian},
       {"kld_p99", r.kldP99},
+      {"kld_p999", r.kldP999},
       {"top1", r.top1},
       {"ppl", r.ppl},
       {"ppl_f16", r.pplF16},
@@ -121,8 +122,8 @@ void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& 
   const runtime::EvalResult& r = e.result;
   fmt::print("{} on {}: {} against f16, {} tokens (prefill {}, {} forced steps)\n", e.modelName,
              a.backend, policy, r.tokens, r.prefill, r.steps.size());
-  fmt::print("  KLD (nats)   mean {:.3e}  median {:.3e}  p99 {:.3e}\n", r.kldMean, r.kldMedian,
-             r.kldP99);
+  fmt::print("  KLD (nats)   mean {:.3e}  median {:.3e}  p99 {:.3e}  p99.9 {:.3e}\n", r.kldMean,
+             r.kldMedian, r.kldP99, r.kldP999);
   fmt::print("  top-1        {:.2f}%\n", 100.0 * r.top1);
   fmt::print("  perplexity   {:.4f} (f16 {:.4f})\n", r.ppl, r.pplF16);
   fmt::print("  bits/value   K {:.3f}  V {:.3f}\n", r.bitsPerValueK, r.bitsPerValueV);

@@ -109,6 +109,7 @@ void summarize(EvalResult& r) {
   r.kldMean = sum / n;
   r.kldMedian = quantile(kld, 0.5);
   r.kldP99 = quantile(kld, 0.99);
+  r.kldP999 = quantile(kld, 0.999);
   r.top1 = agree / n;
   r.ppl = std::exp(nllTest / n);
   r.pplF16 = std::exp(nllF16 / n);

@@ -41,9 +41,9 @@ TEST_F(CliEval, JsonHasEveryKeyAndF16IsExact) {
   auto r = runCli("eval -m " + kModel + " -f " + kStory + " --json");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key :
-       {"model", "backend", "kv_policy", "tokens", "prefill", "steps", "kld_mean", "kld_median",
-        "kld_p99", "top1", "ppl", "ppl_f16", "bits_per_value_k", "bits_per_value_v", "per_layer"}) {
+  for (const char* key : {"model", "backend", "kv_policy", "tokens", "prefill", "steps", "kld_mean",
+                          "kld_median", "kld_p99", "kld_p999", "top1", "ppl", "ppl_f16",
+                          "bits_per_value_k", "bits_per_value_v", "per_layer"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["backend"], "cpu");

@@ -36,6 +36,10 @@ TEST(Quantile, InterpolatesBetweenOrderStatistics) {
   std::vector<double> hundredAndOne;
   for (int i = 0; i <= 100; ++i) hundredAndOne.push_back(100.0 - i);
   EXPECT_EQ(runtime::quantile(hundredAndOne, 0.99), 99.0);
+  std::vector<double> thousandAndOne;
+  for (int i = 0; i <= 1000; ++i) thousandAndOne.push_back(i);
+  EXPECT_EQ(runtime::quantile(thousandAndOne, 0.999), 999.0);
+  EXPECT_DOUBLE_EQ(runtime::quantile({0.0, 10.0}, 0.999), 9.99);
   EXPECT_EQ(runtime::quantile({7.0}, 0.99), 7.0);
   EXPECT_EQ(runtime::quantile({}, 0.5), 0.0);
 }
@@ -80,6 +84,7 @@ TEST_F(EvalTest, F16PolicyIsExactlyTheF16Run) {
   }
   EXPECT_EQ(r->kldMean, 0.0);
   EXPECT_EQ(r->kldP99, 0.0);
+  EXPECT_EQ(r->kldP999, 0.0);
   EXPECT_EQ(r->top1, 1.0);
   EXPECT_EQ(r->ppl, r->pplF16);
   // head_dim 8: a row is 8 fp16 values, 16 bytes, no padding.
@@ -125,6 +130,12 @@ TEST_F(EvalTest, Q8CacheIsCloseButNotExact) {
   ASSERT_TRUE(r.ok()) << r.error().describe();
   EXPECT_GT(r->kldMean, 0.0);
   EXPECT_LT(r->kldMean, 1e-2);
+  // The tail of the steps' KLD: the 0.999-quantile of the steps listed.
+  std::vector<double> klds;
+  for (const auto& s : r->steps) klds.push_back(s.kld);
+  EXPECT_EQ(r->kldP999, runtime::quantile(klds, 0.999));
+  EXPECT_GE(r->kldP999, r->kldP99);
+  EXPECT_LE(r->kldP999, *std::max_element(klds.begin(), klds.end()));
   EXPECT_GE(r->top1, 0.9);
   EXPECT_NEAR(r->ppl, r->pplF16, 0.05 * r->pplF16);
   // head_dim 8: one fp16 scale + 8 int8 codes = 10 bytes, padded to 12.
