@@ -40,8 +40,13 @@ for policy in "${kvscope_kv[@]}"; do
     --kv-policy "$policy" >"$work/kvscope-$policy.json"
 done
 for pair in "${llama_kv[@]}"; do
-  "$work/llamacpp_fidelity" "$model" "$work/text.txt" "$prefill" "${pair%/*}" "${pair#*/}" \
-    "$threads" >"$work/llama-${pair/\//-}.json"
+  # A type llama.cpp cannot cache at this head_dim (its blocks must tile the
+  # row) gets a row saying so.
+  if ! "$work/llamacpp_fidelity" "$model" "$work/text.txt" "$prefill" "${pair%/*}" "${pair#*/}" \
+    "$threads" >"$work/llama-${pair/\//-}.json" 2>"$work/err"; then
+    printf '{"type_k": "%s", "type_v": "%s", "error": "%s"}\n' "${pair%/*}" "${pair#*/}" \
+      "$(tr -d '"\n' <"$work/err")" >"$work/llama-${pair/\//-}.json"
+  fi
 done
 
 python3 - "$work" "$model" <<'PY'
@@ -52,9 +57,13 @@ for path in glob.glob(os.path.join(work, "kvscope-*.json")):
     j = json.load(open(path))
     bits = (j["bits_per_value_k"] + j["bits_per_value_v"]) / 2
     rows.append(("kvscope", j["kv_policy"], bits, j, j["steps"]))
+refused = []
 for path in glob.glob(os.path.join(work, "llama-*.json")):
     j = json.load(open(path))
     name = j["type_k"] if j["type_k"] == j["type_v"] else f"k={j['type_k']},v={j['type_v']}"
+    if "error" in j:
+        refused.append(f"llama.cpp {name}: {j['error']}")
+        continue
     rows.append(("llama.cpp", name, j["bits_per_value"], j, j["steps"]))
 steps = {r[4] for r in rows}
 print(f"model {os.path.basename(model)}, {', '.join(map(str, sorted(steps)))} forced steps "
@@ -64,6 +73,8 @@ print("|---|---|---|---|---|---|---|---|")
 for engine, name, bits, j, _ in sorted(rows, key=lambda r: (r[2], r[1])):
     print(f"| {bits:.2f} | {engine} | {name} | {j['kld_mean']:.2e} | {j['kld_median']:.2e} | "
           f"{j['kld_p99']:.2e} | {j['kld_p999']:.2e} | {100 * j['top1']:.1f}% |")
+for line in refused:
+    print(line)
 if len(steps) != 1:
     print("warning: the engines forced different numbers of steps (tokenizations differ)")
 PY
