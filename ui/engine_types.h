@@ -67,9 +67,6 @@ struct ModelInfo {
   QString builtinFormat;  // the family the built-in renderer would use; empty when none
   QString backendNotice;  // non-empty when the backend is not the one asked for, and why
   quint32 nLayer = 0;
-  quint32 nHead = 0;
-  quint32 nHeadKv = 0;
-  quint32 headDim = 0;
   quint32 nVocab = 0;
   quint32 nExpert = 0;  // mixture of experts: experts per layer (0: dense)
   quint32 trainedContext = 0;

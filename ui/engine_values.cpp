@@ -171,9 +171,6 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
     info.builtinFormat = qstr(chat.familyName());
   }
   info.nLayer = c.nLayer;
-  info.nHead = c.nHead;
-  info.nHeadKv = c.nHeadKv;
-  info.headDim = c.headDim;
   info.nVocab = c.nVocab;
   info.nExpert = c.nExpert;
   info.trainedContext = c.contextLength;
