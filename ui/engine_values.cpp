@@ -118,16 +118,12 @@ QString policyText(const runtime::KvSnapshot& s) {
 }  // namespace
 
 void setKvFacts(ModelInfo& info, const runtime::Session& session) {
-  const model::ModelConfig& c = session.config();
   const kv::IndexerOptions indexer = session.backend().indexer();
   const kv::KvLayout* layout = session.backend().kvLayout();
   // What one more token adds: a sliding-window layer's ring does not grow,
-  // and only global layers have a sidecar (its size by the layer's shape).
-  double sidecar = 0.0;
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
-    if (!c.isWindowLayer(l))
-      sidecar += kv::KvIndex::bytesPerRow(c.headDimOf(l), indexer) * c.headsKvOf(l);
-  }
+  // and only global layers have a sidecar.
+  const double sidecar =
+      layout ? kv::KvIndex::sidecarBytesPerToken(layout->geometry(), indexer) : 0.0;
   info.kvBytesPerToken =
       (layout ? layout->tokenBytes() : 0) + static_cast<quint64>(std::ceil(sidecar));
   // An auto policy is shown as chosen ("auto"); what it picked per layer

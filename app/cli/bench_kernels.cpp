@@ -76,8 +76,9 @@ constexpr Shape kShapes[] = {
     {256, 1536, 512},
 };
 
-// Row products per call: the tokens, or the experts a token uses.
-double products(const Shape& s) {
+// Row products per call: the tokens, or the experts a token uses (an
+// expert shape has one token).
+uint32_t products(const Shape& s) {
   return s.experts ? s.used : s.n;
 }
 
@@ -116,8 +117,8 @@ Expected<Result> benchOne(gpu::Context& ctx, gpu::WeightKernels& wk, gpu::Record
   std::vector<float> x(size_t{s.n} * s.cols, 0.5f);
   KVS_ASSIGN_OR_RETURN(auto wb, gpu::Buffer::create(ctx, weights.size()));
   KVS_ASSIGN_OR_RETURN(auto xb, gpu::Buffer::create(ctx, x.size() * sizeof(float)));
-  const uint32_t outputs = s.experts ? s.used : s.n;
-  KVS_ASSIGN_OR_RETURN(auto yb, gpu::Buffer::create(ctx, size_t{outputs} * s.rows * sizeof(float)));
+  KVS_ASSIGN_OR_RETURN(auto yb,
+                       gpu::Buffer::create(ctx, size_t{products(s)} * s.rows * sizeof(float)));
   KVS_TRY(wb.upload(std::span<const uint8_t>(weights)));
   KVS_TRY(xb.upload(std::span<const float>(x)));
   // Experts spread over the stack: 0, experts / used, 2 experts / used, ...
@@ -203,20 +204,19 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
     nlohmann::json out = {
         {"device", (*ctx)->info().name}, {"shape", shape}, {"results", nlohmann::json::array()}};
     for (const Result& r : results) {
-      const double macs = products(r.shape) * r.shape.rows * r.shape.cols;
-      out["results"].push_back(
-          {{"type", r.type},
-           {"n", r.shape.n},
-           {"experts", r.shape.experts},
-           {"experts_used", r.shape.used},
-           {"rows", r.shape.rows},
-           {"cols", r.shape.cols},
-           {"matvec_wg", r.launch.workgroup},
-           {"matvec_rows", r.launch.rows},
-           {"us", r.us},
-           {"gmacs", macs / r.us * 1e-3},
-           {"weight_gbs", r.weightBytes / r.us * 1e-3},
-           {"tokens_per_s", r.shape.experts ? 1e6 / r.us : r.shape.n / r.us * 1e6}});
+      const double macs = static_cast<double>(products(r.shape)) * r.shape.rows * r.shape.cols;
+      out["results"].push_back({{"type", r.type},
+                                {"n", r.shape.n},
+                                {"experts", r.shape.experts},
+                                {"experts_used", r.shape.used},
+                                {"rows", r.shape.rows},
+                                {"cols", r.shape.cols},
+                                {"matvec_wg", r.launch.workgroup},
+                                {"matvec_rows", r.launch.rows},
+                                {"us", r.us},
+                                {"gmacs", macs / r.us * 1e-3},
+                                {"weight_gbs", r.weightBytes / r.us * 1e-3},
+                                {"tokens_per_s", r.shape.n / r.us * 1e6}});
     }
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -226,7 +226,7 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
   fmt::print("{:<6} {:>5} {:>12} {:>7} {:>11} {:>9} {:>12} {:>12}\n", "type", "n", "rows x cols",
              "wg/rows", "us/call", "G MAC/s", "weight GB/s", "tokens/s");
   for (const Result& r : results) {
-    const double macs = products(r.shape) * r.shape.rows * r.shape.cols;
+    const double macs = static_cast<double>(products(r.shape)) * r.shape.rows * r.shape.cols;
     const std::string n = r.shape.experts ? fmt::format("{}/{}", r.shape.used, r.shape.experts)
                                           : fmt::format("{}", r.shape.n);
     const std::string launch =
@@ -235,7 +235,7 @@ int run(int device, uint32_t iters, const std::vector<std::string>& only, bool j
             : "-";
     fmt::print("{:<6} {:>5} {:>6}x{:<5} {:>7} {:>11.1f} {:>9.2f} {:>12.2f} {:>12.0f}\n", r.type, n,
                r.shape.rows, r.shape.cols, launch, r.us, macs / r.us * 1e-3,
-               r.weightBytes / r.us * 1e-3, (r.shape.experts ? 1 : r.shape.n) / r.us * 1e6);
+               r.weightBytes / r.us * 1e-3, r.shape.n / r.us * 1e6);
   }
   return 0;
 }

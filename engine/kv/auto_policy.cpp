@@ -131,6 +131,15 @@ Expected<double> autoBudget(double bits, uint32_t headDim) {
   return bits;
 }
 
+Expected<double> autoBudget(double bits, std::span<const uint32_t> headDims) {
+  double budget = 0.0;
+  for (const uint32_t headDim : headDims) {
+    KVS_ASSIGN_OR_RETURN(const double b, autoBudget(bits, headDim));
+    budget = std::max(budget, b);
+  }
+  return budget;
+}
+
 Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
                                   double bits) {
   if (layers.empty() || shape.rows < 2) {
@@ -145,12 +154,9 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
     return makeError(ErrorCode::kInvalidArgument, "{} layer shares for {} layers",
                      shape.layerShare.size(), layers.size());
   }
-  // The budget holds at every layer's head width (the largest floor).
-  double budget = 0.0;
-  for (const KvLayerShape& l : shape.layers) {
-    KVS_ASSIGN_OR_RETURN(const double b, autoBudget(bits, l.headDim));
-    budget = std::max(budget, b);
-  }
+  std::vector<uint32_t> headDims;
+  for (const KvLayerShape& l : shape.layers) headDims.push_back(l.headDim);
+  KVS_ASSIGN_OR_RETURN(const double budget, autoBudget(bits, headDims));
   // candidateBits[l][candidate]: a scheme's bits per value depend on the width.
   std::vector<std::vector<double>> candidateBits(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {

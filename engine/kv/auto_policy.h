@@ -93,6 +93,9 @@ struct AutoShape {
 // without BITS) kDefaultAutoBits raised to the cheapest candidate; an error
 // when `bits` is below the cheapest candidate at this head_dim.
 Expected<double> autoBudget(double bits, uint32_t headDim);
+// The budget over layers of these head widths: the largest autoBudget of
+// them (an error when `bits` is below the cheapest candidate at any).
+Expected<double> autoBudget(double bits, std::span<const uint32_t> headDims);
 
 // Measures every layer and plans within autoBudget(bits, headDim) bits per
 // value (the largest over the layers' head widths). Errors: no rows, rows of

@@ -40,6 +40,14 @@ double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
   return static_cast<double>(entryBytesFor(headDim)) / options.pageRows;
 }
 
+double KvIndex::sidecarBytesPerToken(const KvGeometry& g, const IndexerOptions& options) {
+  double bytes = 0.0;
+  for (uint32_t l = 0; l < g.nLayer(); ++l) {
+    if (!g.isWindow(l)) bytes += bytesPerRow(g.headDim(l), options) * g.nHeadKv(l);
+  }
+  return bytes;
+}
+
 KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows)
     : m_layers(layers.begin(), layers.end()), m_pageRows(pageRows), m_entries(layers.size()) {
   for (const KvLayerShape& l : m_layers) m_rows.emplace_back(l.nHeadKv, 0);

@@ -39,6 +39,9 @@ class KvIndex {
   // per cached row and KV head (entry / pageRows): the memory estimate's figure.
   static uint32_t entryBytesFor(uint32_t headDim);
   static double bytesPerRow(uint32_t headDim, const IndexerOptions& options);
+  // What the sidecar adds per cached token over every global layer of `g`
+  // (window layers have none).
+  static double sidecarBytesPerToken(const KvGeometry& g, const IndexerOptions& options);
   // Rows indexed for (layer, head).
   uint32_t rows(uint32_t layer, uint32_t head) const { return m_rows[layer][head]; }
 

@@ -65,6 +65,9 @@ struct KvGeometry {
   uint32_t nLayer() const { return static_cast<uint32_t>(layers.size()); }
   uint32_t nHeadKv(uint32_t layer) const { return layers[layer].nHeadKv; }
   uint32_t headDim(uint32_t layer) const { return layers[layer].headDim; }
+  bool isWindow(uint32_t layer) const {
+    return window > 0 && layer < windowLayers.size() && windowLayers[layer];
+  }
   // Whether two geometries hold the same streams (layers and windows; the
   // page and ring sizes aside).
   bool sameStreams(const KvGeometry& other) const {
@@ -106,9 +109,7 @@ class KvLayout {
   std::vector<LayerSchemes> layerSchemes() const;
 
   // Whether `layer` is a sliding-window layer, and whether it is kept in the ring.
-  bool isWindow(uint32_t layer) const {
-    return m_geometry.window > 0 && m_geometry.windowLayers[layer];
-  }
+  bool isWindow(uint32_t layer) const { return m_geometry.isWindow(layer); }
   bool inRing(uint32_t layer) const { return m_geometry.ringRows > 0 && isWindow(layer); }
   // Rows of the page that holds `layer`: ringRows in the ring, else R.
   uint32_t pageRows(uint32_t layer) const {

@@ -235,7 +235,7 @@ bool KvPolicy::sameCache(const KvPolicy& other) const {
 
 Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) const {
   if (autoBits) {
-    for (const uint32_t headDim : target.headDims) KVS_TRY(autoBudget(*autoBits, headDim));
+    KVS_TRY(autoBudget(*autoBits, target.headDims));
     return std::vector<LayerSchemes>(target.nLayer, LayerSchemes{"f16", "f16"});
   }
   std::vector<LayerSchemes> layers(target.nLayer, LayerSchemes{key, value});

@@ -242,7 +242,7 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       applyYarn(c.rope, c.rope.theta, p.rope);
       break;
   }
-  const uint32_t windowDims = c.ropeDimsWindow != 0 ? c.ropeDimsWindow : c.rope.dims;
+  const uint32_t windowDims = c.windowRopeDims();
   if (c.arch->description->windowRopeScaled) {
     if (windowDims != c.rope.dims) {
       return makeError(ErrorCode::kUnsupported,

@@ -368,16 +368,16 @@ Status validateConfig(const ModelConfig& c) {
       (!c.layerHeadsKv.empty() && c.layerHeadsKv.size() != c.nLayer))
     return bad("per-layer head counts do not cover every layer");
   if (c.headDimV != c.headDim) return bad("different K and V head sizes are not supported");
-  // The global layers' shape, also where every layer is a window layer
-  // (query scales and the global RoPE derive from it).
-  if (c.nHead == 0 || c.nHeadKv == 0) return bad("zero attention heads");
+  // The global layers' head width and RoPE, also where every layer is a
+  // window layer (query scales and the global RoPE derive from them).
   if (c.headDim == 0 || c.headDim > 4096) return bad(fmt::format("head size {}", c.headDim));
   if (c.rope.dims == 0 || c.rope.dims > c.headDim || c.rope.dims % 2 != 0)
     return bad(fmt::format("RoPE over {} of {} head dimensions", c.rope.dims, c.headDim));
   for (uint32_t l = 0; l < c.nLayer; ++l) {
     const uint32_t heads = c.headsOf(l), headsKv = c.headsKvOf(l), dim = c.headDimOf(l);
     const uint32_t rot = c.ropeDimsOf(l);
-    if (heads == 0 || headsKv == 0 || heads > 4096) return bad("zero attention heads");
+    if (heads == 0 || headsKv == 0 || heads > 4096)
+      return bad(fmt::format("layer {}: {} heads over {} KV heads", l, heads, headsKv));
     if (heads % headsKv != 0) {
       return bad(
           fmt::format("layer {}: {} heads are not a multiple of {} KV heads", l, heads, headsKv));

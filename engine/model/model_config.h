@@ -104,11 +104,14 @@ struct ModelConfig {
   uint32_t headsKvOf(uint32_t layer) const {
     return layer < layerHeadsKv.size() ? layerHeadsKv[layer] : nHeadKv;
   }
+  // The window layers' head width and rotated dimensions.
+  uint32_t windowHeadDim() const { return headDimWindow != 0 ? headDimWindow : headDim; }
+  uint32_t windowRopeDims() const { return ropeDimsWindow != 0 ? ropeDimsWindow : rope.dims; }
   uint32_t headDimOf(uint32_t layer) const {
-    return headDimWindow != 0 && isWindowLayer(layer) ? headDimWindow : headDim;
+    return isWindowLayer(layer) ? windowHeadDim() : headDim;
   }
   uint32_t ropeDimsOf(uint32_t layer) const {
-    return ropeDimsWindow != 0 && isWindowLayer(layer) ? ropeDimsWindow : rope.dims;
+    return isWindowLayer(layer) ? windowRopeDims() : rope.dims;
   }
   uint32_t qDimOf(uint32_t layer) const { return headsOf(layer) * headDimOf(layer); }
   uint32_t kvDimOf(uint32_t layer) const { return headsKvOf(layer) * headDimOf(layer); }

@@ -361,11 +361,6 @@ Status KvFileReader::checkRowSizes(const kv::KvLayout& layout) const {
     return makeError(ErrorCode::kBadFile,
                      "the saved KV cache's sliding-window layers differ from this model's");
   }
-  if (layout.geometry().layers != m_info.layerShapes) {
-    return makeError(ErrorCode::kBadFile,
-                     "the saved KV cache's layers differ in heads or head width from this "
-                     "model's");
-  }
   for (uint32_t l = 0; l < layout.geometry().nLayer(); ++l) {
     if (layout.rowBytes(l, kv::KvPart::kKey) != m_rowBytes[l][0] ||
         layout.rowBytes(l, kv::KvPart::kValue) != m_rowBytes[l][1]) {

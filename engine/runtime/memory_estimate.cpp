@@ -31,11 +31,8 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     // What auto settles at: its budget's bits for every cached value (it
     // caches f16 only until it has measured the first prompt), the budget
     // it plans within: the largest over the layers' head widths.
-    double bits = 0.0;
-    for (uint32_t l = 0; l < c.nLayer; ++l) {
-      KVS_ASSIGN_OR_RETURN(const double b, kv::autoBudget(*policy.autoBits, geometry.headDim(l)));
-      bits = std::max(bits, b);
-    }
+    KVS_ASSIGN_OR_RETURN(const double bits,
+                         kv::autoBudget(*policy.autoBits, backend::kvTarget(c).headDims));
     for (uint32_t l = 0; l < c.nLayer; ++l)
       layerBytes[l] = bits / 8.0 * geometry.nHeadKv(l) * 2 * geometry.headDim(l);
   } else {
@@ -47,17 +44,12 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
           (layout.rowBytes(l, kv::KvPart::kKey) + layout.rowBytes(l, kv::KvPart::kValue));
     }
   }
-  double perToken = 0.0, ring = 0.0;
+  double perToken = kv::KvIndex::sidecarBytesPerToken(geometry, policy.attention), ring = 0.0;
   for (uint32_t l = 0; l < c.nLayer; ++l) {
-    // The indexer's sidecar: global layers only.
-    const double sidecar =
-        c.isWindowLayer(l)
-            ? 0.0
-            : kv::KvIndex::bytesPerRow(geometry.headDim(l), policy.attention) * geometry.nHeadKv(l);
-    if (geometry.ringRows > 0 && c.isWindowLayer(l)) {
+    if (geometry.ringRows > 0 && geometry.isWindow(l)) {
       ring += layerBytes[l] * geometry.ringRows;
     } else {
-      perToken += layerBytes[l] + sidecar;
+      perToken += layerBytes[l];
     }
   }
   e.kvBytesPerToken = static_cast<uint64_t>(std::ceil(perToken));

@@ -18,8 +18,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     scaledRope = p.rope;
     scaledWindowRope = p.windowRope;
     scaledRope.scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
-    scaledWindowRope.scale =
-        1.0f / std::sqrt(static_cast<float>(c.headDimWindow ? c.headDimWindow : c.headDim));
+    scaledWindowRope.scale = 1.0f / std::sqrt(static_cast<float>(c.windowHeadDim()));
   }
   const auto queryRope = [&](uint32_t l) -> const RopeSpec& {
     if (!variant.scaleQueries) return p.ropeOf(l);
