@@ -66,7 +66,7 @@ struct ModelInfo {
   bool templateReadsThinking = false;  // the Thinking setting applies
   QString builtinFormat;  // the family the built-in renderer would use; empty when none
   QString backendNotice;  // non-empty when the backend is not the one asked for, and why
-  quint32 nLayer = 0;
+  quint32 kvLayers = 0;   // layers whose K/V rows the cache holds (not Gemma 4's KV-shared ones)
   quint32 nVocab = 0;
   quint32 nExpert = 0;  // mixture of experts: experts per layer (0: dense)
   quint32 trainedContext = 0;

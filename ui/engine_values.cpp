@@ -166,7 +166,7 @@ ModelInfo modelInfo(const LoadRequest& request, const runtime::Session& session,
       chat.family() != tokenizer::ChatFamily::kUnknown) {
     info.builtinFormat = qstr(chat.familyName());
   }
-  info.nLayer = c.nLayer;
+  info.kvLayers = c.kvLayers();
   info.nVocab = c.nVocab;
   info.nExpert = c.nExpert;
   info.trainedContext = c.contextLength;

@@ -48,7 +48,7 @@ void InspectorDock::showTab(int index) {
 
 void InspectorDock::setModel(const ModelInfo& model, const QString& policy, quint64 deviceBytes) {
   m_kv->setModelLimits(deviceBytes, model.weightBytes, model.trainedContext);
-  m_scheme->setLayerCount(model.nLayer);
+  m_scheme->setLayerCount(model.kvLayers);
   m_scheme->setPolicy(policy);
   m_scheme->setEditable(true);
   m_indexer->setIndexerEnabled(policy.contains(QLatin1String("indexer=")));

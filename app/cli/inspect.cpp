@@ -45,6 +45,15 @@ nlohmann::json attentionJson(const model::ModelConfig& c) {
           {"window_rope_theta", c.ropeThetaWindow}};
 }
 
+// KV-shared layers (Gemma 4): which storing layer's rows each reads; null
+// where every layer stores its own.
+nlohmann::json kvSharingJson(const model::ModelConfig& c) {
+  if (c.nKvShared == 0) return nullptr;
+  nlohmann::json reads = nlohmann::json::object();
+  for (uint32_t l = c.kvLayers(); l < c.nLayer; ++l) reads[std::to_string(l)] = c.kvSourceOf(l);
+  return {{"storing_layers", c.kvLayers()}, {"reads", reads}};
+}
+
 const char* ropeScalingName(model::RopeScaling s) {
   switch (s) {
     case model::RopeScaling::kNone:
@@ -111,6 +120,11 @@ nlohmann::json describe(const model::ModelFile& m, const tokenizer::Tokenizer& t
                                  : nlohmann::json{{"count", c.nExpert},
                                                   {"used", c.nExpertUsed},
                                                   {"feed_forward", c.nFfExp}}},
+      {"kv_sharing", kvSharingJson(c)},
+      {"per_layer_input",
+       c.nEmbdPerLayer == 0 ? nlohmann::json(nullptr) : nlohmann::json(c.nEmbdPerLayer)},
+      {"final_logit_softcap",
+       c.finalLogitSoftcap == 0.0f ? nlohmann::json(nullptr) : nlohmann::json(c.finalLogitSoftcap)},
       {"tied_embeddings", c.tiedEmbeddings},
       {"vocab_size", tok.size()},
       {"vocab_type", v.kind == tokenizer::VocabKind::kSpm ? "spm" : "bpe"},
@@ -180,6 +194,17 @@ void printTable(const nlohmann::json& j) {
                e["count"].get<uint64_t>(), e["used"].get<uint64_t>(),
                e["feed_forward"].get<uint64_t>());
   }
+  if (!j["kv_sharing"].is_null()) {
+    std::vector<std::string> reads;
+    for (const auto& [layer, from] : j["kv_sharing"]["reads"].items())
+      reads.push_back(fmt::format("{} <- {}", layer, from.get<uint64_t>()));
+    fmt::print("  KV sharing      layers 0-{} store K/V rows; the others read a layer's: {}\n",
+               j["kv_sharing"]["storing_layers"].get<uint64_t>() - 1, fmt::join(reads, ", "));
+  }
+  if (!j["per_layer_input"].is_null())
+    fmt::print("  per-layer input {} values per layer\n", j["per_layer_input"].get<uint64_t>());
+  if (!j["final_logit_softcap"].is_null())
+    fmt::print("  logit soft-cap  {}\n", j["final_logit_softcap"].get<double>());
   fmt::print("  vocab           {} tokens, {}{}\n", s("vocab_size"),
              j["vocab_type"].get<std::string>(),
              j["pre_tokenizer"].is_null()

@@ -52,6 +52,23 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--head-dim-window", spec.headDimWindow,
                   "Per-head width of the window layers (0: --head-dim)")
       ->default_val(spec.headDimWindow);
+  cmd->add_option("--rope-dims-window", spec.ropeDimsWindow,
+                  "Rotated dimensions per head of the window layers (0: --rope-dims)")
+      ->default_val(spec.ropeDimsWindow);
+  cmd->add_option("--layer-ffn", spec.layerFf,
+                  "Feed-forward width per layer, comma-separated (default: --ffn)")
+      ->delimiter(',');
+  cmd->add_option("--kv-shared-layers", spec.nKvShared,
+                  "gemma4: the last N layers attend an earlier layer's K/V rows")
+      ->default_val(spec.nKvShared);
+  cmd->add_option("--per-layer-dim", spec.nEmbdPerLayer,
+                  "gemma4: width of each layer's per-layer input (0: none)")
+      ->default_val(spec.nEmbdPerLayer);
+  cmd->add_flag("--global-v-from-k", spec.globalValueIsKey,
+                "gemma4: the global layers take V from the K projection (no attn_v)");
+  cmd->add_option("--logit-softcap", spec.finalLogitSoftcap,
+                  "gemma4: soft-cap of the final logits (0: none)")
+      ->default_val(spec.finalLogitSoftcap);
   cmd->add_option("--vocab", spec.nVocab, "Vocabulary size (>= 259)")->default_val(spec.nVocab);
   cmd->add_option("--ctx", spec.contextLength, "Trained context length")->default_val(spec.contextLength);
   cmd->add_option("--type", type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K …")->default_val(type);
@@ -67,7 +84,7 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
   cmd->add_option("--rope-dims", spec.ropeDims, "Rotated dimensions per head (0: all)")
       ->default_val(spec.ropeDims);
   cmd->add_option("--experts", spec.nExpert,
-                  "Experts per layer (an architecture with experts: qwen3moe, gpt-oss)")
+                  "Experts per layer (an architecture with experts: qwen3moe, gpt-oss, gemma4)")
       ->default_val(spec.nExpert);
   cmd->add_option("--experts-used", spec.nExpertUsed, "Experts a token uses")
       ->default_val(spec.nExpertUsed);
@@ -110,7 +127,8 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
         return;
       }
       for (uint32_t l = 0; l < spec.nLayer; ++l) {
-        for (const char* stack : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
+        for (const char* stack :
+             {"ffn_gate_exps", "ffn_up_exps", "ffn_gate_up_exps", "ffn_down_exps"})
           spec.tensorTypes[fmt::format("blk.{}.{}.weight", l, stack)] = *et;
       }
       type += " + " + expertType + " experts";

@@ -21,7 +21,7 @@ void TensorDump::append(std::span<const float> captured, uint32_t rowWidth) {
 
 std::vector<kv::KvLayerShape> kvLayerShapes(const model::ModelConfig& c) {
   std::vector<kv::KvLayerShape> shapes;
-  for (uint32_t l = 0; l < c.nLayer; ++l) shapes.push_back({c.headsKvOf(l), c.headDimOf(l)});
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) shapes.push_back({c.headsKvOf(l), c.headDimOf(l)});
   return shapes;
 }
 
@@ -30,15 +30,15 @@ kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uin
   kv::KvGeometry g{.layers = kvLayerShapes(c), .rowsPerPage = rowsPerPage};
   if (c.slidingWindow == 0) return g;
   g.window = c.slidingWindow;
-  for (uint32_t l = 0; l < c.nLayer; ++l) g.windowLayers.push_back(c.isWindowLayer(l));
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) g.windowLayers.push_back(c.isWindowLayer(l));
   const uint64_t ring = uint64_t{c.slidingWindow} - 1 + stepRows;
   if (ring < contextLimit) g.ringRows = static_cast<uint32_t>(ring);
   return g;
 }
 
 kv::KvTarget kvTarget(const model::ModelConfig& c) {
-  kv::KvTarget t{.architecture = c.architecture, .nLayer = c.nLayer};
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  kv::KvTarget t{.architecture = c.architecture, .nLayer = c.kvLayers()};
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     if (std::find(t.headDims.begin(), t.headDims.end(), c.headDimOf(l)) == t.headDims.end())
       t.headDims.push_back(c.headDimOf(l));
   }

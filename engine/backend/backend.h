@@ -97,7 +97,7 @@ struct IndexerLayerStep {
 
 struct IndexerStep {
   uint32_t rows = 0;                     // cached rows the step attended over
-  std::vector<IndexerLayerStep> layers;  // [nLayer]; empty: no indexed step yet
+  std::vector<IndexerLayerStep> layers;  // [cache layers]; empty: no indexed step yet
 };
 
 // An intermediate of the description (model/forward_ops.h), captured as

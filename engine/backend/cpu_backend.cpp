@@ -42,7 +42,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   const auto& c = model->config();
   KVS_ASSIGN_OR_RETURN(b->m_weights, model::bindWeights(c, *model));
   KVS_TRY(model::checkWeightTypes(b->m_weights, "CPU", cpuDecodes));
-  const std::vector<kv::LayerSchemes> f16(c.nLayer);
+  const std::vector<kv::LayerSchemes> f16(c.kvLayers());
   const std::vector<kv::LayerSchemes>& schemes =
       options.kvSchemes.empty() ? f16 : options.kvSchemes;
   b->m_contextLimit = options.contextLimit ? options.contextLimit : c.contextLength;
@@ -57,7 +57,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     b->m_pendingSchemes = schemes;
     KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, f16, options.kvSeed));
   }
-  b->m_errors = CodecErrorMeter(c.nLayer);
+  b->m_errors = CodecErrorMeter(c.kvLayers());
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
   b->m_errorStride = options.errorStride;
@@ -80,6 +80,17 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
       if (!stack) continue;
       std::vector<model::TensorView>& views = b->m_experts2d[stack];
       for (uint32_t e = 0; e < c.nExpert; ++e) views.push_back(model::expertMatrix(*stack, e));
+    }
+    if (l.gateUpExps) {  // each expert's gate rows, then its up rows
+      std::vector<model::TensorView>& views = b->m_experts2d[l.gateUpExps];
+      for (uint32_t e = 0; e < c.nExpert; ++e) {
+        const model::TensorView both = model::expertMatrix(*l.gateUpExps, e);
+        for (const uint32_t half : {0u, 1u}) {
+          KVS_ASSIGN_OR_RETURN(model::TensorView v, model::rowRange(both, uint64_t{half} * c.nFfExp,
+                                                                    c.nFfExp, both.name));
+          views.push_back(std::move(v));
+        }
+      }
     }
   }
   b->m_model = std::move(model);
@@ -141,7 +152,7 @@ Status CpuBackend::step(const Batch& batch, Logits& out, const Description& desc
   KVS_TRY(m_cache->append(n));
   if (m_indexer.enabled() && n == 1) {
     m_indexerStep.rows = pos0 + 1;
-    m_indexerStep.layers.resize(c.nLayer);
+    m_indexerStep.layers.resize(c.kvLayers());
   }
   CpuStep step(*this, batch.tokens, pos0, batch.allLogits, out);
   const Status run = describe(m_plan, step);
@@ -217,7 +228,7 @@ Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
 
 std::vector<KvLayerBytes> CpuBackend::kvBytes() const {
   std::vector<KvLayerBytes> layers;
-  for (uint32_t l = 0; l < config().nLayer; ++l) {
+  for (uint32_t l = 0; l < config().kvLayers(); ++l) {
     layers.push_back({.key = &m_cache->scheme(l, KvPart::kKey),
                       .value = &m_cache->scheme(l, KvPart::kValue),
                       .keyBytes = m_cache->layerBytes(l, KvPart::kKey),
@@ -232,7 +243,7 @@ std::vector<KvLayerBytes> CpuBackend::kvBytes() const {
 std::vector<KvLayerError> CpuBackend::kvErrors() const {
   std::vector<KvLayerError> layers;
   if (m_errorStride == 0) return layers;  // not measured
-  for (uint32_t l = 0; l < config().nLayer; ++l)
+  for (uint32_t l = 0; l < config().kvLayers(); ++l)
     layers.push_back({m_errors.error(l, KvPart::kKey), m_errors.error(l, KvPart::kValue)});
   return layers;
 }
@@ -263,8 +274,10 @@ void CpuBackend::measureRecoded(const kv::KvCache& f16, const kv::KvCache& recod
 
 Expected<std::vector<float>> CpuBackend::readKv(uint32_t layer, kv::KvPart part) const {
   const auto& c = config();
-  if (layer >= c.nLayer)
-    return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
+  if (layer >= c.kvLayers()) {
+    return makeError(ErrorCode::kInvalidArgument, "layer {} of a cache of {} layers", layer,
+                     c.kvLayers());
+  }
   const uint32_t first = m_cache->firstRow(layer);
   const uint32_t heads = m_cache->geometry().nHeadKv(layer), d = m_cache->geometry().headDim(layer);
   std::vector<float> rows(size_t{m_cache->rows() - first} * heads * d);

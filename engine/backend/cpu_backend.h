@@ -99,7 +99,8 @@ class CpuBackend final : public Backend {
   // A 1-D weight (norm, bias) as float32, converted once at load.
   std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
   // Expert e of a stacked expert tensor as a 2-D weight (model::expertMatrix),
-  // made at load, so a step's products point at views that stay put.
+  // made at load, so a step's products point at views that stay put. A fused
+  // gate/up stack's views alternate: 2e is expert e's gate, 2e + 1 its up.
   const model::TensorView& expert(const model::TensorView& stack, uint32_t e) const {
     return m_experts2d.at(&stack)[e];
   }

@@ -24,7 +24,7 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
 
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
              size_t rows, float eps, bool accumulate) {
-  assert(x.size() >= n * rows && weight.size() >= n && y.size() >= n * rows);
+  assert(x.size() >= n * rows && (weight.empty() || weight.size() >= n) && y.size() >= n * rows);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x.data() + r * n;
     double ss = 0.0;  // llama.cpp sums squares in double
@@ -32,7 +32,10 @@ void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<
     const float mean = static_cast<float>(ss / static_cast<double>(n));
     const float inv = 1.0f / std::sqrt(mean + eps);
     float* yr = y.data() + r * n;
-    if (accumulate) {
+    if (weight.empty()) {
+      assert(!accumulate);
+      for (size_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
+    } else if (accumulate) {
       for (size_t i = 0; i < n; ++i) yr[i] += xr[i] * inv * weight[i];
     } else {
       for (size_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * weight[i];

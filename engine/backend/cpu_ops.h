@@ -16,8 +16,8 @@ namespace kvscope::cpu {
 void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y, size_t rows,
             size_t cols);
 
-// y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values; with
-// `accumulate`, y += that instead.
+// y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of n values (an
+// empty weight: unweighted); with `accumulate`, y += that instead.
 void rmsnorm(std::span<const float> x, std::span<const float> weight, std::span<float> y, size_t n,
              size_t rows, float eps, bool accumulate = false);
 

@@ -76,10 +76,11 @@ Status CpuStep::embed(const model::TensorView& table, Act out, float scale, mode
   return okStatus();
 }
 
-Status CpuStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint32_t group, float eps,
+Status CpuStep::rmsnorm(Act x, const model::TensorView* weight, Act out, uint32_t group, float eps,
                         model::OpName name) {
   const std::span<float> in = span(x);
-  cpu::rmsnorm(in, m_b.floats(weight), span(out), group, in.size() / group, eps);
+  cpu::rmsnorm(in, weight ? m_b.floats(*weight) : std::span<const float>{}, span(out), group,
+               in.size() / group, eps);
   captured(out, name);
   return okStatus();
 }
@@ -89,6 +90,43 @@ Status CpuStep::rmsnormAdd(Act x, const model::TensorView& weight, Act out, floa
   const std::span<const float> in = span(x);
   cpu::rmsnorm(in, m_b.floats(weight), span(out), x.width, in.size() / x.width, eps, true);
   captured(out, name);
+  return okStatus();
+}
+
+Status CpuStep::scale(Act x, float s, model::OpName name) {
+  for (float& v : span(x)) v *= s;
+  captured(x, name);
+  return okStatus();
+}
+
+Status CpuStep::add(Act x, Act out, model::OpName name) {
+  if (x.width != out.width)
+    return makeError(ErrorCode::kInternal, "add of {} values to {}", x.width, out.width);
+  const std::span<const float> in = span(x);
+  const std::span<float> y = span(out);
+  for (size_t i = 0; i < y.size(); ++i) y[i] += in[i];
+  captured(out, name);
+  return okStatus();
+}
+
+Status CpuStep::gatedMul(model::Gate act, Act gate, Act up, uint32_t upFirst, model::OpName name) {
+  if (upFirst + gate.width > up.width) {
+    return makeError(ErrorCode::kInternal, "gated product of columns [{}, {}) of {}", upFirst,
+                     upFirst + gate.width, up.width);
+  }
+  const std::span<float> g = span(gate);
+  const std::span<const float> u = span(up);
+  for (uint32_t t = 0; t < m_n; ++t) {
+    const std::span<float> row = g.subspan(size_t{t} * gate.width, gate.width);
+    cpu::gatedMul(act, row, u.subspan(size_t{t} * up.width + upFirst, gate.width), row);
+  }
+  captured(gate, name);
+  return okStatus();
+}
+
+Status CpuStep::softCap(Act x, float cap, model::OpName name) {
+  for (float& v : span(x)) v = cap * std::tanh(v / cap);
+  captured(x, name);
   return okStatus();
 }
 
@@ -151,6 +189,17 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
       m_b.store(l, kv::KvPart::kValue, h, m_pos0 + t, vr.subspan(off, d));
     }
   }
+  return attend(q, out, spec, true, name);
+}
+
+Status CpuStep::attendCache(Act q, Act out, const model::AttentionSpec& spec, model::OpName name) {
+  KVS_TRY(model::checkAttentionSpec(spec, "CPU"));
+  return attend(q, out, spec, false, name);
+}
+
+Status CpuStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool owner,
+                       model::OpName name) {
+  const uint32_t l = spec.layer;
   const float* qr = span(q).data();
   cpu::AttentionOptions options{
       .int8Queries = m_b.m_matmul == cpu::MatmulPrecision::kInt8Activations,
@@ -159,13 +208,14 @@ Status CpuStep::attention(Act q, Act k, Act v, Act out, const model::AttentionSp
       .window = spec.window,
       .sinks = spec.sinks ? m_b.floats(*spec.sinks).data() : nullptr};
   // A decode step with the indexer on attends the rows it selects; a window
-  // layer's few rows are attended whole.
+  // layer's few rows are attended whole. The step shown per cache layer is
+  // its owner's; a KV-shared layer selects for its own query, unrecorded.
+  IndexerLayerStep shared;
+  IndexerLayerStep& step = owner ? m_b.m_indexerStep.layers[l] : shared;
   if (m_b.m_indexer.enabled() && m_n == 1 && spec.window != 0) {
-    IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
     step.heads.assign(spec.nHeadKv, {});  // every row of the window
     step.capturedMass = m_b.m_indexer.diagnostic ? 1.0 : -1.0;
   } else if (m_b.m_indexer.enabled() && m_n == 1) {
-    IndexerLayerStep& step = m_b.m_indexerStep.layers[l];
     kv::KvCache& cache = *m_b.m_cache;
     ThreadPool& pool = *m_b.m_pool;
     if (cpu::selectLayerRows(cache, l, qr, spec.nHead, m_b.m_indexer, pool, step.heads))
@@ -192,7 +242,8 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   CpuBackend::MoeScratch& s = m_b.m_moe;
   if (m_n == 1 && s.slots.size() > size_t{64} * nUsed * width) s = {};  // after a prefill
   s.probs.resize(size_t{m_n} * nExpert);
-  cpu::matmul(*spec.router, in, s.probs, m_n, pool, m_b.m_matmul);
+  cpu::matmul(*spec.router, spec.routerInput.width ? span(spec.routerInput) : in, s.probs, m_n,
+              pool, m_b.m_matmul);
   if (spec.routerBias) cpu::addBias(s.probs, m_b.floats(*spec.routerBias));
   const bool softmaxFirst = spec.weighting == model::ExpertWeighting::kSoftmaxTopK;
   if (softmaxFirst) cpu::softmax(s.probs, s.probs, nExpert, m_n);
@@ -270,8 +321,13 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
       const size_t rows = s.first[e + 1] - s.first[e];
       if (rows == 0) continue;
       const std::span<const float> rowsIn = part(s.gathered, e, width);
-      s.products.push_back({&m_b.expert(*spec.gate, e), rowsIn, part(s.gate, e, spec.ff), rows});
-      s.products.push_back({&m_b.expert(*spec.up, e), rowsIn, part(s.up, e, spec.ff), rows});
+      // A fused stack's views alternate gate and up (CpuBackend::expert).
+      const model::TensorView& gate =
+          spec.gateUp ? m_b.expert(*spec.gateUp, 2 * e) : m_b.expert(*spec.gate, e);
+      const model::TensorView& up =
+          spec.gateUp ? m_b.expert(*spec.gateUp, 2 * e + 1) : m_b.expert(*spec.up, e);
+      s.products.push_back({&gate, rowsIn, part(s.gate, e, spec.ff), rows});
+      s.products.push_back({&up, rowsIn, part(s.up, e, spec.ff), rows});
     }
     cpu::matmuls(s.products, pool, m_b.m_matmul);
     s.products.clear();
@@ -287,6 +343,12 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     cpu::matmuls(s.products, pool, m_b.m_matmul);
     for (uint32_t e = e0; e < e1; ++e)
       if (s.first[e + 1] > s.first[e]) addExpertBias(spec.downBias, e, part(s.product, e, width));
+    const std::span<const float> downScale =
+        spec.downScale ? m_b.floats(*spec.downScale) : std::span<const float>{};
+    for (uint32_t e = e0; e < e1; ++e) {
+      if (downScale.empty() || s.first[e + 1] == s.first[e]) continue;
+      for (float& v : part(s.product, e, width)) v *= downScale[e];
+    }
     for (size_t r = 0; r < m; ++r) {
       const uint32_t i = s.rows[r0 + r];
       const float w = s.weight[i];
@@ -308,7 +370,11 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
   }
   captured(moeOut, {"ffn_moe_out", name.layer});
   const std::span<float> residual = span(out);
-  for (size_t i = 0; i < residual.size(); ++i) residual[i] += sum[i];
+  if (spec.accumulate) {
+    for (size_t i = 0; i < residual.size(); ++i) residual[i] += sum[i];
+  } else {
+    std::copy(sum.begin(), sum.end(), residual.begin());
+  }
   captured(out, name);
   return okStatus();
 }

@@ -15,7 +15,7 @@ ExpertLog ExpertLog::forModel(const model::ModelConfig& c, const model::ModelWei
   if (c.nExpert == 0) return {};
   std::vector<uint64_t> bytesPerExpert;
   for (const model::LayerWeights& l : weights.layers) {
-    const model::TensorView* stacks[] = {l.gateExps, l.upExps, l.downExps};
+    const model::TensorView* stacks[] = {l.gateExps, l.upExps, l.gateUpExps, l.downExps};
     uint64_t bytes = 0;
     for (const model::TensorView* t : stacks) bytes += t ? t->data.size() : 0;
     bytesPerExpert.push_back(bytes / c.nExpert);

@@ -50,6 +50,14 @@ Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::Mod
                      "choose the CPU backend",
                      config.architecture, config.nExpertUsed, kMaxExpertsUsed);
   }
+  // Gemma 4's own ops (an unweighted norm, per-layer inputs, KV-shared
+  // layers, logit soft-capping) have no kernels here yet.
+  if (config.architecture == "gemma4") {
+    return makeError(ErrorCode::kUnsupported,
+                     "the Vulkan backend does not run gemma4 models yet (its unweighted V norm, "
+                     "per-layer inputs, KV-shared layers and logit soft-cap have no kernels); "
+                     "choose the CPU backend");
+  }
   // gpu::KvPageLayout and the attention kernels take one head count and
   // width for every layer.
   if (!config.uniformAttention()) {

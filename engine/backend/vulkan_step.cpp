@@ -138,11 +138,42 @@ Status VulkanStep::embed(const model::TensorView& table, Act out, float scale, m
   return captured(out, name);
 }
 
-Status VulkanStep::rmsnorm(Act x, const model::TensorView& weight, Act out, uint32_t group,
+namespace {
+
+Status notYet(std::string_view op, model::OpName name) {
+  return makeError(ErrorCode::kUnsupported,
+                   "the Vulkan backend has no kernel for {} ({}) yet; choose the CPU backend", op,
+                   name.str());
+}
+
+}  // namespace
+
+Status VulkanStep::scale(Act, float, model::OpName name) {
+  return notYet("scaling an activation", name);
+}
+
+Status VulkanStep::add(Act, Act, model::OpName name) {
+  return notYet("adding activations", name);
+}
+
+Status VulkanStep::gatedMul(model::Gate, Act, Act, uint32_t, model::OpName name) {
+  return notYet("a gated product of activations", name);
+}
+
+Status VulkanStep::softCap(Act, float, model::OpName name) {
+  return notYet("soft-capping", name);
+}
+
+Status VulkanStep::attendCache(Act, Act, const model::AttentionSpec&, model::OpName name) {
+  return notYet("a KV-shared layer's attention", name);
+}
+
+Status VulkanStep::rmsnorm(Act x, const model::TensorView* weight, Act out, uint32_t group,
                            float eps, model::OpName name) {
   KVS_TRY(m_error);
+  if (!weight) return notYet("an unweighted RMS norm", name);
   order({x}, {out});
-  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(weight),
+  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(*weight),
                                           buffer(out), group, rows(x) * x.width / group, eps));
   return captured(out, name);
 }
@@ -235,6 +266,8 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
 // (cpu_step.cpp moe()) in 6 dispatches (7 in a prefill).
 Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
   KVS_TRY(m_error);
+  if (spec.gateUp || spec.downScale || spec.routerInput.width != 0 || !spec.accumulate)
+    return notYet("Gemma 4's experts (fused gate/up, expert scales, own router input)", name);
   const uint32_t width = x.width, used = spec.nUsed, n = rows(x);
   const Act scores = act("moe_scores", spec.nExpert);
   const Act ids = act("moe_ids", used);  // uint32 in float-sized cells

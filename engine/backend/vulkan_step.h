@@ -32,7 +32,7 @@ class VulkanStep final : public model::ForwardOps {
   model::Act logits(uint32_t vocab) override;
   Status embed(const model::TensorView& table, model::Act out, float scale,
                model::OpName name) override;
-  Status rmsnorm(model::Act x, const model::TensorView& weight, model::Act out, uint32_t group,
+  Status rmsnorm(model::Act x, const model::TensorView* weight, model::Act out, uint32_t group,
                  float eps, model::OpName name) override;
   Status rmsnormAdd(model::Act x, const model::TensorView& weight, model::Act out, float eps,
                     model::OpName name) override;
@@ -40,6 +40,15 @@ class VulkanStep final : public model::ForwardOps {
                 const model::Epilogue& epilogue, model::OpName name) override;
   Status rope(model::Act x, uint32_t heads, uint32_t headDim, const model::RopeSpec& spec,
               model::OpName name) override;
+  // Gemma 4's ops, which VulkanModel::checkRuns refuses models needing (the
+  // backend has no kernels for them yet): each is kUnsupported.
+  Status scale(model::Act x, float s, model::OpName name) override;
+  Status add(model::Act x, model::Act out, model::OpName name) override;
+  Status gatedMul(model::Gate act, model::Act gate, model::Act up, uint32_t upFirst,
+                  model::OpName name) override;
+  Status softCap(model::Act x, float cap, model::OpName name) override;
+  Status attendCache(model::Act q, model::Act out, const model::AttentionSpec& spec,
+                     model::OpName name) override;
   Status attention(model::Act q, model::Act k, model::Act v, model::Act out,
                    const model::AttentionSpec& spec, model::OpName name) override;
   Status moe(model::Act x, const model::MoeSpec& spec, model::Act out, model::OpName name) override;

@@ -30,6 +30,7 @@ constexpr ArchitectureInfo kRegistry[] = {
     {"phi3", &kPhi3, RopeStyle::kNeox, {}},
     {"qwen3moe", &kQwen3Moe, RopeStyle::kNeox, {}},
     {"gemma3", &kGemma3, RopeStyle::kNeox, {}},
+    {"gemma4", &kGemma4, RopeStyle::kNeox, {}},
     {"gpt-oss", &kGptOss, RopeStyle::kNeox, {}},
     {"deepseek2", nullptr, RopeStyle::kNormal, kMla},
     {"deepseek32", nullptr, RopeStyle::kNormal, kMla},   // DeepSeek V3.2

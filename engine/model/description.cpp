@@ -22,9 +22,12 @@ template <typename Owner>
 Expected<const TensorView*> bindRule(const WeightSource& src, const ModelConfig& c,
                                      const TensorRule<Owner>& rule, uint32_t layer,
                                      const std::string& name) {
+  // A tensor a layer does not use (a KV-shared layer's K/V projection) is
+  // left unbound even where a file carries it.
+  if (!isAllowed(c, rule, layer)) return static_cast<const TensorView*>(nullptr);
   const TensorView* t = src.find(name);
   if (!t) {
-    if (!isRequired(c, rule)) return static_cast<const TensorView*>(nullptr);
+    if (!isRequired(c, rule, layer)) return static_cast<const TensorView*>(nullptr);
     return makeError(ErrorCode::kBadFile, "tensor '{}' is missing", name);
   }
   std::vector<uint64_t> shape{dimSize(rule.in, c, layer)};
@@ -38,8 +41,8 @@ Expected<const TensorView*> bindRule(const WeightSource& src, const ModelConfig&
   return t;
 }
 
-// RoPE divisors from a factor tensor.
-Expected<std::vector<float>> factorsOf(const TensorView& t) {
+// A small tensor's values as floats (RoPE divisors, a layer scale).
+Expected<std::vector<float>> floatsOf(const TensorView& t) {
   std::vector<float> v(t.elements());
   KVS_TRY(gguf::dequantize(t.type, t.data, v));
   return v;
@@ -99,20 +102,43 @@ void applyYarn(const RopeConfig& r, float theta, RopeSpec& spec) {
 }  // namespace
 
 template <typename Owner>
-bool isRequired(const ModelConfig& c, const TensorRule<Owner>& rule) {
+bool isRequired(const ModelConfig& c, const TensorRule<Owner>& rule, uint32_t layer) {
   switch (rule.presence) {
     case Presence::kRequired:
       return true;
     case Presence::kUnlessTied:
       return !c.tiedEmbeddings;
+    case Presence::kStoresKv:
+      return c.storesKv(layer);
+    case Presence::kValueProjection:
+      return c.storesKv(layer) && (c.isWindowLayer(layer) || !c.globalValueIsKey);
+    case Presence::kExperts:
+      return c.nExpert > 0;
+    case Presence::kPerLayer:
+      return c.nEmbdPerLayer > 0;
     case Presence::kOptional:
       break;
   }
   const auto& required = c.arch->description->required;
   return std::find(required.begin(), required.end(), rule.name) != required.end();
 }
-template bool isRequired(const ModelConfig&, const TensorRule<ModelWeights>&);
-template bool isRequired(const ModelConfig&, const TensorRule<LayerWeights>&);
+template bool isRequired(const ModelConfig&, const TensorRule<ModelWeights>&, uint32_t);
+template bool isRequired(const ModelConfig&, const TensorRule<LayerWeights>&, uint32_t);
+
+template <typename Owner>
+bool isAllowed(const ModelConfig& c, const TensorRule<Owner>& rule, uint32_t layer) {
+  switch (rule.presence) {
+    case Presence::kStoresKv:
+    case Presence::kValueProjection:
+    case Presence::kExperts:
+    case Presence::kPerLayer:
+      return isRequired(c, rule, layer);
+    default:
+      return true;
+  }
+}
+template bool isAllowed(const ModelConfig&, const TensorRule<ModelWeights>&, uint32_t);
+template bool isAllowed(const ModelConfig&, const TensorRule<LayerWeights>&, uint32_t);
 
 std::string OpName::str() const {
   return layer < 0 ? std::string(base) : fmt::format("blk.{}.{}", layer, base);
@@ -125,9 +151,9 @@ uint64_t dimSize(Dim d, const ModelConfig& c, uint32_t layer) {
     case Dim::kEmbd:
       return c.nEmbd;
     case Dim::kFf:
-      return c.nFf;
+      return layer == kGlobalTensor ? c.nFf : c.ffOf(layer);
     case Dim::kFf2:
-      return uint64_t{2} * c.nFf;
+      return uint64_t{2} * (layer == kGlobalTensor ? c.nFf : c.ffOf(layer));
     case Dim::kQ:
       return c.qDimOf(layer);
     case Dim::kKv:
@@ -146,15 +172,25 @@ uint64_t dimSize(Dim d, const ModelConfig& c, uint32_t layer) {
       return c.nFfExp;
     case Dim::kHead:
       return c.headsOf(layer);
+    case Dim::kFfExp2:
+      return uint64_t{2} * c.nFfExp;
+    case Dim::kPerLayer:
+      return c.nEmbdPerLayer;
+    case Dim::kPerLayerAll:
+      return uint64_t{c.nEmbdPerLayer} * c.nLayer;
   }
   return 0;
 }
 
 Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src) {
   const ArchDescription& d = *c.arch->description;
-  const bool moe =
-      std::any_of(d.layer.begin(), d.layer.end(), [](const auto& r) { return r.stack != Dim::kNone; });
-  if (moe && c.nExpert == 0) {
+  // Experts an architecture must have (qwen3moe, gpt-oss) or may have (gemma4).
+  const bool moe = std::any_of(d.layer.begin(), d.layer.end(),
+                               [](const auto& r) { return r.stack != Dim::kNone; });
+  const bool mustHaveExperts = std::any_of(d.layer.begin(), d.layer.end(), [](const auto& r) {
+    return r.stack != Dim::kNone && r.presence == Presence::kRequired;
+  });
+  if (mustHaveExperts && c.nExpert == 0) {
     return makeError(ErrorCode::kBadFile,
                      "a {} model needs expert_count and expert_used_count in its metadata",
                      c.architecture);
@@ -162,7 +198,7 @@ Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src
   if (!moe && c.nExpert > 0) {  // Mixtral's GGUF files say "llama" and carry experts
     return makeError(ErrorCode::kUnsupported,
                      "this {} file has experts (expert_count {}), which kvscope runs only in "
-                     "qwen3moe and gpt-oss models so far",
+                     "qwen3moe, gpt-oss and gemma4 models so far",
                      c.architecture, c.nExpert);
   }
   ModelWeights w;
@@ -201,7 +237,7 @@ TensorView expertMatrix(const TensorView& t, uint32_t e) {
 
 AttentionSpec ForwardPlan::attention(uint32_t layer) const {
   const ModelConfig& c = *config;
-  return {.layer = layer,
+  return {.layer = c.kvSourceOf(layer),
           .nHead = c.headsOf(layer),
           .nHeadKv = c.headsKvOf(layer),
           .headDim = c.headDimOf(layer),
@@ -223,7 +259,7 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
       break;
     case RopeScaling::kFreqFactors:
       if (w.ropeFreqs) {
-        KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, factorsOf(*w.ropeFreqs));
+        KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, floatsOf(*w.ropeFreqs));
       } else {
         KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, llama3Factors(c.rope));
       }
@@ -234,13 +270,20 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
                          "LongRoPE needs both rope_factors_long and rope_factors_short");
       }
       const TensorView* factors = contextLimit > c.rope.originalContext ? w.ropeLong : w.ropeShort;
-      KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, factorsOf(*factors));
+      KVS_ASSIGN_OR_RETURN(p.rope.freqFactors, floatsOf(*factors));
       p.rope.attnFactor = c.rope.attnFactor;
       break;
     }
     case RopeScaling::kYarn:
       applyYarn(c.rope, c.rope.theta, p.rope);
       break;
+  }
+  for (uint32_t l = 0; l < c.nLayer && l < w.layers.size(); ++l) {
+    const TensorView* s = w.layers[l].layerOutputScale;
+    if (!s) continue;
+    if (p.layerOutputScales.empty()) p.layerOutputScales.assign(c.nLayer, 1.0f);
+    KVS_ASSIGN_OR_RETURN(const std::vector<float> value, floatsOf(*s));
+    p.layerOutputScales[l] = value.at(0);
   }
   const uint32_t windowDims = c.windowRopeDims();
   if (c.arch->description->windowRopeScaled) {

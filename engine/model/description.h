@@ -25,20 +25,23 @@ namespace kvscope::model {
 enum class Dim : uint8_t {
   kNone,  // a vector's missing second dimension
   kEmbd,  // nEmbd
-  kFf,    // nFf
-  kFf2,   // 2 * nFf: a fused gate/up projection
+  kFf,    // the layer's feed-forward width (ModelConfig::ffOf)
+  kFf2,   // twice it: a fused gate/up projection
   // The attention dimensions are the layer's (ModelConfig::headsOf(l),
   // headsKvOf(l), headDimOf(l), ropeDimsOf(l)); a global tensor's are the
   // global layers' (kGlobalTensor).
-  kQ,         // heads * head width
-  kKv,        // KV heads * head width
-  kQkv,       // q + 2 * kv widths: a fused q/k/v projection
-  kHeadDim,   // head width
-  kVocab,     // nVocab
-  kRopeHalf,  // rotated dimensions / 2
-  kExpert,    // nExpert: the third dimension of an expert tensor, or the router's outputs
-  kFfExp,     // nFfExp
-  kHead,      // heads: one value per query head
+  kQ,            // heads * head width
+  kKv,           // KV heads * head width
+  kQkv,          // q + 2 * kv widths: a fused q/k/v projection
+  kHeadDim,      // head width
+  kVocab,        // nVocab
+  kRopeHalf,     // rotated dimensions / 2
+  kExpert,       // nExpert: the third dimension of an expert tensor, or the router's outputs
+  kFfExp,        // nFfExp
+  kHead,         // heads: one value per query head
+  kFfExp2,       // 2 * nFfExp: fused gate/up experts
+  kPerLayer,     // nEmbdPerLayer: one layer's per-layer input
+  kPerLayerAll,  // nEmbdPerLayer * nLayer: every layer's per-layer inputs side by side
 };
 
 // What a tensor is, which decides its WeightRole and how the synthetic
@@ -56,6 +59,12 @@ enum class Presence : uint8_t {
   kRequired,
   kOptional,
   kUnlessTied,  // output.weight: absent when the output shares token_embd
+  kStoresKv,    // on layers that store K/V rows; absent on KV-shared ones
+  // On layers that store K/V rows, except global layers whose V is their K
+  // (ModelConfig::globalValueIsKey): attn_v of Gemma 4.
+  kValueProjection,
+  kExperts,   // when the model has experts (ModelConfig::nExpert > 0)
+  kPerLayer,  // when it has per-layer inputs (ModelConfig::nEmbdPerLayer > 0)
 };
 
 // One row of a tensor table: the GGUF name (per-layer names without the
@@ -110,12 +119,20 @@ struct ArchDescription {
   bool hfNormsMinusOne = false;
   // How a Hugging Face checkpoint stores the experts (model/hf_experts.h).
   HfExperts hfExperts = HfExperts::kNone;
+  // The final logit soft-cap of a file without final_logit_softcapping
+  // (Gemma 4's loaders take 30), 0: none.
+  float defaultLogitSoftcap = 0.0f;
 };
 
-// Whether `config`'s architecture requires the tensor of `rule` (kUnlessTied:
-// when the output is not tied).
+// Whether `config`'s architecture requires the tensor of `rule` on `layer`
+// (kGlobalTensor for a global rule); an optional tensor is bound where present.
 template <typename Owner>
-bool isRequired(const ModelConfig& config, const TensorRule<Owner>& rule);
+bool isRequired(const ModelConfig& config, const TensorRule<Owner>& rule, uint32_t layer);
+
+// Whether a rule's tensor may be bound at all on `layer`: not a K/V
+// projection of a KV-shared layer, not an expert of a dense model.
+template <typename Owner>
+bool isAllowed(const ModelConfig& config, const TensorRule<Owner>& rule, uint32_t layer);
 
 // The layer index of a global tensor's dimensions: past every layer, so the
 // per-layer accessors give the global layers' shape (rope_freqs spans the
@@ -146,10 +163,13 @@ struct ForwardPlan {
   const ModelWeights* weights = nullptr;
   RopeSpec rope;        // global layers'
   RopeSpec windowRope;  // sliding-window layers': their own base, unscaled
+  // Gemma 4's layer_output_scale values, read at load: [nLayer], or empty.
+  std::vector<float> layerOutputScales;
   const RopeSpec& ropeOf(uint32_t layer) const {
     return config->isWindowLayer(layer) ? windowRope : rope;
   }
-  // The layer's heads, scale 1/sqrt(head dim) and window.
+  // The layer's heads, scale 1/sqrt(head dim) and window, and the cache
+  // layer it appends to or (a KV-shared layer) reads.
   AttentionSpec attention(uint32_t layer) const;
 };
 

@@ -97,7 +97,8 @@ struct RopeSpec {
 // What one attention computes: softmax(scale * q.k + mask) v over the cached
 // rows of its layer, keys and values first appended to the cache.
 struct AttentionSpec {
-  uint32_t layer = 0;
+  uint32_t layer = 0;  // the cache layer: the one whose rows it appends, or reads
+
   uint32_t nHead = 0, nHeadKv = 0, headDim = 0;
   float scale = 0.0f;                 // of q.k: 1/sqrt(headDim), or 1 where q was scaled
   // A query at position p sees positions (p - window, p]; 0: [0, p].
@@ -118,24 +119,34 @@ enum class ExpertWeighting : uint8_t {
 };
 
 // A mixture-of-experts feed-forward. Per token: router logits r = router x
-// (+ routerBias) over nExpert experts; the nUsed largest kept (ties: the
-// lower expert) and weighted by `weighting`, then multiplied by `scale`
-// unless it is 0 or 1; the FFN output
-//   sum over kept e of w_e * (down_e (act(gate_e x + gb_e, up_e x + ub_e)) + db_e)
-// (act: the `gate` activation, biases where given) is added to `out`.
+// (x: routerInput where given) (+ routerBias) over nExpert experts; the nUsed
+// largest kept (ties: the lower expert) and weighted by `weighting`, then
+// multiplied by `scale` unless it is 0 or 1; the FFN output
+//   sum over kept e of w_e * (s_e down_e (act(gate_e x + gb_e, up_e x + ub_e)) + db_e)
+// (act: the `gate` activation; biases and s_e, downScale, where given) is
+// added to `out`.
 struct MoeSpec {
   const TensorView* router = nullptr;      // {width, nExpert}
   const TensorView* routerBias = nullptr;  // {nExpert}, or none
   const TensorView* gate = nullptr;        // {width, ff, nExpert}
   const TensorView* up = nullptr;          // {width, ff, nExpert}
+  // Or both in one: {width, 2 ff, nExpert}, an expert's gate rows then its up
+  // rows (Gemma 4); gate and up are then null.
+  const TensorView* gateUp = nullptr;
   const TensorView* down = nullptr;        // {ff, width, nExpert}
   const TensorView* gateBias = nullptr;    // {ff, nExpert}, or none
   const TensorView* upBias = nullptr;      // {ff, nExpert}, or none
   const TensorView* downBias = nullptr;    // {width, nExpert}, or none
+  // {nExpert}: multiplies each expert's output (Gemma 4), or none.
+  const TensorView* downScale = nullptr;
+  // The router's input where it is not x ([rows, router width]; Gemma 4
+  // routes on another norm of the residual); width 0: x.
+  Act routerInput;
   uint32_t nExpert = 0, nUsed = 0, ff = 0;
   float scale = 0.0f;
   ExpertWeighting weighting = ExpertWeighting::kSoftmaxTopK;
   Gate act = Gate::kSilu;
+  bool accumulate = true;  // out += the FFN; false: out = it
 };
 
 class ForwardOps {
@@ -155,12 +166,23 @@ class ForwardOps {
   // (Gemma scales its embeddings by sqrt(width); 1 elsewhere).
   virtual Status embed(const TensorView& table, Act out, float scale, OpName name) = 0;
   // out = x / sqrt(mean(x^2) + eps) * weight over groups of `group` values
-  // (group == width: one per row; head dim: per-head q/k norms). In place ok.
-  virtual Status rmsnorm(Act x, const TensorView& weight, Act out, uint32_t group, float eps,
+  // (group == width: one per row; head dim: per-head q/k norms); a null
+  // weight: unweighted (Gemma 4's V norm). In place ok.
+  virtual Status rmsnorm(Act x, const TensorView* weight, Act out, uint32_t group, float eps,
                          OpName name) = 0;
   // out += x / sqrt(mean(x^2) + eps) * weight, per row: a sub-layer's output
   // normed before its residual add (Gemma's post-attention and post-FFN norms).
   virtual Status rmsnormAdd(Act x, const TensorView& weight, Act out, float eps, OpName name) = 0;
+  // x *= s, in place (Gemma 4's per-layer input scales and layer output scale).
+  virtual Status scale(Act x, float s, OpName name) = 0;
+  // out += x (same widths).
+  virtual Status add(Act x, Act out, OpName name) = 0;
+  // gate = act(gate) * up[:, upFirst, upFirst + gate.width), in place: a
+  // gated product whose other half is a column range of a wider activation
+  // (Gemma 4's per-layer input of one layer among all layers').
+  virtual Status gatedMul(Gate act, Act gate, Act up, uint32_t upFirst, OpName name) = 0;
+  // x = cap * tanh(x / cap), in place (Gemma 4's final logits).
+  virtual Status softCap(Act x, float cap, OpName name) = 0;
   // out = W x with the epilogue; W is {x.width, out.width}.
   virtual Status matmul(const TensorView& w, Act x, Act out, const Epilogue& epilogue,
                         OpName name) = 0;
@@ -171,7 +193,11 @@ class ForwardOps {
   // and writes the attention of q ([n, nHead * headDim]) over it to out.
   virtual Status attention(Act q, Act k, Act v, Act out, const AttentionSpec& spec,
                            OpName name) = 0;
-  // out += the mixture-of-experts FFN of x (MoeSpec).
+  // A KV-shared layer's attention: of q over the rows layer spec.layer's
+  // attention() appended (this step's too), appending none.
+  virtual Status attendCache(Act q, Act out, const AttentionSpec& spec, OpName name) = 0;
+  // out += the mixture-of-experts FFN of x (MoeSpec; out = it where the spec
+  // does not accumulate).
   virtual Status moe(Act x, const MoeSpec& spec, Act out, OpName name) = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include "gguf/dequant.h"
 #include "gguf/quantize.h"
+#include "model/description.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/hf_pipeline.h"
 
@@ -25,14 +26,14 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
   w.set(a + ".block_count", gguf::uint32Value(c.nLayer));
   w.set(a + ".context_length", gguf::uint32Value(c.contextLength));
   w.set(a + ".embedding_length", gguf::uint32Value(c.nEmbd));
-  w.set(a + ".feed_forward_length", gguf::uint32Value(c.nFf));
-  // Per-layer head counts as arrays (Gemma 4's form), else one number.
+  // Per-layer counts as arrays (Gemma 4's form), else one number.
   const auto counts = [&](const std::vector<uint32_t>& layers, uint32_t one) {
     if (layers.empty()) return gguf::uint32Value(one);
     std::vector<gguf::Value> values;
     for (const uint32_t n : layers) values.push_back(gguf::uint32Value(n));
     return gguf::arrayValue(gguf::ValueType::kUint32, std::move(values));
   };
+  w.set(a + ".feed_forward_length", counts(c.layerFf, c.nFf));
   w.set(a + ".attention.head_count", counts(c.layerHeads, c.nHead));
   w.set(a + ".attention.head_count_kv", counts(c.layerHeadsKv, c.nHeadKv));
   w.set(a + ".attention.key_length", gguf::uint32Value(c.headDim));
@@ -56,9 +57,10 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
     }
     if (c.ropeDimsWindow != 0)
       w.set(a + ".rope.dimension_count_swa", gguf::uint32Value(c.ropeDimsWindow));
-    // A period where one describes the layers (the form Gemma 3's loaders
-    // read), else a flag per layer.
-    if (const auto period = windowPeriodOf(c.windowLayers)) {
+    // A period where one describes the layers of an architecture whose files
+    // state one (Gemma 3's loaders read it), else a flag per layer (Gemma 4's).
+    const auto period = windowPeriodOf(c.windowLayers);
+    if (period && c.arch->description->windowPeriod != 0) {
       w.set(a + ".attention.sliding_window_pattern", gguf::uint32Value(*period));
     } else {
       std::vector<gguf::Value> flags;
@@ -67,6 +69,14 @@ void setConfigMetadata(gguf::GgufWriter& w, const ModelConfig& c, const std::str
             gguf::arrayValue(gguf::ValueType::kBool, std::move(flags)));
     }
   }
+  if (c.nKvShared > 0) w.set(a + ".attention.shared_kv_layers", gguf::uint32Value(c.nKvShared));
+  // Gemma 4's loaders read the per-layer width also where it is 0.
+  const auto& layerRules = c.arch->description->layer;
+  if (std::ranges::any_of(layerRules,
+                          [](const auto& r) { return r.presence == Presence::kPerLayer; }))
+    w.set(a + ".embedding_length_per_layer_input", gguf::uint32Value(c.nEmbdPerLayer));
+  if (c.finalLogitSoftcap > 0.0f || c.arch->description->defaultLogitSoftcap > 0.0f)
+    w.set(a + ".final_logit_softcapping", gguf::float32Value(c.finalLogitSoftcap));
   if (c.rope.scaling == RopeScaling::kLinear) {
     w.set(a + ".rope.scaling.type", gguf::stringValue("linear"));
     w.set(a + ".rope.scaling.factor", gguf::float32Value(c.rope.factor));

@@ -149,7 +149,12 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   const std::string a = c.architecture;
   KVS_ASSIGN_OR_RETURN(c.nLayer, requiredUint(f, a + ".block_count"));
   KVS_ASSIGN_OR_RETURN(c.nEmbd, requiredUint(f, a + ".embedding_length"));
-  KVS_ASSIGN_OR_RETURN(c.nFf, requiredUint(f, a + ".feed_forward_length"));
+  KVS_ASSIGN_OR_RETURN(const auto ff,
+                       perLayerUint(f, a + ".feed_forward_length", c.nLayer, c.layerFf));
+  if (!ff) {
+    return makeError(ErrorCode::kBadFile, "metadata key '{}.feed_forward_length' is missing", a);
+  }
+  c.nFf = *ff;
   KVS_ASSIGN_OR_RETURN(const auto heads,
                        perLayerUint(f, a + ".attention.head_count", c.nLayer, c.layerHeads));
   if (!heads) {
@@ -196,6 +201,18 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
                        a, c.headDimWindow, valueWindow);
     }
     KVS_ASSIGN_OR_RETURN(c.ropeDimsWindow, optional(a + ".rope.dimension_count_swa", 0));
+  }
+
+  c.nKvShared = static_cast<uint32_t>(f.getUint(a + ".attention.shared_kv_layers").value_or(0));
+  c.nEmbdPerLayer =
+      static_cast<uint32_t>(f.getUint(a + ".embedding_length_per_layer_input").value_or(0));
+  c.finalLogitSoftcap = static_cast<float>(f.getFloat(a + ".final_logit_softcapping")
+                                               .value_or(c.arch->description->defaultLogitSoftcap));
+  // A global layer without attn_v takes its K projection as V (Gemma 4).
+  for (uint32_t l = 0; l < c.kvLayers() && l < c.nLayer; ++l) {
+    if (c.isWindowLayer(l)) continue;
+    c.globalValueIsKey = !f.findTensor(fmt::format("blk.{}.attn_v.weight", l));
+    break;
   }
 
   const gguf::TensorInfo* embd = f.findTensor("token_embd.weight");
@@ -364,6 +381,11 @@ Status validateConfig(const ModelConfig& c) {
   if (c.nLayer == 0 || c.nLayer > 4096) return bad(fmt::format("{} layers", c.nLayer));
   if (c.nEmbd == 0 || c.nEmbd > kMaxDim) return bad(fmt::format("width {}", c.nEmbd));
   if (c.nFf == 0 || c.nFf > kMaxDim) return bad(fmt::format("feed-forward width {}", c.nFf));
+  if (!c.layerFf.empty() && c.layerFf.size() != c.nLayer)
+    return bad("per-layer feed-forward widths do not cover every layer");
+  for (uint32_t l = 0; l < c.nLayer; ++l)
+    if (c.ffOf(l) == 0 || c.ffOf(l) > kMaxDim)
+      return bad(fmt::format("layer {}: feed-forward width {}", l, c.ffOf(l)));
   if ((!c.layerHeads.empty() && c.layerHeads.size() != c.nLayer) ||
       (!c.layerHeadsKv.empty() && c.layerHeadsKv.size() != c.nLayer))
     return bad("per-layer head counts do not cover every layer");
@@ -386,6 +408,26 @@ Status validateConfig(const ModelConfig& c) {
     if (rot == 0 || rot > dim || rot % 2 != 0)
       return bad(fmt::format("layer {}: RoPE over {} of {} head dimensions", l, rot, dim));
   }
+  if (c.nKvShared > 0) {
+    if (c.nKvShared >= c.nLayer)
+      return bad(fmt::format("{} KV-shared layers of {}", c.nKvShared, c.nLayer));
+    for (uint32_t l = c.kvLayers(); l < c.nLayer; ++l) {
+      const uint32_t from = c.kvSourceOf(l);
+      if (from == l) {
+        return bad(fmt::format("KV-shared layer {} has no earlier {} layer to read", l,
+                               c.isWindowLayer(l) ? "window" : "global"));
+      }
+      if (c.headsKvOf(from) != c.headsKvOf(l) || c.headDimOf(from) != c.headDimOf(l)) {
+        return bad(
+            fmt::format("KV-shared layer {} has another K/V shape than layer {}, whose rows "
+                        "it reads",
+                        l, from));
+      }
+    }
+  }
+  if (c.nEmbdPerLayer > kMaxDim) return bad(fmt::format("per-layer width {}", c.nEmbdPerLayer));
+  if (!(c.finalLogitSoftcap >= 0.0f) || c.finalLogitSoftcap > 1e6f)
+    return bad("final logit soft-cap out of range");
   if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");
   if (!(c.rmsEps > 0.0f) || c.rmsEps > 1.0f) return bad("RMSNorm epsilon out of range");
   if (c.nVocab == 0) return bad("empty vocabulary");

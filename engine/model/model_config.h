@@ -55,7 +55,10 @@ struct ModelConfig {
   std::string name;  // general.name when present
   uint32_t nLayer = 0;
   uint32_t nEmbd = 0;     // model width
-  uint32_t nFf = 0;       // feed-forward width
+  uint32_t nFf = 0;       // feed-forward width (read per layer through ffOf())
+  // [nLayer] from a GGUF array (Gemma 4's double-wide MLP of its KV-shared
+  // layers), or empty: every layer nFf.
+  std::vector<uint32_t> layerFf;
   // Attention shape of the layers that have no other (all layers but in a
   // model with per-layer shapes, below): read per layer through headsOf(),
   // headsKvOf() and headDimOf().
@@ -94,6 +97,18 @@ struct ModelConfig {
   // The queries' scale before attention where a config states it (Gemma's
   // 1/sqrt(query_pre_attn_scalar)); 0: the architecture's own rule.
   float queryScale = 0.0f;
+  // KV-shared layers (Gemma 4 E2B/E4B): the last nKvShared layers store no
+  // K/V rows; each attends the cache of the last storing layer of its own kind
+  // (window or global), so the cache holds kvLayers() layers, the first ones.
+  uint32_t nKvShared = 0;
+  // Gemma 4 26B/31B: the global layers have no V projection; their V rows are
+  // their K projection's (before the K norm). From the files: attn_v absent.
+  bool globalValueIsKey = false;
+  // Per-layer token embeddings (Gemma 4 E2B/E4B): each layer adds a gated
+  // projection of its own nEmbdPerLayer-wide input (0: none).
+  uint32_t nEmbdPerLayer = 0;
+  // Logits become cap * tanh(logit / cap) (Gemma 4); 0: none.
+  float finalLogitSoftcap = 0.0f;
 
   bool isWindowLayer(uint32_t layer) const {
     return slidingWindow > 0 && layer < windowLayers.size() && windowLayers[layer];
@@ -113,6 +128,17 @@ struct ModelConfig {
   uint32_t ropeDimsOf(uint32_t layer) const {
     return isWindowLayer(layer) ? windowRopeDims() : rope.dims;
   }
+  uint32_t ffOf(uint32_t layer) const { return layer < layerFf.size() ? layerFf[layer] : nFf; }
+  // The layers holding K/V rows, and the one whose rows `layer` attends
+  // (itself where it stores its own).
+  uint32_t kvLayers() const { return nLayer - nKvShared; }
+  bool storesKv(uint32_t layer) const { return layer < kvLayers(); }
+  uint32_t kvSourceOf(uint32_t layer) const {
+    if (storesKv(layer)) return layer;
+    for (uint32_t l = kvLayers(); l-- > 0;)
+      if (isWindowLayer(l) == isWindowLayer(layer)) return l;
+    return layer;  // validateConfig refuses a model where none is
+  }
   uint32_t qDimOf(uint32_t layer) const { return headsOf(layer) * headDimOf(layer); }
   uint32_t kvDimOf(uint32_t layer) const { return headsKvOf(layer) * headDimOf(layer); }
   // Whether every layer has nHead, nHeadKv and headDim (code that has not
@@ -123,11 +149,11 @@ struct ModelConfig {
     }
     return true;
   }
-  // Bytes one token adds to an f16 KV cache, over all layers (K and V rows
-  // alike wide: validateConfig).
+  // Bytes one token adds to an f16 KV cache, over the storing layers (K and
+  // V rows alike wide: validateConfig).
   uint64_t kvBytesPerTokenF16() const {
     uint64_t bytes = 0;
-    for (uint32_t l = 0; l < nLayer; ++l) bytes += uint64_t{kvDimOf(l)} * 2 * 2;
+    for (uint32_t l = 0; l < kvLayers(); ++l) bytes += uint64_t{kvDimOf(l)} * 2 * 2;
     return bytes;
   }
 };

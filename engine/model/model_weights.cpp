@@ -11,17 +11,39 @@ void forEachWeight(const ModelWeights& w,
     if (t) fn(*t, WeightRole::kMatrix);
   };
   fn(*w.tokenEmbd, WeightRole::kEmbedding);
+  if (w.perLayerTokenEmbd) fn(*w.perLayerTokenEmbd, WeightRole::kEmbedding);
   vector(w.outputNorm);
+  vector(w.perLayerProjNorm);
   matrix(w.output);
+  matrix(w.perLayerModelProj);
   for (const TensorView* t : {w.ropeFreqs, w.ropeLong, w.ropeShort})
     if (t) fn(*t, WeightRole::kRopeFactors);
   for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t :
-         {l.attnNorm, l.bq, l.bk, l.bv, l.bo, l.attnSinks, l.qNorm, l.kNorm, l.attnPostNorm,
-          l.ffnNorm, l.ffnPostNorm, l.gateInpBias, l.gateExpsBias, l.upExpsBias, l.downExpsBias})
+    for (const TensorView* t : {l.attnNorm,
+                                l.bq,
+                                l.bk,
+                                l.bv,
+                                l.bo,
+                                l.attnSinks,
+                                l.qNorm,
+                                l.kNorm,
+                                l.attnPostNorm,
+                                l.ffnNorm,
+                                l.ffnPostNorm,
+                                l.gateInpBias,
+                                l.gateExpsBias,
+                                l.upExpsBias,
+                                l.downExpsBias,
+                                l.gateInpScale,
+                                l.downExpsScale,
+                                l.ffnPreNorm2,
+                                l.ffnPostNorm1,
+                                l.ffnPostNorm2,
+                                l.layerOutputScale,
+                                l.perLayerPostNorm})
       vector(t);
     for (const TensorView* t : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, l.gateInp, l.gateExps,
-                                l.upExps, l.downExps})
+                                l.upExps, l.downExps, l.gateUpExps, l.perLayerGate, l.perLayerProj})
       matrix(t);
   }
 }

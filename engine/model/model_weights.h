@@ -48,6 +48,22 @@ struct LayerWeights {
   const TensorView* gateExpsBias = nullptr;  // {nFfExp, nExpert}
   const TensorView* upExpsBias = nullptr;    // {nFfExp, nExpert}
   const TensorView* downExpsBias = nullptr;  // {nEmbd, nExpert}
+  // Gemma 4's experts run beside a dense FFN (gate/up/down), each half
+  // normed before and after: ffnPreNorm2 is the experts' input norm,
+  // ffnPostNorm1/2 the dense and expert outputs'. Its router reads the
+  // unweighted RMS norm of the residual times gateInpScale / sqrt(nEmbd).
+  const TensorView* gateUpExps = nullptr;        // {nEmbd, 2 nFfExp, nExpert}: gate, then up rows
+  const TensorView* gateInpScale = nullptr;      // {nEmbd}
+  const TensorView* downExpsScale = nullptr;     // {nExpert}: multiplies each expert's output
+  const TensorView* ffnPreNorm2 = nullptr;       // {nEmbd}
+  const TensorView* ffnPostNorm1 = nullptr;      // {nEmbd}
+  const TensorView* ffnPostNorm2 = nullptr;      // {nEmbd}
+  const TensorView* layerOutputScale = nullptr;  // {1}: multiplies the layer's residual output
+  // Per-layer inputs (Gemma 4 E2B/E4B): gelu(perLayerGate x) * this layer's
+  // input, projected back to the model width and normed, joins the residual.
+  const TensorView* perLayerGate = nullptr;      // {nEmbd, nEmbdPerLayer}
+  const TensorView* perLayerProj = nullptr;      // {nEmbdPerLayer, nEmbd}
+  const TensorView* perLayerPostNorm = nullptr;  // {nEmbd}
   // Fused tensors as a file holds them; the description's split() replaces
   // them by views (wq/wk/wv, gate/up), and nothing reads or uploads them.
   const TensorView* wqkv = nullptr;      // {nEmbd, qDim + 2 kvDim}
@@ -61,6 +77,11 @@ struct ModelWeights {
   const TensorView* ropeFreqs = nullptr;   // {rope.dims / 2} when the file ships RoPE factors
   const TensorView* ropeLong = nullptr;    // {rope.dims / 2} LongRoPE factors beyond the
   const TensorView* ropeShort = nullptr;   //   original context, and within it
+  // Per-layer inputs (Gemma 4 E2B/E4B): a token's row of every layer's input,
+  // plus a projection of its embedding normed per layer.
+  const TensorView* perLayerTokenEmbd = nullptr;  // {nEmbdPerLayer * nLayer, nVocab}
+  const TensorView* perLayerModelProj = nullptr;  // {nEmbd, nEmbdPerLayer * nLayer}
+  const TensorView* perLayerProjNorm = nullptr;   // {nEmbdPerLayer}
   std::vector<LayerWeights> layers;        // [nLayer]
   // Views made by split(), owned here (a deque never moves its elements).
   std::shared_ptr<std::deque<TensorView>> views = std::make_shared<std::deque<TensorView>>();

@@ -213,9 +213,14 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   const uint32_t ropeDims = s.ropeDims ? s.ropeDims : s.headDim;
   if (ropeDims > s.headDim || ropeDims % 2 != 0)
     return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
-  const bool moe = std::ranges::any_of(arch->description->layer,
-                                       [](const auto& r) { return r.stack == Dim::kExpert; });
-  if (!moe && (s.nExpert != 0 || s.nExpertUsed != 0 || s.nFfExp != 0))
+  // Experts an architecture has always (qwen3moe, gpt-oss) or may have (gemma4).
+  const bool canMoe = std::ranges::any_of(arch->description->layer,
+                                          [](const auto& r) { return r.stack == Dim::kExpert; });
+  const bool mustMoe = std::ranges::any_of(arch->description->layer, [](const auto& r) {
+    return r.stack == Dim::kExpert && r.presence == Presence::kRequired;
+  });
+  const bool moe = mustMoe || (canMoe && s.nExpert != 0);
+  if (!canMoe && (s.nExpert != 0 || s.nExpertUsed != 0 || s.nFfExp != 0))
     return makeError(ErrorCode::kInvalidArgument, "a {} model has no experts", s.architecture);
   if (moe && (s.nExpert == 0 || s.nExpertUsed == 0 || s.nExpertUsed > s.nExpert || s.nFfExp == 0))
     return makeError(ErrorCode::kInvalidArgument,
@@ -232,6 +237,11 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   c.contextLength = s.contextLength;
   c.nEmbd = s.nEmbd;
   c.nFf = s.nFf;
+  c.layerFf = s.layerFf;
+  c.nKvShared = s.nKvShared;
+  c.nEmbdPerLayer = s.nEmbdPerLayer;
+  c.globalValueIsKey = s.globalValueIsKey;
+  c.finalLogitSoftcap = s.finalLogitSoftcap;
   c.nHead = s.nHead;
   c.nHeadKv = s.nHeadKv;
   c.headDim = c.headDimV = s.headDim;
@@ -289,7 +299,9 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   uint32_t factorTensors = 0;
   const auto add = [&](const auto& rule, uint32_t layer, const std::string& name) -> Status {
     const bool factors = rule.kind == TensorKind::kRopeFactors;
-    if (factors ? !s.ropeFreqFactors : !isRequired(c, rule)) return okStatus();
+    const bool wanted = factors ? s.ropeFreqFactors || rule.presence == Presence::kRequired
+                                : isRequired(c, rule, layer);
+    if (!wanted) return okStatus();
     const uint64_t in = dimSize(rule.in, c, layer), out = dimSize(rule.out, c, layer);
     switch (rule.kind) {
       case TensorKind::kEmbedding:

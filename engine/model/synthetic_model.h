@@ -36,6 +36,14 @@ struct SyntheticModelSpec {
   std::vector<uint32_t> layerHeads, layerHeadsKv;
   uint32_t headDimWindow = 0;
   uint32_t ropeDimsWindow = 0;  // the window layers' rotated dimensions; 0: ropeDims
+  // Gemma 4's: feed-forward widths per layer (empty: nFf), KV-shared last
+  // layers, per-layer input width, global layers taking V from K, and a
+  // final logit soft-cap (0: none).
+  std::vector<uint32_t> layerFf;
+  uint32_t nKvShared = 0;
+  uint32_t nEmbdPerLayer = 0;
+  bool globalValueIsKey = false;
+  float finalLogitSoftcap = 0.0f;
   uint32_t nVocab = 512;  // >= 259 (specials + bytes)
   uint32_t contextLength = 2048;
   float ropeTheta = 10000.0f;

@@ -185,7 +185,7 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     reference.kvPolicy = {};
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, reference));
     KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill, onStep));
-    for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
       for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         KVS_ASSIGN_OR_RETURN(auto rows, b->readKv(l, part));
         f16Rows[static_cast<int>(part)].push_back(std::move(rows));
@@ -222,12 +222,12 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     }
 
     const auto layers = b->kvBytes();
-    if (layers.size() != c.nLayer) {
+    if (layers.size() != c.kvLayers()) {
       return makeError(ErrorCode::kInternal, "the {} backend accounts {} KV layers of {}",
-                       b->name(), layers.size(), c.nLayer);
+                       b->name(), layers.size(), c.kvLayers());
     }
     const auto runErrors = b->kvErrors();
-    for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
       const uint64_t values = uint64_t{b->cachedTokens()} * c.kvDimOf(l);
       const backend::KvLayerBytes& kvl = layers[l];
       r.layers.push_back({.keyScheme = std::string(kvl.key->name()),
@@ -236,7 +236,7 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
                           .valueBitsPerValue = bitsPerValue(kvl.valueBytes, values),
                           .keyError = roundTripError(*kvl.key, f16Rows[0][l]),
                           .valueError = roundTripError(*kvl.value, f16Rows[1][l])});
-      if (runErrors.size() == c.nLayer) {
+      if (runErrors.size() == c.kvLayers()) {
         r.layers.back().keyRunError = runErrors[l].key;
         r.layers.back().valueRunError = runErrors[l].value;
       }

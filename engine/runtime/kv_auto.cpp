@@ -12,11 +12,11 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
     return makeError(ErrorCode::kInternal, "chooseAutoPolicy needs an auto policy");
   const auto& c = backend.config();
   std::vector<std::vector<float>> rows;  // [layer][K, V]
-  rows.reserve(2 * size_t{c.nLayer});
+  rows.reserve(2 * size_t{c.kvLayers()});
   // The calibration rows: the first ones, as many as every layer holds (a
   // sliding-window layer may hold only its last few).
   uint32_t count = std::min(backend.cachedTokens(), kv::kAutoCalibrationTokens);
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
       KVS_ASSIGN_OR_RETURN(auto all, backend.readKv(l, part));
       count = std::min(count, static_cast<uint32_t>(all.size() / c.kvDimOf(l)));
@@ -24,7 +24,7 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
     }
   }
   kv::AutoShape shape{.rows = count, .seed = policy.seed};
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     shape.layers.push_back({c.headsKvOf(l), c.headDimOf(l)});
     rows[2 * l].resize(size_t{count} * c.kvDimOf(l));
     rows[2 * l + 1].resize(size_t{count} * c.kvDimOf(l));
@@ -33,13 +33,13 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   // session runs to, its share of the cache's values.
   if (const kv::KvLayout* layout = backend.kvLayout()) {
     const double ring = layout->geometry().ringRows;
-    for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
       shape.layerShare.push_back(
           layout->inRing(l) ? std::min(1.0, ring / std::max(1u, backend.contextLimit())) : 1.0);
     }
   }
   std::vector<kv::LayerRows> layers;
-  for (uint32_t l = 0; l < c.nLayer; ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
   KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));
   const auto schemes = plan.schemes();
   kv::KvPolicy chosen = policy.withLayers(schemes);

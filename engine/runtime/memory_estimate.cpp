@@ -26,26 +26,26 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
   const kv::KvGeometry geometry =
       backend::kvGeometry(c, kv::KvGeometry{}.rowsPerPage, e.contextLength);
   // Bytes of one token's K and V rows of layer l, all KV heads.
-  std::vector<double> layerBytes(c.nLayer);
+  std::vector<double> layerBytes(c.kvLayers());
   if (policy.autoBits) {
     // What auto settles at: its budget's bits for every cached value (it
     // caches f16 only until it has measured the first prompt), the budget
     // it plans within: the largest over the layers' head widths.
     KVS_ASSIGN_OR_RETURN(const double bits,
                          kv::autoBudget(*policy.autoBits, backend::kvTarget(c).headDims));
-    for (uint32_t l = 0; l < c.nLayer; ++l)
+    for (uint32_t l = 0; l < c.kvLayers(); ++l)
       layerBytes[l] = bits / 8.0 * geometry.nHeadKv(l) * 2 * geometry.headDim(l);
   } else {
     KVS_ASSIGN_OR_RETURN(const kv::KvLayout layout,
                          kv::KvLayout::create(geometry, layers, policy.seed));
-    for (uint32_t l = 0; l < c.nLayer; ++l) {
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
       layerBytes[l] =
           static_cast<double>(geometry.nHeadKv(l)) *
           (layout.rowBytes(l, kv::KvPart::kKey) + layout.rowBytes(l, kv::KvPart::kValue));
     }
   }
   double perToken = kv::KvIndex::sidecarBytesPerToken(geometry, policy.attention), ring = 0.0;
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     if (geometry.ringRows > 0 && geometry.isWindow(l)) {
       ring += layerBytes[l] * geometry.ringRows;
     } else {

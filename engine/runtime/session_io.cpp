@@ -31,7 +31,7 @@ Status Session::saveCache(const std::filesystem::path& path) const {
   info.architecture = c.architecture;
   info.modelName = m_model->path().filename().string();
   info.fingerprint = modelFingerprint();
-  info.nLayer = c.nLayer;
+  info.nLayer = c.kvLayers();
   info.layerShapes = layout->geometry().layers;
   info.nVocab = c.nVocab;
   info.cacheSeed = layout->cacheSeed();
@@ -59,7 +59,7 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
   const model::ModelConfig& c = config();
   const uint64_t fingerprint = modelFingerprint();
   if (info.fingerprint != fingerprint || info.architecture != c.architecture ||
-      info.nLayer != c.nLayer || info.layerShapes != backend::kvLayerShapes(c) ||
+      info.nLayer != c.kvLayers() || info.layerShapes != backend::kvLayerShapes(c) ||
       info.nVocab != c.nVocab) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the saved KV cache belongs to another model ({}, fingerprint {:016x}); "

@@ -81,6 +81,39 @@ TEST(CliInspect, PerLayerHeadCounts) {
   std::filesystem::remove_all(dir);
 }
 
+// A Gemma 4 E2B-shaped file from make-model: which layers store K/V rows and
+// which read another's, per-layer inputs, the logit soft-cap, and an f16 KV
+// cache of the storing layers only.
+TEST(CliInspect, Gemma4SharedKvLayers) {
+  const auto dir = std::filesystem::temp_directory_path() / "kvscope-inspect-gemma4";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "model.gguf";
+  auto made = runCli("make-model --arch gemma4 -o " + path.string() +
+                     " --layers 6 --dim 64 --ffn 128 --heads 2 --kv-heads 1 --head-dim 32"
+                     " --head-dim-window 16 --rope-dims-window 16 --window 8 --window-period 3"
+                     " --kv-shared-layers 2 --per-layer-dim 8 --logit-softcap 30 --vocab 300");
+  ASSERT_EQ(made.exitCode, 0) << made.err;
+  auto r = runCli("inspect --json -m " + path.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  // Layers W W G W | W G: 4 store rows, 4 reads 3 (window) and 5 reads 2 (global).
+  EXPECT_EQ(j["kv_sharing"]["storing_layers"], 4);
+  EXPECT_EQ(j["kv_sharing"]["reads"]["4"], 3);
+  EXPECT_EQ(j["kv_sharing"]["reads"]["5"], 2);
+  EXPECT_EQ(j["per_layer_input"], 8);
+  EXPECT_EQ(j["final_logit_softcap"], 30.0);
+  // The global storing layer per token; the 3 window storing layers in
+  // rings of 8 - 1 + 512 rows (the context is 2048).
+  EXPECT_EQ(j["kv_bytes_per_token_f16"], 32 * 2 * 2);
+  EXPECT_EQ(j["kv_ring_bytes_f16"], 3 * 519 * 16 * 2 * 2);
+  auto table = runCli("inspect -m " + path.string());
+  ASSERT_EQ(table.exitCode, 0) << table.err;
+  EXPECT_NE(table.out.find("layers 0-3 store K/V rows; the others read a layer's: 4 <- 3, 5 <- 2"),
+            std::string::npos)
+      << table.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliInspect, TableOutputIsReadable) {
   const auto path = sharedFile("models/stories260K.gguf");
   KVS_REQUIRE_FIXTURE(path);

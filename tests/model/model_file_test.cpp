@@ -293,6 +293,65 @@ TEST(ModelConfig, PerLayerHeadCountsAndWindowHeadWidth) {
 // A global tensor takes the global layers' dimensions: rope_freqs spans the
 // global RoPE (64 dims: 32 factors) though layer 0 is a window layer
 // rotating 32, and the forward pass reads all 32.
+gguf::Value boolArray(std::initializer_list<bool> flags) {
+  std::vector<gguf::Value> v;
+  for (bool f : flags) v.push_back(gguf::boolValue(f));
+  return gguf::arrayValue(gguf::ValueType::kBool, std::move(v));
+}
+
+gguf::Value uintArray(std::initializer_list<uint32_t> values) {
+  std::vector<gguf::Value> v;
+  for (uint32_t x : values) v.push_back(gguf::uint32Value(x));
+  return gguf::arrayValue(gguf::ValueType::kUint32, std::move(v));
+}
+
+// Gemma 4 E2B's form, 5 layers: window flags per layer (global 2 and 4), the
+// last 2 KV-shared, FFN widths per layer, per-layer inputs, no soft-cap key
+// (30, as llama.cpp takes it), and no attn_v on global layer 2.
+void gemma4Keys(gguf::GgufWriter& w) {
+  w.set("gemma4.block_count", gguf::uint32Value(5));
+  w.set("gemma4.attention.sliding_window", gguf::uint32Value(16));
+  w.set("gemma4.attention.sliding_window_pattern", boolArray({true, true, false, true, false}));
+  w.set("gemma4.attention.shared_kv_layers", gguf::uint32Value(2));
+  w.set("gemma4.feed_forward_length", uintArray({16, 16, 16, 32, 32}));
+  w.set("gemma4.embedding_length_per_layer_input", gguf::uint32Value(4));
+}
+
+TEST(ModelConfig, Gemma4SharedKvLayersAndPerLayerWidths) {
+  auto c = configOf(tinyGguf("gemma4", gemma4Keys));
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  EXPECT_EQ(c->kvLayers(), 3u);
+  EXPECT_TRUE(c->storesKv(2));
+  EXPECT_FALSE(c->storesKv(3));
+  // Each shared layer reads the last storing layer of its kind.
+  EXPECT_EQ(c->kvSourceOf(3), 1u);  // window
+  EXPECT_EQ(c->kvSourceOf(4), 2u);  // global
+  EXPECT_EQ(c->kvSourceOf(0), 0u);
+  EXPECT_EQ(c->ffOf(0), 16u);
+  EXPECT_EQ(c->ffOf(4), 32u);
+  EXPECT_EQ(c->nEmbdPerLayer, 4u);
+  EXPECT_EQ(c->finalLogitSoftcap, 30.0f);
+  EXPECT_TRUE(c->globalValueIsKey);  // tinyGguf writes no attn_v
+  // Only the 3 storing layers' rows: 1 KV head of 4 values, K and V, f16.
+  EXPECT_EQ(c->kvBytesPerTokenF16(), 3u * 4 * 2 * 2);
+
+  // A shared layer with no earlier storing layer of its kind is refused.
+  auto orphan = configOf(tinyGguf("gemma4", [](gguf::GgufWriter& w) {
+    gemma4Keys(w);
+    w.set("gemma4.attention.sliding_window_pattern", boolArray({true, true, true, true, false}));
+  }));
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.error().message.find("KV-shared layer 4 has no earlier global layer"),
+            std::string::npos)
+      << orphan.error().message;
+  auto all = configOf(tinyGguf("gemma4", [](gguf::GgufWriter& w) {
+    gemma4Keys(w);
+    w.set("gemma4.attention.shared_kv_layers", gguf::uint32Value(5));
+  }));
+  ASSERT_FALSE(all.ok());
+  EXPECT_NE(all.error().message.find("5 KV-shared layers of 5"), std::string::npos);
+}
+
 TEST(ModelWeights, GlobalTensorsTakeTheGlobalLayersShape) {
   model::SyntheticModelSpec spec;
   spec.nLayer = 2;

@@ -191,7 +191,7 @@ std::vector<OpCase> rmsnorms() {
     c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
       const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nEmbd);
       KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
-      return ops.rmsnorm(x, *p.weights->outputNorm, y, p.config->nEmbd, 1e-5f, {"out"});
+      return ops.rmsnorm(x, p.weights->outputNorm, y, p.config->nEmbd, 1e-5f, {"out"});
     };
     cases.push_back(std::move(c));
   }
@@ -206,7 +206,7 @@ std::vector<OpCase> rmsnorms() {
     c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
       const Act x = ops.act("x", p.config->nEmbd);
       KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
-      return ops.rmsnorm(x, *p.weights->layers[0].qNorm, x, p.config->headDim, 1e-6f, {"out"});
+      return ops.rmsnorm(x, p.weights->layers[0].qNorm, x, p.config->headDim, 1e-6f, {"out"});
     };
     cases.push_back(std::move(c));
   }

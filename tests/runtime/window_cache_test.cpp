@@ -57,6 +57,32 @@ runtime::GenerateOptions greedy(uint32_t maxTokens) {
   return options;
 }
 
+// The logits of `more` after the session's history, then the cache back.
+std::vector<float> logitsAfter(runtime::Session& s, std::span<const int32_t> more) {
+  backend::Backend& b = const_cast<backend::Backend&>(s.backend());
+  const uint32_t rows = b.cachedTokens();
+  backend::Logits logits;
+  EXPECT_TRUE(b.forward({more}, logits).ok());
+  EXPECT_TRUE(b.trim(rows).ok());
+  return {logits.last().begin(), logits.last().end()};
+}
+
+std::unique_ptr<runtime::Session> openSession(const std::filesystem::path& model,
+                                              const char* backend, const std::string& policy) {
+  auto checked = runtime::checkLoad(model, {.kind = backend,
+                                            .contextLimit = kContext,
+                                            .threads = 2,
+                                            .matmul = cpu::MatmulPrecision::kExact,
+                                            .timing = false,
+                                            .kvPolicy = policyOf(policy),
+                                            .vetDevice = false});
+  EXPECT_TRUE(checked.ok()) << checked.error().describe();
+  if (!checked.ok()) return nullptr;
+  auto session = runtime::startSession(std::move(checked).value(), nullptr);
+  EXPECT_TRUE(session.ok()) << session.error().describe();
+  return session.ok() ? std::move(session).value() : nullptr;
+}
+
 class WindowCacheTest : public testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -72,28 +98,7 @@ class WindowCacheTest : public testing::TestWithParam<const char*> {
   void TearDown() override { std::filesystem::remove_all(m_dir); }
 
   std::unique_ptr<runtime::Session> open(const std::string& policy) {
-    auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = GetParam(),
-                                                             .contextLimit = kContext,
-                                                             .threads = 2,
-                                                             .matmul = cpu::MatmulPrecision::kExact,
-                                                             .timing = false,
-                                                             .kvPolicy = policyOf(policy),
-                                                             .vetDevice = false});
-    EXPECT_TRUE(checked.ok()) << checked.error().describe();
-    if (!checked.ok()) return nullptr;
-    auto session = runtime::startSession(std::move(checked).value(), nullptr);
-    EXPECT_TRUE(session.ok()) << session.error().describe();
-    return session.ok() ? std::move(session).value() : nullptr;
-  }
-
-  // The logits of `more` after the session's history, then the cache back.
-  static std::vector<float> logitsAfter(runtime::Session& s, std::span<const int32_t> more) {
-    backend::Backend& b = const_cast<backend::Backend&>(s.backend());
-    const uint32_t rows = b.cachedTokens();
-    backend::Logits logits;
-    EXPECT_TRUE(b.forward({more}, logits).ok());
-    EXPECT_TRUE(b.trim(rows).ok());
-    return {logits.last().begin(), logits.last().end()};
+    return openSession(m_dir / "model.gguf", GetParam(), policy);
   }
 
   std::filesystem::path m_dir;
@@ -267,6 +272,112 @@ TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
     EXPECT_EQ(fits->maxContextThatFits, 700u) << policy;
   }
   std::filesystem::remove_all(dir);
+}
+
+// Gemma 4's shape (the golden model's, tests/data/golden/gemma4.json): window
+// layer 0 and global layer 1 store K/V rows of their own widths; layers 2
+// (window) and 3 (global) are KV-shared and read them. The cache holds two
+// layers; it saves and restores like any other, and the estimate before
+// load counts the storing layers only.
+model::SyntheticModelSpec gemma4Spec() {
+  model::SyntheticModelSpec spec = windowSpec();
+  spec.architecture = "gemma4";
+  spec.nLayer = 4;
+  spec.layerHeadsKv = {2, 1, 2, 1};
+  spec.headDimWindow = spec.ropeDimsWindow = 32;
+  spec.layerFf = {256, 256, 512, 512};
+  spec.nKvShared = 2;
+  spec.nEmbdPerLayer = 16;
+  spec.nExpert = 4;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 32;
+  spec.globalValueIsKey = true;
+  spec.finalLogitSoftcap = 30.0f;
+  return spec;
+}
+
+class Gemma4CacheTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = std::filesystem::temp_directory_path() /
+            ("kvscope-gemma4-cache-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(m_dir);
+    ASSERT_TRUE(model::writeSyntheticModel(gemma4Spec(), m_dir / "model.gguf").ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(m_dir); }
+  std::filesystem::path m_dir;
+};
+
+TEST_F(Gemma4CacheTest, ASharedKvCacheRestoredGivesTheUninterruptedLogits) {
+  const std::string policy = "k=q8_0,v=turbo4";
+  auto original = openSession(m_dir / "model.gguf", "cpu", policy);
+  ASSERT_TRUE(original);
+  ASSERT_TRUE(original->generate(tokens(600, 3), greedy(8)).ok());
+  const std::vector<int32_t> history = original->history();
+  const auto layers = original->backend().kvBytes();
+  ASSERT_EQ(layers.size(), 2u);  // the storing layers only
+  EXPECT_TRUE(layers[0].ring);
+  EXPECT_EQ(layers[0].rows, kWindow - 1 + backend::kMaxStepRows);
+  EXPECT_EQ(layers[1].rows, history.size());
+  EXPECT_EQ(layers[0].key->dim(), 32u);
+  EXPECT_EQ(layers[1].key->dim(), 64u);
+  ASSERT_TRUE(original->saveCache(m_dir / "chat.kvcache").ok());
+
+  auto reopened = openSession(m_dir / "model.gguf", "cpu", policy);
+  ASSERT_TRUE(reopened);
+  const Status restored = reopened->restoreCache(m_dir / "chat.kvcache");
+  ASSERT_TRUE(restored.ok()) << restored.error().describe();
+  EXPECT_EQ(reopened->history(), history);
+  const std::vector<int32_t> more = tokens(5, 4);
+  const std::vector<float> uninterrupted = logitsAfter(*original, more);
+  const std::vector<float> afterRestore = logitsAfter(*reopened, more);
+  ASSERT_EQ(uninterrupted.size(), afterRestore.size());
+  EXPECT_EQ(
+      std::memcmp(uninterrupted.data(), afterRestore.data(), uninterrupted.size() * sizeof(float)),
+      0);
+}
+
+TEST_F(Gemma4CacheTest, TheEstimateCountsTheStoringLayersOnly) {
+  for (const char* policy : {"kv=f16", "k=q8_0,v=turbo4"}) {
+    auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = "cpu",
+                                                             .contextLimit = kContext,
+                                                             .threads = 2,
+                                                             .kvPolicy = policyOf(policy),
+                                                             .vetDevice = false});
+    ASSERT_TRUE(checked.ok()) << checked.error().describe();
+    const model::ModelFile& file = *checked->model;
+    auto e = runtime::estimateMemory(file, kContext, policyOf(policy));
+    ASSERT_TRUE(e.ok()) << e.error().describe();
+    auto s = runtime::startSession(std::move(checked).value(), nullptr);
+    ASSERT_TRUE(s.ok());
+    backend::Backend& b = const_cast<backend::Backend&>((*s)->backend());
+    backend::Logits logits;
+    ASSERT_TRUE(b.forward({tokens(kContext, 6)}, logits).ok());
+    uint64_t allocated = 0;
+    for (const backend::KvLayerBytes& l : b.kvBytes())
+      allocated += l.keyBytes.total() + l.valueBytes.total();
+    EXPECT_EQ(e->kvBytes, allocated) << policy;
+    // Per token: the global storing layer's one KV head of 64 values, K and V.
+    EXPECT_EQ(e->kvBytesPerToken, b.kvBytes()[1].key->rowBytes() + b.kvBytes()[1].value->rowBytes())
+        << policy;
+    if (std::string_view(policy) == "kv=f16") {
+      EXPECT_EQ(e->kvBytesPerToken, 64u * 2 * 2);
+    }
+  }
+}
+
+// The Vulkan backend refuses gemma4 by name when the load is checked.
+TEST_F(Gemma4CacheTest, TheVulkanBackendRefusesItSayingSo) {
+  auto devices = gpu::listDevices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+  auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = "vulkan",
+                                                           .contextLimit = kContext,
+                                                           .kvPolicy = policyOf("kv=f16"),
+                                                           .vetDevice = false});
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(checked.error().message.find("does not run gemma4 models yet"), std::string::npos)
+      << checked.error().message;
 }
 
 }  // namespace

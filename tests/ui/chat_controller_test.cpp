@@ -75,7 +75,7 @@ class ChatControllerTest : public QObject {
     ChatController chat(engine.worker());
     QVERIFY(load(chat));
     QCOMPARE(chat.model().architecture, QStringLiteral("llama"));
-    QCOMPARE(chat.model().nLayer, 5u);
+    QCOMPARE(chat.model().kvLayers, 5u);
     chat.setSampling(greedy(60));
 
     QStringList pieces;

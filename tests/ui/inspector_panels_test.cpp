@@ -397,7 +397,7 @@ class InspectorPanelsTest : public QObject {
     // The dock shows the tab, and the throughput tile, only for a model with experts.
     InspectorDock dock;
     ModelInfo dense;
-    dense.nLayer = 2;
+    dense.kvLayers = 2;
     dock.setModel(dense, {}, 0);
     QVERIFY(!dock.expertTabVisible());
     auto* tile = dock.throughputPanel()->findChild<StatTile*>(QStringLiteral("expertBytes"));

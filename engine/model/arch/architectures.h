@@ -13,6 +13,7 @@ extern const ArchDescription kQwen3;
 extern const ArchDescription kPhi3;
 extern const ArchDescription kQwen3Moe;
 extern const ArchDescription kGemma3;
+extern const ArchDescription kGemma4;
 extern const ArchDescription kGptOss;
 
 // llama's tensor tables, which qwen2 and qwen3 share (their descriptions

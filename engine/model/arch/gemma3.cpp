@@ -74,12 +74,12 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
     const Act k = ops.act("k", c.kvDimOf(l));
     const Act v = ops.act("v", c.kvDimOf(l));
     const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
-    KVS_TRY(ops.rmsnorm(x, *lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
+    KVS_TRY(ops.rmsnorm(x, lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
     KVS_TRY(ops.matmul(*lw.wq, h, q, {}, {"Qcur", il}));
     KVS_TRY(ops.matmul(*lw.wk, h, k, {}, {"Kcur", il}));
     KVS_TRY(ops.matmul(*lw.wv, h, v, {}, {"Vcur", il}));
-    KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
-    KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
+    KVS_TRY(ops.rmsnorm(q, lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
+    KVS_TRY(ops.rmsnorm(k, lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
     KVS_TRY(
         ops.rope(q, c.headsOf(l), headDim, window ? windowQuery : globalQuery, {"Qcur_rope", il}));
     KVS_TRY(ops.rope(k, c.headsKvOf(l), headDim, p.ropeOf(l), {"Kcur_rope", il}));
@@ -88,14 +88,14 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
     KVS_TRY(ops.attention(q, k, v, att, attention, {"kqv_out", il}));
     KVS_TRY(ops.matmul(*lw.wo, att, h, {}, {"attn_out", il}));
     KVS_TRY(ops.rmsnormAdd(h, *lw.attnPostNorm, x, c.rmsEps, {"sa_out", il}));
-    KVS_TRY(ops.rmsnorm(x, *lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
+    KVS_TRY(ops.rmsnorm(x, lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
     KVS_TRY(ops.matmul(*lw.gate, h, ffn, {}, {"ffn_gate", il}));
     KVS_TRY(ops.matmul(*lw.up, h, ffn, {.gate = Gate::kGelu}, {"ffn_geglu", il}));
     KVS_TRY(ops.matmul(*lw.down, ffn, h, {}, {"ffn_out", il}));
     KVS_TRY(ops.rmsnormAdd(h, *lw.ffnPostNorm, x, c.rmsEps, {"l_out", il}));
   }
   KVS_ASSIGN_OR_RETURN(const Act last, ops.logitRows(x, {"result_rows"}));
-  KVS_TRY(ops.rmsnorm(last, *w.outputNorm, last, c.nEmbd, c.rmsEps, {"result_norm"}));
+  KVS_TRY(ops.rmsnorm(last, w.outputNorm, last, c.nEmbd, c.rmsEps, {"result_norm"}));
   return ops.matmul(*w.output, last, ops.logits(c.nVocab), {}, {"result_output"});
 }
 

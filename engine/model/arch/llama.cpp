@@ -39,15 +39,15 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
     // Attention: norm, projections (+ bias), per-head q/k norm, RoPE, attend,
     // output projection added to the residual.
-    KVS_TRY(ops.rmsnorm(x, *lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
+    KVS_TRY(ops.rmsnorm(x, lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
     KVS_TRY(ops.matmul(*lw.wq, h, q, {.bias = lw.bq}, {"Qcur", il}));
     KVS_TRY(ops.matmul(*lw.wk, h, k, {.bias = lw.bk}, {"Kcur", il}));
     KVS_TRY(ops.matmul(*lw.wv, h, v, {.bias = lw.bv}, {"Vcur", il}));
     if (lw.qNorm) {
-      KVS_TRY(ops.rmsnorm(q, *lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
+      KVS_TRY(ops.rmsnorm(q, lw.qNorm, q, headDim, c.rmsEps, {"Qcur_normed", il}));
     }
     if (lw.kNorm) {
-      KVS_TRY(ops.rmsnorm(k, *lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
+      KVS_TRY(ops.rmsnorm(k, lw.kNorm, k, headDim, c.rmsEps, {"Kcur_normed", il}));
     }
     KVS_TRY(ops.rope(q, c.headsOf(l), headDim, queryRope(l), {"Qcur_rope", il}));
     KVS_TRY(ops.rope(k, c.headsKvOf(l), headDim, p.ropeOf(l), {"Kcur_rope", il}));
@@ -58,7 +58,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     KVS_TRY(ops.matmul(*lw.wo, att, x, {.bias = lw.bo, .accumulate = true}, {"ffn_inp", il}));
     // Feed-forward: norm, SwiGLU (or the experts the router picks, where the
     // table bound a router), down projection added to the residual.
-    KVS_TRY(ops.rmsnorm(x, *lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
+    KVS_TRY(ops.rmsnorm(x, lw.ffnNorm, h, c.nEmbd, c.rmsEps, {"ffn_norm", il}));
     if (lw.gateInp) {
       const MoeSpec moe{.router = lw.gateInp,
                         .routerBias = lw.gateInpBias,
@@ -82,7 +82,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     KVS_TRY(ops.matmul(*lw.down, ffn, x, {.accumulate = true}, {"l_out", il}));
   }
   KVS_ASSIGN_OR_RETURN(const Act last, ops.logitRows(x, {"result_rows"}));
-  KVS_TRY(ops.rmsnorm(last, *w.outputNorm, last, c.nEmbd, c.rmsEps, {"result_norm"}));
+  KVS_TRY(ops.rmsnorm(last, w.outputNorm, last, c.nEmbd, c.rmsEps, {"result_norm"}));
   return ops.matmul(*w.output, last, ops.logits(c.nVocab), {}, {"result_output"});
 }
 
