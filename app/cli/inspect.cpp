@@ -66,6 +66,8 @@ const char* ropeScalingName(model::RopeScaling s) {
       return "LongRoPE";
     case model::RopeScaling::kYarn:
       return "YaRN";
+    case model::RopeScaling::kProportional:
+      return "proportional";
   }
   return "none";
 }

@@ -116,6 +116,8 @@ bool isRequired(const ModelConfig& c, const TensorRule<Owner>& rule, uint32_t la
       return c.nExpert > 0;
     case Presence::kPerLayer:
       return c.nEmbdPerLayer > 0;
+    case Presence::kUnlessRopeStated:
+      return c.rope.scaling != RopeScaling::kProportional;
     case Presence::kOptional:
       break;
   }
@@ -245,6 +247,14 @@ AttentionSpec ForwardPlan::attention(uint32_t layer) const {
           .window = c.isWindowLayer(layer) ? c.slidingWindow : 0};
 }
 
+std::vector<float> proportionalRopeFactors(const RopeConfig& rope) {
+  const uint32_t pairs = rope.dims / 2;
+  const auto turning = std::min(pairs, static_cast<uint32_t>(rope.partialRotary * pairs));
+  std::vector<float> factors(pairs, 1e30f);
+  std::fill_n(factors.begin(), turning, 1.0f);
+  return factors;
+}
+
 Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
                                   uint32_t contextLimit) {
   ForwardPlan p{.config = &c, .weights = &w};
@@ -276,6 +286,9 @@ Expected<ForwardPlan> planForward(const ModelConfig& c, const ModelWeights& w,
     }
     case RopeScaling::kYarn:
       applyYarn(c.rope, c.rope.theta, p.rope);
+      break;
+    case RopeScaling::kProportional:
+      p.rope.freqFactors = proportionalRopeFactors(c.rope);
       break;
   }
   for (uint32_t l = 0; l < c.nLayer && l < w.layers.size(); ++l) {

@@ -65,6 +65,9 @@ enum class Presence : uint8_t {
   kValueProjection,
   kExperts,   // when the model has experts (ModelConfig::nExpert > 0)
   kPerLayer,  // when it has per-layer inputs (ModelConfig::nEmbdPerLayer > 0)
+  // RoPE factors a GGUF file must ship and a Hugging Face config may state
+  // instead (Gemma 4's proportional RoPE: RopeScaling::kProportional).
+  kUnlessRopeStated,
 };
 
 // One row of a tensor table: the GGUF name (per-layer names without the
@@ -116,6 +119,8 @@ struct ArchDescription {
   // before llama's; and norm weights stored as w - 1 (Gemma's RMSNorm
   // multiplies by 1 + w), which loading turns into w as GGUF files hold it.
   std::span<const std::pair<std::string_view, std::string_view>> hfLayerNames;
+  // Whole-model tensors beyond llama's (full Hugging Face name to GGUF name).
+  std::span<const std::pair<std::string_view, std::string_view>> hfGlobalNames;
   bool hfNormsMinusOne = false;
   // How a Hugging Face checkpoint stores the experts (model/hf_experts.h).
   HfExperts hfExperts = HfExperts::kNone;
@@ -172,6 +177,11 @@ struct ForwardPlan {
   // layer it appends to or (a KV-shared layer) reads.
   AttentionSpec attention(uint32_t layer) const;
 };
+
+// Gemma 4's proportional RoPE as per-pair divisors ({dims / 2}): 1 for the
+// first partialRotary * dims / 2 pairs, 1e30 (an angle of 0) for the rest,
+// as its GGUF files ship them in rope_freqs.
+std::vector<float> proportionalRopeFactors(const RopeConfig& rope);
 
 // The plan of `weights` for a backend of `contextLimit` tokens. RoPE factors:
 // a GGUF `rope_freqs` tensor, llama3 parameters of a Hugging Face config, or

@@ -246,6 +246,11 @@ Expected<gguf::GgufWriter> ggufFromModel(const ModelFile& model, const Vocab& vo
     if (c.tiedEmbeddings && t.name == "output.weight") continue;  // token_embd.weight holds it
     KVS_TRY(addTensor(w, t, permute, c, options.weightType));
   }
+  if (c.rope.scaling == RopeScaling::kProportional) {  // GGUF carries it as a tensor
+    const std::vector<float> factors = proportionalRopeFactors(c.rope);
+    KVS_TRY(w.addQuantizedTensor("rope_freqs.weight", {factors.size()}, gguf::TensorType::kF32,
+                                 factors));
+  }
   return w;
 }
 

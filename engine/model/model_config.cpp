@@ -234,6 +234,7 @@ namespace {
 // by another name.
 constexpr std::pair<std::string_view, std::string_view> kHfModelTypes[] = {
     {"gemma3_text", "gemma3"},  // Gemma3ForCausalLM
+    {"gemma4_text", "gemma4"},  // Gemma4ForCausalLM
     {"gpt_oss", "gpt-oss"},     // GptOssForCausalLM
 };
 
@@ -262,6 +263,64 @@ Status slidingWindowFromHf(const nlohmann::json& j, ModelConfig& c) {
                               ? pattern->get<uint32_t>()
                               : c.arch->description->windowPeriod;
   c.windowLayers = windowLayersOfPeriod(c.nLayer, period);
+  return okStatus();
+}
+
+// Gemma 4's own keys (after the common ones, which read its window layers'
+// head width and KV heads): the global layers' head width, KV heads (when
+// they take V from K) and proportional RoPE, KV-shared layers, per-layer
+// inputs, the double-wide MLP, experts and the logit soft-cap.
+Status gemma4FromHf(const nlohmann::json& j, ModelConfig& c) {
+  const auto count = [&](const char* key, uint32_t fallback) -> Expected<uint32_t> {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxDim)
+      return makeError(ErrorCode::kBadFile, "config.json '{}' must be a count in range", key);
+    return it->get<uint32_t>();
+  };
+  c.headDimWindow = c.headDim;
+  KVS_ASSIGN_OR_RETURN(c.headDim, count("global_head_dim", c.headDimWindow));
+  c.headDimV = c.headDim;
+  c.globalValueIsKey = j.value("attention_k_eq_v", false);
+  KVS_ASSIGN_OR_RETURN(const uint32_t globalKv, count("num_global_key_value_heads", c.nHeadKv));
+  if (c.globalValueIsKey && globalKv != c.nHeadKv) {
+    for (uint32_t l = 0; l < c.nLayer; ++l)
+      c.layerHeadsKv.push_back(c.isWindowLayer(l) ? c.nHeadKv : globalKv);
+  }
+  KVS_ASSIGN_OR_RETURN(c.nKvShared, count("num_kv_shared_layers", 0));
+  KVS_ASSIGN_OR_RETURN(c.nEmbdPerLayer, count("hidden_size_per_layer_input", 0));
+  if (j.value("use_double_wide_mlp", false)) {
+    for (uint32_t l = 0; l < c.nLayer; ++l)
+      c.layerFf.push_back(l + c.nKvShared >= c.nLayer ? 2 * c.nFf : c.nFf);
+  }
+  if (!j.value("enable_moe_block", c.nExpert > 0)) c.nExpert = 0;
+  if (c.nExpert > 0) {
+    KVS_ASSIGN_OR_RETURN(c.nExpertUsed, count("top_k_experts", c.nExpertUsed));
+  }
+  const auto cap = j.find("final_logit_softcapping");
+  c.finalLogitSoftcap = cap == j.end()     ? c.arch->description->defaultLogitSoftcap
+                        : cap->is_number() ? cap->get<float>()
+                                           : 0.0f;
+  // rope_parameters: the global layers' base and share of turning pairs,
+  // over their whole head; the window layers' base and rotated share.
+  const auto rope = j.find("rope_parameters");
+  if (rope == j.end() || !rope->is_object())
+    return makeError(ErrorCode::kBadFile, "config.json lacks gemma4's 'rope_parameters'");
+  const nlohmann::json global = rope->value("full_attention", nlohmann::json::object());
+  const nlohmann::json window = rope->value("sliding_attention", nlohmann::json::object());
+  c.rope.theta = global.value("rope_theta", c.rope.theta);
+  c.rope.dims = c.headDim;
+  if (const std::string type = global.value("rope_type", "default"); type == "proportional") {
+    c.rope.scaling = RopeScaling::kProportional;
+    c.rope.partialRotary = global.value("partial_rotary_factor", 1.0f);
+    if (!(c.rope.partialRotary > 0.0f) || c.rope.partialRotary > 1.0f)
+      return makeError(ErrorCode::kBadFile, "config.json 'partial_rotary_factor' out of (0, 1]");
+  } else if (type != "default") {
+    return makeError(ErrorCode::kUnsupported, "gemma4 global RoPE '{}' is not supported", type);
+  }
+  c.ropeThetaWindow = window.value("rope_theta", c.ropeThetaWindow);
+  const float windowShare = window.value("partial_rotary_factor", 1.0f);
+  c.ropeDimsWindow = static_cast<uint32_t>(static_cast<float>(c.headDimWindow) * windowShare);
   return okStatus();
 }
 
@@ -324,6 +383,7 @@ Expected<ModelConfig> configFromHfUnchecked(const nlohmann::json& outer) {
                      "config.json 'swiglu_limit' {} is not gpt-oss's {}, the one kvscope runs",
                      limit->get<float>(), kSwigluOaiLimit);
   KVS_TRY(slidingWindowFromHf(j, c));
+  if (c.architecture == "gemma4") KVS_TRY(gemma4FromHf(j, c));
   if (const auto scalar = j.find("query_pre_attn_scalar");
       scalar != j.end() && scalar->is_number() && scalar->get<double>() > 0.0)
     c.queryScale = 1.0f / std::sqrt(scalar->get<float>());

@@ -29,6 +29,10 @@ enum class RopeScaling {
   // a linear ramp between (betaFast / betaSlow rotations over the original
   // context bound it), magnitude attnFactor * (1 + 0.1 ln factor).
   kYarn,
+  // Gemma 4's "proportional" RoPE of its global layers, from a Hugging Face
+  // config: the first partialRotary * dims / 2 frequency pairs turn, the rest
+  // stay (GGUF files ship the same as rope_freqs: 1, then 1e30).
+  kProportional,
 };
 
 struct RopeConfig {
@@ -47,6 +51,7 @@ struct RopeConfig {
   // YaRN's ramp ends rounded out to whole frequency pairs (llama.cpp always;
   // a Hugging Face config's rope_scaling.truncate, gpt-oss's false).
   bool yarnTruncate = true;
+  float partialRotary = 1.0f;  // kProportional: the share of the pairs that turn
 };
 
 struct ModelConfig {

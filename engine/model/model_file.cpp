@@ -31,10 +31,17 @@ Expected<nlohmann::json> readJson(const std::filesystem::path& path) {
 
 }  // namespace
 
-std::string hfToGgufName(std::string_view hf, const ArchDescription* arch) {
-  constexpr std::string_view kLanguageModel = "language_model.";
-  if (hf.substr(0, kLanguageModel.size()) == kLanguageModel)
-    hf.remove_prefix(kLanguageModel.size());
+std::string hfToGgufName(std::string_view hfName, const ArchDescription* arch) {
+  // A multimodal checkpoint's language model: "language_model.model.*"
+  // (Gemma 3) or "model.language_model.*" (Gemma 4), read as "model.*".
+  constexpr std::string_view kGemma3 = "language_model.", kGemma4 = "model.language_model.";
+  std::string name(hfName);
+  if (name.starts_with(kGemma3)) {
+    name.erase(0, kGemma3.size());
+  } else if (name.starts_with(kGemma4)) {
+    name.replace(0, kGemma4.size(), "model.");
+  }
+  std::string_view hf = name;
   static const std::pair<std::string_view, std::string_view> kGlobal[] = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -42,6 +49,9 @@ std::string hfToGgufName(std::string_view hf, const ArchDescription* arch) {
   };
   for (const auto& [from, to] : kGlobal)
     if (hf == from) return std::string(to);
+  if (arch)
+    for (const auto& [from, to] : arch->hfGlobalNames)
+      if (hf == from) return std::string(to);
   static const std::pair<std::string_view, std::string_view> kLayer[] = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},

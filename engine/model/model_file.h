@@ -60,9 +60,10 @@ class ModelFile : public WeightSource {
 };
 
 // Maps a Hugging Face tensor name to its GGUF name: llama/qwen names, and
-// before them the layer names `arch` lists (ArchDescription::hfLayerNames);
-// a multimodal checkpoint's "language_model." prefix is dropped. Empty if
-// unknown (vision towers, rotary caches).
+// the names `arch` lists (ArchDescription::hfLayerNames, hfGlobalNames); a
+// multimodal checkpoint's language model ("language_model.model.*",
+// "model.language_model.*") is read as "model.*". Empty if unknown (vision
+// and audio towers, rotary caches).
 std::string hfToGgufName(std::string_view hfName, const ArchDescription* arch = nullptr);
 
 }  // namespace kvscope::model

@@ -299,7 +299,7 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   uint32_t factorTensors = 0;
   const auto add = [&](const auto& rule, uint32_t layer, const std::string& name) -> Status {
     const bool factors = rule.kind == TensorKind::kRopeFactors;
-    const bool wanted = factors ? s.ropeFreqFactors || rule.presence == Presence::kRequired
+    const bool wanted = factors ? s.ropeFreqFactors || rule.presence != Presence::kOptional
                                 : isRequired(c, rule, layer);
     if (!wanted) return okStatus();
     const uint64_t in = dimSize(rule.in, c, layer), out = dimSize(rule.out, c, layer);
@@ -318,6 +318,11 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
       case TensorKind::kSinks:
         return addVector(w, f.normal(f.key(), in, 1.0f), name);
       case TensorKind::kRopeFactors: {
+        // Gemma 4's proportional RoPE: a quarter of the pairs turn (its
+        // partial_rotary_factor), the rest keep an angle of 0.
+        if (rule.presence == Presence::kUnlessRopeStated)
+          return addVector(
+              w, proportionalRopeFactors({.dims = c.rope.dims, .partialRotary = 0.25f}), name);
         // Divisors >= 1 growing towards the low frequencies, like llama
         // 3.1's; a second tensor (LongRoPE's short factors) grows less.
         const float top = factorTensors++ == 0 ? 7.0f : 1.5f;

@@ -183,9 +183,20 @@ Expected<Vocab> vocabFromGguf(const gguf::GgufFile& file) {
     vocab.addSpacePrefix = true;
   } else if (*model == "gpt2") {
     vocab.kind = VocabKind::kBpe;
+  } else if (*model == "gemma4") {
+    // Gemma 4's files (llama.cpp's "gemma4" tokenizer): Gemma's
+    // SentencePiece-style BPE, merges by rank over the text with spaces as
+    // "\u2581" and byte fallback, unknown fallbacks fused, as its
+    // tokenizer.json states it (Replace " " -> "\u2581", no split).
+    vocab.kind = VocabKind::kBpe;
+    vocab.byteLevel = false;
+    vocab.addBos = true;
+    vocab.fuseUnknown = true;
+    vocab.pipeline = TextPipeline{.normalizer = {{.pattern = " ", .content = "\u2581"}}};
   } else {
     return makeError(ErrorCode::kUnsupported,
-                     "tokenizer type '{}' is not supported (supported: llama, gpt2)", *model);
+                     "tokenizer type '{}' is not supported (supported: llama, gpt2, gemma4)",
+                     *model);
   }
   KVS_TRY(readTokens(file, vocab));
   readSpecialIds(file, vocab);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
 #include "model/gguf_export.h"
 #include "model/model_file.h"
 #include "model/model_tokenizer.h"
@@ -22,6 +23,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/hf_vocab.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvscope::test {
 namespace {
@@ -119,6 +121,54 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizerJs,
                          ::testing::Values(Family{"gemma3", "", 262145},
                                            Family{"gptoss", "", 200019}),
                          [](const auto& param) { return std::string(param.param.name); });
+
+// A Gemma 4 GGUF as llama.cpp's converter writes its tokenizer (model
+// "gemma4": tokens, scores, types and merges, no pre-tokenizer name, no
+// space prefix) tokenizes the same strings as Tokenizers.js did Gemma 3's
+// tokenizer.json, whose vocabulary Gemma 4 shares.
+TEST(Gemma4GgufTokenizer, TokenizesAsTokenizersJs) {
+  const auto tokenizerDir = sharedFile("tokenizer/hf-gemma3");
+  KVS_REQUIRE_FIXTURE(tokenizerDir);
+  const std::filesystem::path data = KVSCOPE_TEST_DATA;
+  std::vector<std::string> texts =
+      readVocabTexts(sharedFile("tokenizer/ggml-vocab-llama-spm.gguf.inp"));
+  const auto extra = readVocabTexts(data / "tokenizer" / "extra-strings.inp");
+  texts.insert(texts.end(), extra.begin(), extra.end());
+  const std::vector<VocabCase> cases = pairWithIds(texts, data / "tokenizer" / "hf-gemma3.out");
+  auto hf = tokenizer::vocabFromHfTokenizerJson(tokenizerDir / "tokenizer.json");
+  ASSERT_TRUE(hf.ok()) << hf.error().describe();
+  std::vector<std::string> texts2;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (const tokenizer::TokenData& t : hf->tokens) {
+    texts2.push_back(t.text);
+    scores.push_back(t.score);
+    types.push_back(static_cast<int32_t>(t.type));
+  }
+  gguf::GgufWriter w;
+  w.set("tokenizer.ggml.model", gguf::stringValue("gemma4"));
+  w.set("tokenizer.ggml.tokens", gguf::stringArrayValue(texts2));
+  w.set("tokenizer.ggml.scores", gguf::float32ArrayValue(scores));
+  w.set("tokenizer.ggml.token_type", gguf::int32ArrayValue(types));
+  w.set("tokenizer.ggml.merges", gguf::stringArrayValue(hf->merges));
+  w.set("tokenizer.ggml.bos_token_id", gguf::uint32Value(2));
+  w.set("tokenizer.ggml.eos_token_id", gguf::uint32Value(1));
+  w.set("tokenizer.ggml.add_space_prefix", gguf::boolValue(false));
+  w.set("tokenizer.ggml.add_bos_token", gguf::boolValue(true));
+  auto bytes = w.toBytes();
+  ASSERT_TRUE(bytes.ok());
+  auto file = gguf::GgufFile::fromBytes(*bytes);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  auto vocab = tokenizer::vocabFromGguf(**file);
+  ASSERT_TRUE(vocab.ok()) << vocab.error().describe();
+  auto tok = tokenizer::Tokenizer::create(std::move(vocab).value());
+  ASSERT_TRUE(tok.ok()) << tok.error().describe();
+  ASSERT_EQ(cases.size(), 54u);
+  for (const VocabCase& c : cases) {
+    EXPECT_EQ(tok->encode(c.text, {.addSpecial = false, .parseSpecial = false}), c.expected)
+        << "input: '" << c.text << "'";
+  }
+}
 
 // The folder's chat template (tokenizer_config.json) renders, through
 // ChatTemplate, what Python's jinja2 renders (tools/render-chat-templates.py),

@@ -45,8 +45,10 @@ constexpr TensorRule<M> kGlobals[] = {
     {"output_norm.weight", Dim::kEmbd, Dim::kNone, TensorKind::kNorm, kReq, &M::outputNorm},
     {"output.weight", Dim::kEmbd, Dim::kVocab, TensorKind::kMatrix, Presence::kUnlessTied,
      &M::output},
-    {"rope_freqs.weight", Dim::kRopeHalf, Dim::kNone, TensorKind::kRopeFactors, kReq,
-     &M::ropeFreqs},
+    // GGUF files ship the global layers' proportional RoPE as factors; a
+    // Hugging Face config states it (RopeScaling::kProportional).
+    {"rope_freqs.weight", Dim::kRopeHalf, Dim::kNone, TensorKind::kRopeFactors,
+     Presence::kUnlessRopeStated, &M::ropeFreqs},
 };
 
 constexpr TensorRule<L> kLayer[] = {
@@ -84,6 +86,32 @@ constexpr TensorRule<L> kLayer[] = {
 
 static_assert(std::ranges::none_of(kGlobals, [](const auto& r) { return r.name.empty(); }));
 static_assert(std::ranges::none_of(kLayer, [](const auto& r) { return r.name.empty(); }));
+
+// Gemma4ForCausalLM's names where they are not llama's (the norms hold w,
+// as in GGUF files; the expert stacks are [experts, rows, width] already).
+constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
+    {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
+    {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"},
+    {"router.proj.weight", "ffn_gate_inp.weight"},
+    {"router.scale", "ffn_gate_inp.scale"},
+    {"router.per_expert_scale", "ffn_down_exps.scale"},
+    {"experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+    {"experts.down_proj", "ffn_down_exps.weight"},
+    {"per_layer_input_gate.weight", "inp_gate.weight"},
+    {"per_layer_projection.weight", "proj.weight"},
+    {"post_per_layer_input_norm.weight", "post_norm.weight"},
+    {"layer_scalar", "layer_output_scale.weight"},
+};
+
+constexpr std::pair<std::string_view, std::string_view> kHfGlobalNames[] = {
+    {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+    {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+    {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+};
 
 Status gemma4Forward(const ForwardPlan& p, ForwardOps& ops) {
   const ModelConfig& c = *p.config;
@@ -194,7 +222,11 @@ Status gemma4Forward(const ForwardPlan& p, ForwardOps& ops) {
 
 }  // namespace
 
-const ArchDescription kGemma4{
-    .globals = kGlobals, .layer = kLayer, .forward = gemma4Forward, .defaultLogitSoftcap = 30.0f};
+const ArchDescription kGemma4{.globals = kGlobals,
+                              .layer = kLayer,
+                              .forward = gemma4Forward,
+                              .hfLayerNames = kHfLayerNames,
+                              .hfGlobalNames = kHfGlobalNames,
+                              .defaultLogitSoftcap = 30.0f};
 
 }  // namespace kvscope::model
