@@ -451,6 +451,17 @@ void KvMemoryPanel::refresh() {
             .arg(s.ringBytes > 0 ? tr(" and keep a ring (%1)").arg(formatBytes(s.ringBytes))
                                  : QString());
   }
+  if (const auto& shared = m_report.kv.sharedLayers; !shared.empty()) {
+    QStringList sources;  // the cache layers read, in first-read order
+    for (const auto& [layer, from] : shared) {
+      const QString name = QStringLiteral("L%1").arg(from);
+      if (!sources.contains(name)) sources << name;
+    }
+    allocation += tr(" · layers %1–%2 store no rows: they attend the rows of %3 (KV-shared)")
+                      .arg(shared.front().first)
+                      .arg(shared.back().first)
+                      .arg(sources.join(tr(" and ")));
+  }
   m_allocation->setText(allocation);
   m_chart->setLayers(m_report.kv.layers);
   QString scale = tr("Each layer: K above V; full width is %1 per stream. Hover a layer for "

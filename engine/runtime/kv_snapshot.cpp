@@ -52,6 +52,9 @@ KvSnapshot snapshotKv(const backend::Backend& backend) {
     }
     s.layers.push_back(std::move(layer));
   }
+  const model::ModelConfig& c = backend.config();
+  for (uint32_t l = c.kvLayers(); l < c.nLayer; ++l)
+    s.sharedLayers.emplace_back(l, c.kvSourceOf(l));
   return s;
 }
 

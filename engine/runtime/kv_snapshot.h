@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -37,7 +38,10 @@ struct KvLayerSnapshot {
 struct KvSnapshot {
   uint32_t rows = 0;  // cached tokens
   uint32_t contextLimit = 0;
-  std::vector<KvLayerSnapshot> layers;  // [nLayer]
+  std::vector<KvLayerSnapshot> layers;  // [cache layers]
+  // KV-shared layers (Gemma 4): model layer -> the cache layer whose rows it
+  // attends; they store none, so `layers` does not list them.
+  std::vector<std::pair<uint32_t, uint32_t>> sharedLayers;
   // Under an auto policy, what it did: "measuring …" until the first prompt
   // has run, then the budget and the policy it chose; empty otherwise.
   std::string autoStatus;

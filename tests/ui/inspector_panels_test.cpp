@@ -138,6 +138,17 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(tileValue(panel, "kvFits"), QStringLiteral("4245 tokens"));
     QVERIFY(tileDetail(panel, "kvFits").startsWith(QStringLiteral("limited by")));
     QVERIFY(tileDetail(panel, "kvTotal").startsWith(QStringLiteral("100 tokens")));
+    // A Gemma 4 model's KV-shared layers, which the per-layer bars do not list.
+    KvReport shared = twoLayerReport();
+    shared.kv.sharedLayers = {{2, 1}, {3, 1}, {4, 0}};
+    panel.showReport(shared);
+    auto* allocation = panel.findChild<QLabel*>(QStringLiteral("kvAllocation"));
+    QVERIFY(allocation);
+    QVERIFY2(allocation->text().contains(
+                 QStringLiteral("layers 2–4 store no rows: they attend the rows of L1 and L0")),
+             qPrintable(allocation->text()));
+    panel.showReport(twoLayerReport());
+    QVERIFY(!allocation->text().contains(QStringLiteral("store no rows")));
     panel.setModelLimits(1000000, 100000, 512);
     QCOMPARE(tileValue(panel, "kvFits"), QStringLiteral("512 tokens"));
     QVERIFY(tileDetail(panel, "kvFits").startsWith(QStringLiteral("the model's trained context")));
