@@ -26,6 +26,7 @@ void applyQ4KM(model::SyntheticModelSpec& spec) {
   }
   spec.tensorTypes[spec.tiedEmbeddings ? "token_embd.weight" : "output.weight"] =
       gguf::TensorType::kQ6_K;
+  spec.quantFallback = true;  // rows not of whole super-blocks: Q5_0 / Q8_0
 }
 
 }  // namespace
@@ -77,7 +78,8 @@ void registerMakeModel(CLI::App& app, const GlobalOptions&, int& exitCode) {
       "Type of the stacked expert tensors (default: --type), e.g. MXFP4 as gpt-oss ships");
   cmd->add_option("--mix", mix,
                   "A llama.cpp quantization mix in place of --type: Q4_K_M (Q4_K, Q6_K for the "
-                  "output, and attn_v and ffn_down of some layers)")
+                  "output, and attn_v and ffn_down of some layers; Q5_0 / Q8_0 for rows not "
+                  "of whole 256-value blocks)")
       ->check(CLI::IsMember({"Q4_K_M"}));
   cmd->add_option("--seed", spec.seed, "Weight seed")->default_val(spec.seed);
   cmd->add_option("--rope-theta", spec.ropeTheta, "RoPE base frequency")->default_val(spec.ropeTheta);

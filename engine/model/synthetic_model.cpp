@@ -152,10 +152,39 @@ void addVocab(gguf::GgufWriter& w, uint32_t n) {
 // A weight {in, out} (or {in, out, experts}, experts stacked) of the spec's
 // type for `name`, made when the file is written: a writer holds one
 // weight's floats and bytes at a time, not a 12 GB model's.
+// llama.cpp's quantizer's type for rows of `in` values that are not whole
+// blocks of `type` (SyntheticModelSpec::quantFallback).
+TensorType fallbackType(TensorType type, uint64_t in) {
+  if (in % gguf::traits(type).blockElements == 0) return type;
+  TensorType to = TensorType::kF16;
+  switch (type) {
+    case TensorType::kQ4_K:
+      to = TensorType::kQ5_0;
+      break;
+    case TensorType::kQ5_K:
+      to = TensorType::kQ5_1;
+      break;
+    case TensorType::kQ6_K:
+      to = TensorType::kQ8_0;
+      break;
+    case TensorType::kIQ4_XS:
+      to = TensorType::kIQ4_NL;
+      break;
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+      to = TensorType::kQ4_0;
+      break;
+    default:
+      return type;  // no fall-back: the caller's error names the tensor
+  }
+  return in % gguf::traits(to).blockElements == 0 ? to : TensorType::kF16;
+}
+
 Status addWeight(gguf::GgufWriter& w, Filler& f, const SyntheticModelSpec& s,
                  const std::string& name, std::vector<uint64_t> shape) {
   const auto it = s.tensorTypes.find(name);
-  const TensorType type = it == s.tensorTypes.end() ? s.weightType : it->second;
+  TensorType type = it == s.tensorTypes.end() ? s.weightType : it->second;
+  if (s.quantFallback) type = fallbackType(type, shape[0]);
   uint64_t count = 1;
   for (uint64_t d : shape) count *= d;
   const uint64_t key = f.key(), in = shape[0];

@@ -73,6 +73,12 @@ struct SyntheticModelSpec {
   // weightType. A type gguf/quantize.h cannot produce (IQ2_XXS, TQ1_0, …) gets
   // seeded random block bytes: a file as a user could hand the app.
   std::map<std::string, gguf::TensorType> tensorTypes;
+  // Rows that are not whole blocks of their type take llama.cpp's quantizer's
+  // fall-back type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS ->
+  // IQ4_NL, Q2_K/Q3_K -> Q4_0; F16 where that is not whole either), as its
+  // K-quant mixes do for widths like Gemma 4's 2112; otherwise such a type is
+  // an error.
+  bool quantFallback = false;
   uint32_t seed = 1;
 };
 

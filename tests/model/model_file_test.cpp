@@ -114,6 +114,28 @@ TEST(ModelFile, SyntheticArchitecturesBindTheirExtraTensors) {
   }
 }
 
+// llama.cpp's K-quant mixes give rows that are not whole 256-value
+// super-blocks its quantizer's fall-back types (Gemma 4's FFN width 2112):
+// here ffn_down's rows of 96 values, Q4_K -> Q5_0 and Q6_K -> Q8_0, while
+// rows of 256 keep Q4_K; without the fall-back the file cannot be written.
+TEST(ModelFile, KQuantRowsNotOfWholeBlocksFallBackAsLlamaCppQuantizes) {
+  TempDir dir;
+  model::SyntheticModelSpec spec;
+  spec.nLayer = 2;
+  spec.nFf = 96;
+  spec.weightType = gguf::TensorType::kQ4_K;
+  spec.tensorTypes["blk.1.ffn_down.weight"] = gguf::TensorType::kQ6_K;
+  EXPECT_FALSE(model::writeSyntheticModel(spec, dir.path() / "no-fallback.gguf").ok());
+  spec.quantFallback = true;
+  const auto path = dir.path() / "fallback.gguf";
+  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  auto m = ModelFile::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  EXPECT_EQ((*m)->find("blk.0.ffn_down.weight")->type, gguf::TensorType::kQ5_0);
+  EXPECT_EQ((*m)->find("blk.1.ffn_down.weight")->type, gguf::TensorType::kQ8_0);
+  EXPECT_EQ((*m)->find("blk.0.ffn_gate.weight")->type, gguf::TensorType::kQ4_K);  // rows of 256
+}
+
 TEST(ModelFile, HeadDimMayDifferFromWidthOverHeads) {
   TempDir dir;
   model::SyntheticModelSpec spec;
