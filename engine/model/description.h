@@ -125,7 +125,8 @@ struct ArchDescription {
   // How a Hugging Face checkpoint stores the experts (model/hf_experts.h).
   HfExperts hfExperts = HfExperts::kNone;
   // The final logit soft-cap of a file without final_logit_softcapping
-  // (Gemma 4's loaders take 30), 0: none.
+  // (Gemma 4's loaders take 30); 0: the architecture does not soft-cap (its
+  // files' key is not read).
   float defaultLogitSoftcap = 0.0f;
 };
 

@@ -203,13 +203,26 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
     KVS_ASSIGN_OR_RETURN(c.ropeDimsWindow, optional(a + ".rope.dimension_count_swa", 0));
   }
 
-  c.nKvShared = static_cast<uint32_t>(f.getUint(a + ".attention.shared_kv_layers").value_or(0));
-  c.nEmbdPerLayer =
-      static_cast<uint32_t>(f.getUint(a + ".embedding_length_per_layer_input").value_or(0));
-  c.finalLogitSoftcap = static_cast<float>(f.getFloat(a + ".final_logit_softcapping")
-                                               .value_or(c.arch->description->defaultLogitSoftcap));
+  // Gemma 4's keys, read only for an architecture whose description runs
+  // them (its tensor table's presence rules, its soft-cap default): any
+  // other forward pass would ignore them and compute something else.
+  const ArchDescription& d = *c.arch->description;
+  const auto tableHas = [&](Presence p) {
+    return std::ranges::any_of(d.layer, [&](const auto& r) { return r.presence == p; });
+  };
+  if (tableHas(Presence::kStoresKv)) {
+    c.nKvShared = static_cast<uint32_t>(f.getUint(a + ".attention.shared_kv_layers").value_or(0));
+  }
+  if (tableHas(Presence::kPerLayer)) {
+    c.nEmbdPerLayer =
+        static_cast<uint32_t>(f.getUint(a + ".embedding_length_per_layer_input").value_or(0));
+  }
+  if (d.defaultLogitSoftcap > 0.0f) {
+    c.finalLogitSoftcap = static_cast<float>(
+        f.getFloat(a + ".final_logit_softcapping").value_or(d.defaultLogitSoftcap));
+  }
   // A global layer without attn_v takes its K projection as V (Gemma 4).
-  for (uint32_t l = 0; l < c.kvLayers() && l < c.nLayer; ++l) {
+  for (uint32_t l = 0; tableHas(Presence::kValueProjection) && l < c.nLayer; ++l) {
     if (c.isWindowLayer(l)) continue;
     c.globalValueIsKey = !f.findTensor(fmt::format("blk.{}.attn_v.weight", l));
     break;

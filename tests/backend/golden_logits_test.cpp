@@ -422,6 +422,42 @@ TEST(GoldenLogits, Gemma4WindowInARing) {
   expectMatchesGolden("gemma4", Engine::kCpu, kGemma4, kStepRows, ring);
 }
 
+using NamePairs = std::span<const std::pair<std::string_view, std::string_view>>;
+
+// The F32 tensors of `gguf` under Hugging Face names, in safetensors'
+// [out, in] order: whole-model ones by `globals`, per-layer ones by the part
+// after "blk.N." through `layers` (as prefix + "layers.N." + name), each name
+// after `prefix`; tensors named in `skip` are left out, and norm weights
+// (".norm.weight" / "_norm.weight") get `normShift` added.
+std::vector<SafetensorsTensor> hfTensorsOf(const model::ModelFile& gguf, const std::string& prefix,
+                                           NamePairs globals, NamePairs layers,
+                                           std::span<const std::string_view> skip = {},
+                                           float normShift = 0.0f) {
+  std::vector<SafetensorsTensor> tensors;
+  for (const model::TensorView& t : gguf.all()) {
+    if (std::find(skip.begin(), skip.end(), t.name) != skip.end()) continue;
+    std::string name;
+    for (const auto& [from, to] : globals)
+      if (t.name == from) name = prefix + std::string(to);
+    for (const auto& [from, to] : layers) {
+      const size_t dot = t.name.find('.', 4);
+      if (t.name.starts_with("blk.") && t.name.substr(dot + 1) == from)
+        name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + std::string(to);
+    }
+    if (name.empty() || t.type != gguf::TensorType::kF32) {
+      ADD_FAILURE() << t.name << ": no Hugging Face name, or not F32";
+      continue;
+    }
+    std::vector<float> values(t.elements());
+    std::memcpy(values.data(), t.data.data(), t.data.size());
+    if (t.name.ends_with("norm.weight"))
+      for (float& v : values) v += normShift;
+    tensors.push_back(
+        {name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), std::move(values)});
+  }
+  return tensors;
+}
+
 // The gemma4 golden model as Hugging Face ships Gemma 4, written by hand
 // here from the GGUF's tensors by the names of transformers' modeling_gemma4
 // (the norms hold w as in GGUF, the expert stacks [experts, rows, width],
@@ -470,24 +506,9 @@ void writeGemma4Folder(const std::filesystem::path& dir, const model::ModelFile&
       {"proj.weight", "per_layer_projection.weight"},
       {"post_norm.weight", "post_per_layer_input_norm.weight"},
   };
-  std::vector<SafetensorsTensor> tensors;
-  for (const model::TensorView& t : gguf.all()) {
-    if (t.name == "rope_freqs.weight") continue;
-    std::string name;
-    for (const auto& [from, to] : globalNames)
-      if (t.name == from) name = prefix + std::string(to);
-    for (const auto& [from, to] : layerNames) {
-      const size_t dot = t.name.find('.', 4);
-      if (t.name.starts_with("blk.") && t.name.substr(dot + 1) == from)
-        name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + std::string(to);
-    }
-    ASSERT_FALSE(name.empty()) << t.name;
-    ASSERT_EQ(t.type, gguf::TensorType::kF32) << t.name;
-    std::vector<float> values(t.elements());
-    std::memcpy(values.data(), t.data.data(), t.data.size());
-    tensors.push_back(
-        {name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), std::move(values)});
-  }
+  constexpr std::string_view kStated[] = {"rope_freqs.weight"};  // the config states it
+  std::vector<SafetensorsTensor> tensors =
+      hfTensorsOf(gguf, prefix, globalNames, layerNames, kStated);
   if (multimodal) tensors.push_back({"model.vision_tower.patch.weight", {2, 2}, {1, 2, 3, 4}});
   nlohmann::json layerTypes = nlohmann::json::array();
   for (uint32_t l = 0; l < spec.nLayer; ++l) {
@@ -615,25 +636,13 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
       {"ffn_down.weight", "mlp.down_proj.weight"},
       {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
   };
-  std::vector<SafetensorsTensor> tensors;
-  for (const model::TensorView& t : gguf.all()) {
-    std::string name;
-    if (t.name == "token_embd.weight") name = prefix + "embed_tokens.weight";
-    if (t.name == "output_norm.weight") name = prefix + "norm.weight";
-    for (const auto& [from, to] : layerNames) {
-      const size_t dot = t.name.find('.', 4);
-      if (t.name.starts_with("blk.") && t.name.substr(dot + 1) == from)
-        name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + std::string(to);
-    }
-    ASSERT_FALSE(name.empty()) << t.name;
-    ASSERT_EQ(t.type, gguf::TensorType::kF32) << t.name;
-    std::vector<float> values(t.elements());
-    std::memcpy(values.data(), t.data.data(), t.data.size());
-    if (t.name.ends_with("norm.weight"))
-      for (float& v : values) v -= 1.0f;
-    tensors.push_back(
-        {name, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()), std::move(values)});
-  }
+  const std::pair<std::string_view, std::string_view> globalNames[] = {
+      {"token_embd.weight", "embed_tokens.weight"},
+      {"output_norm.weight", "norm.weight"},
+  };
+  // Gemma 3's norms multiply by 1 + w: a checkpoint holds w - 1.
+  const std::vector<SafetensorsTensor> tensors =
+      hfTensorsOf(gguf, prefix, globalNames, layerNames, {}, -1.0f);
   const nlohmann::json text = hfConfig(
       spec, {
                 {"model_type", "gemma3_text"},

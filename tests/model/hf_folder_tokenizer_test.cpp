@@ -93,20 +93,24 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizer,
 // tests/data/tokenizer/extra-strings.inp (code, CJK, Arabic, emoji, a rare
 // ideograph that needs byte fallback, runs of spaces, tabs and newlines) —
 // from the folder and from the GGUF that convert makes of it.
+// The strings of llama.cpp's SPM test file and extra-strings.inp, in order,
+// with the ids Tokenizers.js gave them for tokenizer/hf-<family>.
+std::vector<VocabCase> tokenizersJsCases(const std::string& family) {
+  const std::filesystem::path data = KVSCOPE_TEST_DATA;
+  std::vector<std::string> texts =
+      readVocabTexts(sharedFile("tokenizer/ggml-vocab-llama-spm.gguf.inp"));
+  const auto extra = readVocabTexts(data / "tokenizer" / "extra-strings.inp");
+  texts.insert(texts.end(), extra.begin(), extra.end());
+  return pairWithIds(texts, data / "tokenizer" / ("hf-" + family + ".out"));
+}
+
 class HfFolderTokenizerJs : public ::testing::TestWithParam<Family> {};
 
 TEST_P(HfFolderTokenizerJs, TokenizesAsTokenizersJs) {
   const Family& family = GetParam();
   const auto tokenizerDir = sharedFile(std::string("tokenizer/hf-") + family.name);
   KVS_REQUIRE_FIXTURE(tokenizerDir);
-  const std::filesystem::path data = KVSCOPE_TEST_DATA;
-  // The strings of both input files, in order, and the recorded ids.
-  std::vector<std::string> texts =
-      readVocabTexts(sharedFile("tokenizer/ggml-vocab-llama-spm.gguf.inp"));
-  const auto extra = readVocabTexts(data / "tokenizer" / "extra-strings.inp");
-  texts.insert(texts.end(), extra.begin(), extra.end());
-  const std::vector<VocabCase> cases =
-      pairWithIds(texts, data / "tokenizer" / (std::string("hf-") + family.name + ".out"));
+  const std::vector<VocabCase> cases = tokenizersJsCases(family.name);
   ASSERT_EQ(cases.size(), 54u);
   const auto dir =
       std::filesystem::path(::testing::TempDir()) / "kvscope_hf_folder_js" / family.name;
@@ -129,12 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFolderTokenizerJs,
 TEST(Gemma4GgufTokenizer, TokenizesAsTokenizersJs) {
   const auto tokenizerDir = sharedFile("tokenizer/hf-gemma3");
   KVS_REQUIRE_FIXTURE(tokenizerDir);
-  const std::filesystem::path data = KVSCOPE_TEST_DATA;
-  std::vector<std::string> texts =
-      readVocabTexts(sharedFile("tokenizer/ggml-vocab-llama-spm.gguf.inp"));
-  const auto extra = readVocabTexts(data / "tokenizer" / "extra-strings.inp");
-  texts.insert(texts.end(), extra.begin(), extra.end());
-  const std::vector<VocabCase> cases = pairWithIds(texts, data / "tokenizer" / "hf-gemma3.out");
+  const std::vector<VocabCase> cases = tokenizersJsCases("gemma3");
   auto hf = tokenizer::vocabFromHfTokenizerJson(tokenizerDir / "tokenizer.json");
   ASSERT_TRUE(hf.ok()) << hf.error().describe();
   std::vector<std::string> texts2;

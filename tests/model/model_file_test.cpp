@@ -372,6 +372,18 @@ TEST(ModelConfig, Gemma4SharedKvLayersAndPerLayerWidths) {
   }));
   ASSERT_FALSE(all.ok());
   EXPECT_NE(all.error().message.find("5 KV-shared layers of 5"), std::string::npos);
+  // Another architecture's forward pass runs none of it: its file's keys are
+  // not read.
+  auto llama = configOf(tinyGguf("llama", [](gguf::GgufWriter& w) {
+    w.set("llama.attention.shared_kv_layers", gguf::uint32Value(1));
+    w.set("llama.embedding_length_per_layer_input", gguf::uint32Value(4));
+    w.set("llama.final_logit_softcapping", gguf::float32Value(30.0f));
+  }));
+  ASSERT_TRUE(llama.ok()) << llama.error().describe();
+  EXPECT_EQ(llama->kvLayers(), 1u);
+  EXPECT_EQ(llama->nEmbdPerLayer, 0u);
+  EXPECT_EQ(llama->finalLogitSoftcap, 0.0f);
+  EXPECT_FALSE(llama->globalValueIsKey);
 }
 
 TEST(ModelWeights, GlobalTensorsTakeTheGlobalLayersShape) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -233,6 +234,40 @@ TEST(WindowCacheFile, FilesOfEarlierFormatsAreRefusedSayingSo) {
   std::filesystem::remove_all(dir);
 }
 
+// A CPU session of the model at `path` under `policy` with its whole context
+// cached, the estimate made before it loaded, and the KV bytes it allocated.
+struct FullContext {
+  std::shared_ptr<const model::ModelFile> file;
+  runtime::MemoryEstimate estimate;
+  std::unique_ptr<runtime::Session> session;
+  uint64_t allocated = 0;
+  const backend::Backend& backend() const { return session->backend(); }
+};
+
+std::optional<FullContext> fullContext(const std::filesystem::path& path, const char* policy) {
+  auto checked = runtime::checkLoad(path, {.kind = "cpu",
+                                           .contextLimit = kContext,
+                                           .threads = 2,
+                                           .kvPolicy = policyOf(policy),
+                                           .vetDevice = false});
+  EXPECT_TRUE(checked.ok()) << checked.error().describe();
+  if (!checked.ok()) return std::nullopt;
+  FullContext f{.file = checked->model};
+  auto e = runtime::estimateMemory(*f.file, kContext, policyOf(policy));
+  EXPECT_TRUE(e.ok()) << e.error().describe();
+  auto s = runtime::startSession(std::move(checked).value(), nullptr);
+  EXPECT_TRUE(s.ok());
+  if (!e.ok() || !s.ok()) return std::nullopt;
+  f.estimate = *e;
+  f.session = std::move(s).value();
+  backend::Backend& b = const_cast<backend::Backend&>(f.session->backend());
+  backend::Logits logits;
+  EXPECT_TRUE(b.forward({tokens(kContext, 6)}, logits).ok());
+  for (const backend::KvLayerBytes& l : b.kvBytes())
+    f.allocated += l.keyBytes.total() + l.valueBytes.total();
+  return f;
+}
+
 // The estimate before load is what the loaded cache allocates once the context
 // is full: the global layer's rows per token, the window layer's ring once.
 TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
@@ -241,24 +276,11 @@ TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
   std::filesystem::create_directories(dir);
   ASSERT_TRUE(model::writeSyntheticModel(windowSpec(), dir / "model.gguf").ok());
   for (const char* policy : {"kv=f16", "k=q8_0,v=turbo4"}) {
-    auto checked = runtime::checkLoad(dir / "model.gguf", {.kind = "cpu",
-                                                           .contextLimit = kContext,
-                                                           .threads = 2,
-                                                           .kvPolicy = policyOf(policy),
-                                                           .vetDevice = false});
-    ASSERT_TRUE(checked.ok()) << checked.error().describe();
-    const model::ModelFile& file = *checked->model;
-    auto e = runtime::estimateMemory(file, kContext, policyOf(policy));
-    ASSERT_TRUE(e.ok()) << e.error().describe();
-    auto s = runtime::startSession(std::move(checked).value(), nullptr);
-    ASSERT_TRUE(s.ok());
-    backend::Backend& b = const_cast<backend::Backend&>((*s)->backend());
-    backend::Logits logits;
-    ASSERT_TRUE(b.forward({tokens(kContext, 6)}, logits).ok());
-    uint64_t allocated = 0;
-    for (const backend::KvLayerBytes& l : b.kvBytes())
-      allocated += l.keyBytes.total() + l.valueBytes.total();
-    EXPECT_EQ(e->kvBytes, allocated) << policy;
+    const auto f = fullContext(dir / "model.gguf", policy);
+    ASSERT_TRUE(f);
+    const runtime::MemoryEstimate* e = &f->estimate;
+    const backend::Backend& b = f->backend();
+    EXPECT_EQ(e->kvBytes, f->allocated) << policy;
     // The ring: 519 rows of layer 0's K and V, 2 KV heads.
     const uint64_t ring =
         519u * 2 * (b.kvBytes()[0].key->rowBytes() + b.kvBytes()[0].value->rowBytes());
@@ -267,7 +289,7 @@ TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
               2u * (b.kvBytes()[1].key->rowBytes() + b.kvBytes()[1].value->rowBytes()));
     // The longest context that fits counts the ring once.
     const uint64_t memory = e->weightBytes + ring + 700 * e->kvBytesPerToken;
-    auto fits = runtime::estimateMemory(file, kContext, policyOf(policy), memory);
+    auto fits = runtime::estimateMemory(*f->file, kContext, policyOf(policy), memory);
     ASSERT_TRUE(fits.ok());
     EXPECT_EQ(fits->maxContextThatFits, 700u) << policy;
   }
@@ -339,24 +361,11 @@ TEST_F(Gemma4CacheTest, ASharedKvCacheRestoredGivesTheUninterruptedLogits) {
 
 TEST_F(Gemma4CacheTest, TheEstimateCountsTheStoringLayersOnly) {
   for (const char* policy : {"kv=f16", "k=q8_0,v=turbo4"}) {
-    auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = "cpu",
-                                                             .contextLimit = kContext,
-                                                             .threads = 2,
-                                                             .kvPolicy = policyOf(policy),
-                                                             .vetDevice = false});
-    ASSERT_TRUE(checked.ok()) << checked.error().describe();
-    const model::ModelFile& file = *checked->model;
-    auto e = runtime::estimateMemory(file, kContext, policyOf(policy));
-    ASSERT_TRUE(e.ok()) << e.error().describe();
-    auto s = runtime::startSession(std::move(checked).value(), nullptr);
-    ASSERT_TRUE(s.ok());
-    backend::Backend& b = const_cast<backend::Backend&>((*s)->backend());
-    backend::Logits logits;
-    ASSERT_TRUE(b.forward({tokens(kContext, 6)}, logits).ok());
-    uint64_t allocated = 0;
-    for (const backend::KvLayerBytes& l : b.kvBytes())
-      allocated += l.keyBytes.total() + l.valueBytes.total();
-    EXPECT_EQ(e->kvBytes, allocated) << policy;
+    const auto f = fullContext(m_dir / "model.gguf", policy);
+    ASSERT_TRUE(f);
+    const runtime::MemoryEstimate* e = &f->estimate;
+    const backend::Backend& b = f->backend();
+    EXPECT_EQ(e->kvBytes, f->allocated) << policy;
     // Per token: the global storing layer's one KV head of 64 values, K and V.
     EXPECT_EQ(e->kvBytesPerToken, b.kvBytes()[1].key->rowBytes() + b.kvBytes()[1].value->rowBytes())
         << policy;
