@@ -75,7 +75,7 @@ class KvLayerChart : public QWidget {
   int rowHeight() const;
   int layerCount() const { return static_cast<int>(m_layers.size()); }
 
-  std::vector<runtime::KvLayerSnapshot> m_layers;  // [nLayer]
+  std::vector<runtime::KvLayerSnapshot> m_layers;  // [cache layers]
 };
 
 class KvMemoryPanel : public InspectorPanel {

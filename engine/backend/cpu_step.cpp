@@ -135,6 +135,11 @@ Status CpuStep::matmul(const model::TensorView& w, Act x, Act out, const model::
   const auto rows = static_cast<uint32_t>(span(x).size() / x.width);
   const std::span<float> y = span(out);
   KVS_TRY(model::checkEpilogue(e, out.width));
+  if (w.shape.size() != 2 || w.shape[0] != x.width || w.shape[1] != out.width) {
+    return makeError(ErrorCode::kInternal, "{}: weight '{}' of {} x {} for {} -> {} values",
+                     name.str(), w.name, w.shape.at(0), w.shape.size() > 1 ? w.shape[1] : 1,
+                     x.width, out.width);
+  }
   const bool combine = e.accumulate || e.gate != model::Gate::kNone;
   std::span<float> product = y;
   if (combine) {
@@ -341,13 +346,15 @@ Status CpuStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName na
     }
     cpu::gatedMul(spec.act, s.gate, s.up, s.gate);
     cpu::matmuls(s.products, pool, m_b.m_matmul);
-    for (uint32_t e = e0; e < e1; ++e)
-      if (s.first[e + 1] > s.first[e]) addExpertBias(spec.downBias, e, part(s.product, e, width));
+    // Each expert's output scale (Gemma 4), then its bias (gpt-oss), as
+    // llama.cpp applies them.
     const std::span<const float> downScale =
         spec.downScale ? m_b.floats(*spec.downScale) : std::span<const float>{};
     for (uint32_t e = e0; e < e1; ++e) {
-      if (downScale.empty() || s.first[e + 1] == s.first[e]) continue;
-      for (float& v : part(s.product, e, width)) v *= downScale[e];
+      if (s.first[e + 1] == s.first[e]) continue;
+      if (!downScale.empty())
+        for (float& v : part(s.product, e, width)) v *= downScale[e];
+      addExpertBias(spec.downBias, e, part(s.product, e, width));
     }
     for (size_t r = 0; r < m; ++r) {
       const uint32_t i = s.rows[r0 + r];

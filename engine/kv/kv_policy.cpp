@@ -245,8 +245,8 @@ Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) co
   for (const auto& o : overrides) {
     if (o.last >= target.nLayer) {
       return makeError(ErrorCode::kInvalidArgument,
-                       "KV cache policy names layer {}, but the model has layers 0 to {}", o.last,
-                       target.nLayer - 1);
+                       "KV cache policy names layer {}, but the model's cache has layers 0 to {}",
+                       o.last, target.nLayer - 1);
     }
     for (uint32_t l = o.first; l <= o.last; ++l) {
       if (o.key) layers[l].key = o.scheme;

@@ -29,9 +29,11 @@
 // written (later wins). Example: "k=q8_0,v=turbo3,boundary=2,k@5=f16".
 // The empty string is f16 everywhere.
 //
-// resolve() turns a policy into per-layer scheme names for a model, refusing
-// a layer index past the model, and a scheme the architecture's cache cannot
-// hold (cacheLayoutOf: MLA latents and recurrent state are not K/V rows).
+// resolve() turns a policy into per-layer scheme names for a model's cache
+// layers (all its layers but Gemma 4's KV-shared ones, which store no rows;
+// boundary=N counts from the last storing layer), refusing a layer index past
+// them, and a scheme the architecture's cache cannot hold (cacheLayoutOf:
+// MLA latents and recurrent state are not K/V rows).
 
 #include <cstdint>
 #include <optional>

@@ -210,12 +210,15 @@ Expected<ModelConfig> configFromGguf(const gguf::GgufFile& f) {
   const auto tableHas = [&](Presence p) {
     return std::ranges::any_of(d.layer, [&](const auto& r) { return r.presence == p; });
   };
+  const auto count = [&](const std::string& key) -> Expected<uint32_t> {
+    if (!f.find(key)) return 0u;
+    return requiredUint(f, key);
+  };
   if (tableHas(Presence::kStoresKv)) {
-    c.nKvShared = static_cast<uint32_t>(f.getUint(a + ".attention.shared_kv_layers").value_or(0));
+    KVS_ASSIGN_OR_RETURN(c.nKvShared, count(a + ".attention.shared_kv_layers"));
   }
   if (tableHas(Presence::kPerLayer)) {
-    c.nEmbdPerLayer =
-        static_cast<uint32_t>(f.getUint(a + ".embedding_length_per_layer_input").value_or(0));
+    KVS_ASSIGN_OR_RETURN(c.nEmbdPerLayer, count(a + ".embedding_length_per_layer_input"));
   }
   if (d.defaultLogitSoftcap > 0.0f) {
     c.finalLogitSoftcap = static_cast<float>(
@@ -309,6 +312,7 @@ Status gemma4FromHf(const nlohmann::json& j, ModelConfig& c) {
   if (!j.value("enable_moe_block", c.nExpert > 0)) c.nExpert = 0;
   if (c.nExpert > 0) {
     KVS_ASSIGN_OR_RETURN(c.nExpertUsed, count("top_k_experts", c.nExpertUsed));
+    KVS_ASSIGN_OR_RETURN(c.nFfExp, count("expert_intermediate_size", c.nFfExp));
   }
   const auto cap = j.find("final_logit_softcapping");
   c.finalLogitSoftcap = cap == j.end()     ? c.arch->description->defaultLogitSoftcap
@@ -323,16 +327,19 @@ Status gemma4FromHf(const nlohmann::json& j, ModelConfig& c) {
   const nlohmann::json window = rope->value("sliding_attention", nlohmann::json::object());
   c.rope.theta = global.value("rope_theta", c.rope.theta);
   c.rope.dims = c.headDim;
-  if (const std::string type = global.value("rope_type", "default"); type == "proportional") {
-    c.rope.scaling = RopeScaling::kProportional;
-    c.rope.partialRotary = global.value("partial_rotary_factor", 1.0f);
-    if (!(c.rope.partialRotary > 0.0f) || c.rope.partialRotary > 1.0f)
-      return makeError(ErrorCode::kBadFile, "config.json 'partial_rotary_factor' out of (0, 1]");
-  } else if (type != "default") {
+  // "default" turns every pair: proportional with a share of 1 (the plan
+  // needs the factors, which GGUF files ship either way).
+  const std::string type = global.value("rope_type", "default");
+  if (type != "proportional" && type != "default")
     return makeError(ErrorCode::kUnsupported, "gemma4 global RoPE '{}' is not supported", type);
+  c.rope.scaling = RopeScaling::kProportional;
+  c.rope.partialRotary = global.value("partial_rotary_factor", 1.0f);
+  const float windowShare = window.value("partial_rotary_factor", 1.0f);
+  for (const float share : {c.rope.partialRotary, windowShare}) {
+    if (!(share > 0.0f) || share > 1.0f)
+      return makeError(ErrorCode::kBadFile, "config.json 'partial_rotary_factor' out of (0, 1]");
   }
   c.ropeThetaWindow = window.value("rope_theta", c.ropeThetaWindow);
-  const float windowShare = window.value("partial_rotary_factor", 1.0f);
   c.ropeDimsWindow = static_cast<uint32_t>(static_cast<float>(c.headDimWindow) * windowShare);
   return okStatus();
 }
@@ -498,7 +505,8 @@ Status validateConfig(const ModelConfig& c) {
       }
     }
   }
-  if (c.nEmbdPerLayer > kMaxDim) return bad(fmt::format("per-layer width {}", c.nEmbdPerLayer));
+  if (uint64_t{c.nEmbdPerLayer} * c.nLayer > kMaxDim)
+    return bad(fmt::format("per-layer inputs of {} x {} layers", c.nEmbdPerLayer, c.nLayer));
   if (!(c.finalLogitSoftcap >= 0.0f) || c.finalLogitSoftcap > 1e6f)
     return bad("final logit soft-cap out of range");
   if (!(c.rope.theta > 0.0f)) return bad("RoPE base must be positive");

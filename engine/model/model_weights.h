@@ -36,9 +36,9 @@ struct LayerWeights {
   const TensorView* attnPostNorm = nullptr;  // {nEmbd}: the attention output's, before the residual
   const TensorView* ffnNorm = nullptr;   // {nEmbd}
   const TensorView* ffnPostNorm = nullptr;  // {nEmbd}: the FFN output's, before the residual
-  const TensorView* gate = nullptr;      // {nEmbd, nFf}
-  const TensorView* up = nullptr;        // {nEmbd, nFf}
-  const TensorView* down = nullptr;      // {nFf, nEmbd}
+  const TensorView* gate = nullptr;         // {nEmbd, the layer's ffOf()}
+  const TensorView* up = nullptr;           // {nEmbd, the layer's ffOf()}
+  const TensorView* down = nullptr;         // {the layer's ffOf(), nEmbd}
   // A mixture-of-experts feed-forward instead of gate/up/down.
   const TensorView* gateInp = nullptr;   // {nEmbd, nExpert}: the router
   const TensorView* gateExps = nullptr;  // {nEmbd, nFfExp, nExpert}

@@ -256,6 +256,16 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
                      "a {} model needs experts, experts used (at most the experts) and an expert "
                      "width",
                      s.architecture);
+  const bool gemma4Options =
+      s.nKvShared != 0 || s.nEmbdPerLayer != 0 || s.globalValueIsKey || s.finalLogitSoftcap != 0.0f;
+  const bool sharesKv = std::ranges::any_of(
+      arch->description->layer, [](const auto& r) { return r.presence == Presence::kStoresKv; });
+  if (gemma4Options && !sharesKv) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "KV-shared layers, per-layer inputs, V from K and a logit soft-cap are "
+                     "gemma4's; a {} model has none",
+                     s.architecture);
+  }
   gguf::GgufWriter w;
   ModelConfig c;
   c.architecture = s.architecture;

@@ -66,6 +66,7 @@ struct KvFileInfo {
   // The model the rows belong to.
   std::string architecture, modelName;
   uint64_t fingerprint = 0;  // model::modelFingerprint
+  // nLayer: the cache's layers (the model's storing ones: ModelConfig::kvLayers()).
   uint32_t nLayer = 0, nVocab = 0;
   std::vector<kv::KvLayerShape> layerShapes;  // [nLayer]
   // The cache.

@@ -154,6 +154,74 @@ TEST_F(LayerShapes, AKvHeadCountPerLayerComputesWhatItsUniformTwinComputes) {
   EXPECT_TRUE(backend::VulkanModel::checkWeightTypes(*uniform).ok());
 }
 
+// Per-layer feed-forward widths (a GGUF feed_forward_length array, which
+// llama.cpp reads for any architecture): a llama model whose layer 0 is 64
+// wide and layer 1 128 computes what its uniform twin of 128 computes when
+// layer 0's extra gate and up rows are zero (silu(0) * 0 adds nothing, the
+// extra down columns multiply zeros). Where a forward pass sized its FFN
+// buffer by one width, layer 1 wrote past it (now a shape error, which
+// fails this).
+TEST(LayerFeedForwardWidths, APerLayerWidthComputesWhatItsZeroPaddedTwinComputes) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvscope-layer-ffn-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::SyntheticModelSpec spec = perLayerSpec();
+  spec.layerHeadsKv = {};
+  spec.nFf = 64;
+  spec.layerFf = {64, 128};
+  auto bytes = model::syntheticModelBytes(spec);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().describe();
+  auto file = gguf::GgufFile::fromBytes(*bytes);
+  ASSERT_TRUE(file.ok());
+  gguf::GgufWriter w;
+  for (const gguf::KeyValue& kv : (*file)->metadata())
+    w.set(kv.key, kv.key == "llama.feed_forward_length" ? gguf::uint32Value(128) : kv.value);
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    const auto data = (*file)->tensorData(t);
+    std::vector<float> v(data.size() / 4);
+    std::memcpy(v.data(), data.data(), data.size());
+    std::vector<uint64_t> shape = t.shape;
+    if (t.name == "blk.0.ffn_gate.weight" || t.name == "blk.0.ffn_up.weight") {
+      v.resize(v.size() * 2, 0.0f);  // 64 more output rows of zeros
+      shape[1] = 128;
+    } else if (t.name == "blk.0.ffn_down.weight") {  // {64, width}: each row 64 more zeros
+      std::vector<float> wide(v.size() * 2, 0.0f);
+      for (size_t r = 0; r < shape[1]; ++r) std::copy_n(&v[r * 64], 64, &wide[r * 128]);
+      v = std::move(wide);
+      shape[0] = 128;
+    }
+    std::vector<uint8_t> out(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+    ASSERT_TRUE(w.addTensor(t.name, shape, t.type, std::move(out)).ok());
+  }
+  auto twin = w.toBytes();
+  ASSERT_TRUE(twin.ok());
+  for (const auto& [name, image] : {std::pair{"per-layer.gguf", &*bytes}, {"twin.gguf", &*twin}}) {
+    std::ofstream(dir / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(image->data()),
+               static_cast<std::streamsize>(image->size()));
+  }
+  auto perLayer = model::ModelFile::open(dir / "per-layer.gguf");
+  auto uniform = model::ModelFile::open(dir / "twin.gguf");
+  ASSERT_TRUE(perLayer.ok() && uniform.ok());
+  EXPECT_EQ((*perLayer)->config().ffOf(1), 128u);
+  EXPECT_TRUE((*uniform)->config().layerFf.empty());
+  auto a = backend::CpuBackend::create(std::move(perLayer).value());
+  auto b = backend::CpuBackend::create(std::move(uniform).value());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<int32_t> t = tokens(12);
+  backend::Logits la, lb;
+  ASSERT_TRUE((*a)->forward({t, true}, la).ok());
+  ASSERT_TRUE((*b)->forward({t, true}, lb).ok());
+  ASSERT_EQ(la.values.size(), lb.values.size());
+  const auto [lo, hi] = std::minmax_element(lb.values.begin(), lb.values.end());
+  size_t apart = 0;
+  for (size_t i = 0; i < la.values.size(); ++i)
+    apart += std::fabs(la.values[i] - lb.values[i]) <= 1e-5 * (*hi - *lo) ? 0 : 1;
+  EXPECT_EQ(apart, 0u);
+  fs::remove_all(dir);
+}
+
 // A session under auto (which measures each layer at its own shape) saves
 // its cache with each layer's shape and restores it to the same continuation;
 // the uniform twin's session refuses that file as another model's (its

@@ -62,7 +62,6 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
 
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
   const Act h = ops.act("h", c.nEmbd);  // a block's normed input, then its sub-layer's output
-  const Act ffn = ops.act("ffn", c.nFf);     // the gate, then gelu(gate) * up
 
   KVS_TRY(ops.embed(*w.tokenEmbd, x, std::sqrt(static_cast<float>(c.nEmbd)), {"inp_scaled"}));
   for (uint32_t l = 0; l < c.nLayer; ++l) {
@@ -74,6 +73,7 @@ Status gemma3Forward(const ForwardPlan& p, ForwardOps& ops) {
     const Act k = ops.act("k", c.kvDimOf(l));
     const Act v = ops.act("v", c.kvDimOf(l));
     const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
+    const Act ffn = ops.act("ffn", c.ffOf(l));    // the gate, then gelu(gate) * up
     KVS_TRY(ops.rmsnorm(x, lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));
     KVS_TRY(ops.matmul(*lw.wq, h, q, {}, {"Qcur", il}));
     KVS_TRY(ops.matmul(*lw.wk, h, k, {}, {"Kcur", il}));

@@ -26,7 +26,6 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
   };
   const Act x = ops.act("x", c.nEmbd);  // the residual stream
   const Act h = ops.act("h", c.nEmbd);  // a block's normed input
-  const Act ffn = ops.act("ffn", c.nFf);     // the gate, then silu(gate) * up
 
   KVS_TRY(ops.embed(*w.tokenEmbd, x, 1.0f, {"inp_embd"}));
   for (uint32_t l = 0; l < c.nLayer; ++l) {
@@ -37,6 +36,7 @@ Status llamaDecoder(const ForwardPlan& p, ForwardOps& ops, const LlamaVariant& v
     const Act k = ops.act("k", c.kvDimOf(l));
     const Act v = ops.act("v", c.kvDimOf(l));
     const Act att = ops.act("att", c.qDimOf(l));  // attention output, before wo
+    const Act ffn = ops.act("ffn", c.ffOf(l));    // the gate, then silu(gate) * up
     // Attention: norm, projections (+ bias), per-head q/k norm, RoPE, attend,
     // output projection added to the residual.
     KVS_TRY(ops.rmsnorm(x, lw.attnNorm, h, c.nEmbd, c.rmsEps, {"attn_norm", il}));

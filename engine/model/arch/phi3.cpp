@@ -49,8 +49,9 @@ Status split(const ModelConfig& c, ModelWeights& w) {
     KVS_ASSIGN_OR_RETURN(l.wq, view(l.wqkv, 0, q, "q"));
     KVS_ASSIGN_OR_RETURN(l.wk, view(l.wqkv, q, kv, "k"));
     KVS_ASSIGN_OR_RETURN(l.wv, view(l.wqkv, q + kv, kv, "v"));
-    KVS_ASSIGN_OR_RETURN(l.gate, view(l.gateUp, 0, c.nFf, "gate"));
-    KVS_ASSIGN_OR_RETURN(l.up, view(l.gateUp, c.nFf, c.nFf, "up"));
+    const uint32_t ff = c.ffOf(i);
+    KVS_ASSIGN_OR_RETURN(l.gate, view(l.gateUp, 0, ff, "gate"));
+    KVS_ASSIGN_OR_RETURN(l.up, view(l.gateUp, ff, ff, "up"));
   }
   return okStatus();
 }
