@@ -153,9 +153,9 @@ uint64_t dimSize(Dim d, const ModelConfig& c, uint32_t layer) {
     case Dim::kEmbd:
       return c.nEmbd;
     case Dim::kFf:
-      return layer == kGlobalTensor ? c.nFf : c.ffOf(layer);
+      return c.ffOf(layer);  // nFf for kGlobalTensor, past every layer
     case Dim::kFf2:
-      return uint64_t{2} * (layer == kGlobalTensor ? c.nFf : c.ffOf(layer));
+      return uint64_t{2} * c.ffOf(layer);
     case Dim::kQ:
       return c.qDimOf(layer);
     case Dim::kKv:
@@ -186,18 +186,12 @@ uint64_t dimSize(Dim d, const ModelConfig& c, uint32_t layer) {
 
 Expected<ModelWeights> bindWeights(const ModelConfig& c, const WeightSource& src) {
   const ArchDescription& d = *c.arch->description;
-  // Experts an architecture must have (qwen3moe, gpt-oss) or may have (gemma4).
-  const bool moe = std::any_of(d.layer.begin(), d.layer.end(),
-                               [](const auto& r) { return r.stack != Dim::kNone; });
-  const bool mustHaveExperts = std::any_of(d.layer.begin(), d.layer.end(), [](const auto& r) {
-    return r.stack != Dim::kNone && r.presence == Presence::kRequired;
-  });
-  if (mustHaveExperts && c.nExpert == 0) {
+  if (d.mustHaveExperts() && c.nExpert == 0) {
     return makeError(ErrorCode::kBadFile,
                      "a {} model needs expert_count and expert_used_count in its metadata",
                      c.architecture);
   }
-  if (!moe && c.nExpert > 0) {  // Mixtral's GGUF files say "llama" and carry experts
+  if (!d.mayHaveExperts() && c.nExpert > 0) {  // Mixtral's GGUF files say "llama" and carry experts
     return makeError(ErrorCode::kUnsupported,
                      "this {} file has experts (expert_count {}), which kvscope runs only in "
                      "qwen3moe, gpt-oss and gemma4 models so far",

@@ -9,6 +9,7 @@
 // against the config), the list of weights a backend uploads, and the
 // tensors the synthetic model generator writes (model/synthetic_model.h).
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -124,6 +125,16 @@ struct ArchDescription {
   bool hfNormsMinusOne = false;
   // How a Hugging Face checkpoint stores the experts (model/hf_experts.h).
   HfExperts hfExperts = HfExperts::kNone;
+  // Whether its layers may have experts (a stacked tensor in the table), and
+  // whether they must (qwen3moe, gpt-oss; gemma4's are optional).
+  bool mayHaveExperts() const {
+    return std::ranges::any_of(layer, [](const auto& r) { return r.stack != Dim::kNone; });
+  }
+  bool mustHaveExperts() const {
+    return std::ranges::any_of(layer, [](const auto& r) {
+      return r.stack != Dim::kNone && r.presence == Presence::kRequired;
+    });
+  }
   // The final logit soft-cap of a file without final_logit_softcapping
   // (Gemma 4's loaders take 30); 0: the architecture does not soft-cap (its
   // files' key is not read).

@@ -242,13 +242,8 @@ Status withSyntheticWriter(const SyntheticModelSpec& s,
   const uint32_t ropeDims = s.ropeDims ? s.ropeDims : s.headDim;
   if (ropeDims > s.headDim || ropeDims % 2 != 0)
     return makeError(ErrorCode::kInvalidArgument, "RoPE dims must be even and at most head_dim");
-  // Experts an architecture has always (qwen3moe, gpt-oss) or may have (gemma4).
-  const bool canMoe = std::ranges::any_of(arch->description->layer,
-                                          [](const auto& r) { return r.stack == Dim::kExpert; });
-  const bool mustMoe = std::ranges::any_of(arch->description->layer, [](const auto& r) {
-    return r.stack == Dim::kExpert && r.presence == Presence::kRequired;
-  });
-  const bool moe = mustMoe || (canMoe && s.nExpert != 0);
+  const bool canMoe = arch->description->mayHaveExperts();
+  const bool moe = arch->description->mustHaveExperts() || (canMoe && s.nExpert != 0);
   if (!canMoe && (s.nExpert != 0 || s.nExpertUsed != 0 || s.nFfExp != 0))
     return makeError(ErrorCode::kInvalidArgument, "a {} model has no experts", s.architecture);
   if (moe && (s.nExpert == 0 || s.nExpertUsed == 0 || s.nExpertUsed > s.nExpert || s.nFfExp == 0))

@@ -424,6 +424,22 @@ TEST(GoldenLogits, Gemma4WindowInARing) {
 
 using NamePairs = std::span<const std::pair<std::string_view, std::string_view>>;
 
+// config.json and model.safetensors of a Gemma folder: the text model's
+// config, or (multimodal) the ForConditionalGeneration wrapper around it.
+void writeGemmaFolder(const std::filesystem::path& dir, const std::string& family,
+                      const nlohmann::json& text, bool multimodal,
+                      const std::vector<SafetensorsTensor>& tensors) {
+  std::string wrapper = family;
+  wrapper[0] = 'G';
+  const nlohmann::json config =
+      multimodal ? nlohmann::json{{"model_type", family},
+                                  {"architectures", {wrapper + "ForConditionalGeneration"}},
+                                  {"text_config", text}}
+                 : text;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  writeSafetensors(dir / "model.safetensors", tensors);
+}
+
 // The F32 tensors of `gguf` under Hugging Face names, in safetensors'
 // [out, in] order: whole-model ones by `globals`, per-layer ones by the part
 // after "blk.N." through `layers` (as prefix + "layers.N." + name), each name
@@ -544,13 +560,7 @@ void writeGemma4Folder(const std::filesystem::path& dir, const model::ModelFile&
                             {{"rope_type", "default"}, {"rope_theta", spec.ropeThetaWindow}}}}},
                          {"hidden_activation", "gelu_pytorch_tanh"},
                      });
-  const nlohmann::json config =
-      multimodal ? nlohmann::json{{"model_type", "gemma4"},
-                                  {"architectures", {"Gemma4ForConditionalGeneration"}},
-                                  {"text_config", text}}
-                 : text;
-  std::ofstream(dir / "config.json") << config.dump(2);
-  writeSafetensors(dir / "model.safetensors", tensors);
+  writeGemmaFolder(dir, "gemma4", text, multimodal, tensors);
 }
 
 // Each folder loads to the GGUF's logits bit for bit.
@@ -654,13 +664,7 @@ void writeGemma3Folder(const std::filesystem::path& dir, const model::ModelFile&
                 {"query_pre_attn_scalar", spec.headDim},
                 {"hidden_activation", "gelu_pytorch_tanh"},
             });
-  const nlohmann::json config =
-      multimodal ? nlohmann::json{{"model_type", "gemma3"},
-                                  {"architectures", {"Gemma3ForConditionalGeneration"}},
-                                  {"text_config", text}}
-                 : text;
-  std::ofstream(dir / "config.json") << config.dump(2);
-  writeSafetensors(dir / "model.safetensors", tensors);
+  writeGemmaFolder(dir, "gemma3", text, multimodal, tensors);
 }
 
 TEST(GoldenLogits, Gemma3FromHuggingFaceFolders) {
