@@ -10,4 +10,6 @@ KVS_PUSH_BEGIN(MoePush)
   KVS_UINT softmaxFirst;  // route: 1 softmax over all experts, then top-k
                           // (renormalised); 0 top-k, then softmax over them
   KVS_FLOAT scale;     // route: the weights' multiplier (1: none)
+  KVS_UINT residual;      // sum: 1 adds the sum to the residual too
+  KVS_UINT expertScale;   // sum: 1 scales each product by its expert's scale
 KVS_PUSH_END(MoePush)

@@ -1,6 +1,6 @@
 #version 450
-// RMSNorm of `rows` rows of n values: y = x / sqrt(mean(x^2) + eps) * weight,
-// or with pc.accumulate y += that.
+// RMSNorm of `rows` rows of n values: y = x / sqrt(mean(x^2) + eps) * weight
+// (pc.unweighted: without the weight), or with pc.accumulate y += that.
 // One workgroup per row (looping when there are more rows than groups).
 #include "rows.h"
 #include "reduce.glsl"
@@ -17,10 +17,10 @@ void main() {
     for (uint i = lid; i < pc.n; i += WG) ss += x[base + i] * x[base + i];
     ss = workgroupSum(ss);
     const float inv = inversesqrt(ss / float(pc.n) + pc.param);
-    if (pc.accumulate != 0u) {
-      for (uint i = lid; i < pc.n; i += WG) y[base + i] += x[base + i] * inv * weight[i];
-    } else {
-      for (uint i = lid; i < pc.n; i += WG) y[base + i] = x[base + i] * inv * weight[i];
+    for (uint i = lid; i < pc.n; i += WG) {
+      float v = x[base + i] * inv;
+      if (pc.unweighted == 0u) v = v * weight[i];
+      y[base + i] = pc.accumulate != 0u ? y[base + i] + v : v;
     }
   }
 }

@@ -22,6 +22,8 @@
 #ifndef KVSCOPE_WEIGHT_TYPES_GLSL
 #define KVSCOPE_WEIGHT_TYPES_GLSL
 
+#include "gates.glsl"
+
 #if defined(WIDE_LOADS)
 layout(std430, binding = 0) readonly buffer W32 { u64vec4 w32[]; };
 layout(std430, binding = 0) readonly buffer W16 { u64vec2 w16[]; };
@@ -42,22 +44,9 @@ layout(constant_id = 3) const uint EPILOGUE = 0u;  // KVS_WEIGHT_* flags (weight
 float epilogue(float v, uint row, uint index) {
   if ((EPILOGUE & KVS_WEIGHT_BIAS) != 0u) v = v + bias[row];
   if ((EPILOGUE & KVS_WEIGHT_ACCUMULATE) != 0u) v = y[index] + v;
-  if ((EPILOGUE & KVS_WEIGHT_SILU_GATE) != 0u) {
-    const float g = y[index];
-    v = g / (1.0 + exp(-g)) * v;
-  }
-  if ((EPILOGUE & KVS_WEIGHT_GELU_GATE) != 0u) {
-    const float g = y[index];
-    // tanh's argument clamped where tanh is +-1 in float, so no
-    // implementation's exp overflows into inf / inf.
-    const float u = clamp(0.7978845608 * g * (1.0 + 0.044715 * g * g), -10.0, 10.0);
-    v = 0.5 * g * (1.0 + tanh(u)) * v;
-  }
-  if ((EPILOGUE & KVS_WEIGHT_SWIGLU_OAI_GATE) != 0u) {
-    const float g = min(y[index], KVS_SWIGLU_OAI_LIMIT);
-    const float u = clamp(v, -KVS_SWIGLU_OAI_LIMIT, KVS_SWIGLU_OAI_LIMIT);
-    v = g / (1.0 + exp(-KVS_SWIGLU_OAI_ALPHA * g)) * (u + 1.0);
-  }
+  if ((EPILOGUE & KVS_WEIGHT_SILU_GATE) != 0u) v = siluGate(y[index], v);
+  if ((EPILOGUE & KVS_WEIGHT_GELU_GATE) != 0u) v = geluGate(y[index], v);
+  if ((EPILOGUE & KVS_WEIGHT_SWIGLU_OAI_GATE) != 0u) v = swigluOaiGate(y[index], v);
   return v;
 }
 

@@ -30,9 +30,7 @@ KVS_PUSH_END(WeightPush)
 #define KVS_WEIGHT_SILU_GATE 4u
 #define KVS_WEIGHT_GELU_GATE 8u
 #define KVS_WEIGHT_SWIGLU_OAI_GATE 16u
-// model::kSwigluOaiAlpha and kSwigluOaiLimit.
-#define KVS_SWIGLU_OAI_ALPHA 1.702
-#define KVS_SWIGLU_OAI_LIMIT 7.0
+// (The gates' arithmetic: gates.glsl.)
 
 // Expert products (EXPERTS): pair p = token * slots + slot multiplies expert
 // ids[p] of a stack of experts, each `rows` rows, by input row p / share

@@ -59,7 +59,7 @@ Expected<DeviceCheckReport> checkDevice(int deviceIndex) {
   KVS_ASSIGN_OR_RETURN(auto rec, gpu::Recorder::create(*ctx));
   for (double* ms : {&report.firstStepMs, &report.stepMs}) {
     KVS_TRY(rec->begin());
-    KVS_TRY(kernels.rmsnorm(*rec, xb, nb, hb, kDim, 1, 1e-5f));
+    KVS_TRY(kernels.rmsnorm(*rec, xb, &nb, hb, kDim, 1, 1e-5f));
     rec->barrier();
     KVS_TRY(weights.matvec(*rec, gguf::TensorType::kF32, wb, hb, lb, kRows, kDim));
     rec->barrier();

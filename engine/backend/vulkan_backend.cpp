@@ -8,6 +8,17 @@
 #include "kv/kv_index.h"
 
 namespace kvscope::backend {
+namespace {
+
+// The cache layers the indexer covers: the global ones (a window layer
+// attends its few rows whole).
+std::vector<bool> indexedLayers(const model::ModelConfig& c) {
+  std::vector<bool> layers;
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) layers.push_back(!c.isWindowLayer(l));
+  return layers;
+}
+
+}  // namespace
 
 VulkanBackend::~VulkanBackend() = default;
 
@@ -22,8 +33,8 @@ std::vector<KernelTiming> VulkanBackend::kernelTimings() const {
 Status VulkanBackend::rebuildSidecar(const gpu::IndexerBuffers& index, uint32_t rows) {
   const auto& c = config();
   return m_rec->step([&]() -> Status {
-    for (uint32_t l = 0; l < c.nLayer; ++l)
-      if (!c.isWindowLayer(l))  // window layers have no sidecar
+    for (uint32_t l = 0; l < c.kvLayers(); ++l)
+      if (index.indexes(l))  // window layers have no sidecar
         KVS_TRY(m_shared->attention().indexRows(*m_rec, m_layout, m_pagePtrs, index, l, 0, rows));
     return okStatus();
   });
@@ -66,8 +77,8 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   KVS_TRY(b->setIndexer(options.indexer));
   b->m_experts = ExpertLog::forModel(c, b->m_shared->bound());
   if (options.errorStride > 0) {
-    b->m_errors = CodecErrorMeter(c.nLayer);
-    const size_t probeBytes = size_t{c.nLayer} * 2 * c.kvDimOf(0) * sizeof(float);
+    b->m_errors = CodecErrorMeter(c.kvLayers());
+    const size_t probeBytes = size_t{c.kvLayers()} * 2 * b->m_layout.widestKv() * sizeof(float);
     KVS_ASSIGN_OR_RETURN(b->m_probe,
                          gpu::Buffer::create(b->m_shared->context(), probeBytes, gpu::MemoryUse::kHost));
   }
@@ -80,17 +91,19 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
 // device. The view must address the same bytes as the layout.
 Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   const auto& c = config();
-  const std::vector<kv::LayerSchemes> f16(c.nLayer);
+  const std::vector<kv::LayerSchemes> f16(c.kvLayers());
   const std::vector<kv::LayerSchemes>& layers =
       m_options.kvSchemes.empty() ? f16 : m_options.kvSchemes;
   const kv::KvGeometry geometry = kvGeometry(c, rowsPerPage, m_contextLimit, m_options.maxBatch);
   KVS_ASSIGN_OR_RETURN(m_kvLayout, kv::KvLayout::create(geometry, layers, m_options.kvSeed));
   m_held = kv::CachedRows(geometry);
-  m_layout = gpu::KvPageLayout::f16(c.nLayer, c.nHeadKv, c.headDim, rowsPerPage);
+  std::vector<gpu::KvHeads> heads;
+  for (const kv::KvLayerShape& l : geometry.layers) heads.push_back({l.nHeadKv, l.headDim});
+  m_layout = gpu::KvPageLayout::f16(std::move(heads), rowsPerPage);
   m_layout.ringRows = geometry.ringRows;
   m_layout.ring = geometry.windowLayers;
-  m_rotations.reserve(size_t{c.nLayer} * 2);  // KvStream::rotation points into it
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  m_rotations.reserve(size_t{geometry.nLayer()} * 2);  // KvStream::rotation points into it
+  for (uint32_t l = 0; l < geometry.nLayer(); ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
       const kv::KvScheme& scheme = m_kvLayout.scheme(l, static_cast<kv::KvPart>(part));
       gpu::KvStream& stream = m_layout.streams[size_t{l} * 2 + part];
@@ -180,7 +193,8 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
                                   .window = options.window,
                                   .pickedPages = kv::pickedPages(options),
                                   .entryBytes = kv::KvIndex::entryBytesFor(c.headDim),
-                                  .diagnostic = options.diagnostic};
+                                  .diagnostic = options.diagnostic,
+                                  .layers = indexedLayers(c)};
     KVS_ASSIGN_OR_RETURN(auto buffers,
                          m_shared->attention().makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
     index = std::make_unique<gpu::IndexerBuffers>(std::move(buffers));
@@ -201,19 +215,19 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
 void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
   const auto& c = config();
   m_indexerStep.rows = rows;
-  m_indexerStep.layers.assign(c.nLayer, {});
+  m_indexerStep.layers.assign(c.kvLayers(), {});
   const gpu::IndexerBuffers& ix = *m_index;
   const auto* lists = static_cast<const uint32_t*>(ix.lists.mapped());
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     IndexerLayerStep& step = m_indexerStep.layers[l];
-    step.heads.resize(c.nHeadKv);
+    step.heads.resize(c.headsKvOf(l));
     // A window layer attends its window whole; its lists were not written.
-    if (!selected || c.isWindowLayer(l)) {
+    if (!selected || !ix.indexes(l)) {
       step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
       continue;
     }
-    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
-      const uint32_t* list = lists + (size_t{l} * c.nHeadKv + h) * ix.listStride;
+    for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
+      const uint32_t* list = lists + ix.listAt(l, h);
       std::vector<kv::RowRun>& runs = step.heads[h];
       for (uint32_t i = 0; i < std::min(list[0], ix.gatherRows); ++i) {
         const uint32_t row = list[1 + i];
@@ -227,8 +241,9 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     if (!m_indexer.diagnostic) continue;
     // Per query head: the selection's share of the dense softmax sum.
     const auto* mass = static_cast<const uint8_t*>(ix.mass.mapped());
-    const auto* dense = reinterpret_cast<const float*>(mass + ix.massStride * (size_t{l} * 2));
-    const auto* picked = reinterpret_cast<const float*>(mass + ix.massStride * (size_t{l} * 2 + 1));
+    const size_t slot = ix.slots[l];
+    const auto* dense = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2));
+    const auto* picked = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2 + 1));
     double total = 0.0;
     for (uint32_t h = 0; h < c.nHead; ++h) {
       const double sum = dense[2 * h + 1];
@@ -246,17 +261,17 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
   const uint64_t capacity = uint64_t{m_layout.rowsPerPage} * m_pages.size();
   // The sidecar's entries of the indexed pages, counted with K (as kv::KvIndex
   // does): the global layers'.
-  const uint64_t sidecar = m_index ? uint64_t{c.nHeadKv} *
+  const uint64_t sidecar = m_index ? uint64_t{m_index->heads.nHeadKv} *
                                          ((rows + m_indexer.pageRows - 1) / m_indexer.pageRows) *
                                          m_index->shape.entryBytes
                                    : 0;
   std::vector<KvLayerBytes> layers;
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     const bool window = m_kvLayout.isWindow(l), ring = m_kvLayout.inRing(l);
     const uint32_t held = rows - (window ? m_held.windowStart() : 0);
     const uint64_t room = ring ? (m_ring ? m_kvLayout.geometry().ringRows : 0) : capacity;
     kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, held, room);
-    key.sidecar = window ? 0 : sidecar;
+    key.sidecar = m_index && m_index->indexes(l) ? sidecar : 0;
     layers.push_back({.key = &m_kvLayout.scheme(l, kv::KvPart::kKey),
                       .value = &m_kvLayout.scheme(l, kv::KvPart::kValue),
                       .keyBytes = key,
@@ -273,13 +288,14 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
 void VulkanBackend::measureProbe() {
   const auto& c = config();
   const auto* rows = static_cast<const float*>(m_probe.mapped());
-  for (uint32_t l = 0; l < c.nLayer; ++l) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+    const uint32_t d = c.headDimOf(l);
     for (uint32_t part = 0; part < 2; ++part) {
-      const float* stream = rows + (size_t{l} * 2 + part) * c.kvDimOf(0);
-      for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+      const float* stream = rows + (size_t{l} * 2 + part) * m_layout.widestKv();
+      for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
         m_errors.measure(l, static_cast<kv::KvPart>(part),
                          m_kvLayout.scheme(l, static_cast<kv::KvPart>(part)),
-                         {stream + size_t{h} * c.headDim, c.headDim});
+                         {stream + size_t{h} * d, d});
       }
     }
   }
@@ -288,30 +304,32 @@ void VulkanBackend::measureProbe() {
 std::vector<KvLayerError> VulkanBackend::kvErrors() const {
   std::vector<KvLayerError> layers;
   if (m_options.errorStride == 0) return layers;
-  for (uint32_t l = 0; l < config().nLayer; ++l)
+  for (uint32_t l = 0; l < config().kvLayers(); ++l)
     layers.push_back({m_errors.error(l, kv::KvPart::kKey), m_errors.error(l, kv::KvPart::kValue)});
   return layers;
 }
 
 Expected<std::vector<float>> VulkanBackend::readKv(uint32_t layer, kv::KvPart part) const {
   const auto& c = config();
-  if (layer >= c.nLayer)
-    return makeError(ErrorCode::kInvalidArgument, "layer {} of a {}-layer model", layer, c.nLayer);
+  if (layer >= c.kvLayers()) {
+    return makeError(ErrorCode::kInvalidArgument, "layer {} of a cache of {} layers", layer,
+                     c.kvLayers());
+  }
+  const uint32_t heads = c.headsKvOf(layer), d = c.headDimOf(layer);
   const kv::KvScheme& scheme = m_kvLayout.scheme(layer, part);
   const uint32_t rowBytes = m_kvLayout.rowBytes(layer, part);
   const uint32_t perPage = m_kvLayout.pageRows(layer), end = cachedTokens();
   const uint32_t first = m_kvLayout.isWindow(layer) ? m_held.windowStart() : 0;
-  std::vector<float> rows(size_t{end - first} * c.nHeadKv * c.headDim);
+  std::vector<float> rows(size_t{end - first} * heads * d);
   std::vector<uint8_t> block(m_kvLayout.partBytes(layer, part));
   for (uint32_t r0 = first, count; r0 < end; r0 += count) {
     count = std::min(perPage - r0 % perPage, end - r0);
     const gpu::Buffer& page = m_kvLayout.inRing(layer) ? *m_ring : m_pages[r0 / perPage];
     KVS_TRY(page.download(block.data(), block.size(), m_kvLayout.partOffset(layer, part)));
-    for (uint32_t h = 0; h < c.nHeadKv; ++h) {
+    for (uint32_t h = 0; h < heads; ++h) {
       for (uint32_t r = r0; r < r0 + count; ++r) {
         const size_t at = (size_t{h} * perPage + r % perPage) * rowBytes;
-        scheme.decode({&block[at], rowBytes},
-                      {&rows[(size_t{r - first} * c.nHeadKv + h) * c.headDim], c.headDim});
+        scheme.decode({&block[at], rowBytes}, {&rows[(size_t{r - first} * heads + h) * d], d});
       }
     }
   }
@@ -333,6 +351,7 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     const uint32_t last = pos0 + n - 1, sampled = last - last % stride;
     if (sampled >= pos0) m_probeRow = sampled - pos0;
   }
+  m_slots.retired.clear();  // the previous step has run
   VulkanStep step(*this, tokens, pos0, allLogits, lastChunk);
   // The pages hold the chunk's rows once it ran, whatever the dump does; a
   // ring overwrites its oldest rows as soon as the step writes.
@@ -349,7 +368,7 @@ Status VulkanBackend::forwardChunk(std::span<const int32_t> tokens, bool allLogi
     std::vector<uint32_t> picks(size_t{c.nLayer} * n * used);
     KVS_TRY(m_act->expertIds.download(std::span<uint32_t>(picks)));
     for (uint32_t l = 0; l < c.nLayer; ++l) {
-      if (!m_shared->bound().layers[l].gateExps) continue;  // a dense layer
+      if (!m_shared->bound().layers[l].gateInp) continue;  // a dense layer
       for (uint32_t t = 0; t < n; ++t)
         m_experts.record(l, pos0 + t, std::span(picks).subspan((size_t{l} * n + t) * used, used));
     }

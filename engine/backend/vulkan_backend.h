@@ -136,6 +136,9 @@ class VulkanBackend final : public Backend {
     std::vector<std::string> names;
     std::vector<gpu::Buffer> buffers;
     std::vector<uint32_t> widths;
+    // Buffers a slot outgrew during the step being recorded (VulkanStep::act),
+    // released before the next.
+    std::vector<gpu::Buffer> retired;
   };
 
   VulkanBackend() = default;
@@ -150,7 +153,7 @@ class VulkanBackend final : public Backend {
   // m_indexerStep from the device's lists (and mass) of the step just run.
   void readIndexerStep(uint32_t rows, bool selected);
   void measureProbe();
-  // Rebuilds `index`'s sidecar entries of every layer from the first `rows`
+  // Rebuilds `index`'s sidecar entries of every indexed layer from the first `rows`
   // cached rows, in one step.
   Status rebuildSidecar(const gpu::IndexerBuffers& index, uint32_t rows);
 
@@ -173,7 +176,7 @@ class VulkanBackend final : public Backend {
   uint32_t m_contextLimit = 0;
 
   CodecErrorMeter m_errors;
-  gpu::Buffer m_probe;      // [nLayer][K, V][kvDim] floats, host-visible
+  gpu::Buffer m_probe;      // [cache layer][K, V][m_layout.widestKv()] floats, host-visible
   int64_t m_probeRow = -1;  // the token of this step copied to m_probe (-1: none)
 
   kv::IndexerOptions m_indexer;

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu_matmul.h"
 #include "gguf/dequant.h"
@@ -50,21 +52,15 @@ Status VulkanModel::checkRuns(const model::ModelConfig& config, const model::Mod
                      "choose the CPU backend",
                      config.architecture, config.nExpertUsed, kMaxExpertsUsed);
   }
-  // Gemma 4's own ops (an unweighted norm, per-layer inputs, KV-shared
-  // layers, logit soft-capping) have no kernels here yet.
-  if (config.architecture == "gemma4") {
-    return makeError(ErrorCode::kUnsupported,
-                     "the Vulkan backend does not run gemma4 models yet (its unweighted V norm, "
-                     "per-layer inputs, KV-shared layers and logit soft-cap have no kernels); "
-                     "choose the CPU backend");
-  }
-  // gpu::KvPageLayout and the attention kernels take one head count and
-  // width for every layer.
-  if (!config.uniformAttention()) {
-    return makeError(ErrorCode::kUnsupported,
-                     "this {} model's layers differ in attention heads or head width, which the "
-                     "Vulkan backend does not run yet; choose the CPU backend",
-                     config.architecture);
+  // The attention kernels' scratch and prebuilt pipelines assume one query
+  // head count (layers may differ in KV heads and head width).
+  for (uint32_t l = 0; l < config.nLayer; ++l) {
+    if (config.headsOf(l) != config.nHead) {
+      return makeError(ErrorCode::kUnsupported,
+                       "this {} model's layers differ in query heads ({} in layer {}, {} in "
+                       "layer 0), which the Vulkan backend does not run; choose the CPU backend",
+                       config.architecture, config.headsOf(l), l, config.nHead);
+    }
   }
   return model::checkWeightTypes(bound, "Vulkan", vulkanDecodes);
 }
@@ -105,15 +101,45 @@ Expected<std::shared_ptr<VulkanModel>> VulkanModel::shared(
 }
 
 Expected<VulkanModel::Matrix> VulkanModel::uploadMatrix(const model::TensorView& t) {
-  Matrix m;
-  m.type = t.type;
-  m.cols = static_cast<uint32_t>(t.shape[0]);
-  m.rows = static_cast<uint32_t>(t.shape[1]);
-  KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(t.type, m.cols, t.data));
+  return uploadRows(t.type, static_cast<uint32_t>(t.shape[0]), static_cast<uint32_t>(t.shape[1]),
+                    t.data);
+}
+
+// `raw`: whole GGUF rows of `cols` values (a stack's rows of every expert).
+Expected<VulkanModel::Matrix> VulkanModel::uploadRows(gguf::TensorType type, uint32_t cols,
+                                                      uint32_t rows, std::span<const uint8_t> raw) {
+  Matrix m{.type = type, .rows = rows, .cols = cols};
+  KVS_ASSIGN_OR_RETURN(auto bytes, gpu::WeightKernels::repack(type, cols, raw));
   KVS_ASSIGN_OR_RETURN(m.buffer, gpu::Buffer::create(*m_ctx, bytes.size()));
   KVS_TRY(m.buffer.upload(bytes.data(), bytes.size()));
   m_weightBytes += bytes.size();
   return m;
+}
+
+// {width, 2 ff, experts}: expert e's raw rows [0, ff) to the gate stack,
+// [ff, 2 ff) to the up stack.
+Status VulkanModel::uploadGateUp(const model::TensorView& t) {
+  const auto cols = static_cast<uint32_t>(t.shape[0]);
+  const uint64_t both = t.shape[1], experts = t.shape.size() > 2 ? t.shape[2] : 1;
+  if (both % 2 != 0 || t.data.size() % (both * experts) != 0) {
+    return makeError(ErrorCode::kInvalidArgument, "'{}' is not a stack of gate and up rows",
+                     t.name);
+  }
+  const size_t half = static_cast<size_t>(t.data.size() / experts / 2);  // one expert's gate bytes
+  std::vector<uint8_t> gate, up;
+  gate.reserve(half * experts);
+  up.reserve(half * experts);
+  for (uint64_t e = 0; e < experts; ++e) {
+    const auto rows = t.data.subspan(static_cast<size_t>(e) * 2 * half, 2 * half);
+    gate.insert(gate.end(), rows.begin(), rows.begin() + static_cast<ptrdiff_t>(half));
+    up.insert(up.end(), rows.begin() + static_cast<ptrdiff_t>(half), rows.end());
+  }
+  const auto ff = static_cast<uint32_t>(both / 2);
+  GateUp split;
+  KVS_ASSIGN_OR_RETURN(split.gate, uploadRows(t.type, cols, ff, gate));
+  KVS_ASSIGN_OR_RETURN(split.up, uploadRows(t.type, cols, ff, up));
+  m_gateUp.emplace(&t, std::move(split));
+  return okStatus();
 }
 
 Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView& t) {
@@ -127,12 +153,17 @@ Expected<gpu::Buffer> VulkanModel::uploadVector(const model::TensorView& t) {
 // Matrices and vectors go to the device; embedding rows and RoPE factors are
 // read on the host.
 Status VulkanModel::upload() {
+  std::unordered_set<const model::TensorView*> gateUp;
+  for (const model::LayerWeights& l : m_bound.layers)
+    if (l.gateUpExps) gateUp.insert(l.gateUpExps);
   Status status = okStatus();
   model::forEachWeight(m_bound, [&](const model::TensorView& t, model::WeightRole role) {
     if (!status.ok() || role == model::WeightRole::kEmbedding ||
         role == model::WeightRole::kRopeFactors)
       return;
-    if (role == model::WeightRole::kMatrix) {
+    if (gateUp.contains(&t)) {
+      status = uploadGateUp(t);
+    } else if (role == model::WeightRole::kMatrix) {
       auto m = uploadMatrix(t);
       if (!m.ok()) status = m.error();
       else m_matrices.emplace(&t, std::move(m).value());

@@ -49,7 +49,8 @@ class VulkanModel {
   // (checkRuns), as shared() does before opening a device.
   static Status checkWeightTypes(const model::ModelFile& model);
   // kUnsupported for what the Vulkan kernels do not run: more than 64 experts
-  // per token, weight types they do not decode (model::checkWeightTypes).
+  // per token, layers of different query head counts, weight types they do
+  // not decode (model::checkWeightTypes).
   static Status checkRuns(const model::ModelConfig& config, const model::ModelWeights& bound);
   // How many VulkanModels were created, that is devices opened and weights
   // uploaded, in this process (tests count them).
@@ -68,6 +69,13 @@ class VulkanModel {
 
   // The device copy of a bound matrix or vector (float32) of bound().
   const Matrix& matrix(const model::TensorView& t) const { return m_matrices.at(&t); }
+  // A fused expert stack of gate and up rows (Gemma 4's ffn_gate_up_exps:
+  // each expert's ff gate rows, then its ff up rows) as two stacks, so the
+  // expert kernels read each half as they read a separate gate and up.
+  struct GateUp {
+    Matrix gate, up;
+  };
+  const GateUp& gateUp(const model::TensorView& t) const { return m_gateUp.at(&t); }
   const gpu::Buffer& vector(const model::TensorView& t) const { return m_vectors.at(&t); }
   uint64_t weightBytes() const { return m_weightBytes; }
 
@@ -75,6 +83,9 @@ class VulkanModel {
   VulkanModel() = default;
   Status upload();
   Expected<Matrix> uploadMatrix(const model::TensorView& t);
+  Expected<Matrix> uploadRows(gguf::TensorType type, uint32_t cols, uint32_t rows,
+                              std::span<const uint8_t> raw);
+  Status uploadGateUp(const model::TensorView& t);
   Expected<gpu::Buffer> uploadVector(const model::TensorView& t);
 
   // Declared first, destroyed last: every buffer and pipeline below is the device's.
@@ -85,6 +96,7 @@ class VulkanModel {
   std::unique_ptr<gpu::WeightKernels> m_weightKernels;
   std::unique_ptr<gpu::AttentionKernels> m_attention;
   std::unordered_map<const model::TensorView*, Matrix> m_matrices;
+  std::unordered_map<const model::TensorView*, GateUp> m_gateUp;
   std::unordered_map<const model::TensorView*, gpu::Buffer> m_vectors;
   uint64_t m_weightBytes = 0;
 };

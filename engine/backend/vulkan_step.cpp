@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "backend/cpu_matmul.h"
 #include "backend/cpu_ops.h"
 #include "backend/vulkan_backend.h"
-#include "shaders/weights.h"
+#include "shaders/gates.h"
 
 namespace kvscope::backend {
 
@@ -39,28 +40,37 @@ VulkanStep::VulkanStep(VulkanBackend& backend, std::span<const int32_t> tokens, 
       m_lastChunk(lastChunk || allLogits) {}
 
 // Buffers of the backend's activation capacity, made on a slot's first use
-// and kept until the capacity grows.
+// and kept until the capacity grows. A slot asked for wider than it is (a
+// model whose layers differ in width: Gemma 4's heads) gets a new buffer;
+// the old one, which dispatches recorded earlier in the step may use, is
+// retired until the step has run. Its values are not carried over: a
+// description rewrites a slot whose width changes.
 // A failure is the step's next op's error (act() returns no status); a slot
 // whose buffer could not be made is not kept.
 Act VulkanStep::act(std::string_view slot, uint32_t width) {
   VulkanBackend::Slots& slots = m_b.m_slots;
-  auto it = std::find(slots.names.begin(), slots.names.end(), slot);
-  if (it == slots.names.end()) {
+  auto make = [&]() -> std::optional<gpu::Buffer> {
     auto made = gpu::Buffer::create(m_b.m_shared->context(),
                                     size_t{m_b.m_act->capacity} * width * sizeof(float));
-    if (!made.ok()) {
-      if (m_error.ok()) m_error = made.error();
-      return {0, width};
-    }
-    slots.buffers.push_back(std::move(made).value());
+    if (made.ok()) return std::move(made).value();
+    if (m_error.ok()) m_error = made.error();
+    return std::nullopt;
+  };
+  auto it = std::find(slots.names.begin(), slots.names.end(), slot);
+  if (it == slots.names.end()) {
+    std::optional<gpu::Buffer> made = make();
+    if (!made) return {0, width};
+    slots.buffers.push_back(std::move(*made));
     slots.names.emplace_back(slot);
     slots.widths.push_back(width);
     it = slots.names.end() - 1;
   }
   const auto index = static_cast<uint32_t>(it - slots.names.begin());
-  if (width > slots.widths[index] && m_error.ok()) {
-    m_error = makeError(ErrorCode::kInternal, "activation '{}' is {} wide, asked for {}", slot,
-                        slots.widths[index], width);
+  if (width > slots.widths[index]) {
+    std::optional<gpu::Buffer> made = make();
+    if (!made) return {0, width};
+    slots.retired.push_back(std::exchange(slots.buffers[index], std::move(*made)));
+    slots.widths[index] = width;
   }
   return {index, width};
 }
@@ -138,42 +148,51 @@ Status VulkanStep::embed(const model::TensorView& table, Act out, float scale, m
   return captured(out, name);
 }
 
-namespace {
-
-Status notYet(std::string_view op, model::OpName name) {
-  return makeError(ErrorCode::kUnsupported,
-                   "the Vulkan backend has no kernel for {} ({}) yet; choose the CPU backend", op,
-                   name.str());
+Status VulkanStep::scale(Act x, float s, model::OpName name) {
+  KVS_TRY(m_error);
+  order({x}, {x});
+  KVS_TRY(m_b.m_shared->kernels().scale(*m_b.m_rec, buffer(x), rows(x) * x.width, s));
+  return captured(x, name);
 }
 
-}  // namespace
-
-Status VulkanStep::scale(Act, float, model::OpName name) {
-  return notYet("scaling an activation", name);
+Status VulkanStep::add(Act x, Act out, model::OpName name) {
+  KVS_TRY(m_error);
+  if (x.width != out.width)
+    return makeError(ErrorCode::kInternal, "add of {} values to {}", x.width, out.width);
+  order({x, out}, {out});
+  KVS_TRY(m_b.m_shared->kernels().add(*m_b.m_rec, buffer(x), buffer(out), rows(x) * x.width));
+  return captured(out, name);
 }
 
-Status VulkanStep::add(Act, Act, model::OpName name) {
-  return notYet("adding activations", name);
+Status VulkanStep::gatedMul(model::Gate act, Act gate, Act up, uint32_t upFirst,
+                            model::OpName name) {
+  KVS_TRY(m_error);
+  if (act == model::Gate::kNone || upFirst + gate.width > up.width) {
+    return makeError(ErrorCode::kInternal, "gated product of columns [{}, {}) of {}", upFirst,
+                     upFirst + gate.width, up.width);
+  }
+  const gpu::Kernels::Gate g = act == model::Gate::kSilu   ? gpu::Kernels::Gate::kSilu
+                               : act == model::Gate::kGelu ? gpu::Kernels::Gate::kGelu
+                                                           : gpu::Kernels::Gate::kSwigluOai;
+  order({gate, up}, {gate});
+  KVS_TRY(m_b.m_shared->kernels().gatedMul(*m_b.m_rec, g, buffer(gate), buffer(up), rows(gate),
+                                           gate.width, up.width, upFirst));
+  return captured(gate, name);
 }
 
-Status VulkanStep::gatedMul(model::Gate, Act, Act, uint32_t, model::OpName name) {
-  return notYet("a gated product of activations", name);
-}
-
-Status VulkanStep::softCap(Act, float, model::OpName name) {
-  return notYet("soft-capping", name);
-}
-
-Status VulkanStep::attendCache(Act, Act, const model::AttentionSpec&, model::OpName name) {
-  return notYet("a KV-shared layer's attention", name);
+Status VulkanStep::softCap(Act x, float cap, model::OpName name) {
+  KVS_TRY(m_error);
+  order({x}, {x});
+  KVS_TRY(m_b.m_shared->kernels().softCap(*m_b.m_rec, buffer(x), rows(x) * x.width, cap));
+  return captured(x, name);
 }
 
 Status VulkanStep::rmsnorm(Act x, const model::TensorView* weight, Act out, uint32_t group,
                            float eps, model::OpName name) {
   KVS_TRY(m_error);
-  if (!weight) return notYet("an unweighted RMS norm", name);
   order({x}, {out});
-  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(*weight),
+  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x),
+                                          weight ? &m_b.m_shared->vector(*weight) : nullptr,
                                           buffer(out), group, rows(x) * x.width / group, eps));
   return captured(out, name);
 }
@@ -182,7 +201,7 @@ Status VulkanStep::rmsnormAdd(Act x, const model::TensorView& weight, Act out, f
                               model::OpName name) {
   KVS_TRY(m_error);
   order({x, out}, {out});
-  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), m_b.m_shared->vector(weight),
+  KVS_TRY(m_b.m_shared->kernels().rmsnorm(*m_b.m_rec, buffer(x), &m_b.m_shared->vector(weight),
                                           buffer(out), x.width, rows(x), eps, true));
   return captured(out, name);
 }
@@ -238,24 +257,46 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
   gpu::Recorder& rec = *b.m_rec;
   if (b.m_probeRow >= 0) {  // this token's K and V rows, for the codec error meter
     const size_t row = size_t{spec.nHeadKv} * spec.headDim * sizeof(float);
+    const size_t stride = size_t{b.m_layout.widestKv()} * sizeof(float);
     const auto t = static_cast<size_t>(b.m_probeRow);
-    rec.copy(buffer(k), t * row, b.m_probe, (size_t{spec.layer} * 2) * row, row);
-    rec.copy(buffer(v), t * row, b.m_probe, (size_t{spec.layer} * 2 + 1) * row, row);
+    rec.copy(buffer(k), t * row, b.m_probe, (size_t{spec.layer} * 2) * stride, row);
+    rec.copy(buffer(v), t * row, b.m_probe, (size_t{spec.layer} * 2 + 1) * stride, row);
   }
-  gpu::AttentionKernels& kernels = b.m_shared->attention();
   // A window layer's few rows are attended whole, never through the indexer,
   // so it has no sidecar.
-  const std::span<const gpu::Buffer* const> pages = b.pagesOf(spec.layer);
-  KVS_TRY(kernels.writeKv(rec, b.m_layout, pages, spec.layer, buffer(k), buffer(v), m_n, m_pos0,
-                          b.m_act->scratch, spec.window == 0 ? b.m_index.get() : nullptr));
+  const gpu::IndexerBuffers* index = b.m_index.get();
+  KVS_TRY(b.m_shared->attention().writeKv(rec, b.m_layout, b.pagesOf(spec.layer), spec.layer,
+                                          buffer(k), buffer(v), m_n, m_pos0, b.m_act->scratch,
+                                          index && index->indexes(spec.layer) ? index : nullptr));
   rec.barrier();
-  const bool indexed = b.m_selectStep && spec.window == 0;
+  return attend(q, out, spec, true, name);
+}
+
+// A KV-shared layer: the rows its source layer wrote earlier in the step.
+Status VulkanStep::attendCache(Act q, Act out, const model::AttentionSpec& spec,
+                               model::OpName name) {
+  KVS_TRY(m_error);
+  KVS_TRY(model::checkAttentionSpec(spec, "Vulkan"));
+  order({q}, {out}, true);
+  return attend(q, out, spec, false, name);
+}
+
+Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool owner,
+                          model::OpName name) {
+  VulkanBackend& b = m_b;
+  const gpu::IndexerBuffers* index = b.m_index.get();
+  const bool indexed = b.m_selectStep && spec.window == 0 && index && index->indexes(spec.layer);
   std::optional<gpu::BufferRange> sinks;
   if (spec.sinks) sinks.emplace(b.m_shared->vector(*spec.sinks));
-  const gpu::SparseAttention sparse{b.m_indexer.sparseV, indexed ? b.m_index.get() : nullptr,
-                                    spec.scale, spec.window, sinks ? &*sinks : nullptr};
-  KVS_TRY(kernels.attend(rec, b.m_layout, pages, spec.layer, buffer(q), buffer(out), m_n, m_pos0,
-                         spec.nHead, b.m_act->scratch, sparse));
+  const gpu::SparseAttention sparse{.sparseV = b.m_indexer.sparseV,
+                                    .indexer = indexed ? index : nullptr,
+                                    .scale = spec.scale,
+                                    .window = spec.window,
+                                    .sinks = sinks ? &*sinks : nullptr,
+                                    .recorded = owner};
+  KVS_TRY(b.m_shared->attention().attend(*b.m_rec, b.m_layout, b.pagesOf(spec.layer), spec.layer,
+                                         buffer(q), buffer(out), m_n, m_pos0, spec.nHead,
+                                         b.m_act->scratch, sparse));
   return captured(out, name);
 }
 
@@ -266,15 +307,15 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
 // (cpu_step.cpp moe()) in 6 dispatches (7 in a prefill).
 Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
   KVS_TRY(m_error);
-  if (spec.gateUp || spec.downScale || spec.routerInput.width != 0 || !spec.accumulate)
-    return notYet("Gemma 4's experts (fused gate/up, expert scales, own router input)", name);
   const uint32_t width = x.width, used = spec.nUsed, n = rows(x);
+  const Act routerIn = spec.routerInput.width != 0 ? spec.routerInput : x;
   const Act scores = act("moe_scores", spec.nExpert);
   const Act ids = act("moe_ids", used);  // uint32 in float-sized cells
   const Act weights = act("moe_weights", used);
   const Act gate = act("moe_gate", used * spec.ff);
   const Act products = act("moe_product", used * width);
-  const Act moeOut = act("moe_out", width);
+  // Accumulating: the sum in its own buffer, added to `out` (the residual).
+  const Act moeOut = spec.accumulate ? act("moe_out", width) : out;
   const Act groups = act("moe_groups", 2 * spec.nExpert);  // [experts] + [experts][n] uint32
   KVS_TRY(m_error);
   VulkanModel& vm = *m_b.m_shared;
@@ -285,11 +326,11 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
     return gpu::BufferRange(vm.vector(*t));
   };
 
-  order({x}, {scores});
+  order({routerIn}, {scores});
   const VulkanModel::Matrix& router = vm.matrix(*spec.router);
   const auto routerBias = bias(spec.routerBias);
-  KVS_TRY(wk.matmul(rec, router.type, router.buffer, buffer(x), buffer(scores), n, router.rows,
-                    router.cols, {.bias = routerBias ? &*routerBias : nullptr}));
+  KVS_TRY(wk.matmul(rec, router.type, router.buffer, buffer(routerIn), buffer(scores), n,
+                    router.rows, router.cols, {.bias = routerBias ? &*routerBias : nullptr}));
   order({scores}, {ids, weights});
   const float scale = spec.scale != 0.0f ? spec.scale : 1.0f;
   KVS_TRY(vm.kernels().moeRoute(rec, buffer(scores), buffer(ids), buffer(weights), n, spec.nExpert,
@@ -321,18 +362,30 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
   };
   const auto gateBias = bias(spec.gateBias), upBias = bias(spec.upBias),
              downBias = bias(spec.downBias);
+  // A fused gate/up stack is read as its two halves (VulkanModel::gateUp).
+  const VulkanModel::GateUp* fused = spec.gateUp ? &vm.gateUp(*spec.gateUp) : nullptr;
   order({x, routes}, {gate});
-  KVS_TRY(
-      product(vm.matrix(*spec.gate), x, gate, shared, {.bias = gateBias ? &*gateBias : nullptr}));
+  KVS_TRY(product(fused ? fused->gate : vm.matrix(*spec.gate), x, gate, shared,
+                  {.bias = gateBias ? &*gateBias : nullptr}));
   order({x, routes, gate}, {gate});
-  KVS_TRY(product(vm.matrix(*spec.up), x, gate, shared,
+  KVS_TRY(product(fused ? fused->up : vm.matrix(*spec.up), x, gate, shared,
                   deviceEpilogue({.gate = spec.act}, upBias ? &*upBias : nullptr)));
   order({gate, routes}, {products});
   KVS_TRY(product(vm.matrix(*spec.down), gate, products, own,
                   {.bias = downBias ? &*downBias : nullptr}));
-  order({products, weights, out}, {moeOut, out});
-  KVS_TRY(vm.kernels().moeSum(rec, buffer(products), buffer(weights), buffer(moeOut), buffer(out),
-                              n, used, width));
+  // Each expert's output scale before its bias would need the bias between
+  // them: no architecture has both.
+  if (spec.downScale && spec.downBias) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{}: experts with both output scales and biases have no Vulkan kernel",
+                     name.str());
+  }
+  const auto downScale = bias(spec.downScale);
+  const gpu::BufferRange residual(buffer(out));
+  order({products, weights, ids, out}, {moeOut, out});
+  KVS_TRY(vm.kernels().moeSum(rec, buffer(products), buffer(weights), buffer(moeOut),
+                              spec.accumulate ? &residual : nullptr, n, used, width,
+                              {downScale ? &*downScale : nullptr, &idRange}));
   KVS_TRY(captured(moeOut, {"ffn_moe_out", name.layer}));
   return captured(out, name);
 }

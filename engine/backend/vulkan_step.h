@@ -40,8 +40,6 @@ class VulkanStep final : public model::ForwardOps {
                 const model::Epilogue& epilogue, model::OpName name) override;
   Status rope(model::Act x, uint32_t heads, uint32_t headDim, const model::RopeSpec& spec,
               model::OpName name) override;
-  // Gemma 4's ops, which VulkanModel::checkRuns refuses models needing (the
-  // backend has no kernels for them yet): each is kUnsupported.
   Status scale(model::Act x, float s, model::OpName name) override;
   Status add(model::Act x, model::Act out, model::OpName name) override;
   Status gatedMul(model::Gate act, model::Act gate, model::Act up, uint32_t upFirst,
@@ -66,6 +64,10 @@ class VulkanStep final : public model::ForwardOps {
   void order(std::initializer_list<model::Act> reads, std::initializer_list<model::Act> writes,
              bool scratch = false);
   Status captured(model::Act out, model::OpName name);
+  // Attention of q over spec.layer's cached rows, by the layer that wrote
+  // them (`owner`) or by a KV-shared layer.
+  Status attend(model::Act q, model::Act out, const model::AttentionSpec& spec, bool owner,
+                model::OpName name);
 
   VulkanBackend& m_b;
   std::span<const int32_t> m_tokens;

@@ -14,37 +14,36 @@ constexpr uint32_t kGatherAlign = 64;       // gathered rows per KV head: a mult
 
 // The gathered page as a one-layer cache of `layer`'s codecs.
 KvPageLayout gatheredLayout(const KvPageLayout& layout, uint32_t layer, uint32_t gatherRows) {
-  return {1, layout.nHeadKv, layout.headDim, gatherRows,
-          {layout.stream(layer, 0), layout.stream(layer, 1)}};
+  return {{layout.layers[layer]}, gatherRows, {layout.stream(layer, 0), layout.stream(layer, 1)}};
 }
 
 // The fields of index_select.comp (and the page count of index_score.comp).
-push::IndexerPush selectionPush(const IndexerBuffers& ix, uint32_t nHeadKv, uint32_t layer,
-                                uint32_t rows) {
+push::IndexerPush selectionPush(const IndexerBuffers& ix, uint32_t slot, uint32_t rows) {
   push::IndexerPush push{};
-  push.nHeadKv = nHeadKv;
+  push.nHeadKv = ix.heads.nHeadKv;
   push.pageRows = ix.shape.pageRows;
   push.pages = ceilDiv(rows, ix.shape.pageRows);
   push.rows = rows;
   push.sinks = ix.shape.sinks;
   push.window = ix.shape.window;
   push.wanted = ix.shape.pickedPages;
-  push.listBase = layer * nHeadKv * ix.listStride;
+  push.listBase = static_cast<uint32_t>(ix.slotList(slot, 0));
   push.listStride = ix.listStride;
   return push;
 }
 
-// Every field the indexer's kernels read for `layer` over `rows` cached rows.
+// Every field the indexer's kernels read for `layer` over `rows` cached rows,
+// its selection written to list slot `slot`.
 push::IndexerPush indexerPush(const IndexerBuffers& ix, const KvPageLayout& layout, uint32_t layer,
-                              uint32_t rows) {
-  push::IndexerPush push = selectionPush(ix, layout.nHeadKv, layer, rows);
+                              uint32_t slot, uint32_t rows) {
+  push::IndexerPush push = selectionPush(ix, slot, rows);
   push.rowsPerPage = layout.rowsPerPage;
   push.keyRowWords = layout.rowBytes(layer, 0) / 4;
   push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
   push.valueRowWords = layout.rowBytes(layer, 1) / 4;
   push.valueOffset = static_cast<uint32_t>(layout.partOffset(layer, 1) / 4);
   push.entryWords = ix.entryWords;
-  push.sidecarBase = layer * ix.sidecarPages * layout.nHeadKv * ix.entryWords;
+  push.sidecarBase = ix.slots[layer] * ix.sidecarPages * ix.heads.nHeadKv * ix.entryWords;
   push.gatherRows = ix.gatherRows;
   return push;
 }
@@ -54,33 +53,50 @@ push::IndexerPush indexerPush(const IndexerBuffers& ix, const KvPageLayout& layo
 Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layout, uint32_t nHead,
                                                        uint32_t maxRows,
                                                        const IndexerShape& shape) const {
-  if (layout.headDim % 4 != 0) {
+  IndexerBuffers b;
+  b.shape = shape;
+  // The indexed layers' slots, and the shape they share.
+  uint32_t indexed = 0;
+  for (uint32_t l = 0; l < layout.nLayer(); ++l) {
+    const bool covered = shape.layers.empty() || (l < shape.layers.size() && shape.layers[l]);
+    b.slots.push_back(covered ? indexed++ : IndexerBuffers::kNotIndexed);
+    if (!covered) continue;
+    if (indexed == 1) b.heads = layout.layers[l];
+    if (layout.layers[l] != b.heads) {
+      return makeError(ErrorCode::kUnsupported,
+                       "the indexer on Vulkan needs its layers alike; layer {} has {} KV heads of "
+                       "{} values, an earlier one {} of {}",
+                       l, layout.nHeadKv(l), layout.headDim(l), b.heads.nHeadKv, b.heads.headDim);
+    }
+  }
+  if (indexed == 0)
+    return makeError(ErrorCode::kInvalidArgument, "an indexer over none of the cache's layers");
+  if (b.heads.headDim % 4 != 0) {
     return makeError(ErrorCode::kUnsupported,
                      "the indexer on Vulkan needs head_dim a multiple of 4 (the model has {})",
-                     layout.headDim);
+                     b.heads.headDim);
   }
   if (shape.pageRows == 0 || shape.pageRows > kIndexerWorkgroup ||
       layout.rowsPerPage % shape.pageRows != 0 || shape.entryBytes % 4 != 0 ||
-      shape.entryBytes < 2 * layout.headDim + 1) {
+      shape.entryBytes < 2 * b.heads.headDim + 1) {
     return makeError(ErrorCode::kInvalidArgument,
                      "indexer pages of {} rows with {}-byte entries do not fit KV pages of {} rows",
                      shape.pageRows, shape.entryBytes, layout.rowsPerPage);
   }
-  IndexerBuffers b;
-  b.shape = shape;
   b.sidecarPages = ceilDiv(maxRows, shape.pageRows);
   b.entryWords = shape.entryBytes / 4;
   // A list holds at most the sinks, the window and the picked pages.
   const uint64_t most = uint64_t{shape.sinks} + shape.window + uint64_t{shape.pickedPages} * shape.pageRows;
   b.gatherRows = ceilDiv(std::min<uint64_t>(most, maxRows), kGatherAlign) * kGatherAlign;
   b.listStride = 1 + b.gatherRows;
+  const uint32_t heads = b.heads.nHeadKv;
   uint32_t widest = 0;
-  for (uint32_t l = 0; l < layout.nLayer; ++l)
-    widest = std::max(widest, layout.rowBytes(l, 0) + layout.rowBytes(l, 1));
-  const size_t sidecar = size_t{layout.nLayer} * b.sidecarPages * layout.nHeadKv * shape.entryBytes;
-  const size_t lists = size_t{layout.nLayer} * layout.nHeadKv * b.listStride * sizeof(uint32_t);
-  const size_t gathered = size_t{layout.nHeadKv} * b.gatherRows * widest +
-                          size_t{layout.nHeadKv} * sizeof(uint32_t);
+  for (uint32_t l = 0; l < layout.nLayer(); ++l)
+    if (b.indexes(l)) widest = std::max(widest, layout.rowBytes(l, 0) + layout.rowBytes(l, 1));
+  const size_t sidecar = size_t{indexed} * b.sidecarPages * heads * shape.entryBytes;
+  b.spare = indexed;
+  const size_t lists = size_t{indexed + 1} * heads * b.listStride * sizeof(uint32_t);
+  const size_t gathered = size_t{heads} * b.gatherRows * widest + size_t{heads} * sizeof(uint32_t);
   const uint64_t range = m_ctx.limits().maxStorageBufferRange;
   if (std::max({sidecar, lists, gathered}) > range) {
     return makeError(ErrorCode::kUnsupported,
@@ -90,14 +106,14 @@ Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layou
   }
   KVS_ASSIGN_OR_RETURN(b.sidecar, Buffer::create(m_ctx, sidecar));
   KVS_ASSIGN_OR_RETURN(b.pageScores,
-                       Buffer::create(m_ctx, size_t{layout.nHeadKv} * b.sidecarPages * sizeof(float)));
+                       Buffer::create(m_ctx, size_t{heads} * b.sidecarPages * sizeof(float)));
   KVS_ASSIGN_OR_RETURN(b.lists, Buffer::create(m_ctx, lists, MemoryUse::kHost));
   KVS_ASSIGN_OR_RETURN(b.gathered, Buffer::create(m_ctx, gathered));
   if (shape.diagnostic) {
     const size_t align = std::max<size_t>(m_ctx.limits().minStorageBufferOffsetAlignment, 4);
     b.massStride = (size_t{nHead} * 2 * sizeof(float) + align - 1) / align * align;
-    KVS_ASSIGN_OR_RETURN(b.mass, Buffer::create(m_ctx, b.massStride * 2 * layout.nLayer,
-                                                MemoryUse::kHost));
+    KVS_ASSIGN_OR_RETURN(b.mass,
+                         Buffer::create(m_ctx, b.massStride * 2 * (indexed + 1), MemoryUse::kHost));
   }
   return b;
 }
@@ -108,6 +124,8 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
                                    uint32_t rows) {
   if (firstRow >= rows) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, rows));
+  if (!index.indexes(layer))
+    return makeError(ErrorCode::kInvalidArgument, "layer {} has no indexer sidecar", layer);
   const uint32_t pageRows = index.shape.pageRows;
   if (ceilDiv(rows, pageRows) > index.sidecarPages) {
     return makeError(ErrorCode::kInvalidArgument, "{} rows overflow an indexer sidecar of {} pages",
@@ -115,31 +133,38 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
   }
   const KvStream& ks = layout.stream(layer, 0);
   Variant variant;
-  variant.headDim = layout.headDim;
+  variant.headDim = layout.headDim(layer);
   variant.key = ks.codec;
   variant.keyCodebook = ks.codebook;
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kIndexWrite, variant));
-  push::IndexerPush push = indexerPush(index, layout, layer, rows);
+  push::IndexerPush push = indexerPush(index, layout, layer, index.slots[layer], rows);
   push.firstPage = firstRow / pageRows;
   push.pages = ceilDiv(rows, pageRows) - push.firstPage;
   // A workgroup per (page, KV head) entry, up to groupCap() looping over them.
   rec.dispatchPaged(*p, {index.sidecar}, pages, push,
-                    std::min(push.pages * layout.nHeadKv, groupCap()));
+                    std::min(push.pages * layout.nHeadKv(layer), groupCap()));
   return okStatus();
 }
 
-Status AttentionKernels::selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv,
-                                    uint32_t layer, uint32_t rows) {
-  if (rows == 0 || ceilDiv(rows, index.shape.pageRows) > index.sidecarPages ||
+Status AttentionKernels::selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t layer,
+                                    uint32_t rows) {
+  if (!index.indexes(layer))
+    return makeError(ErrorCode::kInvalidArgument, "layer {} has no indexer sidecar", layer);
+  return selectInto(rec, index, index.slots[layer], rows);
+}
+
+Status AttentionKernels::selectInto(Recorder& rec, const IndexerBuffers& index, uint32_t slot,
+                                    uint32_t rows) {
+  const uint32_t nHeadKv = index.heads.nHeadKv;
+  if (rows == 0 || slot > index.spare || ceilDiv(rows, index.shape.pageRows) > index.sidecarPages ||
       index.pageScores.size() < size_t{nHeadKv} * ceilDiv(rows, index.shape.pageRows) * 4 ||
-      index.lists.size() < (size_t{layer} + 1) * nHeadKv * index.listStride * 4) {
+      index.lists.size() < (index.slotList(slot, 0) + size_t{nHeadKv} * index.listStride) * 4) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "an indexer selection over {} rows of layer {} does not fit its buffers", rows,
-                     layer);
+                     "an indexer selection over {} rows into slot {} does not fit its buffers",
+                     rows, slot);
   }
   KVS_ASSIGN_OR_RETURN(const Pipeline* select, pipeline(Kind::kIndexSelect, {}));
-  rec.dispatch(*select, {index.pageScores, index.lists}, selectionPush(index, nHeadKv, layer, rows),
-               nHeadKv);
+  rec.dispatch(*select, {index.pageScores, index.lists}, selectionPush(index, slot, rows), nHeadKv);
   return okStatus();
 }
 
@@ -151,25 +176,28 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
                                         const SparseAttention& sparse) {
   const IndexerBuffers& ix = *sparse.indexer;
   const uint32_t rows = pos0 + 1;
+  if (!ix.indexes(layer))
+    return makeError(ErrorCode::kInvalidArgument, "layer {} has no indexer sidecar", layer);
   if (ceilDiv(rows, ix.shape.pageRows) > ix.sidecarPages) {
     return makeError(ErrorCode::kInvalidArgument, "{} rows overflow an indexer sidecar of {} pages",
                      rows, ix.sidecarPages);
   }
-  const push::IndexerPush push = indexerPush(ix, layout, layer, rows);
+  const uint32_t slot = sparse.recorded ? ix.slots[layer] : ix.spare;
+  const push::IndexerPush push = indexerPush(ix, layout, layer, slot, rows);
   Variant scoring;
-  scoring.headDim = layout.headDim;
-  scoring.gqa = nHead / layout.nHeadKv;
+  const uint32_t nHeadKv = layout.nHeadKv(layer);
+  scoring.headDim = layout.headDim(layer);
+  scoring.gqa = nHead / nHeadKv;
   KVS_ASSIGN_OR_RETURN(const Pipeline* score, pipeline(Kind::kIndexScore, scoring));
   KVS_ASSIGN_OR_RETURN(const Pipeline* gather, pipeline(Kind::kGather, {}));
   rec.dispatch(*score, {ix.sidecar, query, ix.pageScores}, push,
-               ceilDiv(size_t{layout.nHeadKv} * push.pages, kIndexerWorkgroup));
+               ceilDiv(size_t{nHeadKv} * push.pages, kIndexerWorkgroup));
   rec.barrier();
-  KVS_TRY(selectRows(rec, ix, layout.nHeadKv, layer, rows));
+  KVS_TRY(selectInto(rec, ix, slot, rows));
   rec.barrier();
   // kv_gather.comp: tasks of kIndexerWorkgroup list slots.
   rec.dispatchPaged(*gather, {ix.lists, ix.gathered}, pages, push,
-                    std::min(layout.nHeadKv * ceilDiv(ix.gatherRows, kIndexerWorkgroup),
-                             groupCap()));
+                    std::min(nHeadKv * ceilDiv(ix.gatherRows, kIndexerWorkgroup), groupCap()));
   rec.barrier();
   const KvPageLayout gathered = gatheredLayout(layout, layer, ix.gatherRows);
   const Buffer* gatheredPage[] = {&ix.gathered};
@@ -180,9 +208,9 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   // Diagnostic: the softmax stats over every row and over the selection.
   rec.barrier();
   KVS_TRY(recordStats(rec, layout, pages, layer, query, pos0, nHead, 0, sparse.scale, ix.mass,
-                      ix.massStride * (size_t{layer} * 2)));
+                      ix.massStride * (size_t{slot} * 2)));
   KVS_TRY(recordStats(rec, gathered, gatheredPage, 0, query, ix.gatherRows - 1, nHead, counts,
-                      sparse.scale, ix.mass, ix.massStride * (size_t{layer} * 2 + 1)));
+                      sparse.scale, ix.mass, ix.massStride * (size_t{slot} * 2 + 1)));
   return okStatus();
 }
 

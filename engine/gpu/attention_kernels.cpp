@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <string>
 #include <thread>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "shaders/attention.h"
 
@@ -123,7 +126,7 @@ push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, ui
           p.splitRows,
           scoreStride,
           rowCounts,
-          scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim)),
+          scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim(layer))),
           sparseV,
           window,
           p.rowStart,
@@ -144,9 +147,21 @@ const char* attentionShapeName(AttentionShape shape) {
   return "?";
 }
 
-KvPageLayout KvPageLayout::f16(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
-                               uint32_t rowsPerPage) {
-  return {nLayer, nHeadKv, headDim, rowsPerPage, std::vector<KvStream>(size_t{nLayer} * 2)};
+KvPageLayout KvPageLayout::f16(std::vector<KvHeads> layers, uint32_t rowsPerPage) {
+  const size_t streams = layers.size() * 2;
+  return {std::move(layers), rowsPerPage, std::vector<KvStream>(streams)};
+}
+
+uint32_t KvPageLayout::widestKv() const {
+  uint32_t widest = 0;
+  for (const KvHeads& l : layers) widest = std::max(widest, l.nHeadKv * l.headDim);
+  return widest;
+}
+
+uint32_t KvPageLayout::widestHead() const {
+  uint32_t widest = 0;
+  for (const KvHeads& l : layers) widest = std::max(widest, l.headDim);
+  return widest;
 }
 
 size_t KvPageLayout::partOffset(uint32_t layer, uint32_t part) const {
@@ -158,7 +173,7 @@ size_t KvPageLayout::partOffset(uint32_t layer, uint32_t part) const {
 
 size_t KvPageLayout::bytesOfPage(bool ringPage) const {
   size_t bytes = 0;
-  for (uint32_t l = 0; l < nLayer; ++l)
+  for (uint32_t l = 0; l < nLayer(); ++l)
     if (inRing(l) == ringPage) bytes += partBytes(l, 0) + partBytes(l, 1);
   return bytes;
 }
@@ -288,7 +303,7 @@ uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, bool codec, uint32_t 
 }
 
 Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHead) {
-  for (uint32_t layer = 0; layer < layout.nLayer; ++layer) {
+  for (uint32_t layer = 0; layer < layout.nLayer(); ++layer) {
     const Variant variant = attentionVariant(layout, layer, nHead, 1);
     for (Kind kind : {Kind::kStats, Kind::kOut}) {
       KVS_ASSIGN_OR_RETURN(const Pipeline* built, pipeline(kind, variant));
@@ -303,15 +318,16 @@ Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHea
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
                                      uint32_t pos0, uint32_t layer, uint32_t window) const {
   AttentionPlan p;
-  if (layout.nHeadKv == 0 || n == 0 || layer >= layout.nLayer) return p;
-  const uint32_t gqa = std::max(1u, nHead / layout.nHeadKv);
+  if (n == 0 || layer >= layout.nLayer() || layout.nHeadKv(layer) == 0) return p;
+  const uint32_t nHeadKv = layout.nHeadKv(layer);
+  const uint32_t gqa = std::max(1u, nHead / nHeadKv);
   const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
-  p.tokens = tokensPerTask(layout.headDim, codec, gqa, n);
+  p.tokens = tokensPerTask(layout.headDim(layer), codec, gqa, n);
   p.tokenTiles = ceilDiv(n, p.tokens);
   // The first token sees the earliest rows.
   p.rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
   const uint32_t rows = pos0 + n - p.rowStart;
-  const uint32_t tasks = layout.nHeadKv * p.tokenTiles;
+  const uint32_t tasks = nHeadKv * p.tokenTiles;
   const uint32_t target = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : kGpuTargetGroups;
   if (n <= kSplitMaxTokens && tasks < target)
     p.splits = std::min({ceilDiv(target, tasks), ceilDiv(rows, kSplitAlign), kMaxSplits});
@@ -326,17 +342,18 @@ AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout,
   AttentionScratchBytes bytes;
   // Splits grow with the rows and only small batches split: try those sizes
   // (for every layer: a layer's codecs can change its tiles).
-  for (uint32_t layer = 0; layer < layout.nLayer; ++layer) {
+  for (uint32_t layer = 0; layer < layout.nLayer(); ++layer) {
     for (uint32_t n = 1; n <= std::min(maxTokens, kSplitMaxTokens) && n <= maxRows; ++n) {
       const AttentionPlan p = plan(layout, nHead, n, maxRows - n, layer);
       if (p.splits == 1) continue;
       const size_t pairs = size_t{p.splits} * n * nHead;
       bytes.stats = std::max(bytes.stats, pairs * 2 * sizeof(float));
-      bytes.partial = std::max(bytes.partial, pairs * layout.headDim * sizeof(float));
+      bytes.partial = std::max(bytes.partial, pairs * layout.headDim(layer) * sizeof(float));
     }
   }
   if (m_shape == AttentionShape::kGpu) bytes.scores = size_t{nHead} * maxRows * sizeof(float);
-  if (layout.rotated()) bytes.rotated = size_t{maxTokens} * nHead * layout.headDim * sizeof(float);
+  if (layout.rotated())
+    bytes.rotated = size_t{maxTokens} * nHead * layout.widestHead() * sizeof(float);
   return bytes;
 }
 
@@ -358,24 +375,26 @@ Expected<AttentionScratch> AttentionKernels::makeScratch(const KvPageLayout& lay
 Status AttentionKernels::checkPages(const KvPageLayout& layout,
                                     std::span<const Buffer* const> pages, uint32_t layer,
                                     uint32_t rows) const {
-  if (layout.nHeadKv == 0 || layout.headDim == 0 || layout.rowsPerPage == 0 ||
-      layout.streams.size() != size_t{layout.nLayer} * 2 || layer >= layout.nLayer) {
+  if (layout.rowsPerPage == 0 || layout.streams.size() != size_t{layout.nLayer()} * 2 ||
+      layer >= layout.nLayer() || layout.nHeadKv(layer) == 0 || layout.headDim(layer) == 0) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "bad KV page layout: {} layers, {} streams, {} KV heads, head_dim {}, {} rows "
-                     "per page, layer {}",
-                     layout.nLayer, layout.streams.size(), layout.nHeadKv, layout.headDim,
-                     layout.rowsPerPage, layer);
+                     "bad KV page layout: {} layers, {} streams, {} rows per page, layer {}{}",
+                     layout.nLayer(), layout.streams.size(), layout.rowsPerPage, layer,
+                     layer < layout.nLayer()
+                         ? fmt::format(" of {} KV heads of {} values", layout.nHeadKv(layer),
+                                       layout.headDim(layer))
+                         : std::string());
   }
+  const uint32_t headDim = layout.headDim(layer);
   for (uint32_t part = 0; part < 2; ++part) {
     const KvStream& s = layout.stream(layer, part);
     const bool rotated = kvCodecRotated(s.codec);
-    const size_t rotationBytes = size_t{layout.headDim} * layout.headDim * sizeof(float);
+    const size_t rotationBytes = size_t{headDim} * headDim * sizeof(float);
     if (rotated && (!s.rotation || s.rotation->size() < rotationBytes ||
                     s.codebook.size() != (1u << kvCodecBits(s.codec)))) {
       return makeError(ErrorCode::kInvalidArgument,
                        "KV codec {} of layer {} needs its {}x{} rotation and {} centroids",
-                       kvCodecName(s.codec), layer, layout.headDim, layout.headDim,
-                       1u << kvCodecBits(s.codec));
+                       kvCodecName(s.codec), layer, headDim, headDim, 1u << kvCodecBits(s.codec));
     }
   }
   const size_t pageBytes = layout.inRing(layer) ? layout.ringPageBytes() : layout.pageBytes();
@@ -439,7 +458,8 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                                  const AttentionScratch& scratch, const IndexerBuffers* index) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
-  const size_t inputBytes = size_t{n} * layout.nHeadKv * layout.headDim * sizeof(float);
+  const uint32_t nHeadKv = layout.nHeadKv(layer), headDim = layout.headDim(layer);
+  const size_t inputBytes = size_t{n} * nHeadKv * headDim * sizeof(float);
   if (k.size() < inputBytes || v.size() < inputBytes) {
     return makeError(ErrorCode::kInvalidArgument,
                      "writeKv of {} tokens needs {}-byte K and V buffers (got {} and {})", n,
@@ -447,8 +467,8 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
   }
   push::KvWritePush push{n,
                          pos0,
-                         layout.nHeadKv,
-                         layout.headDim,
+                         nHeadKv,
+                         headDim,
                          layout.pageRows(layer),
                          layout.rowBytes(layer, 0) / 4,
                          layout.rowBytes(layer, 1) / 4,
@@ -459,8 +479,8 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
   if (!codec) {
     KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {}));
     rec.dispatchPaged(*p, {k, v}, pages, push, std::min(n, groupCap()));
-    rec.traffic(2 * inputBytes + uint64_t{n} * layout.nHeadKv *
-                                     (layout.rowBytes(layer, 0) + layout.rowBytes(layer, 1)));
+    rec.traffic(2 * inputBytes +
+                uint64_t{n} * nHeadKv * (layout.rowBytes(layer, 0) + layout.rowBytes(layer, 1)));
   }
   // Otherwise one encoder dispatch per part, each specialized for its codec;
   // a rotated codec first rotates the rows (y = R x) into the scratch.
@@ -469,12 +489,12 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     const Buffer& x = part == 0 ? k : v;
     const Buffer* rotated = &x;
     if (kvCodecRotated(s.codec)) {
-      KVS_TRY(rotate(rec, s, layout.headDim, x, scratch.rotated[part], n * layout.nHeadKv, false));
+      KVS_TRY(rotate(rec, s, headDim, x, scratch.rotated[part], n * nHeadKv, false));
       rec.barrier();
       rotated = &scratch.rotated[part];
     }
     Variant variant;
-    variant.headDim = layout.headDim;
+    variant.headDim = headDim;
     variant.key = s.codec;
     variant.keyCodebook = s.codebook;
     KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kEncode, variant));
@@ -482,10 +502,10 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     if (m_shape == AttentionShape::kCpu) {
       rec.dispatchPaged(*p, {x, *rotated}, pages, push, n);  // a workgroup per token
     } else {
-      rec.dispatchPaged(*p, {x, *rotated}, pages, push, layout.nHeadKv, n);  // one per row
+      rec.dispatchPaged(*p, {x, *rotated}, pages, push, nHeadKv, n);  // one per row
     }
     rec.traffic(inputBytes * (rotated != &x ? 2 : 1) +
-                uint64_t{n} * layout.nHeadKv * layout.rowBytes(layer, part));
+                uint64_t{n} * nHeadKv * layout.rowBytes(layer, part));
   }
   if (!index) return okStatus();
   rec.barrier();
@@ -498,12 +518,12 @@ AttentionKernels::Variant AttentionKernels::attentionVariant(const KvPageLayout&
   const KvStream& ks = layout.stream(layer, 0);
   const KvStream& vs = layout.stream(layer, 1);
   Variant variant;
-  variant.headDim = layout.headDim;
-  variant.gqa = nHead / layout.nHeadKv;
+  variant.headDim = layout.headDim(layer);
+  variant.gqa = nHead / layout.nHeadKv(layer);
   variant.tokens = tokens;
   if (!isCodec(ks, vs)) {
     if (m_shape == AttentionShape::kCpu)
-      variant.chunkWords = chunkWords(layout.headDim, layout.rowBytes(layer, 0) / 4, m_workgroup);
+      variant.chunkWords = chunkWords(variant.headDim, layout.rowBytes(layer, 0) / 4, m_workgroup);
   } else {
     variant.key = ks.codec;
     variant.value = vs.codec;
@@ -520,11 +540,12 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                 const SparseAttention& sparse) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
-  if (nHead == 0 || nHead % layout.nHeadKv != 0) {
+  const uint32_t headDim = layout.headDim(layer);
+  if (nHead == 0 || nHead % layout.nHeadKv(layer) != 0) {
     return makeError(ErrorCode::kInvalidArgument, "{} query heads cannot share {} KV heads evenly",
-                     nHead, layout.nHeadKv);
+                     nHead, layout.nHeadKv(layer));
   }
-  const size_t ioBytes = size_t{n} * nHead * layout.headDim * sizeof(float);
+  const size_t ioBytes = size_t{n} * nHead * headDim * sizeof(float);
   if (q.size() < ioBytes || out.size() < ioBytes) {
     return makeError(ErrorCode::kInvalidArgument,
                      "attention over {} tokens needs {}-byte q and out buffers (got {} and {})", n,
@@ -536,7 +557,7 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   const Buffer* query = &q;
   const Buffer* target = &out;
   if (kvCodecRotated(ks.codec)) {
-    KVS_TRY(rotate(rec, ks, layout.headDim, q, scratch.rotated[0], n * nHead, false));
+    KVS_TRY(rotate(rec, ks, headDim, q, scratch.rotated[0], n * nHead, false));
     rec.barrier();
     query = &scratch.rotated[0];
   }
@@ -557,7 +578,7 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   }
   if (kvCodecRotated(vs.codec)) {
     rec.barrier();
-    KVS_TRY(rotate(rec, vs, layout.headDim, *target, out, n * nHead, true));
+    KVS_TRY(rotate(rec, vs, headDim, *target, out, n * nHead, true));
   }
   return okStatus();
 }
@@ -595,16 +616,17 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   // twice), q in and the output out; 4 operations per (query head, visible
   // row, value) for the scores and the weighted sum.
   const uint64_t read = rows - p.rowStart;
-  const uint64_t kBytes = read * layout.nHeadKv * layout.rowBytes(layer, 0);
-  const uint64_t vBytes = read * layout.nHeadKv * layout.rowBytes(layer, 1);
-  const uint64_t ioBytes = uint64_t{n} * nHead * layout.headDim * sizeof(float);
+  const uint32_t nHeadKv = layout.nHeadKv(layer), headDim = layout.headDim(layer);
+  const uint64_t kBytes = read * nHeadKv * layout.rowBytes(layer, 0);
+  const uint64_t vBytes = read * nHeadKv * layout.rowBytes(layer, 1);
+  const uint64_t ioBytes = uint64_t{n} * nHead * headDim * sizeof(float);
   const uint64_t scoreBytes = storeScores ? uint64_t{n} * nHead * read * sizeof(float) : kBytes;
   uint64_t visible = uint64_t{n} * pos0 + uint64_t{n} * (n + 1) / 2;
   if (sparse.window != 0) {
     visible = 0;
     for (uint32_t t = 0; t < n; ++t) visible += std::min(pos0 + t + 1, sparse.window);
   }
-  const uint64_t flops = 4 * visible * nHead * layout.headDim;
+  const uint64_t flops = 4 * visible * nHead * headDim;
   if (p.splits == 1) {
     rec.dispatchPaged(*outPass, {query, q, scores, target, sinks}, pages, push, p.groups);
     rec.traffic(kBytes + vBytes + 2 * ioBytes + (storeScores ? 2 * scoreBytes : 0), flops);
@@ -612,14 +634,14 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   }
   const size_t pairs = size_t{p.splits} * n * nHead;
   if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
-      scratch.partial.size() < pairs * layout.headDim * sizeof(float)) {
+      scratch.partial.size() < pairs * headDim * sizeof(float)) {
     return makeError(ErrorCode::kInvalidArgument,
                      "attention split {} ways needs scratch buffers (see scratchBytes())",
                      p.splits);
   }
   KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
   KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
-  const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * layout.headDim * 4;
+  const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * headDim * 4;
   rec.dispatchPaged(*statsPass, {query, scratch.stats, scores}, pages, push, p.groups);
   rec.traffic(kBytes + ioBytes + (storeScores ? scoreBytes : 0) + statsBytes, flops / 2);
   rec.barrier();
@@ -627,7 +649,7 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
                     p.groups);
   rec.traffic(scoreBytes + vBytes + statsBytes + partialBytes, flops / 2);
   rec.barrier();
-  const auto count = static_cast<uint32_t>(size_t{n} * nHead * layout.headDim);
+  const auto count = static_cast<uint32_t>(size_t{n} * nHead * headDim);
   // attention_reduce_gpu: a workgroup per kGpuReduceOutputs outputs; on CPU devices an invocation
   // per output.
   const uint32_t perGroup = m_shape == AttentionShape::kCpu ? kReduceWorkgroup : kGpuReduceOutputs;
@@ -651,9 +673,9 @@ Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
   // One split: the pass writes (max, sum) of query head h at pair h of its output.
   const BufferRange out(mass, offset, size_t{nHead} * 2 * sizeof(float));
   rec.dispatchPaged(*stats, {query, out, query}, pages, push,
-                    std::min(layout.nHeadKv, groupCap()));
-  rec.traffic(uint64_t{pos0 + 1} * layout.nHeadKv * layout.rowBytes(layer, 0),
-              2 * uint64_t{pos0 + 1} * nHead * layout.headDim);
+                    std::min(layout.nHeadKv(layer), groupCap()));
+  rec.traffic(uint64_t{pos0 + 1} * layout.nHeadKv(layer) * layout.rowBytes(layer, 0),
+              2 * uint64_t{pos0 + 1} * nHead * layout.headDim(layer));
   return okStatus();
 }
 

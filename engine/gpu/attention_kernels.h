@@ -53,18 +53,36 @@
 
 namespace kvscope::gpu {
 
-struct KvPageLayout {
-  uint32_t nLayer = 0;
+// One layer's streams: nHeadKv KV heads of headDim values (kv::KvLayerShape
+// on the device side; gpu does not depend on kv).
+struct KvHeads {
   uint32_t nHeadKv = 0;
   uint32_t headDim = 0;
+  bool operator==(const KvHeads&) const = default;
+};
+
+struct KvPageLayout {
+  // [nLayer]: most models give every layer the same heads; Gemma 4's global
+  // layers have fewer, wider ones than its window layers.
+  std::vector<KvHeads> layers;
   uint32_t rowsPerPage = 0;       // R
   std::vector<KvStream> streams;  // [layer * 2 + part]: each stream's codec
   uint32_t ringRows = 0;          // rows of the ring page; 0: no ring
   std::vector<bool> ring;         // [nLayer] with a ring: the layer lives in it
 
   // Every stream f16 (kv::F16Scheme).
+  static KvPageLayout f16(std::vector<KvHeads> layers, uint32_t rowsPerPage);
+  // nLayer layers alike.
   static KvPageLayout f16(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
-                          uint32_t rowsPerPage);
+                          uint32_t rowsPerPage) {
+    return f16(std::vector<KvHeads>(nLayer, {nHeadKv, headDim}), rowsPerPage);
+  }
+  uint32_t nLayer() const { return static_cast<uint32_t>(layers.size()); }
+  uint32_t nHeadKv(uint32_t layer) const { return layers[layer].nHeadKv; }
+  uint32_t headDim(uint32_t layer) const { return layers[layer].headDim; }
+  // The widest layer's nHeadKv * headDim and headDim (scratch sizes).
+  uint32_t widestKv() const;
+  uint32_t widestHead() const;
   const KvStream& stream(uint32_t layer, uint32_t part) const {
     return streams[size_t{layer} * 2 + part];
   }
@@ -73,11 +91,11 @@ struct KvPageLayout {
   uint32_t pageRows(uint32_t layer) const { return inRing(layer) ? ringRows : rowsPerPage; }
   // Bytes of one stored row of (layer, part), a multiple of 4.
   uint32_t rowBytes(uint32_t layer, uint32_t part) const {
-    return kvCodecRowBytes(stream(layer, part).codec, headDim);
+    return kvCodecRowBytes(stream(layer, part).codec, headDim(layer));
   }
   // Bytes of one (layer, part) block of its page: [nHeadKv][pageRows][rowBytes].
   size_t partBytes(uint32_t layer, uint32_t part) const {
-    return size_t{nHeadKv} * pageRows(layer) * rowBytes(layer, part);
+    return size_t{nHeadKv(layer)} * pageRows(layer) * rowBytes(layer, part);
   }
   // Where the (layer, part) block starts in its page: after every earlier
   // block of that page.
@@ -126,29 +144,47 @@ struct IndexerShape {
   uint32_t pickedPages = 0;   // kv::pickedPages
   uint32_t entryBytes = 0;    // kv::KvIndex::entryBytesFor(headDim)
   bool diagnostic = false;    // also measure the softmax mass the selection captured
+  // [nLayer]: the layers it indexes (the global ones: a window layer attends
+  // its few rows whole), which must share one KvHeads. Empty: every layer.
+  std::vector<bool> layers;
 };
 
 // The indexer's device state for one cache (kv/kv_index.h's sidecar and an
 // indexed step's buffers), made by AttentionKernels::makeIndexer.
+// Its buffers hold the indexed layers only, each at its slot: [slot] below.
+// The lists and mass have one more slot, `spare`: where a selection made for
+// a KV-shared layer's query goes (SparseAttention::recorded false), so each
+// layer's own slot shows its owner's last selection.
 struct IndexerBuffers {
+  static constexpr uint32_t kNotIndexed = ~0u;
   IndexerShape shape;
-  uint32_t sidecarPages = 0;  // sidecar pages per layer: ceil(maxRows / pageRows)
-  uint32_t entryWords = 0;    // shape.entryBytes / 4
-  uint32_t gatherRows = 0;    // rows a KV head's selection can hold (a multiple of 64)
-  uint32_t listStride = 0;    // words per (layer, KV head) list: 1 + gatherRows
-  Buffer sidecar;     // [layer][sidecarPages][nHeadKv][entryWords]: kv::KvIndex's entries
+  std::vector<uint32_t> slots;  // [nLayer]: the layer's slot, or kNotIndexed
+  uint32_t spare = 0;           // the lists' and mass's extra slot: the indexed layers' count
+  KvHeads heads;                // every indexed layer's
+  uint32_t sidecarPages = 0;    // sidecar pages per layer: ceil(maxRows / pageRows)
+  uint32_t entryWords = 0;      // shape.entryBytes / 4
+  uint32_t gatherRows = 0;      // rows a KV head's selection can hold (a multiple of 64)
+  uint32_t listStride = 0;      // words per (layer, KV head) list: 1 + gatherRows
+  Buffer sidecar;               // [slot][sidecarPages][nHeadKv][entryWords]: kv::KvIndex's entries
   Buffer pageScores;  // [nHeadKv][pages] float, the layer being attended
-  // Host-visible [layer][nHeadKv][listStride]: the count, then the rows the
+  // Host-visible [slot][nHeadKv][listStride]: the count, then the rows the
   // last indexed step attended, ascending (written only where it was sparse).
   Buffer lists;
   // The selected rows' codes (kv_gather.comp): a one-layer page of gatherRows
   // rows per KV head, sized for the widest layer, then [nHeadKv] row counts.
   Buffer gathered;
-  // options.diagnostic: host-visible [layer][dense, selected] blocks of
+  // options.diagnostic: host-visible [slot][dense, selected] blocks of
   // massStride bytes, each [nHead] (max, sum of exp(score - max)) float pairs
   // of the last indexed step's softmax over all rows and over the selection.
   Buffer mass;
   size_t massStride = 0;
+
+  bool indexes(uint32_t layer) const { return layer < slots.size() && slots[layer] != kNotIndexed; }
+  // Words of `lists` before (indexed layer, KV head)'s list.
+  size_t listAt(uint32_t layer, uint32_t head) const { return slotList(slots[layer], head); }
+  size_t slotList(uint32_t slot, uint32_t head) const {
+    return (size_t{slot} * heads.nHeadKv + head) * listStride;
+  }
 };
 
 // Sparse attention for attend(): sparse V (with or without the indexer) and,
@@ -167,6 +203,9 @@ struct SparseAttention {
   // Attention sinks, [nHead] floats: head h's softmax takes sinks[h] as one
   // more score that weighs no row (cpu_attention.h). Null: none.
   const BufferRange* sinks = nullptr;
+  // With the indexer: whether the selection is the layer's own (recorded in
+  // its lists and mass) or a KV-shared layer's (written to the spare slot).
+  bool recorded = true;
 };
 
 // How the kernels map a task to invocations.
@@ -253,8 +292,9 @@ class AttentionKernels {
   // from index.pageScores ([nHeadKv][ceil(rows / pageRows)]) to each KV head's
   // list in index.lists, by kv::selectRows's rule. The caller makes sure the
   // selection is not every row (kv::selectsAll). One dispatch, no barriers.
-  Status selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t nHeadKv, uint32_t layer,
-                    uint32_t rows);
+  Status selectRows(Recorder& rec, const IndexerBuffers& index, uint32_t layer, uint32_t rows);
+  // The same into list slot `slot` (the spare one for a KV-shared layer).
+  Status selectInto(Recorder& rec, const IndexerBuffers& index, uint32_t slot, uint32_t rows);
 
   // out[n][nHead * headDim] = causal attention of q[n][nHead * headDim]
   // (queries at positions pos0 .. pos0 + n - 1, RoPE applied) over rows

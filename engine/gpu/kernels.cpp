@@ -4,6 +4,7 @@
 #include <bit>
 #include <thread>
 
+#include "shaders/activation.h"
 #include "shaders/elementwise.h"
 #include "shaders/moe.h"
 #include "shaders/rope.h"
@@ -35,9 +36,10 @@ constexpr KernelDesc kDescs[] = {
     {"rmsnorm", "norm", 3, sizeof(push::RowsPush), kReduceWg},
     {"softmax", "softmax", 2, sizeof(push::RowsPush), kReduceWg},
     {"rope", "rope", 2, sizeof(push::RopePush), kElementWg},
+    {"activation", "activation", 2, sizeof(push::ActivationPush), kElementWg},
     {"moe_route", "moe", 3, sizeof(push::MoePush), kRouteWg},
     {"moe_group", "moe", 2, sizeof(push::MoePush), kRouteWg},
-    {"moe_sum", "moe", 4, sizeof(push::MoePush), kElementWg},
+    {"moe_sum", "moe", 6, sizeof(push::MoePush), kElementWg},
 };
 
 }  // namespace
@@ -96,13 +98,53 @@ Status Kernels::convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& o
   return okStatus();
 }
 
-Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y,
+Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer* weight, const Buffer& y,
                         uint32_t n, uint32_t rows, float eps, bool accumulate) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kRmsnorm));
-  rec.dispatch(*p, {x, weight, y}, push::RowsPush{n, rows, eps, accumulate ? 1u : 0u},
+  // Without a weight, x stands in for the binding the shader does not read.
+  rec.dispatch(*p, {x, weight ? *weight : x, y},
+               push::RowsPush{n, rows, eps, accumulate ? 1u : 0u, weight ? 0u : 1u},
                rowGroups(rows));
-  rec.traffic((uint64_t{n} * rows * (accumulate ? 3 : 2) + n) * sizeof(float));
+  rec.traffic((uint64_t{n} * rows * (accumulate ? 3 : 2) + (weight ? n : 0)) * sizeof(float));
   return okStatus();
+}
+
+Status Kernels::activation(Recorder& rec, const Buffer& x, const Buffer& other, uint32_t n,
+                           uint32_t op, float param, uint32_t width, uint32_t upWidth,
+                           uint32_t upFirst) {
+  KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kActivation));
+  rec.dispatch(*p, {x, other}, push::ActivationPush{n, op, param, width, upWidth, upFirst},
+               elementGroups(n, kElementWg));
+  // x in and out, and the other operand's n values read (add: also written).
+  rec.traffic(uint64_t{n} * (op == KVS_ACT_SCALE || op == KVS_ACT_SOFTCAP ? 2 : 3) * sizeof(float));
+  return okStatus();
+}
+
+Status Kernels::scale(Recorder& rec, const Buffer& x, uint32_t n, float s) {
+  return activation(rec, x, x, n, KVS_ACT_SCALE, s);
+}
+
+Status Kernels::add(Recorder& rec, const Buffer& x, const Buffer& out, uint32_t n) {
+  return activation(rec, x, out, n, KVS_ACT_ADD, 0.0f);
+}
+
+Status Kernels::softCap(Recorder& rec, const Buffer& x, uint32_t n, float cap) {
+  if (!(cap > 0.0f))
+    return makeError(ErrorCode::kInvalidArgument, "a soft-cap of {} (it must be positive)", cap);
+  return activation(rec, x, x, n, KVS_ACT_SOFTCAP, cap);
+}
+
+Status Kernels::gatedMul(Recorder& rec, Gate gate, const Buffer& x, const Buffer& up, uint32_t rows,
+                         uint32_t width, uint32_t upWidth, uint32_t upFirst) {
+  if (width == 0 || upFirst + width > upWidth) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a gated product of {} values with columns [{}, {}) of {}", width, upFirst,
+                     upFirst + width, upWidth);
+  }
+  const uint32_t op = gate == Gate::kSilu   ? KVS_ACT_SILU_GATE
+                      : gate == Gate::kGelu ? KVS_ACT_GELU_GATE
+                                            : KVS_ACT_SWIGLU_OAI_GATE;
+  return activation(rec, x, up, rows * width, op, 0.0f, width, upWidth, upFirst);
 }
 
 Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
@@ -132,7 +174,7 @@ Status Kernels::moeRoute(Recorder& rec, const BufferRange& scores, const BufferR
   }
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeRoute));
   rec.dispatch(*p, {scores, ids, weights},
-               push::MoePush{n, experts, used, 0u, softmaxFirst ? 1u : 0u, scale},
+               push::MoePush{n, experts, used, 0u, softmaxFirst ? 1u : 0u, scale, 0u, 0u},
                (n + kRouteWg - 1) / kRouteWg);
   rec.traffic((uint64_t{n} * experts + 2 * uint64_t{n} * used) * sizeof(float));
   return okStatus();
@@ -141,19 +183,28 @@ Status Kernels::moeRoute(Recorder& rec, const BufferRange& scores, const BufferR
 Status Kernels::moeGroup(Recorder& rec, const BufferRange& ids, const BufferRange& groups,
                          uint32_t n, uint32_t experts, uint32_t used) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeGroup));
-  rec.dispatch(*p, {ids, groups}, push::MoePush{n, experts, used, 0u, 0u, 1.0f},
+  rec.dispatch(*p, {ids, groups}, push::MoePush{n, experts, used, 0u, 0u, 1.0f, 0u, 0u},
                (experts + kRouteWg - 1) / kRouteWg);
   rec.traffic((uint64_t{experts} * n * used + uint64_t{n} * used + experts) * sizeof(uint32_t));
   return okStatus();
 }
 
 Status Kernels::moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
-                       const BufferRange& out, const BufferRange& residual, uint32_t n,
-                       uint32_t used, uint32_t width) {
+                       const BufferRange& out, const BufferRange* residual, uint32_t n,
+                       uint32_t used, uint32_t width, ExpertScale expertScale) {
+  if (expertScale.scale && !expertScale.ids)
+    return makeError(ErrorCode::kInvalidArgument, "expert scales without the picks");
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kMoeSum));
-  rec.dispatch(*p, {products, weights, out, residual}, push::MoePush{n, 0u, used, width, 0u, 1.0f},
-               elementGroups(n * width, kElementWg));
-  rec.traffic((uint64_t{n} * used * (width + 1) + uint64_t{n} * width * 3) * sizeof(float));
+  // Bindings the push constants leave unread still need a buffer: `out` stands in.
+  const push::MoePush push{
+      n, 0u, used, width, 0u, 1.0f, residual ? 1u : 0u, expertScale.scale ? 1u : 0u};
+  rec.dispatch(
+      *p,
+      {products, weights, out, residual ? *residual : out, expertScale.ids ? *expertScale.ids : out,
+       expertScale.scale ? *expertScale.scale : out},
+      push, elementGroups(n * width, kElementWg));
+  rec.traffic((uint64_t{n} * used * (width + 1) + uint64_t{n} * width * (residual ? 3 : 1)) *
+              sizeof(float));
   return okStatus();
 }
 

@@ -18,6 +18,13 @@
 
 namespace kvscope::gpu {
 
+// Gemma 4's per-expert output scales for Kernels::moeSum: [experts] floats,
+// and the picks that say whose scale multiplies each product.
+struct ExpertScale {
+  const BufferRange* scale = nullptr;
+  const BufferRange* ids = nullptr;
+};
+
 class Kernels {
  public:
   explicit Kernels(Context& ctx);
@@ -27,9 +34,20 @@ class Kernels {
 
   Status convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
   Status convertF16ToF32(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n);
-  // y = rmsnorm(x) * weight per row of n values; with `accumulate`, y += that.
-  Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer& weight, const Buffer& y, uint32_t n,
+  // y = rmsnorm(x) * weight per row of n values (a null weight: none); with
+  // `accumulate`, y += that.
+  Status rmsnorm(Recorder& rec, const Buffer& x, const Buffer* weight, const Buffer& y, uint32_t n,
                  uint32_t rows, float eps, bool accumulate = false);
+  // Element-wise ops over the first n values of x (shaders/activation.h):
+  // x *= s; out += x; x = cap * tanh(x / cap).
+  Status scale(Recorder& rec, const Buffer& x, uint32_t n, float s);
+  Status add(Recorder& rec, const Buffer& x, const Buffer& out, uint32_t n);
+  Status softCap(Recorder& rec, const Buffer& x, uint32_t n, float cap);
+  // The gated product of rows: x[t, i] = gate(x[t, i], up[t, upFirst + i])
+  // for `rows` rows of `width` values of x and `upWidth` of up.
+  enum class Gate { kSilu, kGelu, kSwigluOai };
+  Status gatedMul(Recorder& rec, Gate gate, const Buffer& x, const Buffer& up, uint32_t rows,
+                  uint32_t width, uint32_t upWidth, uint32_t upFirst);
   Status softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                  float scale);
   // RoPE in place on n tokens x heads rows of headDim floats; `table` holds
@@ -50,11 +68,13 @@ class Kernels {
   // [experts][n] pair lists in increasing order (shaders/moe_group.comp).
   Status moeGroup(Recorder& rec, const BufferRange& ids, const BufferRange& groups, uint32_t n,
                   uint32_t experts, uint32_t used);
-  // out[t] = sum over slots k of weights[t, k] * products[t, k]; residual[t] += out[t]
-  // (products [n, used, width]).
+  // out[t] = sum over slots k of weights[t, k] * products[t, k] (products
+  // [n, used, width]); with `expertScale` ([experts] floats, and then `ids`),
+  // each product times its expert's scale first; with `residual`,
+  // residual[t] += out[t].
   Status moeSum(Recorder& rec, const BufferRange& products, const BufferRange& weights,
-                const BufferRange& out, const BufferRange& residual, uint32_t n, uint32_t used,
-                uint32_t width);
+                const BufferRange& out, const BufferRange* residual, uint32_t n, uint32_t used,
+                uint32_t width, ExpertScale expertScale = {});
 
   static constexpr uint32_t kMaxExpertsUsed = 64;  // moe_route.comp's kMaxUsed
 
@@ -64,7 +84,20 @@ class Kernels {
   uint32_t elementGroups(uint32_t n, uint32_t wg) const;
 
  private:
-  enum Id { kToF16, kToF32, kRmsnorm, kSoftmax, kRope, kMoeRoute, kMoeGroup, kMoeSum, kCount };
+  enum Id {
+    kToF16,
+    kToF32,
+    kRmsnorm,
+    kSoftmax,
+    kRope,
+    kActivation,
+    kMoeRoute,
+    kMoeGroup,
+    kMoeSum,
+    kCount
+  };
+  Status activation(Recorder& rec, const Buffer& x, const Buffer& other, uint32_t n, uint32_t op,
+                    float param, uint32_t width = 1, uint32_t upWidth = 0, uint32_t upFirst = 0);
   Expected<const Pipeline*> get(Id id);
 
   Context& m_ctx;

@@ -12,6 +12,7 @@
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
 #include "kv/kv_policy.h"
+#include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
 namespace kvscope::test {
@@ -49,7 +50,7 @@ std::unique_ptr<backend::CpuBackend> cpu(std::shared_ptr<const model::ModelFile>
                                          std::string_view policyText, uint32_t stride = 1) {
   auto policy = kv::KvPolicy::parse(policyText);
   EXPECT_TRUE(policy.ok());
-  auto schemes = policy->resolve({m->config().architecture, m->config().nLayer});
+  auto schemes = policy->resolve({m->config().architecture, m->config().kvLayers()});
   EXPECT_TRUE(schemes.ok());
   auto b = backend::CpuBackend::create(m, {.threads = 2,
                                            .kvSchemes = std::move(schemes).value(),
@@ -138,7 +139,7 @@ std::unique_ptr<backend::VulkanBackend> vulkan(std::shared_ptr<const model::Mode
                                                std::string_view policyText, uint32_t stride) {
   auto policy = kv::KvPolicy::parse(policyText);
   EXPECT_TRUE(policy.ok());
-  auto schemes = policy->resolve({m->config().architecture, m->config().nLayer});
+  auto schemes = policy->resolve({m->config().architecture, m->config().kvLayers()});
   EXPECT_TRUE(schemes.ok());
   auto b = backend::VulkanBackend::create(m, {.validation = true,
                                               .kvSchemes = std::move(schemes).value(),
@@ -165,6 +166,41 @@ TEST_F(CodecErrorTest, VulkanMeasuresWhatTheCpuBackendMeasures) {
   stepByStep(*gpu, 0, std::size(kPrompt));
   stepByStep(*ref, 0, std::size(kPrompt));
   const auto measured = gpu->kvErrors(), expected = ref->kvErrors();
+  ASSERT_EQ(measured.size(), expected.size());
+  for (size_t l = 0; l < expected.size(); ++l) {
+    EXPECT_NEAR(measured[l].key, expected[l].key, 0.02 * expected[l].key) << "layer " << l;
+    EXPECT_NEAR(measured[l].value, expected[l].value, 0.02 * expected[l].value) << "layer " << l;
+  }
+  EXPECT_EQ(gpu->context().validationMessages(), 0u);
+}
+
+// Gemma 4's shapes: window layers of 2 KV heads of 32 values, global ones of
+// one of 128, the last two layers KV-shared: one measurement per cache layer,
+// each of its own rows (the probe keeps each layer's rows at their own width).
+TEST(CodecErrorGemma4, VulkanMeasuresWhatTheCpuBackendMeasures) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "gemma4";
+  spec.nLayer = 4;
+  spec.nEmbd = 128;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 128;
+  spec.headDimWindow = spec.ropeDimsWindow = 32;
+  spec.layerHeadsKv = {2, 1, 2, 1};
+  spec.nKvShared = 2;
+  spec.slidingWindow = 8;
+  spec.windowPeriod = 2;
+  spec.seed = 5;
+  auto m = openSyntheticModel(spec, "codec-error-gemma4");
+  ASSERT_TRUE(m);
+  const char* policy = "k=q8_0,v=turbo3";
+  auto gpu = vulkan(m, policy, 1);
+  auto ref = cpu(m, policy);
+  ASSERT_TRUE(gpu && ref);
+  stepByStep(*gpu, 0, std::size(kPrompt));
+  stepByStep(*ref, 0, std::size(kPrompt));
+  const auto measured = gpu->kvErrors(), expected = ref->kvErrors();
+  ASSERT_EQ(expected.size(), 2u);
   ASSERT_EQ(measured.size(), expected.size());
   for (size_t l = 0; l < expected.size(); ++l) {
     EXPECT_NEAR(measured[l].key, expected[l].key, 0.02 * expected[l].key) << "layer " << l;

@@ -97,11 +97,11 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
   // caches: KvCache::write on the host, writeKv on the device.
   static void append(Twin& c, const std::vector<float>& k, const std::vector<float>& v,
                      uint32_t n) {
-    const uint32_t pos0 = c.host.rows(), d = c.layout.headDim;
+    const uint32_t pos0 = c.host.rows(), d = c.layout.headDim(0);
     ASSERT_TRUE(c.host.append(n).ok());
     for (uint32_t t = 0; t < n; ++t) {
-      for (uint32_t h = 0; h < c.layout.nHeadKv; ++h) {
-        const size_t off = (size_t{t} * c.layout.nHeadKv + h) * d;
+      for (uint32_t h = 0; h < c.layout.nHeadKv(0); ++h) {
+        const size_t off = (size_t{t} * c.layout.nHeadKv(0) + h) * d;
         c.host.write(kLayer, KvPart::kKey, h, pos0 + t, {&k[off], d});
         c.host.write(kLayer, KvPart::kValue, h, pos0 + t, {&v[off], d});
       }
@@ -119,7 +119,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
 
   // Appends `rows` random rows, written in chunks of `chunk`.
   static void fill(Twin& c, uint32_t rows, uint32_t chunk, uint32_t seed) {
-    const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
+    const uint32_t width = c.layout.nHeadKv(0) * c.layout.headDim(0);
     for (uint32_t done = 0; done < rows;) {
       const uint32_t n = std::min(chunk, rows - done);
       append(c, randomFloats(size_t{n} * width, seed + done),
@@ -135,7 +135,7 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
   static void reference(const Twin& c, const std::vector<float>& q, uint32_t n, uint32_t nHead,
                         std::vector<float>& out, std::vector<double>& tol, double& err2Bound,
                         const float* sinks = nullptr) {
-    const uint32_t d = c.layout.headDim, gqa = nHead / c.layout.nHeadKv, rows = c.host.rows();
+    const uint32_t d = c.layout.headDim(0), gqa = nHead / c.layout.nHeadKv(0), rows = c.host.rows();
     const uint32_t pos0 = rows - n;
     out.assign(size_t{n} * nHead * d, 0.0f);
     static ThreadPool pool(2);
@@ -194,11 +194,11 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
   // queries and compares with the reference.
   static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, bool withScores, uint32_t seed,
                                const std::vector<float>& sinks = {}) {
-    const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
+    const uint32_t width = c.layout.nHeadKv(0) * c.layout.headDim(0);
     append(c, randomFloats(size_t{n} * width, seed), randomFloats(size_t{n} * width, seed + 1), n);
     const uint32_t rows = c.host.rows(), pos0 = rows - n;
     // |q| up to 3 makes the softmax uneven, so weights span many binades.
-    auto q = randomFloats(size_t{n} * nHead * c.layout.headDim, seed + 2, -3.0f, 3.0f);
+    auto q = randomFloats(size_t{n} * nHead * c.layout.headDim(0), seed + 2, -3.0f, 3.0f);
     gpu::Buffer qb = upload(q), out = deviceBuffer(q.size() * sizeof(float));
     auto scratch = attention().makeScratch(c.layout, nHead, n, rows);
     ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
@@ -221,14 +221,14 @@ class AttentionTest : public GpuTest, public ::testing::WithParamInterface<gpu::
     double err2 = 0.0, ref2 = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], tol[i])
-          << gpu::attentionShapeName(GetParam()) << " head_dim " << c.layout.headDim << " gqa "
-          << nHead / c.layout.nHeadKv << " n " << n << " pos0 " << pos0 << " splits " << p.splits
+          << gpu::attentionShapeName(GetParam()) << " head_dim " << c.layout.headDim(0) << " gqa "
+          << nHead / c.layout.nHeadKv(0) << " n " << n << " pos0 " << pos0 << " splits " << p.splits
           << " value " << i;
       err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
       ref2 += double{want[i]} * want[i];
     }
     EXPECT_LE(err2, err2Bound) << "relative " << err2 / ref2 << " vs " << err2Bound / ref2
-                               << ", head_dim " << c.layout.headDim << " n " << n << " pos0 "
+                               << ", head_dim " << c.layout.headDim(0) << " n " << n << " pos0 "
                                << pos0;
   }
 

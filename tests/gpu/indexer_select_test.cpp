@@ -57,7 +57,7 @@ TEST_F(IndexerSelectTest, PicksTheRowsTheHostRulePicks) {
         scores[i] = i / pages == 2 ? normal(rng) : values[pick(rng)];
       ASSERT_TRUE(index->pageScores.upload(std::span<const float>(scores)).ok());
       ASSERT_TRUE(rec().begin().ok());
-      ASSERT_TRUE(attention.selectRows(rec(), *index, kHeads, kLayer, rows).ok());
+      ASSERT_TRUE(attention.selectRows(rec(), *index, kLayer, rows).ok());
       ASSERT_TRUE(rec().submitAndWait().ok());
       const auto* lists = static_cast<const uint32_t*>(index->lists.mapped());
       for (uint32_t h = 0; h < kHeads; ++h) {
@@ -66,7 +66,7 @@ TEST_F(IndexerSelectTest, PicksTheRowsTheHostRulePicks) {
         std::vector<uint32_t> want;
         for (const kv::RowRun& r : runs)
           for (uint32_t row = r.begin; row < r.end; ++row) want.push_back(row);
-        const uint32_t* list = lists + (size_t{kLayer} * kHeads + h) * index->listStride;
+        const uint32_t* list = lists + index->listAt(kLayer, h);
         ASSERT_LE(list[0], index->gatherRows) << "head " << h;
         const std::vector<uint32_t> got(list + 1, list + 1 + list[0]);
         EXPECT_EQ(got, want) << "head " << h;

@@ -61,7 +61,7 @@ TEST_F(KernelTest, RmsnormMatchesReference) {
     auto w = randomFloats(c.n, c.n * 3, 0.5f, 1.5f);
     gpu::Buffer xb = upload(x), wb = upload(w), yb = deviceBuffer(x.size() * sizeof(float));
     ASSERT_TRUE(rec().begin().ok());
-    ASSERT_TRUE(kernels().rmsnorm(rec(), xb, wb, yb, c.n, c.rows, 1e-5f).ok());
+    ASSERT_TRUE(kernels().rmsnorm(rec(), xb, &wb, yb, c.n, c.rows, 1e-5f).ok());
     ASSERT_TRUE(rec().submitAndWait().ok());
     auto got = download<float>(yb, x.size());
     std::vector<float> ref(x.size());
@@ -120,7 +120,7 @@ TEST_F(KernelTest, ChainedDispatchesInOneStepWithBarriers) {
   gpu::Buffer normed = deviceBuffer(n * 4), logits = deviceBuffer(rows * 4),
               probs = deviceBuffer(rows * 4);
   ASSERT_TRUE(rec().begin().ok());
-  ASSERT_TRUE(kernels().rmsnorm(rec(), xb, nwb, normed, n, 1, 1e-5f).ok());
+  ASSERT_TRUE(kernels().rmsnorm(rec(), xb, &nwb, normed, n, 1, 1e-5f).ok());
   rec().barrier();
   gpu::WeightKernels weights(ctx());
   ASSERT_TRUE(weights.matvec(rec(), gguf::TensorType::kF32, wb, normed, logits, rows, n).ok());
@@ -301,8 +301,9 @@ TEST_F(KernelTest, MoeSumWeighsEachSlotIntoTheResidual) {
     const auto residual = randomFloats(size_t{n} * width, used + 9);
     gpu::Buffer pb = upload(products), wb = upload(weights), rb = upload(residual),
                 out = deviceBuffer(size_t{n} * width * 4);
+    const gpu::BufferRange residualRange(rb);
     ASSERT_TRUE(rec().begin().ok());
-    ASSERT_TRUE(kernels().moeSum(rec(), pb, wb, out, rb, n, used, width).ok());
+    ASSERT_TRUE(kernels().moeSum(rec(), pb, wb, out, &residualRange, n, used, width).ok());
     ASSERT_TRUE(rec().submitAndWait().ok());
     const auto gotOut = download<float>(out, size_t{n} * width);
     const auto gotResidual = download<float>(rb, size_t{n} * width);

@@ -128,7 +128,7 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
   // With `index`, writeKv also keeps that sidecar.
   static void append(Twin& c, const std::vector<float>& k, const std::vector<float>& v, uint32_t n,
                      kv::KvCache* cpuRows = nullptr, const gpu::IndexerBuffers* index = nullptr) {
-    const uint32_t pos0 = c.host->rows(), d = c.layout.headDim, heads = c.layout.nHeadKv;
+    const uint32_t pos0 = c.host->rows(), d = c.layout.headDim(0), heads = c.layout.nHeadKv(0);
     ASSERT_TRUE(c.host->append(n).ok());
     if (cpuRows) {
       ASSERT_TRUE(cpuRows->append(n).ok());
@@ -194,11 +194,11 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
 
   static void fill(Twin& c, uint32_t count, uint32_t chunk, uint32_t seed,
                    kv::KvCache* cpuRows = nullptr, const gpu::IndexerBuffers* index = nullptr) {
-    const uint32_t width = c.layout.nHeadKv * c.layout.headDim;
+    const uint32_t width = c.layout.nHeadKv(0) * c.layout.headDim(0);
     for (uint32_t done = 0; done < count;) {
       const uint32_t n = std::min(chunk, count - done);
-      append(c, mixedRows(n, width, c.layout.headDim, seed + done),
-             mixedRows(n, width, c.layout.headDim, seed + done + 7777), n, cpuRows, index);
+      append(c, mixedRows(n, width, c.layout.headDim(0), seed + done),
+             mixedRows(n, width, c.layout.headDim(0), seed + done + 7777), n, cpuRows, index);
       if (::testing::Test::HasFatalFailure()) return;
       done += n;
     }
@@ -212,7 +212,8 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
                         std::vector<double>& out, std::vector<double>& tol,
                         const std::vector<std::vector<uint32_t>>& selected = {},
                         double sparseV = 0.0) {
-    const uint32_t d = c.layout.headDim, gqa = nHead / c.layout.nHeadKv, rows = c.host->rows();
+    const uint32_t d = c.layout.headDim(0), gqa = nHead / c.layout.nHeadKv(0),
+                   rows = c.host->rows();
     const uint32_t pos0 = rows - n;
     const kv::KvScheme& ks = c.host->scheme(kLayer, KvPart::kKey);
     const kv::KvScheme& vs = c.host->scheme(kLayer, KvPart::kValue);
@@ -291,7 +292,7 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
   // selected, which must be fewer than all and hold sinks and window.
   static void attendAndCompare(Twin& c, uint32_t n, uint32_t nHead, uint32_t seed,
                                const gpu::SparseAttention& sparse = {}) {
-    const uint32_t width = c.layout.nHeadKv * c.layout.headDim, d = c.layout.headDim;
+    const uint32_t width = c.layout.nHeadKv(0) * c.layout.headDim(0), d = c.layout.headDim(0);
     append(c, mixedRows(n, width, d, seed), mixedRows(n, width, d, seed + 1), n, nullptr,
            sparse.indexer);
     if (::testing::Test::HasFatalFailure()) return;
@@ -310,8 +311,8 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
     std::vector<std::vector<uint32_t>> selected;
     if (const gpu::IndexerBuffers* ix = sparse.indexer) {
       const auto* lists = static_cast<const uint32_t*>(ix->lists.mapped());
-      for (uint32_t h = 0; h < c.layout.nHeadKv; ++h) {
-        const uint32_t* list = lists + (size_t{kLayer} * c.layout.nHeadKv + h) * ix->listStride;
+      for (uint32_t h = 0; h < c.layout.nHeadKv(0); ++h) {
+        const uint32_t* list = lists + ix->listAt(kLayer, h);
         selected.emplace_back(list + 1, list + 1 + list[0]);
         const auto& rows = selected.back();
         ASSERT_LT(rows.size(), total);
@@ -327,8 +328,8 @@ class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::At
                              std::string(c.host->scheme(kLayer, KvPart::kKey).name()) + " v " +
                              std::string(c.host->scheme(kLayer, KvPart::kValue).name()) +
                              " head_dim " + std::to_string(d) + " gqa " +
-                             std::to_string(nHead / c.layout.nHeadKv) + " n " + std::to_string(n) +
-                             " pos0 " + std::to_string(pos0) + " splits " +
+                             std::to_string(nHead / c.layout.nHeadKv(0)) + " n " +
+                             std::to_string(n) + " pos0 " + std::to_string(pos0) + " splits " +
                              std::to_string(plan.splits);
     double err2 = 0.0, ref2 = 0.0;
     for (size_t vec = 0; vec < tol.size(); ++vec) {

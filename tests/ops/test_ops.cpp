@@ -12,7 +12,11 @@
 // squared: NMSE = sum (vulkan - cpu)^2 / sum cpu^2, over every value of every
 // step. The bounds, per op (u = 2^-24, float32's unit roundoff):
 //  - embed and logit rows: the same host code or a copy on both: exactly 0.
-//  - rmsnorm added to a residual: the rmsnorm bound (one more rounded add).
+//  - rmsnorm added to a residual, or without a weight: the rmsnorm bound.
+//  - scale and add: one rounded multiply or add per value on both: exactly 0.
+//  - soft-cap: tanh from another library, which near 0 loses a few more bits
+//    (lavapipe's: 3e-13 at cap 30, where x / cap is small); bound 1e-11.
+//  - gated product: the matmul epilogue's GELU/SiLU arithmetic: bound 1e-10.
 //  - rope: the same angle table, one multiply-add per value; only FMA
 //    contraction differs: NMSE ~ u^2 ~ 4e-15; bound 1e-12.
 //  - rmsnorm: a sum of n squares in another order (relative error <= n u,
@@ -22,13 +26,16 @@
 //    bound 1e-9 at cols <= 1024 with margin for the SwiGLU epilogue's exp.
 //  - moe: the same picks (scores a few ulp apart do not reorder random
 //    routers' experts), then three such products and a weighted sum: the
-//    matmul bound.
+//    matmul bound (Gemma 4's too: its router reads another norm of x, its
+//    experts are one fused gate/up stack, and each has an output scale).
 //  - attention: the same codes (the encoders are byte-exact, tests/gpu/
 //    kv_codec_test.cpp), scores and sums in other orders, the CPU's
 //    polynomial exp (relative 2e-7) and f16 rounding of the query and weights
 //    where both sides are f16: a score error of ~1e-6 moves a weight by as
 //    much relatively, so NMSE ~ 1e-12..1e-10; bound 1e-8. A rotated scheme
-//    adds a float Hadamard round trip (NMSE ~ d u^2).
+//    adds a float Hadamard round trip (NMSE ~ d u^2). Layers of their own
+//    heads and widths (Gemma 4), and a KV-shared layer's read of another
+//    layer's rows (attendCache), take the same bound.
 // Breaking one kernel fails the cases of its op and names them (see the
 // closing note of the commit that added this file).
 #include <cmath>
@@ -210,6 +217,20 @@ std::vector<OpCase> rmsnorms() {
     };
     cases.push_back(std::move(c));
   }
+  // Without a weight, per head and over a whole row (Gemma 4's V rows).
+  for (uint32_t group : {32u, 256u, 512u}) {
+    OpCase c{.name = fmt::format("rmsnorm unweighted groups of {}", group),
+             .spec = shape(512, 128, 16, 1, 32),
+             .prefill = 9,
+             .decode = 1,
+             .bound = 1e-10};
+    c.op = [group](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      const Act x = ops.act("x", p.config->nEmbd), y = ops.act("y", p.config->nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      return ops.rmsnorm(x, nullptr, y, group, 1e-6f, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
   // Normed and added to a residual (Gemma's post-norms): y starts as other rows.
   for (uint32_t width : {256u, 4096u}) {
     OpCase c{.name = fmt::format("rmsnorm added to rows of {}", width),
@@ -224,6 +245,75 @@ std::vector<OpCase> rmsnorms() {
       return ops.rmsnormAdd(x, *p.weights->outputNorm, y, 1e-6f, {"out"});
     };
     cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Gemma 4's element-wise ops over rows of token_embd (and, for the gated
+// product, a column range of ffn_down's wider rows, as its per-layer inputs
+// read theirs), at a decode step's and a prefill's rows.
+std::vector<OpCase> elementwise() {
+  std::vector<OpCase> cases;
+  const auto embdRows = [](ForwardOps& ops, const ForwardPlan& p, float scale) -> Expected<Act> {
+    const Act x = ops.act("x", p.config->nEmbd);
+    KVS_TRY(ops.embed(*p.weights->tokenEmbd, x, scale, {"input"}));
+    return x;
+  };
+  for (uint32_t width : {64u, 1000u}) {
+    OpCase scale{.name = fmt::format("scale rows of {}", width),
+                 .spec = shape(width, 128, 2, 1, 32),
+                 .prefill = 7,
+                 .decode = 1};
+    scale.op = [embdRows](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      KVS_ASSIGN_OR_RETURN(const Act x, embdRows(ops, p, 1.0f));
+      return ops.scale(x, 0.0625f * 3.0f, {"out"});
+    };
+    cases.push_back(std::move(scale));
+    OpCase add{.name = fmt::format("add rows of {}", width),
+               .spec = shape(width, 128, 2, 1, 32),
+               .prefill = 7,
+               .decode = 1};
+    add.op = [embdRows](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      KVS_ASSIGN_OR_RETURN(const Act x, embdRows(ops, p, 1.0f));
+      const Act y = ops.act("y", p.config->nEmbd);
+      KVS_TRY(ops.embed(*p.weights->output, y, 1.0f, {"residual"}));
+      return ops.add(x, y, {"out"});
+    };
+    cases.push_back(std::move(add));
+  }
+  // Caps that leave most values linear, and one that saturates most.
+  for (float cap : {30.0f, 0.5f, 0.01f}) {
+    OpCase c{.name = fmt::format("soft-cap at {}", cap),
+             .spec = shape(512, 128, 4, 1, 32),
+             .prefill = 7,
+             .decode = 1,
+             .bound = 1e-11};
+    c.op = [embdRows, cap](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      KVS_ASSIGN_OR_RETURN(const Act x, embdRows(ops, p, 40.0f));
+      return ops.softCap(x, cap, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  for (model::Gate gate : {model::Gate::kGelu, model::Gate::kSilu, model::Gate::kSwigluOai}) {
+    for (uint32_t upFirst : {0u, 256u, 768u}) {
+      // ffn_down {nFf, nEmbd}: rows of nFf = 4 nEmbd values.
+      OpCase c{.name = fmt::format("gated product {} of up columns from {}",
+                                   gate == model::Gate::kGelu   ? "gelu"
+                                   : gate == model::Gate::kSilu ? "silu"
+                                                                : "clamped-swiglu",
+                                   upFirst),
+               .spec = shape(256, 1024, 4, 1, 64),
+               .prefill = 7,
+               .decode = 1,
+               .bound = 1e-10};
+      c.op = [embdRows, gate, upFirst](const ForwardPlan& p, ForwardOps& ops) -> Status {
+        KVS_ASSIGN_OR_RETURN(const Act g, embdRows(ops, p, 4.0f));
+        const Act up = ops.act("up", p.config->nFf);
+        KVS_TRY(ops.embed(*p.weights->layers[0].down, up, 1.0f, {"up"}));
+        return ops.gatedMul(gate, g, up, upFirst, {"out"});
+      };
+      cases.push_back(std::move(c));
+    }
   }
   return cases;
 }
@@ -355,6 +445,56 @@ OpCase attentionCase(const std::string& scheme, uint32_t headDim, uint32_t gqa,
   return c;
 }
 
+// Gemma 4's attention: window layers (even) of 4 KV heads of 32 values,
+// global ones (odd) of 2 KV heads of 64, in one cache; `layer`'s output.
+// Its inputs come from its own tensors: q from attn_output's rows (qDim
+// wide), k from ffn_down's (layerFf makes them kvDim wide), v the k rows
+// RMS-normed without a weight (Gemma 4's V). Every layer before `layer`
+// attends too, so a layer's rows landing in another's place shows.
+// `shared`: the last layer reads the cache of layer - 2 (attendCache) with
+// its own queries, as a KV-shared layer does. Each layer's inputs have slots
+// of their own: the Vulkan backend's embed() writes its rows at recording.
+OpCase perLayerAttentionCase(const std::string& scheme, uint32_t layer, bool shared) {
+  model::SyntheticModelSpec spec = shape(64, 128, 4, 4, 64);
+  spec.architecture = "gemma4";
+  spec.nLayer = 4;
+  spec.headDimWindow = spec.ropeDimsWindow = 32;
+  spec.slidingWindow = 16;
+  spec.windowPeriod = 2;
+  spec.layerHeadsKv = {4, 2, 4, 2};
+  spec.layerFf = {128, 128, 128, 128};  // = each layer's kvDim
+  spec.seed = 77 + layer;
+  OpCase c{.name = fmt::format("attention {} layer {} of gemma4's shapes{}", scheme, layer,
+                               shared ? ", read by a KV-shared layer" : ""),
+           .spec = spec,
+           .kv = {scheme, scheme},
+           .prefill = 29,
+           .decode = 3,
+           .bound = 1e-8};
+  c.op = [layer, shared](const ForwardPlan& p, ForwardOps& ops) -> Status {
+    const model::ModelConfig& cfg = *p.config;
+    for (uint32_t l = 0; l <= layer; ++l) {
+      const uint32_t source = shared && l == layer ? l - 2 : l;
+      const std::string i = std::to_string(l);
+      const Act q = ops.act("q" + i, cfg.qDimOf(l)), out = ops.act("att", cfg.qDimOf(l));
+      KVS_TRY(ops.embed(*p.weights->layers[l].wo, q, 1.0f, {"q"}));
+      model::AttentionSpec attention = p.attention(source);
+      attention.scale = 1.0f;
+      const OpName name = l == layer ? OpName{"out"} : OpName{"att", static_cast<int>(l)};
+      if (source != l) {
+        KVS_TRY(ops.attendCache(q, out, attention, name));
+        continue;
+      }
+      const Act k = ops.act("k" + i, cfg.kvDimOf(l)), v = ops.act("v" + i, cfg.kvDimOf(l));
+      KVS_TRY(ops.embed(*p.weights->layers[l].down, k, 1.0f, {"k"}));
+      KVS_TRY(ops.rmsnorm(k, nullptr, v, cfg.headDimOf(l), 1e-6f, {"v"}));
+      KVS_TRY(ops.attention(q, k, v, out, attention, name));
+    }
+    return okStatus();
+  };
+  return c;
+}
+
 std::vector<OpCase> attentions() {
   std::vector<OpCase> cases;
   for (uint32_t headDim : {8u, 48u, 64u, 80u, 128u, 256u})
@@ -372,6 +512,12 @@ std::vector<OpCase> attentions() {
     if (scheme == "f16") continue;
     for (uint32_t headDim : {64u, 128u})
       cases.push_back(attentionCase(std::string(scheme), headDim, 4));
+  }
+  for (std::string scheme : {"f16", "q8_0", "turbo4"}) {
+    for (uint32_t layer : {0u, 1u, 2u, 3u})
+      cases.push_back(perLayerAttentionCase(scheme, layer, false));
+    cases.push_back(perLayerAttentionCase(scheme, 2, true));  // a window layer's rows
+    cases.push_back(perLayerAttentionCase(scheme, 3, true));  // a global layer's
   }
   return cases;
 }
@@ -432,6 +578,56 @@ std::vector<OpCase> moes() {
   return cases;
 }
 
+// Gemma 4's experts beside its dense FFN: the router on its own norm of the
+// residual, one stack of each expert's gate rows then up rows, GeGLU, each
+// expert's output times its scale, the weighted sum written (not added), in
+// several types of the expert stacks.
+std::vector<OpCase> gemma4Moes() {
+  using gguf::TensorType;
+  std::vector<OpCase> cases;
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+    auto spec = shape(256, 256, 4, 2, 64);
+    spec.architecture = "gemma4";
+    spec.nExpert = 8;
+    spec.nExpertUsed = 3;
+    spec.nFfExp = 256;
+    for (int l = 0; l < 2; ++l) {
+      for (const char* t : {"ffn_gate_up_exps", "ffn_down_exps"})
+        spec.tensorTypes[fmt::format("blk.{}.{}.weight", l, t)] = type;
+    }
+    OpCase c{
+        .name = fmt::format("moe gemma4 experts {}", gguf::typeName(static_cast<uint32_t>(type))),
+        .spec = spec,
+        .prefill = 12,
+        .decode = 2,
+        .bound = 1e-9};
+    c.op = [](const ForwardPlan& p, ForwardOps& ops) -> Status {
+      const model::ModelConfig& cfg = *p.config;
+      const model::LayerWeights& l = p.weights->layers[1];
+      const Act x = ops.act("x", cfg.nEmbd), y = ops.act("y", cfg.nEmbd);
+      const Act routerIn = ops.act("router_in", cfg.nEmbd);
+      KVS_TRY(input(ops, *p.weights->tokenEmbd, x));
+      KVS_TRY(ops.embed(*p.weights->output, y, 1.0f, {"stale"}));  // overwritten, not added to
+      KVS_TRY(ops.rmsnorm(x, l.gateInpScale, routerIn, cfg.nEmbd, 1e-6f, {"router_in"}));
+      const model::MoeSpec moe{.router = l.gateInp,
+                               .gateUp = l.gateUpExps,
+                               .down = l.downExps,
+                               .downScale = l.downExpsScale,
+                               .routerInput = routerIn,
+                               .nExpert = cfg.nExpert,
+                               .nUsed = cfg.nExpertUsed,
+                               .ff = cfg.nFfExp,
+                               .weighting = model::ExpertWeighting::kSoftmaxTopK,
+                               .act = model::Gate::kGelu,
+                               .accumulate = false};
+      return ops.moe(x, moe, y, {"out"});
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 void runCases(const std::vector<OpCase>& cases) {
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -456,6 +652,10 @@ TEST(TestOps, Rope) {
 }
 TEST(TestOps, MixtureOfExperts) {
   runCases(moes());
+  runCases(gemma4Moes());
+}
+TEST(TestOps, ElementWise) {
+  runCases(elementwise());
 }
 TEST(TestOps, Attention) {
   runCases(attentions());

@@ -330,9 +330,21 @@ class Gemma4CacheTest : public testing::Test {
   std::filesystem::path m_dir;
 };
 
-TEST_F(Gemma4CacheTest, ASharedKvCacheRestoredGivesTheUninterruptedLogits) {
+// The save and restore on each backend.
+class Gemma4RestoreTest : public Gemma4CacheTest, public testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    if (std::string_view(GetParam()) == "vulkan") {
+      auto devices = gpu::listDevices();
+      if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+    }
+    Gemma4CacheTest::SetUp();
+  }
+};
+
+TEST_P(Gemma4RestoreTest, ASharedKvCacheRestoredGivesTheUninterruptedLogits) {
   const std::string policy = "k=q8_0,v=turbo4";
-  auto original = openSession(m_dir / "model.gguf", "cpu", policy);
+  auto original = openSession(m_dir / "model.gguf", GetParam(), policy);
   ASSERT_TRUE(original);
   ASSERT_TRUE(original->generate(tokens(600, 3), greedy(8)).ok());
   const std::vector<int32_t> history = original->history();
@@ -345,7 +357,7 @@ TEST_F(Gemma4CacheTest, ASharedKvCacheRestoredGivesTheUninterruptedLogits) {
   EXPECT_EQ(layers[1].key->dim(), 64u);
   ASSERT_TRUE(original->saveCache(m_dir / "chat.kvcache").ok());
 
-  auto reopened = openSession(m_dir / "model.gguf", "cpu", policy);
+  auto reopened = openSession(m_dir / "model.gguf", GetParam(), policy);
   ASSERT_TRUE(reopened);
   const Status restored = reopened->restoreCache(m_dir / "chat.kvcache");
   ASSERT_TRUE(restored.ok()) << restored.error().describe();
@@ -375,19 +387,7 @@ TEST_F(Gemma4CacheTest, TheEstimateCountsTheStoringLayersOnly) {
   }
 }
 
-// The Vulkan backend refuses gemma4 by name when the load is checked.
-TEST_F(Gemma4CacheTest, TheVulkanBackendRefusesItSayingSo) {
-  auto devices = gpu::listDevices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
-  auto checked = runtime::checkLoad(m_dir / "model.gguf", {.kind = "vulkan",
-                                                           .contextLimit = kContext,
-                                                           .kvPolicy = policyOf("kv=f16"),
-                                                           .vetDevice = false});
-  ASSERT_FALSE(checked.ok());
-  EXPECT_EQ(checked.error().code, ErrorCode::kUnsupported);
-  EXPECT_NE(checked.error().message.find("does not run gemma4 models yet"), std::string::npos)
-      << checked.error().message;
-}
+INSTANTIATE_TEST_SUITE_P(Backends, Gemma4RestoreTest, testing::Values("cpu", "vulkan"));
 
 }  // namespace
 }  // namespace kvscope::test
