@@ -18,8 +18,10 @@ void main() {
     } else if (pc.op == KVS_ACT_ADD) {
       other[i] = other[i] + x[i];
     } else if (pc.op == KVS_ACT_SOFTCAP) {
-      // Clamped where tanh is +-1 in float (as geluGate's argument).
-      x[i] = pc.param * tanh(clamp(x[i] / pc.param, -10.0, 10.0));
+      // Clamped where tanh is +-1 in float (as geluGate's argument); a NaN
+      // stays NaN, as on the CPU (clamp's result for NaN is undefined).
+      const float t = x[i] / pc.param;
+      x[i] = isnan(t) ? t : pc.param * tanh(clamp(t, -10.0, 10.0));
     } else {
       const float u = other[(i / pc.width) * pc.upWidth + pc.upFirst + i % pc.width];
       if (pc.op == KVS_ACT_SILU_GATE) x[i] = siluGate(x[i], u);

@@ -18,6 +18,13 @@ std::vector<bool> indexedLayers(const model::ModelConfig& c) {
   return layers;
 }
 
+// Their head width (makeIndexer checks they share one); any layer's without one.
+uint32_t indexedHeadDim(const model::ModelConfig& c) {
+  for (uint32_t l = 0; l < c.kvLayers(); ++l)
+    if (!c.isWindowLayer(l)) return c.headDimOf(l);
+  return c.headDimOf(0);
+}
+
 }  // namespace
 
 VulkanBackend::~VulkanBackend() = default;
@@ -192,7 +199,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
                                   .sinks = options.sinks,
                                   .window = options.window,
                                   .pickedPages = kv::pickedPages(options),
-                                  .entryBytes = kv::KvIndex::entryBytesFor(c.headDim),
+                                  .entryBytes = kv::KvIndex::entryBytesFor(indexedHeadDim(c)),
                                   .diagnostic = options.diagnostic,
                                   .layers = indexedLayers(c)};
     KVS_ASSIGN_OR_RETURN(auto buffers,

@@ -10,7 +10,7 @@
 //
 // Codec error (kvErrors): the pages hold only encoded rows, so a forward() that
 // covers a position p with p % errorStride == 0 also copies the K and V input
-// rows of its last such token, every layer, to a host buffer, and the host
+// rows of its last such token, every cache layer, to a host buffer, and the host
 // round-trips them through the CPU schemes (the GPU codecs are byte-exact to
 // them, tests/gpu/kv_codec_test.cpp). One token in errorStride is measured.
 
@@ -54,8 +54,9 @@ struct VulkanBackendOptions {
   // Tokens per step (backend.h's kMaxStepRows); larger batches are split. A
   // sliding-window layer's ring holds window - 1 + this many rows.
   uint32_t maxBatch = kMaxStepRows;
-  // KV cache schemes per layer (empty: f16 everywhere), each stream built with
-  // kv::streamSeed(kvSeed, layer, part) as kv::KvCache::create does.
+  // KV cache schemes per cache layer (ModelConfig::kvLayers(); empty: f16
+  // everywhere), each stream built with kv::streamSeed(kvSeed, layer, part) as
+  // kv::KvCache::create does.
   std::vector<kv::LayerSchemes> kvSchemes;
   uint64_t kvSeed = kv::kDefaultCacheSeed;
   // Measure the codec error on the K/V rows of one position in this many

@@ -18,7 +18,7 @@ constexpr uint32_t kLogitsSlot = ~0u;
 
 static_assert(float(KVS_SWIGLU_OAI_ALPHA) == model::kSwigluOaiAlpha &&
                   float(KVS_SWIGLU_OAI_LIMIT) == model::kSwigluOaiLimit,
-              "shaders/weights.h's clamped SwiGLU is the model's");
+              "shaders/gates.h's clamped SwiGLU is the model's");
 
 // A product's epilogue: the model's, with its bias's device copy.
 gpu::Epilogue deviceEpilogue(const model::Epilogue& e, const gpu::BufferRange* bias) {
@@ -307,6 +307,13 @@ Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool
 // (cpu_step.cpp moe()) in 6 dispatches (7 in a prefill).
 Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName name) {
   KVS_TRY(m_error);
+  // moe_sum scales a product that already holds its bias, where the CPU adds
+  // the bias after the scale: no architecture has both.
+  if (spec.downScale && spec.downBias) {
+    return makeError(ErrorCode::kUnsupported,
+                     "{}: experts with both output scales and biases have no Vulkan kernel",
+                     name.str());
+  }
   const uint32_t width = x.width, used = spec.nUsed, n = rows(x);
   const Act routerIn = spec.routerInput.width != 0 ? spec.routerInput : x;
   const Act scores = act("moe_scores", spec.nExpert);
@@ -373,13 +380,6 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
   order({gate, routes}, {products});
   KVS_TRY(product(vm.matrix(*spec.down), gate, products, own,
                   {.bias = downBias ? &*downBias : nullptr}));
-  // Each expert's output scale before its bias would need the bias between
-  // them: no architecture has both.
-  if (spec.downScale && spec.downBias) {
-    return makeError(ErrorCode::kUnsupported,
-                     "{}: experts with both output scales and biases have no Vulkan kernel",
-                     name.str());
-  }
   const auto downScale = bias(spec.downScale);
   const gpu::BufferRange residual(buffer(out));
   order({products, weights, ids, out}, {moeOut, out});

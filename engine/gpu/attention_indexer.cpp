@@ -69,8 +69,9 @@ Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layou
                        l, layout.nHeadKv(l), layout.headDim(l), b.heads.nHeadKv, b.heads.headDim);
     }
   }
-  if (indexed == 0)
-    return makeError(ErrorCode::kInvalidArgument, "an indexer over none of the cache's layers");
+  // No indexed layer (every layer a window layer): buffers for the spare
+  // slot only, which no step selects into.
+  if (indexed == 0) b.heads = layout.layers.empty() ? KvHeads{1, 4} : layout.layers[0];
   if (b.heads.headDim % 4 != 0) {
     return makeError(ErrorCode::kUnsupported,
                      "the indexer on Vulkan needs head_dim a multiple of 4 (the model has {})",
@@ -93,7 +94,9 @@ Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layou
   uint32_t widest = 0;
   for (uint32_t l = 0; l < layout.nLayer(); ++l)
     if (b.indexes(l)) widest = std::max(widest, layout.rowBytes(l, 0) + layout.rowBytes(l, 1));
-  const size_t sidecar = size_t{indexed} * b.sidecarPages * heads * shape.entryBytes;
+  // (At least a word: a device buffer is never empty.)
+  const size_t sidecar =
+      std::max<size_t>(4, size_t{indexed} * b.sidecarPages * heads * shape.entryBytes);
   b.spare = indexed;
   const size_t lists = size_t{indexed + 1} * heads * b.listStride * sizeof(uint32_t);
   const size_t gathered = size_t{heads} * b.gatherRows * widest + size_t{heads} * sizeof(uint32_t);

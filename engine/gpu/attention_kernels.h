@@ -142,7 +142,7 @@ struct IndexerShape {
   uint32_t pageRows = 16;     // rows of a sidecar page
   uint32_t sinks = 4, window = 64;
   uint32_t pickedPages = 0;   // kv::pickedPages
-  uint32_t entryBytes = 0;    // kv::KvIndex::entryBytesFor(headDim)
+  uint32_t entryBytes = 0;    // kv::KvIndex::entryBytesFor(the indexed layers' headDim)
   bool diagnostic = false;    // also measure the softmax mass the selection captured
   // [nLayer]: the layers it indexes (the global ones: a window layer attends
   // its few rows whole), which must share one KvHeads. Empty: every layer.
@@ -164,14 +164,15 @@ struct IndexerBuffers {
   uint32_t sidecarPages = 0;    // sidecar pages per layer: ceil(maxRows / pageRows)
   uint32_t entryWords = 0;      // shape.entryBytes / 4
   uint32_t gatherRows = 0;      // rows a KV head's selection can hold (a multiple of 64)
-  uint32_t listStride = 0;      // words per (layer, KV head) list: 1 + gatherRows
+  uint32_t listStride = 0;      // words per (slot, KV head) list: 1 + gatherRows
   Buffer sidecar;               // [slot][sidecarPages][nHeadKv][entryWords]: kv::KvIndex's entries
   Buffer pageScores;  // [nHeadKv][pages] float, the layer being attended
   // Host-visible [slot][nHeadKv][listStride]: the count, then the rows the
   // last indexed step attended, ascending (written only where it was sparse).
   Buffer lists;
   // The selected rows' codes (kv_gather.comp): a one-layer page of gatherRows
-  // rows per KV head, sized for the widest layer, then [nHeadKv] row counts.
+  // rows per KV head, sized for the widest indexed layer, then [nHeadKv] row
+  // counts.
   Buffer gathered;
   // options.diagnostic: host-visible [slot][dense, selected] blocks of
   // massStride bytes, each [nHead] (max, sum of exp(score - max)) float pairs
@@ -277,8 +278,10 @@ class AttentionKernels {
                  uint32_t layer, const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
                  const AttentionScratch& scratch = {}, const IndexerBuffers* index = nullptr);
 
-  // Buffers for the indexer over a cache of at most maxRows rows; kOutOfMemory
-  // when they do not fit, kUnsupported for a head_dim not a multiple of 4.
+  // Buffers for the indexer over a cache of at most maxRows rows (no indexed
+  // layer is allowed: a cache of window layers only); kOutOfMemory when they
+  // do not fit, kUnsupported for a head_dim not a multiple of 4 or indexed
+  // layers of different KvHeads.
   Expected<IndexerBuffers> makeIndexer(const KvPageLayout& layout, uint32_t nHead,
                                        uint32_t maxRows, const IndexerShape& shape) const;
   // Rebuilds the sidecar entries of `layer` for the pages that hold rows

@@ -153,8 +153,10 @@ class ForwardOps {
  public:
   virtual ~ForwardOps() = default;
 
-  // The buffer named `slot`, [batch rows, width] (the same one on every call;
-  // an executor that cannot make it fails the step's next op).
+  // The buffer named `slot`, [batch rows, width] (the same one on every call
+  // of the same width; asked for wider than before, its values are not kept,
+  // so a description rewrites a slot whose width changes; an executor that
+  // cannot make it fails the step's next op).
   virtual Act act(std::string_view slot, uint32_t width) = 0;
   // The rows of `x` whose logits the step returns, copied to their own
   // buffer (every row when all logits are asked for).

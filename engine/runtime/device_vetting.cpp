@@ -92,57 +92,6 @@ uint32_t vetPrefill(const kv::IndexerOptions& attention) {
   return attention.sinks + attention.window + 3 * attention.pageRows;
 }
 
-// The random-weight model that runs what `spec` describes.
-Expected<model::SyntheticModelSpec> syntheticSpec(const VetSpec& v) {
-  model::SyntheticModelSpec m;
-  m.architecture = v.architecture;
-  m.nEmbd = kEmbd;
-  m.nFf = kFf;
-  m.nVocab = kVocab;
-  m.headDim = v.headDim;
-  m.ropeDims = v.ropeDims;
-  m.ropeLinearFactor = v.ropeLinearFactor;
-  m.ropeFreqFactors = v.ropeFreqFactors;
-  m.tiedEmbeddings = v.tiedEmbeddings;
-  if (v.window) {
-    m.slidingWindow = kVetWindow;
-    m.windowPeriod = 2;
-  }
-  m.weightType = gguf::TensorType::kF16;
-  // Enough layers for every cache pair and every type a layer tensor comes in.
-  size_t layers = std::max<size_t>(2, v.layers.size());
-  for (const auto& [name, types] : v.weightTypes)
-    if (name != "token_embd.weight" && name != "output.weight")
-      layers = std::max(layers, types.size());
-  m.nLayer = static_cast<uint32_t>(layers);
-  m.contextLength = 4096;
-  // The fewest KV heads whose query width is whole blocks of attn_output's
-  // types (the model's own head count always is).
-  const auto out = v.weightTypes.find("attn_output.weight");
-  const auto fits = [&](uint32_t kvHeads) {
-    if (out == v.weightTypes.end()) return true;
-    const uint64_t width = uint64_t{kvHeads} * v.gqa * v.headDim;
-    return std::all_of(out->second.begin(), out->second.end(), [&](gguf::TensorType t) {
-      return width % gguf::traits(t).blockElements == 0;
-    });
-  };
-  m.nHeadKv = 1;
-  while (!fits(m.nHeadKv) && m.nHeadKv < 64) m.nHeadKv *= 2;
-  if (!fits(m.nHeadKv))
-    return makeError(ErrorCode::kUnsupported, "no small model of this shape can be built");
-  m.nHead = m.nHeadKv * v.gqa;
-  for (const auto& [name, types] : v.weightTypes) {
-    if (types.empty()) continue;
-    if (name == "token_embd.weight" || name == "output.weight") {
-      m.tensorTypes[name] = types.front();
-      continue;
-    }
-    for (uint32_t i = 0; i < m.nLayer; ++i)
-      m.tensorTypes[fmt::format("blk.{}.{}", i, name)] = types[i % types.size()];
-  }
-  return m;
-}
-
 // Opens the synthetic model from a temporary file, removed once it is mapped.
 Expected<std::shared_ptr<const model::ModelFile>> openSynthetic(
     const model::SyntheticModelSpec& spec) {
@@ -246,7 +195,7 @@ Status compare(backend::Backend& cpu, backend::Backend& gpu, const kv::IndexerOp
 }
 
 Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict verdict) {
-  KVS_ASSIGN_OR_RETURN(const model::SyntheticModelSpec synthetic, syntheticSpec(spec));
+  KVS_ASSIGN_OR_RETURN(const model::SyntheticModelSpec synthetic, vetModelSpec(spec));
   KVS_ASSIGN_OR_RETURN(const auto m, openSynthetic(synthetic));
   std::vector<kv::LayerSchemes> schemes(synthetic.nLayer);
   for (size_t i = 0; i < schemes.size() && !spec.layers.empty(); ++i)
@@ -274,14 +223,88 @@ Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict v
 
 }  // namespace
 
+Expected<model::SyntheticModelSpec> vetModelSpec(const VetSpec& v) {
+  model::SyntheticModelSpec m;
+  m.architecture = v.architecture;
+  m.nEmbd = kEmbd;
+  m.nFf = kFf;
+  m.nVocab = kVocab;
+  m.headDim = v.headDim;
+  m.ropeDims = v.ropeDims;
+  m.ropeLinearFactor = v.ropeLinearFactor;
+  m.ropeFreqFactors = v.ropeFreqFactors;
+  m.tiedEmbeddings = v.tiedEmbeddings;
+  if (v.window) {
+    m.slidingWindow = kVetWindow;
+    m.windowPeriod = 2;  // window layers 0, 2, ...; global layers 1, 3, ...
+    m.headDimWindow = v.windowHeadDim;
+    m.ropeDimsWindow = v.windowRopeDims;
+  }
+  m.weightType = gguf::TensorType::kF16;
+  // Enough layers for every cache pair and every type a layer tensor comes in.
+  size_t layers = std::max<size_t>(2, v.layers.size());
+  for (const auto& [name, types] : v.weightTypes)
+    if (name != "token_embd.weight" && name != "output.weight")
+      layers = std::max(layers, types.size());
+  m.nLayer = static_cast<uint32_t>(layers);
+  m.contextLength = 4096;
+  // The fewest KV heads whose query width is whole blocks of attn_output's
+  // types in every layer (the model's own head count always is); the window
+  // layers' KV heads share the query heads by their own gqa.
+  const uint32_t windowGqa = v.windowGqa != 0 ? v.windowGqa : v.gqa;
+  const uint32_t windowHeadDim = v.windowHeadDim != 0 ? v.windowHeadDim : v.headDim;
+  const auto out = v.weightTypes.find("attn_output.weight");
+  const auto fits = [&](uint32_t kvHeads) {
+    const uint64_t heads = uint64_t{kvHeads} * v.gqa;
+    if (v.window && heads % windowGqa != 0) return false;
+    if (out == v.weightTypes.end()) return true;
+    return std::all_of(out->second.begin(), out->second.end(), [&](gguf::TensorType t) {
+      const uint32_t block = gguf::traits(t).blockElements;
+      return heads * v.headDim % block == 0 && (!v.window || heads * windowHeadDim % block == 0);
+    });
+  };
+  m.nHeadKv = 1;
+  while (!fits(m.nHeadKv) && m.nHeadKv < 64) m.nHeadKv *= 2;
+  if (!fits(m.nHeadKv))
+    return makeError(ErrorCode::kUnsupported, "no small model of this shape can be built");
+  m.nHead = m.nHeadKv * v.gqa;
+  if (v.window && windowGqa != v.gqa) {
+    for (uint32_t l = 0; l < m.nLayer; ++l)
+      m.layerHeadsKv.push_back(l % 2 == 0 ? m.nHead / windowGqa : m.nHeadKv);
+  }
+  for (const auto& [name, types] : v.weightTypes) {
+    if (types.empty()) continue;
+    if (name == "token_embd.weight" || name == "output.weight") {
+      m.tensorTypes[name] = types.front();
+      continue;
+    }
+    for (uint32_t i = 0; i < m.nLayer; ++i)
+      m.tensorTypes[fmt::format("blk.{}.{}", i, name)] = types[i % types.size()];
+  }
+  return m;
+}
+
 Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& policy) {
   const model::ModelConfig& c = model.config();
   VetSpec s;
   s.architecture = c.architecture;
-  // The Vulkan backend runs uniform attention only (VulkanModel::checkRuns).
-  s.headDim = c.headDim;
-  s.gqa = c.nHead / c.nHeadKv;
-  s.ropeDims = c.rope.dims;
+  // The global layers' shape, and the window layers' where it differs
+  // (VulkanModel::checkRuns: every layer has nHead query heads).
+  uint32_t global = 0, window = 0;
+  while (global < c.nLayer && c.isWindowLayer(global)) ++global;
+  while (window < c.nLayer && !c.isWindowLayer(window)) ++window;
+  if (global == c.nLayer) global = 0;
+  s.headDim = c.headDimOf(global);
+  s.gqa = c.nHead / c.headsKvOf(global);
+  s.ropeDims = c.ropeDimsOf(global);
+  if (window < c.nLayer) {
+    const uint32_t gqa = c.nHead / c.headsKvOf(window);
+    if (c.headDimOf(window) != s.headDim || gqa != s.gqa || c.ropeDimsOf(window) != s.ropeDims) {
+      s.windowHeadDim = c.headDimOf(window);
+      s.windowGqa = gqa;
+      s.windowRopeDims = c.ropeDimsOf(window);
+    }
+  }
   s.ropeLinearFactor = c.rope.scaling == model::RopeScaling::kLinear ? c.rope.factor : 1.0f;
   s.ropeFreqFactors = c.rope.scaling == model::RopeScaling::kFreqFactors;
   s.tiedEmbeddings = c.tiedEmbeddings;
@@ -327,12 +350,18 @@ std::string VetSpec::text() const {
   for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
   if (anyPair) cache.push_back("(any pair)");
   // Only the page size decides the indexer's kernels (vetAttention).
-  return fmt::format("{} head_dim {} gqa {} rope {}{}{}{}{} | {} | kv {} | attention dense, {}",
-                     architecture, headDim, gqa, ropeDims,
-                     ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
-                     ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "",
-                     window ? fmt::format(" window {}", kVetWindow) : "", fmt::join(weights, " "),
-                     fmt::join(cache, " "), attention.scorerText());
+  return fmt::format(
+      "{} head_dim {} gqa {} rope {}{}{}{}{} | {} | kv {} | attention dense, {}", architecture,
+      headDim, gqa, ropeDims,
+      ropeLinearFactor > 1.0f ? fmt::format(" linear {}", ropeLinearFactor) : "",
+      ropeFreqFactors ? " factors" : "", tiedEmbeddings ? " tied" : "",
+      window
+          ? fmt::format(" window {}{}", kVetWindow,
+                        windowHeadDim != 0 ? fmt::format(" head_dim {} gqa {} rope {}",
+                                                         windowHeadDim, windowGqa, windowRopeDims)
+                                           : std::string())
+          : "",
+      fmt::join(weights, " "), fmt::join(cache, " "), attention.scorerText());
 }
 
 std::string VetSpec::describe() const {

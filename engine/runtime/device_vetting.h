@@ -36,6 +36,7 @@
 #include "kv/kv_cache.h"
 #include "kv/kv_policy.h"
 #include "model/model_file.h"
+#include "model/synthetic_model.h"
 
 namespace kvscope::runtime {
 
@@ -49,8 +50,11 @@ struct VetSpec {
   bool ropeFreqFactors = false;   // per-frequency factors (rope_freqs.weight)
   bool tiedEmbeddings = false;
   // Sliding-window layers: the small model alternates a window layer (a window
-  // shorter than its prefill) with a global one.
+  // shorter than its prefill) with a global one. headDim, gqa and ropeDims
+  // are the global layers'; where the window layers differ (Gemma 4), theirs
+  // (else 0).
   bool window = false;
+  uint32_t windowHeadDim = 0, windowGqa = 0, windowRopeDims = 0;
   // Per tensor ("token_embd.weight", "output.weight", and per layer without
   // its "blk.N." prefix, e.g. "attn_v.weight"): every type the model stores
   // it in, sorted. A Q4_K_M file lists Q4_K and Q6_K for attn_v.
@@ -76,6 +80,9 @@ struct VetSpec {
 // The spec of `model` run under `policy`. Errors: a policy that does not
 // resolve for the model (the same error makeBackend reports).
 Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& policy);
+// The small random-weight model a vetting of `spec` runs. Errors: no model of
+// that shape can be built (attn_output's types need other widths).
+Expected<model::SyntheticModelSpec> vetModelSpec(const VetSpec& spec);
 
 struct DeviceVerdict {
   std::string device;  // the device's name

@@ -264,11 +264,87 @@ TEST(VulkanIndexer, KvSharedLayersSelectForTheirOwnQueries) {
   const uint32_t differ = differentSelections(want, got);
   std::printf("gemma4: %u of %zu steps select other rows\n", differ, got.steps.size());
   EXPECT_LE(differ, 2u);
+  // The global layer's captured mass is its own query's, on both backends.
+  for (size_t s = 0; s < want.steps.size(); ++s) {
+    EXPECT_NEAR(want.steps[s].layers[1].capturedMass, got.steps[s].layers[1].capturedMass, 1e-3)
+        << "step " << s;
+  }
   backend::LogitComparison c;
   for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
   std::printf("gemma4 indexed: max %.2e mean %.2e argmax %u/%u\n", c.worstRel, c.meanRel,
               c.argmaxAgree, c.steps);
   EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
+}
+
+// A cache of window layers only (a window on every layer) gives the indexer
+// no layer to index: the backend still opens and decodes with it on, every
+// layer attending its window whole, as on the CPU.
+TEST(VulkanIndexer, ACacheOfWindowLayersOnlyRunsWithTheIndexerOn) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "gemma3";
+  spec.nLayer = 2;
+  spec.nEmbd = 128;
+  spec.nFf = 256;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 64;
+  spec.slidingWindow = 24;
+  spec.windowPeriod = 0;  // no global layer
+  spec.seed = 41;
+  const auto model = openSyntheticModel(spec, "indexer-all-window");
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->config().isWindowLayer(0) && model->config().isWindowLayer(1));
+  Pair p = makePair(model, "q8_0", {.topK = 32, .window = 16, .diagnostic = true});
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
+  ASSERT_EQ(got.steps.size(), 100u);
+  for (const auto& layer : got.steps.back().layers) EXPECT_EQ(layer.capturedMass, 1.0);
+  backend::LogitComparison c;
+  for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
+  EXPECT_LE(c.worstRel, 2e-3);
+  EXPECT_EQ(c.argmaxAgree, c.steps);
+  EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
+}
+
+// Gemma 4's step submitted in parts of one dispatch (as a GPU submits parts
+// while it records): activation slots that grow from one layer to the next
+// retire buffers earlier parts may still use; under validation the logits
+// equal one submission's, bit for bit.
+TEST(VulkanIndexer, Gemma4InPartsEqualsOneSubmission) {
+  model::SyntheticModelSpec spec;
+  spec.architecture = "gemma4";
+  spec.nLayer = 4;
+  spec.nEmbd = 128;
+  spec.nFf = 256;
+  spec.nHead = 4;
+  spec.nHeadKv = 2;
+  spec.headDim = 64;
+  spec.headDimWindow = spec.ropeDimsWindow = 32;
+  spec.layerHeadsKv = {2, 1, 2, 1};
+  spec.nKvShared = 2;
+  spec.nEmbdPerLayer = 16;
+  spec.nExpert = 4;
+  spec.nExpertUsed = 2;
+  spec.nFfExp = 32;
+  spec.slidingWindow = 24;
+  spec.windowPeriod = 2;
+  spec.seed = 43;
+  const auto model = openSyntheticModel(spec, "gemma4-parts");
+  ASSERT_TRUE(model);
+  const std::vector<kv::LayerSchemes> schemes(model->config().kvLayers(), {"q8_0", "turbo4"});
+  auto whole = backend::VulkanBackend::create(model, {.validation = true, .kvSchemes = schemes});
+  auto parts = backend::VulkanBackend::create(
+      model, {.validation = true, .submitEvery = 1u, .kvSchemes = schemes});
+  ASSERT_TRUE(whole.ok() && parts.ok());
+  const DecodeRun want = decodeRun(**whole), got = decodeRun(**parts);
+  ASSERT_EQ(want.logits.size(), got.logits.size());
+  for (size_t s = 0; s < want.logits.size(); ++s) {
+    ASSERT_EQ(0, std::memcmp(want.logits[s].data(), got.logits[s].data(),
+                             want.logits[s].size() * sizeof(float)))
+        << "step " << s;
+  }
+  EXPECT_GT((*parts)->lastStepParts(), 1u);
+  EXPECT_EQ((*parts)->context().validationMessages(), 0u);
 }
 
 }  // namespace

@@ -157,6 +157,50 @@ TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
   EXPECT_EQ(readFile().size(), 2u) << "one verdict per spec";
 }
 
+// Gemma 4's shape: window layers of 4 KV heads of 32 values, global ones of
+// one KV head of 64 (4 query heads each). The spec carries both shapes, the
+// small model it builds has them (so the vetting runs the global layers'
+// wider heads at their own GQA, not the window layers'), and lavapipe passes
+// it.
+TEST_F(DeviceVetting, Gemma4sWindowAndGlobalShapesAreBothVetted) {
+  model::SyntheticModelSpec g;
+  g.architecture = "gemma4";
+  g.nLayer = 4;
+  g.nEmbd = 128;
+  g.nFf = 256;
+  g.nHead = 4;
+  g.nHeadKv = 4;
+  g.headDim = 64;
+  g.headDimWindow = g.ropeDimsWindow = 32;
+  g.layerHeadsKv = {4, 1, 4, 1};
+  g.slidingWindow = 16;
+  g.windowPeriod = 2;
+  g.nVocab = 512;
+  const auto m = openSyntheticModel(g, "vet-gemma4");
+  ASSERT_TRUE(m);
+  const runtime::VetSpec s = specOf(*m, "k=q8_0,v=turbo4");
+  EXPECT_EQ(s.headDim, 64u);
+  EXPECT_EQ(s.gqa, 4u);
+  EXPECT_TRUE(s.window);
+  EXPECT_EQ(s.windowHeadDim, 32u);
+  EXPECT_EQ(s.windowGqa, 1u);
+  EXPECT_EQ(s.windowRopeDims, 32u);
+  EXPECT_NE(s.text().find("head_dim 32 gqa 1"), std::string::npos) << s.text();
+  auto small = runtime::vetModelSpec(s);
+  ASSERT_TRUE(small.ok()) << small.error().describe();
+  EXPECT_EQ(small->headDim, 64u);
+  EXPECT_EQ(small->headDimWindow, 32u);
+  EXPECT_EQ(small->ropeDimsWindow, 32u);
+  EXPECT_EQ(small->nHead, 4 * small->nHeadKv);
+  ASSERT_EQ(small->layerHeadsKv.size(), small->nLayer);
+  EXPECT_EQ(small->layerHeadsKv[0], small->nHead);    // a window layer: gqa 1
+  EXPECT_EQ(small->layerHeadsKv[1], small->nHeadKv);  // a global layer: gqa 4
+  auto v = runtime::vetDevice(-1, m_file, s);
+  ASSERT_TRUE(v.ok()) << v.error().describe();
+  EXPECT_TRUE(v->passed) << v->summary();
+  EXPECT_TRUE(v->failure.empty()) << v->failure;
+}
+
 TEST_F(DeviceVetting, LavapipePassesAndTheVerdictIsRemembered) {
   const auto m = openDemoModel();
   ASSERT_TRUE(m);
