@@ -3,8 +3,9 @@
 // as 32-bit words of `pages[page].words` from word `base`; decodeGroup
 // returns values 8g .. 8g + 7 of the row as four vec2 (value pairs), in the
 // codec's attention space: the decoded row for the plain codecs, and for the
-// rotated (turbo) codecs the row in rotated space, gamma * codebook[code], so
-// that attention never applies R per row. Values past HEAD_DIM read as 0.
+// rotated codecs the row in rotated space (turbo: gamma * codebook[code]; a
+// rotated block format: its plain format's values of y = R x), so that
+// attention never applies R per row. Values past HEAD_DIM read as 0.
 //
 // The including shader declares HEAD_DIM and the page array `pages`
 // (attention_common.glsl) before including this file, and calls
@@ -67,8 +68,18 @@ const uint KV_BLOCKS = (HEAD_DIM + 31u) / 32u;       // scale blocks of 32 value
 const uint KV_GROUPS16 = (HEAD_DIM + 15u) / 16u;     // gamma groups of turbo*g
 const uint KV_GROUPS = (HEAD_DIM + 7u) / 8u;         // groups of 8 values (decodeGroup)
 
+// The codec whose bytes c stores (gpu::kvCodecPlain): the plain block
+// format of a rotated one, else c.
+uint codecPlain(uint c) {
+  if (c == KVS_CODEC_Q8_0R) return KVS_CODEC_Q8_0;
+  if (c == KVS_CODEC_Q4_0R) return KVS_CODEC_Q4_0;
+  if (c == KVS_CODEC_FP8R) return KVS_CODEC_FP8;
+  if (c == KVS_CODEC_AFFINE4R) return KVS_CODEC_AFFINE4;
+  return c;
+}
 // Bits per code of codec c (16 for f16).
 uint codecBits(uint c) {
+  c = codecPlain(c);
   if (c == KVS_CODEC_F16) return 16u;
   if (c == KVS_CODEC_Q8_0 || c == KVS_CODEC_FP8) return 8u;
   if (c == KVS_CODEC_TURBO3 || c == KVS_CODEC_TURBO3G || c == KVS_CODEC_TURBO3W10 ||
@@ -79,6 +90,7 @@ uint codecBits(uint c) {
   return 4u;
 }
 bool codecRotated(uint c) { return c >= KVS_CODEC_TURBO4; }
+bool codecHasCodebook(uint c) { return codecRotated(c) && codecPlain(c) == c; }
 bool codecGrouped(uint c) { return c >= KVS_CODEC_TURBO4G && c <= KVS_CODEC_TURBO2G; }
 bool codecBlockScaled(uint c) { return c >= KVS_CODEC_TURBO4B && c <= KVS_CODEC_TURBO2B; }
 // Rotated codecs: values per scale (gamma).
@@ -87,6 +99,7 @@ uint codecScaleWidth(uint c) {
 }
 // Bytes before the codes: the scales (or gammas) of a row.
 uint codecScaleBytes(uint c) {
+  c = codecPlain(c);
   if (c == KVS_CODEC_F16) return 0u;
   if (c == KVS_CODEC_Q8_0 || c == KVS_CODEC_Q4_0) return 2u * KV_BLOCKS;
   if (c == KVS_CODEC_FP8) return KV_BLOCKS;
@@ -127,6 +140,7 @@ float e4m3Value(uint b) {
 // Values 8g .. 8g + 7 of the row at word `base` of `page` for codec `c`
 // (with K's codebook when `key`), where `rowWords` is the row stride in words.
 void decodeGroup(uint c, bool key, uint page, uint base, uint rowWords, uint g, out vec2 v[4]) {
+  c = codecPlain(c);  // a rotated block format decodes as its plain one, in R's space
   float x[8];
   const uint last = rowWords - 1u;
   if (c == KVS_CODEC_F16) {

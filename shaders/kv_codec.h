@@ -24,7 +24,14 @@
 #define KVS_CODEC_TURBO4B 12
 #define KVS_CODEC_TURBO3B 13
 #define KVS_CODEC_TURBO2B 14
-#define KVS_CODEC_COUNT 15
+// The block formats in rotated space (kv::RotatedScheme): the bytes of
+// q8_0, q4_0, fp8 and affine4 for y = R x; attention reads them in R's space
+// as it reads the turbo codecs, without their codebook.
+#define KVS_CODEC_Q8_0R 15
+#define KVS_CODEC_Q4_0R 16
+#define KVS_CODEC_FP8R 17
+#define KVS_CODEC_AFFINE4R 18
+#define KVS_CODEC_COUNT 19
 
 // Centroids a codebook codec passes in specialization constants (2^4).
 #define KVS_CODEBOOK_SIZE 16

@@ -19,8 +19,9 @@
 //    row from shared memory. Every sum runs in the same order as in the CPU
 //    shape, so both shapes store the same bytes.
 //
-// Rotated codecs read y = R x from `rotated` (kv_rotate.comp ran first) and
-// x itself for the norm; the CPU takes the norms in double (and R x of a
+// Rotated codecs read y = R x from `rotated` (kv_rotate.comp ran first): the
+// rotated block formats encode it with their plain format's steps; the turbo
+// codecs read x itself for the norm; the CPU takes the norms in double (and R x of a
 // non-power-of-two row), so a code can differ by one step where u sits on a
 // decision boundary to within float rounding, and gamma by one fp16 step
 // (tests/gpu/kv_codec_test.cpp). The block-scaled turbo*b repeat the CPU's
@@ -79,7 +80,10 @@ float rotatedValue(uint i) { return stagedRotated[i]; }
 uint valueBits(uint i) { return x[srcBase + i]; }
 float rotatedValue(uint i) { return xRot[srcBase + i]; }
 #endif
-float value(uint i) { return uintBitsToFloat(valueBits(i)); }
+// A rotated block format encodes y = R x with its plain format's arithmetic
+// (set first thing in main(): the staging reads it too).
+bool rotatedInput;
+float value(uint i) { return rotatedInput ? rotatedValue(i) : uintBitsToFloat(valueBits(i)); }
 
 // std::round: half away from zero.
 float roundAway(float x) {
@@ -342,6 +346,7 @@ void encodeTurbo(uint c) {
 // from word `dst` of `page`.
 void encodeRow(uint c, uint page, uint dst) {
   rowBytes = 0u;
+  c = codecPlain(c);
   if (c == KVS_CODEC_F16) {
     encodeF16();
   } else if (c == KVS_CODEC_Q8_0) {
@@ -369,7 +374,7 @@ void stageRow() {
     if (rotated) stagedRotated[i] = xRot[srcBase + i];
   }
   barrier();
-  if (!rotated) return;
+  if (!codecHasCodebook(CODEC)) return;
   const uint levels = 1u << codecBits(CODEC);
   const bool blocks = codecBlockScaled(CODEC);
   if (blocks) {
@@ -393,6 +398,7 @@ void stageRow() {
 
 void main() {
   initCodebooks();
+  rotatedInput = codecPlain(CODEC) != CODEC;
   const uint rowWords = pc.part == 0u ? pc.keyRowWords : pc.valueRowWords;
   const uint block = pc.part == 0u ? pc.keyOffset : pc.valueOffset;
 #if defined(ROW_GROUPS)

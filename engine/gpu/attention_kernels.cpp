@@ -388,13 +388,13 @@ Status AttentionKernels::checkPages(const KvPageLayout& layout,
   const uint32_t headDim = layout.headDim(layer);
   for (uint32_t part = 0; part < 2; ++part) {
     const KvStream& s = layout.stream(layer, part);
-    const bool rotated = kvCodecRotated(s.codec);
     const size_t rotationBytes = size_t{headDim} * headDim * sizeof(float);
-    if (rotated && (!s.rotation || s.rotation->size() < rotationBytes ||
-                    s.codebook.size() != (1u << kvCodecBits(s.codec)))) {
+    const uint32_t centroids = kvCodecHasCodebook(s.codec) ? 1u << kvCodecBits(s.codec) : 0u;
+    if (kvCodecRotated(s.codec) &&
+        (!s.rotation || s.rotation->size() < rotationBytes || s.codebook.size() != centroids)) {
       return makeError(ErrorCode::kInvalidArgument,
                        "KV codec {} of layer {} needs its {}x{} rotation and {} centroids",
-                       kvCodecName(s.codec), layer, headDim, headDim, 1u << kvCodecBits(s.codec));
+                       kvCodecName(s.codec), layer, headDim, headDim, centroids);
     }
   }
   const size_t pageBytes = layout.inRing(layer) ? layout.ringPageBytes() : layout.pageBytes();

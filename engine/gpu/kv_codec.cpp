@@ -14,24 +14,29 @@ struct CodecInfo {
   KvCodec codec;
   std::string_view name;
   uint32_t bits;  // bits per code (16 for f16)
+  KvCodec plain;  // the codec whose bytes it stores
 };
 
 constexpr std::array<CodecInfo, KVS_CODEC_COUNT> kCodecs = {{
-    {KvCodec::kF16, "f16", 16},
-    {KvCodec::kQ8_0, "q8_0", 8},
-    {KvCodec::kQ4_0, "q4_0", 4},
-    {KvCodec::kFp8, "fp8", 8},
-    {KvCodec::kAffine4, "affine4", 4},
-    {KvCodec::kTurbo4, "turbo4", 4},
-    {KvCodec::kTurbo3, "turbo3", 3},
-    {KvCodec::kTurbo2, "turbo2", 2},
-    {KvCodec::kTurbo4g, "turbo4g", 4},
-    {KvCodec::kTurbo3g, "turbo3g", 3},
-    {KvCodec::kTurbo2g, "turbo2g", 2},
-    {KvCodec::kTurbo3w10, "turbo3w10", 3},
-    {KvCodec::kTurbo4b, "turbo4b", 4},
-    {KvCodec::kTurbo3b, "turbo3b", 3},
-    {KvCodec::kTurbo2b, "turbo2b", 2},
+    {KvCodec::kF16, "f16", 16, KvCodec::kF16},
+    {KvCodec::kQ8_0, "q8_0", 8, KvCodec::kQ8_0},
+    {KvCodec::kQ4_0, "q4_0", 4, KvCodec::kQ4_0},
+    {KvCodec::kFp8, "fp8", 8, KvCodec::kFp8},
+    {KvCodec::kAffine4, "affine4", 4, KvCodec::kAffine4},
+    {KvCodec::kTurbo4, "turbo4", 4, KvCodec::kTurbo4},
+    {KvCodec::kTurbo3, "turbo3", 3, KvCodec::kTurbo3},
+    {KvCodec::kTurbo2, "turbo2", 2, KvCodec::kTurbo2},
+    {KvCodec::kTurbo4g, "turbo4g", 4, KvCodec::kTurbo4g},
+    {KvCodec::kTurbo3g, "turbo3g", 3, KvCodec::kTurbo3g},
+    {KvCodec::kTurbo2g, "turbo2g", 2, KvCodec::kTurbo2g},
+    {KvCodec::kTurbo3w10, "turbo3w10", 3, KvCodec::kTurbo3w10},
+    {KvCodec::kTurbo4b, "turbo4b", 4, KvCodec::kTurbo4b},
+    {KvCodec::kTurbo3b, "turbo3b", 3, KvCodec::kTurbo3b},
+    {KvCodec::kTurbo2b, "turbo2b", 2, KvCodec::kTurbo2b},
+    {KvCodec::kQ8_0r, "q8_0r", 8, KvCodec::kQ8_0},
+    {KvCodec::kQ4_0r, "q4_0r", 4, KvCodec::kQ4_0},
+    {KvCodec::kFp8r, "fp8r", 8, KvCodec::kFp8},
+    {KvCodec::kAffine4r, "affine4r", 4, KvCodec::kAffine4},
 }};
 
 const CodecInfo& info(KvCodec codec) {
@@ -55,6 +60,14 @@ bool kvCodecRotated(KvCodec codec) {
   return static_cast<uint32_t>(codec) >= KVS_CODEC_TURBO4;
 }
 
+bool kvCodecHasCodebook(KvCodec codec) {
+  return kvCodecRotated(codec) && kvCodecPlain(codec) == codec;
+}
+
+KvCodec kvCodecPlain(KvCodec codec) {
+  return info(codec).plain;
+}
+
 uint32_t kvCodecBits(KvCodec codec) {
   return info(codec).bits;
 }
@@ -75,6 +88,7 @@ uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim) {
 }
 
 uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
+  if (kvCodecPlain(codec) != codec) return kvCodecRowBytes(kvCodecPlain(codec), dim);
   const uint32_t nb = ceilDiv(dim, kBlock);
   uint32_t bytes = 0;
   switch (codec) {
@@ -111,6 +125,11 @@ uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
       bytes = 2 * scales + codes;
       break;
     }
+    case KvCodec::kQ8_0r:
+    case KvCodec::kQ4_0r:
+    case KvCodec::kFp8r:
+    case KvCodec::kAffine4r:
+      break;  // their plain codec's, above
   }
   return (bytes + 3) / 4 * 4;
 }

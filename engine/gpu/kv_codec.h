@@ -35,6 +35,10 @@ enum class KvCodec : uint32_t {
   kTurbo4b = KVS_CODEC_TURBO4B,
   kTurbo3b = KVS_CODEC_TURBO3B,
   kTurbo2b = KVS_CODEC_TURBO2B,
+  kQ8_0r = KVS_CODEC_Q8_0R,
+  kQ4_0r = KVS_CODEC_Q4_0R,
+  kFp8r = KVS_CODEC_FP8R,
+  kAffine4r = KVS_CODEC_AFFINE4R,
 };
 
 // The codec of kv scheme `name`; kUnsupported for a scheme without GPU kernels.
@@ -42,8 +46,13 @@ Expected<KvCodec> kvCodecFor(std::string_view name);
 std::string_view kvCodecName(KvCodec codec);
 // Bytes of one row of `dim` values (the kv scheme's rowBytes()).
 uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim);
-// The turbo codecs: codes of the rotated row, `bits` per value, codebook of 2^bits.
+// The rotated codecs store the row y = R x: the turbo codecs as codes of a
+// codebook of 2^bits centroids (kvCodecHasCodebook), the rotated block
+// formats in the bytes of their plain format (kvCodecPlain: the codec whose
+// bytes a codec stores; itself for all but the rotated block formats).
 bool kvCodecRotated(KvCodec codec);
+bool kvCodecHasCodebook(KvCodec codec);
+KvCodec kvCodecPlain(KvCodec codec);
 uint32_t kvCodecBits(KvCodec codec);
 // Rotated codecs: values per scale (dim, 16 for turbo*g, 32 for turbo*b).
 uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim);
@@ -51,7 +60,7 @@ uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim);
 // How one (layer, K|V) stream stores its rows.
 struct KvStream {
   KvCodec codec = KvCodec::kF16;
-  std::vector<float> codebook;       // rotated codecs: the 2^bits ascending centroids
+  std::vector<float> codebook;       // codebook codecs: the 2^bits ascending centroids
   const Buffer* rotation = nullptr;  // rotated codecs: R, d x d floats row-major (y = R x);
                                      // owned by the caller, alive while the layout is used
 };

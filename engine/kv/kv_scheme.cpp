@@ -8,6 +8,7 @@
 #include "kv/scheme_fp8.h"
 #include "kv/scheme_q4_0.h"
 #include "kv/scheme_q8_0.h"
+#include "kv/scheme_rotated.h"
 #include "kv/scheme_turbo.h"
 #include "kv/splitmix.h"
 
@@ -25,6 +26,12 @@ struct Entry {
 template <typename T>
 Made makePlain(const SchemeParams& p) {
   return std::make_shared<T>(p);
+}
+
+// A block format in rotated space (scheme_rotated.h).
+template <typename T>
+Made makeRotated(const SchemeParams& p) {
+  return std::make_shared<RotatedScheme>(p, std::make_shared<T>(p));
 }
 
 template <uint32_t kBits, TurboScale kScale>
@@ -48,6 +55,10 @@ const Entry kSchemes[] = {
     {"turbo4b", kMinTurboDim, makeTurbo<4, TurboScale::kBlock>},
     {"turbo3b", kMinTurboDim, makeTurbo<3, TurboScale::kBlock>},
     {"turbo2b", kMinTurboDim, makeTurbo<2, TurboScale::kBlock>},
+    {"q8_0r", 1, makeRotated<Q8_0Scheme>},
+    {"q4_0r", 1, makeRotated<Q4_0Scheme>},
+    {"fp8r", 1, makeRotated<Fp8Scheme>},
+    {"affine4r", 1, makeRotated<Affine4Scheme>},
 };
 
 const Entry* findEntry(std::string_view name) {

@@ -157,9 +157,10 @@ std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const st
           }
         qr = y;
       }
-      // q8_0 keys are scored against the scaled query rounded to int8 blocks
-      // of 32: a_b = the block's largest |q_i| / sqrt(d).
-      const bool int8Keys = int8Queries && ks.name() == "q8_0" && d % 32 == 0;
+      // q8_0 keys (also rotated, q8_0r: the query rotated first) are scored
+      // against the scaled query rounded to int8 blocks of 32: a_b = the
+      // block's largest |q_i| / sqrt(d).
+      const bool int8Keys = int8Queries && ks.rowCode() == kv::RowCode::kQ8_0 && d % 32 == 0;
       std::vector<double> blockMax(d / 32, 0.0);
       for (uint32_t i = 0; int8Keys && i < d; ++i)
         blockMax[i / 32] =
