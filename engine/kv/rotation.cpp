@@ -139,4 +139,22 @@ void rotateVectorBack(std::span<const float> r, std::span<const float> y, std::s
   for (size_t j = 0; j < d; ++j) x[j] = static_cast<float>(sum[j]);
 }
 
+StreamRotation::StreamRotation(uint32_t dim, uint64_t seed) : m_matrix(makeRotation(dim, seed)) {
+  if (std::has_single_bit(dim)) {
+    // makeRotation's H S / sqrt(d): H's first row is all +1, so R's first
+    // row carries the signs.
+    for (uint32_t j = 0; j < dim; ++j) m_signs.push_back(m_matrix[j] > 0 ? 1.0f : -1.0f);
+  }
+}
+
+void StreamRotation::rotate(std::span<const float> x, std::span<float> y) const {
+  if (m_signs.empty()) return rotateVector(m_matrix, x, y);
+  hadamardRotate(m_signs, x.data(), y.data());
+}
+
+void StreamRotation::rotateBack(std::span<const float> y, std::span<float> x) const {
+  if (m_signs.empty()) return rotateVectorBack(m_matrix, y, x);
+  hadamardRotateBack(m_signs, y.data(), x.data());
+}
+
 }  // namespace kvscope::kv

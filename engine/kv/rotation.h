@@ -44,4 +44,20 @@ void hadamardRotateBack(std::span<const float> signs, const float* y, float* x);
 void rotateVector(std::span<const float> r, std::span<const float> x, std::span<float> y);
 void rotateVectorBack(std::span<const float> r, std::span<const float> y, std::span<float> x);
 
+// One row stream's R = makeRotation(dim, seed), applied the way the rotated
+// schemes encode and decode: through the float32 fast transform when R is a
+// Hadamard rotation (its signs kept), else through the dense matrix.
+class StreamRotation {
+ public:
+  StreamRotation(uint32_t dim, uint64_t seed);
+  std::span<const float> matrix() const { return m_matrix; }            // d x d, row-major
+  std::span<const float> signs() const { return m_signs; }              // empty unless Hadamard
+  void rotate(std::span<const float> x, std::span<float> y) const;      // y = R x
+  void rotateBack(std::span<const float> y, std::span<float> x) const;  // x = R^T y
+
+ private:
+  std::vector<float> m_matrix;
+  std::vector<float> m_signs;
+};
+
 }  // namespace kvscope::kv

@@ -7,8 +7,8 @@
 // than by its largest value (what llama.cpp does for its quantized KV types
 // since ggml-org/llama.cpp#21038, with a plain Hadamard matrix).
 //
-// encode: y = R x in float32 (hadamardRotate for power-of-two dims, else the
-// dense R), then the base format's encode of y. decodeRotated: the base
+// encode: y = R x (StreamRotation: the fast transform for power-of-two dims,
+// else the dense R), then the base format's encode of y. decodeRotated: the base
 // format's decode (y_hat); decode: x_hat = R^T y_hat. Attention reads the
 // rotated form as for turbo* (kv_scheme.h).
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kv/kv_scheme.h"
+#include "kv/rotation.h"
 
 namespace kvscope::kv {
 
@@ -30,8 +31,8 @@ class RotatedScheme final : public KvScheme {
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
   bool rotated() const override { return true; }
-  std::span<const float> rotation() const override { return m_rotation; }
-  std::span<const float> hadamardSigns() const override { return m_signs; }
+  std::span<const float> rotation() const override { return m_rotation.matrix(); }
+  std::span<const float> hadamardSigns() const override { return m_rotation.signs(); }
   void decodeRotated(std::span<const uint8_t> in, std::span<float> row) const override;
 
   const KvScheme& base() const { return *m_base; }
@@ -39,8 +40,7 @@ class RotatedScheme final : public KvScheme {
  private:
   std::string m_name;
   std::shared_ptr<const KvScheme> m_base;
-  std::vector<float> m_rotation;  // d x d, row-major
-  std::vector<float> m_signs;     // d: R's signs when it is a Hadamard rotation
+  StreamRotation m_rotation;
 };
 
 }  // namespace kvscope::kv

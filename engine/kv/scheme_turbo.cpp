@@ -48,15 +48,10 @@ TurboScheme::TurboScheme(const SchemeParams& params, uint32_t bits, TurboScale s
       m_name(fmt::format("turbo{}{}", bits, suffix(scale))),
       m_bits(bits),
       m_scale(scale),
-      m_rotation(makeRotation(params.dim, params.seed)),
+      m_rotation(params.dim, params.seed),
       m_codebook(scale == TurboScale::kBlock ? cachedGaussianCodebook(bits)
                                              : cachedUnitVectorCodebook(bits, params.dim)) {
   assert(bits >= 2 && bits <= 4 && params.dim >= kMinTurboDim);
-  if (std::has_single_bit(params.dim)) {
-    // makeRotation's H S / sqrt(d): H's first row is all +1, so R's first
-    // row carries the signs.
-    for (uint32_t j = 0; j < params.dim; ++j) m_signs.push_back(m_rotation[j] > 0 ? 1.0f : -1.0f);
-  }
   for (size_t j = 0; j + 1 < m_codebook.size(); ++j)
     m_midpoints.push_back(0.5f * (m_codebook[j] + m_codebook[j + 1]));
 }
@@ -128,11 +123,7 @@ void TurboScheme::encode(std::span<const float> row, std::span<uint8_t> out) con
   const std::span<uint8_t> codes = std::span(codeBuffer).first(d);
   // Power-of-two dims: R = H S / sqrt(d) in O(d log d), in float32 (the
   // device encoder rotates in float32 as well); others the dense R.
-  if (m_signs.empty()) {
-    rotateVector(m_rotation, row, y);
-  } else {
-    hadamardRotate(m_signs, row.data(), y.data());
-  }
+  m_rotation.rotate(row, y);
 
   const uint32_t width = scaleWidth(), scales = blockCount(d, width);
   if (m_scale == TurboScale::kBlock) {
@@ -177,11 +168,7 @@ void TurboScheme::decode(std::span<const uint8_t> in, std::span<float> row) cons
   std::array<float, kMaxKvDim> yBuffer;
   const std::span<float> y = std::span(yBuffer).first(dim());
   decodeRotated(in, y);
-  if (m_signs.empty()) {
-    rotateVectorBack(m_rotation, y, row);
-  } else {
-    hadamardRotateBack(m_signs, y.data(), row.data());
-  }
+  m_rotation.rotateBack(y, row);
 }
 
 }  // namespace kvscope::kv

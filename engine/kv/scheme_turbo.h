@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kv/kv_scheme.h"
+#include "kv/rotation.h"
 
 namespace kvscope::kv {
 
@@ -60,8 +61,8 @@ class TurboScheme final : public KvScheme {
   void encode(std::span<const float> row, std::span<uint8_t> out) const override;
   void decode(std::span<const uint8_t> in, std::span<float> row) const override;
   bool rotated() const override { return true; }
-  std::span<const float> rotation() const override { return m_rotation; }
-  std::span<const float> hadamardSigns() const override { return m_signs; }
+  std::span<const float> rotation() const override { return m_rotation.matrix(); }
+  std::span<const float> hadamardSigns() const override { return m_rotation.signs(); }
   void decodeRotated(std::span<const uint8_t> in, std::span<float> row) const override;
   std::span<const float> codebook() const override { return m_codebook; }
 
@@ -79,8 +80,7 @@ class TurboScheme final : public KvScheme {
   std::string m_name;
   uint32_t m_bits;
   TurboScale m_scale;
-  std::vector<float> m_rotation;      // d x d, row-major
-  std::vector<float> m_signs;         // d: R's signs when it is a Hadamard rotation
+  StreamRotation m_rotation;
   std::span<const float> m_codebook;  // process-wide cache
   std::vector<float> m_midpoints;     // 2^b - 1 decision boundaries
 };

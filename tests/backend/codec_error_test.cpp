@@ -12,6 +12,7 @@
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
 #include "kv/kv_policy.h"
+#include "support/gemma4_spec.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
 
@@ -178,19 +179,8 @@ TEST_F(CodecErrorTest, VulkanMeasuresWhatTheCpuBackendMeasures) {
 // one of 128, the last two layers KV-shared: one measurement per cache layer,
 // each of its own rows (the probe keeps each layer's rows at their own width).
 TEST(CodecErrorGemma4, VulkanMeasuresWhatTheCpuBackendMeasures) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma4";
-  spec.nLayer = 4;
-  spec.nEmbd = 128;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
+  model::SyntheticModelSpec spec = smallGemma4Spec(8, 5);
   spec.headDim = 128;
-  spec.headDimWindow = spec.ropeDimsWindow = 32;
-  spec.layerHeadsKv = {2, 1, 2, 1};
-  spec.nKvShared = 2;
-  spec.slidingWindow = 8;
-  spec.windowPeriod = 2;
-  spec.seed = 5;
   auto m = openSyntheticModel(spec, "codec-error-gemma4");
   ASSERT_TRUE(m);
   const char* policy = "k=q8_0,v=turbo3";

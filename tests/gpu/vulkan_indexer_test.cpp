@@ -29,6 +29,7 @@
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "support/demo_model.h"
+#include "support/gemma4_spec.h"
 #include "support/synthetic_model_file.h"
 
 namespace kvscope::test {
@@ -189,19 +190,25 @@ TEST(VulkanIndexer, DiagnosticModeReportsTheCpuBackendsCapturedMass) {
 // both backends, while the global layers select. (The two backends' selections
 // are not compared here: on this random-weight model a few page scores tie
 // within float rounding, so 4 of 400 layer steps picked other pages.)
-TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
+// A gemma3 model of `layers` layers with a window of 24 on the layers
+// windowLayersOfPeriod(layers, period) marks.
+model::SyntheticModelSpec gemma3Spec(uint32_t layers, uint32_t period, uint32_t seed) {
   model::SyntheticModelSpec spec;
   spec.architecture = "gemma3";
-  spec.nLayer = 4;
+  spec.nLayer = layers;
   spec.nEmbd = 128;
   spec.nFf = 256;
   spec.nHead = 4;
   spec.nHeadKv = 2;
   spec.headDim = 64;
   spec.slidingWindow = 24;
-  spec.windowPeriod = 2;
-  spec.seed = 29;
-  const auto model = openSyntheticModel(spec, "indexer-gemma3");
+  spec.windowPeriod = period;
+  spec.seed = seed;
+  return spec;
+}
+
+TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
+  const auto model = openSyntheticModel(gemma3Spec(4, 2, 29), "indexer-gemma3");
   ASSERT_TRUE(model);
   Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -233,21 +240,7 @@ TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
 // the backends pick different pages (max 2.5e-1 of the spread there, argmax
 // 99/100; the same model without the indexer: 1.7e-3, 100/100).
 TEST(VulkanIndexer, KvSharedLayersSelectForTheirOwnQueries) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma4";
-  spec.nLayer = 4;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.headDimWindow = spec.ropeDimsWindow = 32;
-  spec.layerHeadsKv = {2, 1, 2, 1};
-  spec.nKvShared = 2;
-  spec.slidingWindow = 24;
-  spec.windowPeriod = 2;
-  spec.seed = 31;
-  const auto model = openSyntheticModel(spec, "indexer-gemma4");
+  const auto model = openSyntheticModel(smallGemma4Spec(24, 31), "indexer-gemma4");
   ASSERT_TRUE(model);
   Pair p = makePair(model, "q8_0", {.topK = 32, .window = 16, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -280,18 +273,8 @@ TEST(VulkanIndexer, KvSharedLayersSelectForTheirOwnQueries) {
 // no layer to index: the backend still opens and decodes with it on, every
 // layer attending its window whole, as on the CPU.
 TEST(VulkanIndexer, ACacheOfWindowLayersOnlyRunsWithTheIndexerOn) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma3";
-  spec.nLayer = 2;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.slidingWindow = 24;
-  spec.windowPeriod = 0;  // no global layer
-  spec.seed = 41;
-  const auto model = openSyntheticModel(spec, "indexer-all-window");
+  // Period 0: no global layer.
+  const auto model = openSyntheticModel(gemma3Spec(2, 0, 41), "indexer-all-window");
   ASSERT_TRUE(model);
   ASSERT_TRUE(model->config().isWindowLayer(0) && model->config().isWindowLayer(1));
   Pair p = makePair(model, "q8_0", {.topK = 32, .window = 16, .diagnostic = true});
@@ -311,24 +294,11 @@ TEST(VulkanIndexer, ACacheOfWindowLayersOnlyRunsWithTheIndexerOn) {
 // retire buffers earlier parts may still use; under validation the logits
 // equal one submission's, bit for bit.
 TEST(VulkanIndexer, Gemma4InPartsEqualsOneSubmission) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma4";
-  spec.nLayer = 4;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.headDimWindow = spec.ropeDimsWindow = 32;
-  spec.layerHeadsKv = {2, 1, 2, 1};
-  spec.nKvShared = 2;
+  model::SyntheticModelSpec spec = smallGemma4Spec(24, 43);
   spec.nEmbdPerLayer = 16;
   spec.nExpert = 4;
   spec.nExpertUsed = 2;
   spec.nFfExp = 32;
-  spec.slidingWindow = 24;
-  spec.windowPeriod = 2;
-  spec.seed = 43;
   const auto model = openSyntheticModel(spec, "gemma4-parts");
   ASSERT_TRUE(model);
   const std::vector<kv::LayerSchemes> schemes(model->config().kvLayers(), {"q8_0", "turbo4"});

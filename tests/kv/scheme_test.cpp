@@ -50,6 +50,22 @@ std::vector<float> gaussian(uint32_t n, uint32_t seed, float sigma = 1.0f) {
   return v;
 }
 
+// Relative round-trip MSE over `rows` Gaussian rows (seeds seed0..), row t
+// with its channel t % dim multiplied by `outlier`.
+double relativeRoundTripMse(const KvScheme& s, float outlier, uint32_t rows, uint32_t seed0) {
+  double e = 0, n = 0;
+  for (uint32_t t = 0; t < rows; ++t) {
+    auto x = gaussian(s.dim(), seed0 + t);
+    x[t % s.dim()] *= outlier;
+    const auto back = roundTrip(s, x);
+    for (uint32_t i = 0; i < s.dim(); ++i) {
+      e += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
+      n += double{x[i]} * x[i];
+    }
+  }
+  return e / n;
+}
+
 float half(float v) {
   return fp16ToFloat(floatToFp16(v));
 }
@@ -424,18 +440,8 @@ TEST(KvScheme, TurboBlockScaleIsTheBestOfItsCandidates) {
 // 4 bits also q4_0 and turbo4, which spend the same bytes from head_dim 64 on.
 // With an outlier channel (x20) q4_0 loses its block, turbo4b does not.
 TEST(KvScheme, TurboBlockDistortionBeatsFixedScales) {
-  auto relativeMse = [](const KvScheme& s, float outlier) {
-    double e = 0, n = 0;
-    for (uint32_t t = 0; t < 400; ++t) {
-      auto x = gaussian(s.dim(), 5000 + t);
-      x[t % s.dim()] *= outlier;
-      const auto back = roundTrip(s, x);
-      for (uint32_t i = 0; i < s.dim(); ++i) {
-        e += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
-        n += double{x[i]} * x[i];
-      }
-    }
-    return e / n;
+  const auto relativeMse = [](const KvScheme& s, float outlier) {
+    return relativeRoundTripMse(s, outlier, 400, 5000);
   };
   for (uint32_t d : {64u, 80u, 128u}) {
     for (uint32_t bits : {2u, 3u, 4u}) {
@@ -460,18 +466,8 @@ TEST(KvScheme, TurboBlockDistortionBeatsFixedScales) {
 // values round to a few steps; rotated, the outlier's energy spreads over the
 // row: less than half the error at 4 bits, and on Gaussian rows about the same.
 TEST(KvScheme, RotatedBlockFormatsAreThePlainFormatOfTheRotatedRow) {
-  auto relativeMse = [](const KvScheme& s, float outlier) {
-    double e = 0, n = 0;
-    for (uint32_t t = 0; t < 200; ++t) {
-      auto x = gaussian(s.dim(), 7000 + t);
-      x[t % s.dim()] *= outlier;
-      const auto back = roundTrip(s, x);
-      for (uint32_t i = 0; i < s.dim(); ++i) {
-        e += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
-        n += double{x[i]} * x[i];
-      }
-    }
-    return e / n;
+  const auto relativeMse = [](const KvScheme& s, float outlier) {
+    return relativeRoundTripMse(s, outlier, 200, 7000);
   };
   for (std::string_view plainName : {"q8_0", "q4_0", "fp8", "affine4"}) {
     for (uint32_t d : {8u, 48u, 64u, 80u, 128u}) {

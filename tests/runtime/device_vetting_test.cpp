@@ -19,6 +19,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/device_vetting.h"
 #include "support/demo_model.h"
+#include "support/gemma4_spec.h"
 #include "support/policy.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
@@ -163,19 +164,10 @@ TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
 // wider heads at their own GQA, not the window layers'), and lavapipe passes
 // it.
 TEST_F(DeviceVetting, Gemma4sWindowAndGlobalShapesAreBothVetted) {
-  model::SyntheticModelSpec g;
-  g.architecture = "gemma4";
-  g.nLayer = 4;
-  g.nEmbd = 128;
-  g.nFf = 256;
-  g.nHead = 4;
+  model::SyntheticModelSpec g = smallGemma4Spec(16, 1);
   g.nHeadKv = 4;
-  g.headDim = 64;
-  g.headDimWindow = g.ropeDimsWindow = 32;
   g.layerHeadsKv = {4, 1, 4, 1};
-  g.slidingWindow = 16;
-  g.windowPeriod = 2;
-  g.nVocab = 512;
+  g.nKvShared = 0;
   const auto m = openSyntheticModel(g, "vet-gemma4");
   ASSERT_TRUE(m);
   const runtime::VetSpec s = specOf(*m, "k=q8_0,v=turbo4");

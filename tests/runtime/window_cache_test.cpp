@@ -19,6 +19,7 @@
 #include "model/synthetic_model.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session_load.h"
+#include "support/gemma4_spec.h"
 #include "support/policy.h"
 
 namespace kvscope::test {
@@ -302,13 +303,9 @@ TEST(WindowCacheMemory, TheEstimateIsWhatAFullContextAllocates) {
 // layers; it saves and restores like any other, and the estimate before
 // load counts the storing layers only.
 model::SyntheticModelSpec gemma4Spec() {
-  model::SyntheticModelSpec spec = windowSpec();
-  spec.architecture = "gemma4";
-  spec.nLayer = 4;
-  spec.layerHeadsKv = {2, 1, 2, 1};
-  spec.headDimWindow = spec.ropeDimsWindow = 32;
+  model::SyntheticModelSpec spec = smallGemma4Spec(kWindow, 77);
+  spec.contextLength = kContext;
   spec.layerFf = {256, 256, 512, 512};
-  spec.nKvShared = 2;
   spec.nEmbdPerLayer = 16;
   spec.nExpert = 4;
   spec.nExpertUsed = 2;
