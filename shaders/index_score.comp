@@ -4,7 +4,7 @@
 //   max over the GQA query heads q of h:  2^e * sum_i max(q_i lo_i, q_i hi_i)
 // (Quest's upper bound of q . k over the page's keys), as
 // kv::KvIndex::scorePages does; the sum's order, and so its rounding, is
-// this shader's own. q is in the K codec's space (rotated for turbo codecs).
+// this shader's own. q is in the K codec's space (rotated for rotated codecs).
 // One invocation per (KV head, page).
 #define KVS_INDEXER
 #include "attention.h"

@@ -17,8 +17,8 @@
 
 layout(constant_id = 5) const uint K_CODEC = KVS_CODEC_F16;
 layout(constant_id = 6) const uint V_CODEC = KVS_CODEC_F16;
-// The codebooks of rotated codecs (ascending; unit-vector scale, N(0, 1) for
-// turbo*b), unused
+// The codebooks of the turbo codecs (ascending; unit-vector scale, N(0, 1)
+// for turbo*b), unused
 // entries 0: ids 7..22 for K, 23..38 for V.
 layout(constant_id = 7) const float KC0 = 0.0;
 layout(constant_id = 8) const float KC1 = 0.0;

@@ -15,7 +15,7 @@
 //    stage the row in shared memory, score turbo*b's scale candidates of all
 //    blocks at once (a block and candidate each: the serial search cost
 //    milliseconds a decode step on an H200) and compute the codes of the
-//    rotated codecs one value each; one invocation then packs and stores the
+//    codebook (turbo) codecs one value each; one invocation then packs and stores the
 //    row from shared memory. Every sum runs in the same order as in the CPU
 //    shape, so both shapes store the same bytes.
 //

@@ -18,7 +18,7 @@
 // subtracting the row maximum (an attention sink joins it as one more score), and the
 // weighted V sum is accumulated in float32 in row order.
 //
-// A rotated scheme (turbo*) is attended in its rotated space: the query is
+// A rotated scheme (turbo*, q8_0r, ...) is attended in its rotated space: the query is
 // rotated once per head with R_k (q'.y = q.R_k^T y), V rows are summed as
 // stored (rotated by R_v) and the sum is rotated back once with R_v^T.
 //

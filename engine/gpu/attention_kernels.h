@@ -22,8 +22,8 @@
 // where it reads a row (shaders/kv_codec.glsl decodes groups of 8 values),
 // never a dequantized copy of the cache. For a rotated K codec the queries
 // are rotated once (q' = R_k q, shaders/kv_rotate.comp) and scored against
-// gamma * codebook values; for a rotated V codec the weighted sum stays in
-// V's rotated space and the output is rotated back once (R_v^T).
+// the stored rotated rows (gamma * codebook values for turbo*); for a rotated V codec the weighted
+// sum stays in V's rotated space and the output is rotated back once (R_v^T).
 //
 // Recording: each call records its dispatches and the barriers between them,
 // but none before or after. The caller inserts Recorder::barrier() between

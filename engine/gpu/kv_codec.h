@@ -5,8 +5,11 @@
 // kv::KvScheme with this plain data: the codec id, the scheme's codebook and,
 // for rotated schemes, its d x d rotation R uploaded once to the device.
 //
-// Every codec stores exactly the bytes of the kv scheme of the same name
-// (tests/gpu/kv_codec_test.cpp checks encode parity per codec).
+// Every codec stores the bytes of the kv scheme of the same name: exactly,
+// where both sides compute the same floats; a rotated codec's device
+// rotation of a row that is not a power of two long may differ from the
+// CPU's in its last bits (tests/gpu/kv_codec_test.cpp checks parity per
+// codec and says how far).
 
 #include <cstdint>
 #include <span>
@@ -54,7 +57,7 @@ bool kvCodecRotated(KvCodec codec);
 bool kvCodecHasCodebook(KvCodec codec);
 KvCodec kvCodecPlain(KvCodec codec);
 uint32_t kvCodecBits(KvCodec codec);
-// Rotated codecs: values per scale (dim, 16 for turbo*g, 32 for turbo*b).
+// Codebook codecs: values per scale (dim, 16 for turbo*g, 32 for turbo*b).
 uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim);
 
 // How one (layer, K|V) stream stores its rows.

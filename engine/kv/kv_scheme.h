@@ -22,8 +22,9 @@
 // (ceil(dim/4) bytes) then a 1-bit plane of the high bits (ceil(dim/8) bytes,
 // code(8i+k) in bit k of byte i).
 //
-// Rotated schemes (turbo*) store codes of y = R x in the rotated space of an
-// orthogonal d x d matrix R derived from the seed; decodeRotated() returns
+// Rotated schemes (turbo*, and the block formats q8_0r, q4_0r, fp8r and
+// affine4r: scheme_rotated.h) store y = R x, R an orthogonal d x d matrix
+// derived from the seed; decodeRotated() returns
 // y_hat, decode() returns x_hat = R^T y_hat. Attention uses the rotated form:
 // q' = R_k q once per head, scores q' . y_hat_k, V accumulated in R_v's
 // space and rotated back once per head (o = R_v^T acc).
@@ -56,7 +57,8 @@ struct RowLayout {
 
 // What a row's bytes are, for kernels that read them without decode() (the
 // CPU attention's fast paths, cpu::KvRowDecoder): each family has one row
-// layout (KV_CODECS.md), whatever its name.
+// layout (KV_CODECS.md), whatever its name; a rotated block format's bytes
+// are its plain format's, holding the rotated row (decodeRotated's values).
 enum class RowCode {
   kF16,      // dim() halves
   kQ8_0,     // per block of 32 an f16 scale, then int8 codes

@@ -1,5 +1,5 @@
 #pragma once
-// The seeded orthogonal rotations of the turbo* schemes. A rotation spreads a
+// The seeded orthogonal rotations of the rotated schemes (turbo*, q8_0r, ...). A rotation spreads a
 // row's energy evenly over its coordinates, so that each rotated coordinate of
 // a unit vector follows (close to) the law of a coordinate of a random unit
 // vector in R^d, which the Lloyd-Max codebook is built for.

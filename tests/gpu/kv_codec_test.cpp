@@ -21,8 +21,9 @@
 // both rotate with the same float32 fast transform (power-of-two rows); for
 // other rows the device's float32 rotation differs from the CPU's double one
 // in the last bits, so a value may take the neighbouring code and a scale the
-// neighbouring fp16: each row must then decode, against the exact rotated
-// input, to the CPU row's error within 1e-3 of its energy.
+// neighbouring fp16: at most 1 byte in 1000 may differ, and each row must
+// decode, against the exact rotated input, to at most 1.5x the CPU row's
+// error.
 //
 // Attention: the reference reads the very bytes the device holds (copied into
 // a host kv::KvCache), decodes them with the scheme's decodeRotated, rotates
@@ -382,6 +383,7 @@ TurboRow parseTurbo(std::span<const uint8_t> bytes, const kv::KvScheme& s) {
 
 TEST_P(KvCodecTest, EncodeMatchesTheCpuSchemes) {
   size_t codes = 0, flips = 0, blocks = 0, rescaled = 0;
+  size_t rotatedBytes = 0, rotatedBytesDiffer = 0;  // rotated block rows of other dims
   for (size_t ci = 0; ci < std::size(kCodecs); ++ci) {
     // V takes the next codec, so every layer mixes two codecs.
     const std::string key = kCodecs[ci], value = kCodecs[(ci + 1) % std::size(kCodecs)];
@@ -425,13 +427,15 @@ TEST_P(KvCodecTest, EncodeMatchesTheCpuSchemes) {
                                {&inputs[p][(size_t{row} * kHeads + h) * headDim], headDim}, y);
               s.decodeRotated(got, gotY);
               s.decodeRotated(want, wantY);
-              double gotError = 0, wantError = 0, energy = 0;
+              double gotError = 0, wantError = 0;
               for (uint32_t i = 0; i < headDim; ++i) {
                 gotError += (double{gotY[i]} - y[i]) * (gotY[i] - y[i]);
                 wantError += (double{wantY[i]} - y[i]) * (wantY[i] - y[i]);
-                energy += double{y[i]} * y[i];
               }
-              ASSERT_NEAR(gotError, wantError, 1e-3 * energy) << where;
+              ASSERT_LE(gotError, 1.5 * wantError + 1e-12) << where;
+              for (size_t b = 0; b < got.size(); ++b)
+                rotatedBytesDiffer += got[b] != want[b] ? 1 : 0;
+              rotatedBytes += got.size();
               continue;
             }
             const auto& turbo = dynamic_cast<const kv::TurboScheme&>(s);
@@ -492,8 +496,12 @@ TEST_P(KvCodecTest, EncodeMatchesTheCpuSchemes) {
       "turbo codes: %zu of %zu differ from the CPU's (by one step); turbo*b blocks: %zu "
       "of %zu chose another scale of equal error\n",
       flips, codes, rescaled, blocks);
+  std::printf("rotated block formats, rows of other dims: %zu of %zu bytes differ\n",
+              rotatedBytesDiffer, rotatedBytes);
   EXPECT_LE(flips * 500, codes);
   EXPECT_LE(rescaled * 100, blocks);
+  EXPECT_LE(rotatedBytesDiffer * 1000, rotatedBytes);
+  EXPECT_GT(rotatedBytes, 0u);
   EXPECT_GT(blocks, 0u);
 }
 

@@ -108,7 +108,7 @@ uint32_t differentSelections(const DecodeRun& a, const DecodeRun& b) {
 TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
   const auto model = openDemoModel();
   ASSERT_TRUE(model);
-  for (const char* key : {"f16", "q8_0"}) {
+  for (const char* key : {"f16", "q8_0", "q8_0r"}) {
     for (float sparseV : {0.0f, 0.01f}) {
       SCOPED_TRACE(std::string(key) + " sparse_v " + std::to_string(sparseV));
       Pair p = makePair(model, key, {.topK = 32, .window = 16, .sparseV = sparseV});

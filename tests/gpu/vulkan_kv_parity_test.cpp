@@ -90,7 +90,8 @@ struct Policy {
 const Policy kPolicies[] = {{"k=q8_0,v=turbo3", 1e-4, 1e-5},
                             {"k=turbo4,v=turbo4", 1e-4, 1e-5},
                             {"k=turbo4b,v=turbo3b", 2e-2, 1e-3},
-                            {"k=q4_0,v=affine4,boundary=1", 4e-3, 2e-4}};
+                            {"k=q4_0,v=affine4,boundary=1", 4e-3, 2e-4},
+                            {"k=q8_0r,v=q4_0r", 1e-4, 1e-5}};
 
 void expectClose(const LogitComparison& c, const Policy& policy, const std::string& what) {
   std::printf("%-44s steps %u  max %.2e  mean %.2e (of the logit spread)  argmax %u/%u\n",
