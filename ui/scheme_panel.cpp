@@ -36,7 +36,8 @@ bool isAuto(const QString& policy) {
 }
 
 // A tint per codec family, so layers sharing a codec read as one block in the grid and
-// the fewer bits, the warmer the colour.
+// the fewer bits, the warmer the colour. A rotated block format (q8_0r, ...) takes
+// its plain format's.
 QColor codecTint(const QString& scheme) {
   static const QHash<QString, QColor> kTints{
       {QStringLiteral("q8_0"), QColor("#dbe7fb")},
@@ -51,7 +52,10 @@ QColor codecTint(const QString& scheme) {
       {QStringLiteral("turbo2b"), QColor("#f3c4c2")},
   };
   if (scheme == QStringLiteral("f16")) return themeColors().sunken;
-  const QColor tint = kTints.value(scheme, QColor::fromHsv(int(qHash(scheme) % 360), 50, 245));
+  const QString plain = scheme.endsWith(QLatin1Char('r')) && kTints.contains(scheme.chopped(1))
+                            ? scheme.chopped(1)
+                            : scheme;
+  const QColor tint = kTints.value(plain, QColor::fromHsv(int(qHash(plain) % 360), 50, 245));
   return themeColors().surface.lightness() < 128 ? tint.darker(330) : tint;
 }
 
