@@ -81,9 +81,10 @@ uint valueBits(uint i) { return x[srcBase + i]; }
 float rotatedValue(uint i) { return xRot[srcBase + i]; }
 #endif
 // A rotated block format encodes y = R x with its plain format's arithmetic
-// (set first thing in main(): the staging reads it too).
-bool rotatedInput;
-float value(uint i) { return rotatedInput ? rotatedValue(i) : uintBitsToFloat(valueBits(i)); }
+// (CODEC is a specialization constant: the test folds away).
+float value(uint i) {
+  return codecPlain(CODEC) != CODEC ? rotatedValue(i) : uintBitsToFloat(valueBits(i));
+}
 
 // std::round: half away from zero.
 float roundAway(float x) {
@@ -398,7 +399,6 @@ void stageRow() {
 
 void main() {
   initCodebooks();
-  rotatedInput = codecPlain(CODEC) != CODEC;
   const uint rowWords = pc.part == 0u ? pc.keyRowWords : pc.valueRowWords;
   const uint block = pc.part == 0u ? pc.keyOffset : pc.valueOffset;
 #if defined(ROW_GROUPS)

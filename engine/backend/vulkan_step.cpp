@@ -285,7 +285,8 @@ Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool
                           model::OpName name) {
   VulkanBackend& b = m_b;
   const gpu::IndexerBuffers* index = b.m_index.get();
-  const bool indexed = b.m_selectStep && spec.window == 0 && index && index->indexes(spec.layer);
+  // m_selectStep implies the indexer is on; only global layers are indexed.
+  const bool indexed = b.m_selectStep && index->indexes(spec.layer);
   std::optional<gpu::BufferRange> sinks;
   if (spec.sinks) sinks.emplace(b.m_shared->vector(*spec.sinks));
   const gpu::SparseAttention sparse{.sparseV = b.m_indexer.sparseV,
@@ -328,14 +329,15 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
   VulkanModel& vm = *m_b.m_shared;
   gpu::Recorder& rec = *m_b.m_rec;
   gpu::WeightKernels& wk = vm.weightKernels();
-  const auto bias = [&](const model::TensorView* t) -> std::optional<gpu::BufferRange> {
+  // A vector's device copy (biases, expert scales), or none.
+  const auto vectorOf = [&](const model::TensorView* t) -> std::optional<gpu::BufferRange> {
     if (!t) return std::nullopt;
     return gpu::BufferRange(vm.vector(*t));
   };
 
   order({routerIn}, {scores});
   const VulkanModel::Matrix& router = vm.matrix(*spec.router);
-  const auto routerBias = bias(spec.routerBias);
+  const auto routerBias = vectorOf(spec.routerBias);
   KVS_TRY(wk.matmul(rec, router.type, router.buffer, buffer(routerIn), buffer(scores), n,
                     router.rows, router.cols, {.bias = routerBias ? &*routerBias : nullptr}));
   order({scores}, {ids, weights});
@@ -367,8 +369,8 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
                    : wk.expertMatvec(rec, m.type, m.buffer, buffer(in), buffer(to), m.rows, m.cols,
                                      routing, e);
   };
-  const auto gateBias = bias(spec.gateBias), upBias = bias(spec.upBias),
-             downBias = bias(spec.downBias);
+  const auto gateBias = vectorOf(spec.gateBias), upBias = vectorOf(spec.upBias),
+             downBias = vectorOf(spec.downBias);
   // A fused gate/up stack is read as its two halves (VulkanModel::gateUp).
   const VulkanModel::GateUp* fused = spec.gateUp ? &vm.gateUp(*spec.gateUp) : nullptr;
   order({x, routes}, {gate});
@@ -380,7 +382,7 @@ Status VulkanStep::moe(Act x, const model::MoeSpec& spec, Act out, model::OpName
   order({gate, routes}, {products});
   KVS_TRY(product(vm.matrix(*spec.down), gate, products, own,
                   {.bias = downBias ? &*downBias : nullptr}));
-  const auto downScale = bias(spec.downScale);
+  const auto downScale = vectorOf(spec.downScale);
   const gpu::BufferRange residual(buffer(out));
   order({products, weights, ids, out}, {moeOut, out});
   KVS_TRY(vm.kernels().moeSum(rec, buffer(products), buffer(weights), buffer(moeOut),
