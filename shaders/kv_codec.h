@@ -31,9 +31,13 @@
 #define KVS_CODEC_Q4_0R 16
 #define KVS_CODEC_FP8R 17
 #define KVS_CODEC_AFFINE4R 18
-#define KVS_CODEC_COUNT 19
+// Block-scaled turbo with 6- and 5-bit codes (a nibble plane, then a 2- or
+// 1-bit plane of the high bits).
+#define KVS_CODEC_TURBO6B 19
+#define KVS_CODEC_TURBO5B 20
+#define KVS_CODEC_COUNT 21
 
-// Centroids a codebook codec passes in specialization constants (2^4).
-#define KVS_CODEBOOK_SIZE 16
+// Centroids a codebook codec passes in specialization constants (2^6).
+#define KVS_CODEBOOK_SIZE 64
 
 #endif

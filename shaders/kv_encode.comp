@@ -206,11 +206,27 @@ void encodeF16() {
 // (16 candidates x 32 values x 15 midpoints per block) are unrolled; what
 // still loops (blocks, candidates, a block's sums) stays far below that.
 
-// Turbo: the code of u, the number of midpoints strictly below it.
+// Turbo: the code of u, the number of midpoints strictly below it: counted
+// up to 16 levels, by an unrolled bisection above (as the CPU's lower_bound:
+// a NaN u is below every midpoint). Neither loops at run time.
 uint midpointCode(uint levels, float u) {
   uint code = 0u;
-  [[unroll]] for (uint j = 0u; j + 1u < KVS_CODEBOOK_SIZE; ++j) {
-    code += j + 1u < levels && 0.5 * (kCodebook[j] + kCodebook[j + 1u]) < u ? 1u : 0u;
+  if (levels <= 16u) {
+    [[unroll]] for (uint j = 0u; j + 1u < 16u; ++j) {
+      code += j + 1u < levels && 0.5 * (kCodebook[j] + kCodebook[j + 1u]) < u ? 1u : 0u;
+    }
+    return code;
+  }
+  uint hi = levels - 1u;  // the answer lies in [code, hi]
+  [[unroll]] for (uint step = 0u; step < 6u; ++step) {
+    if (code < hi) {
+      const uint mid = (code + hi) / 2u;
+      if (0.5 * (kCodebook[mid] + kCodebook[mid + 1u]) < u) {
+        code = mid + 1u;
+      } else {
+        hi = mid;
+      }
+    }
   }
   return code;
 }
@@ -221,14 +237,22 @@ const float kBlockSteps[16] = float[](0.70, 0.74, 0.78, 0.82, 0.86, 0.90, 0.94, 
                                       1.10, 1.14, 1.18, 1.22, 1.26, 1.30);
 
 // turbo*b: the squared error of block b coded under scale s.
+float valueError(uint levels, uint i, float s) {
+  const float y = rotatedValue(i), r = y - s * kCodebook[scaledCode(levels, y, s)];
+  return r * r;
+}
 float blockError(uint levels, uint b, float s) {
   float e = 0.0;
+  if (levels > 16u) {
+    // Looped, not unrolled: 32 copies of the bisection's run-time codebook
+    // reads took lavapipe 5-8 s to compile per pipeline (0.5 s looped); the
+    // loop runs 32 x 16 times per block, far below llvmpipe's loop limit.
+    [[dont_unroll]] for (uint i = 32u * b; i < blockEnd(b); ++i) e += valueError(levels, i, s);
+    return e;
+  }
   [[unroll]] for (uint k = 0u; k < 32u; ++k) {
     const uint i = 32u * b + k;
-    if (i < blockEnd(b)) {
-      const float y = rotatedValue(i), r = y - s * kCodebook[scaledCode(levels, y, s)];
-      e += r * r;
-    }
+    if (i < blockEnd(b)) e += valueError(levels, i, s);
   }
   return e;
 }
@@ -321,10 +345,29 @@ void encodeTurbo(uint c) {
       putHalf(cSq > 0.0 && target > 0.0 ? target / sqrt(cSq) : 0.0);
     }
   }
-  if (bits == 4u) {
+  if (bits >= 4u) {
+    // Nibbles of the low 4 bits; for 5 and 6 bits then the plane of the high
+    // bits: code 8i + j in bit j (5), code 4i + j in bits 2j (6).
     for (uint i = 0u; i < HEAD_DIM; i += 2u) {
-      const uint hi = i + 1u < HEAD_DIM ? turboCode(levels, i + 1u) : 0u;
-      putByte(nibbleByte(turboCode(levels, i), hi));
+      const uint hi = i + 1u < HEAD_DIM ? turboCode(levels, i + 1u) & 15u : 0u;
+      putByte(nibbleByte(turboCode(levels, i) & 15u, hi));
+    }
+    if (bits == 5u) {
+      for (uint i = 0u; i < HEAD_DIM; i += 8u) {
+        uint b = 0u;
+        for (uint j = 0u; j < 8u && i + j < HEAD_DIM; ++j) {
+          b |= (turboCode(levels, i + j) >> 4u) << j;
+        }
+        putByte(b);
+      }
+    } else if (bits == 6u) {
+      for (uint i = 0u; i < HEAD_DIM; i += 4u) {
+        uint b = 0u;
+        for (uint j = 0u; j < 4u && i + j < HEAD_DIM; ++j) {
+          b |= (turboCode(levels, i + j) >> 4u) << (2u * j);
+        }
+        putByte(b);
+      }
     }
     return;
   }

@@ -47,6 +47,8 @@ QColor codecTint(const QString& scheme) {
       {QStringLiteral("turbo4"), QColor("#fbeccd")},
       {QStringLiteral("turbo3"), QColor("#fbdcc4")},
       {QStringLiteral("turbo2"), QColor("#f9d0cf")},
+      {QStringLiteral("turbo6b"), QColor("#e4efbf")},
+      {QStringLiteral("turbo5b"), QColor("#eeebb8")},
       {QStringLiteral("turbo4b"), QColor("#f6e6b4")},
       {QStringLiteral("turbo3b"), QColor("#f6d3ae")},
       {QStringLiteral("turbo2b"), QColor("#f3c4c2")},

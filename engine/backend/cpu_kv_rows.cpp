@@ -43,6 +43,20 @@ struct RowKernels {
   template <uint32_t Bits>
   static __m256i codes(const uint8_t* c, uint32_t dim, uint32_t k) {
     if constexpr (Bits == 4) return nibbles(c + k / 2);
+    if constexpr (Bits >= 5) {
+      // The low nibbles, then the high plane: 1 bit (5) or 2 bits (6) per
+      // code from byte k / 8 or 16 bits from byte k / 4 of the plane.
+      const uint8_t* high = c + (dim + 1) / 2;
+      const __m256i hi =
+          Bits == 5
+              ? _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(high[k / 8]),
+                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                 _mm256_set1_epi32(1))
+              : _mm256_and_si256(_mm256_srlv_epi32(broadcast16(high + k / 4),
+                                                   _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                 _mm256_set1_epi32(3));
+      return _mm256_or_si256(nibbles(c + k / 2), _mm256_slli_epi32(hi, 4));
+    }
     const __m256i twoBit = _mm256_and_si256(
         _mm256_srlv_epi32(broadcast16(c + k / 4), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
         _mm256_set1_epi32(3));
@@ -174,8 +188,14 @@ struct RowKernels {
           gamma = halfVector(row + 2 * (k / kv::kTurboGroup));
         if constexpr (Scale == kv::TurboScale::kBlock)
           gamma = halfVector(row + 2 * (k / kv::kKvBlock));
-        _mm256_storeu_ps(o + k,
-                         _mm256_mul_ps(gamma, lookup<Bits>(t0, t1, codes<Bits>(c, s.m_dim, k))));
+        const __m256i idx = codes<Bits>(c, s.m_dim, k);
+        __m256 centroids;
+        if constexpr (Bits >= 5) {
+          centroids = _mm256_i32gather_ps(s.m_table, idx, 4);  // 32 or 64 entries
+        } else {
+          centroids = lookup<Bits>(t0, t1, idx);
+        }
+        _mm256_storeu_ps(o + k, _mm256_mul_ps(gamma, centroids));
       }
     });
   }
@@ -186,6 +206,10 @@ struct RowKernels {
         return turbo<2, Scale>;
       case 3:
         return turbo<3, Scale>;
+      case 5:
+        return turbo<5, Scale>;
+      case 6:
+        return turbo<6, Scale>;
       default:
         return turbo<4, Scale>;
     }
@@ -229,7 +253,7 @@ KvRowDecoder::KvRowDecoder(const kv::KvScheme& scheme, bool portable)
     case kv::RowCode::kTurbo: {
       const auto& t = static_cast<const kv::TurboScheme&>(scheme);
       const std::span<const float> codebook = t.codebook();
-      if (t.bits() < 2 || t.bits() > 4 || codebook.size() > std::size(m_table)) return;
+      if (t.bits() < 2 || t.bits() > 6 || codebook.size() > std::size(m_table)) return;
       std::copy(codebook.begin(), codebook.end(), m_table);
       m_kernel = RowKernels::turboOf(t.scale(), t.bits());
       break;

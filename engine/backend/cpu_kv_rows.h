@@ -35,7 +35,7 @@ class KvRowDecoder {
   uint32_t m_dim = 0;
   uint32_t m_rowBytes = 0;
   uint32_t m_codesAt = 0;              // byte offset of the codes in a row
-  alignas(32) float m_table[16] = {};  // turbo: the codebook
+  alignas(32) float m_table[64] = {};  // turbo: the codebook (up to 6 bits)
 
   friend struct RowKernels;
 };

@@ -96,7 +96,7 @@ bool isCodec(const KvStream& key, const KvStream& value) {
   return key.codec != KvCodec::kF16 || value.codec != KvCodec::kF16;
 }
 
-// Specialization constants 5 .. 38 of the codec shaders (shaders/kv_codec.glsl).
+// Specialization constants 5 .. 134 of the codec shaders (shaders/kv_codec.glsl).
 void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
                        std::span<const float> keyCodebook, std::span<const float> valueCodebook) {
   spec.resize(5, 0);

@@ -37,6 +37,8 @@ constexpr std::array<CodecInfo, KVS_CODEC_COUNT> kCodecs = {{
     {KvCodec::kQ4_0r, "q4_0r", 4, KvCodec::kQ4_0},
     {KvCodec::kFp8r, "fp8r", 8, KvCodec::kFp8},
     {KvCodec::kAffine4r, "affine4r", 4, KvCodec::kAffine4},
+    {KvCodec::kTurbo6b, "turbo6b", 6, KvCodec::kTurbo6b},
+    {KvCodec::kTurbo5b, "turbo5b", 5, KvCodec::kTurbo5b},
 }};
 
 const CodecInfo& info(KvCodec codec) {
@@ -78,6 +80,8 @@ uint32_t kvCodecScaleWidth(KvCodec codec, uint32_t dim) {
     case KvCodec::kTurbo3g:
     case KvCodec::kTurbo2g:
       return kTurboGroup;
+    case KvCodec::kTurbo6b:
+    case KvCodec::kTurbo5b:
     case KvCodec::kTurbo4b:
     case KvCodec::kTurbo3b:
     case KvCodec::kTurbo2b:
@@ -116,12 +120,18 @@ uint32_t kvCodecRowBytes(KvCodec codec, uint32_t dim) {
     case KvCodec::kTurbo4g:
     case KvCodec::kTurbo3g:
     case KvCodec::kTurbo2g:
+    case KvCodec::kTurbo6b:
+    case KvCodec::kTurbo5b:
     case KvCodec::kTurbo4b:
     case KvCodec::kTurbo3b:
     case KvCodec::kTurbo2b: {
       const uint32_t scales = ceilDiv(dim, kvCodecScaleWidth(codec, dim));
       const uint32_t bits = kvCodecBits(codec);
-      const uint32_t codes = bits == 3 ? ceilDiv(dim, 4) + ceilDiv(dim, 8) : ceilDiv(dim * bits, 8);
+      // Planes (kv/code_packing.h): 2 + 1 bits for 3, nibbles + 1 or 2 for 5, 6.
+      const uint32_t codes = bits == 3   ? ceilDiv(dim, 4) + ceilDiv(dim, 8)
+                             : bits == 5 ? ceilDiv(dim, 2) + ceilDiv(dim, 8)
+                             : bits == 6 ? ceilDiv(dim, 2) + ceilDiv(dim, 4)
+                                         : ceilDiv(dim * bits, 8);
       bytes = 2 * scales + codes;
       break;
     }

@@ -42,6 +42,8 @@ enum class KvCodec : uint32_t {
   kQ4_0r = KVS_CODEC_Q4_0R,
   kFp8r = KVS_CODEC_FP8R,
   kAffine4r = KVS_CODEC_AFFINE4R,
+  kTurbo6b = KVS_CODEC_TURBO6B,
+  kTurbo5b = KVS_CODEC_TURBO5B,
 };
 
 // The codec of kv scheme `name`; kUnsupported for a scheme without GPU kernels.

@@ -1,9 +1,11 @@
 #pragma once
 // Bit packing of small integer codes inside a KV row, shared by the schemes
 // (layouts in kv_scheme.h): 4-bit nibbles (code 2i low, 2i+1 high), 2-bit
-// (code 4i+k in bits 2k..2k+1), and 3-bit as a 2-bit plane of the low bits
-// followed by a 1-bit plane of the high bits (code 8i+k in bit k). No code
-// straddles a byte; unused tail bits are zero.
+// (code 4i+k in bits 2k..2k+1), 3-bit as a 2-bit plane of the low bits
+// followed by a 1-bit plane of the high bits (code 8i+k in bit k), and 5-
+// and 6-bit as a nibble plane of the low 4 bits followed by a 1-bit plane
+// (5) or a 2-bit plane (6) of the high bits. No code straddles a byte;
+// unused tail bits are zero.
 
 #include <cstdint>
 #include <cstring>
@@ -21,6 +23,10 @@ inline uint32_t packedCodeBytes(uint32_t bits, uint32_t dim) {
       return (dim + 3) / 4 + (dim + 7) / 8;
     case 2:
       return (dim + 3) / 4;
+    case 5:
+      return (dim + 1) / 2 + (dim + 7) / 8;
+    case 6:
+      return (dim + 1) / 2 + (dim + 3) / 4;
     default:
       return dim;  // 8-bit codes, one per byte
   }
@@ -43,6 +49,14 @@ inline void packCodes(std::span<const uint8_t> codes, uint32_t bits, std::span<u
       case 2:
         out[i / 4] |= static_cast<uint8_t>(c << (2 * (i % 4)));
         break;
+      case 5:
+        out[i / 2] |= static_cast<uint8_t>((c & 15) << (4 * (i % 2)));
+        out[(dim + 1) / 2 + i / 8] |= static_cast<uint8_t>((c >> 4) << (i % 8));
+        break;
+      case 6:
+        out[i / 2] |= static_cast<uint8_t>((c & 15) << (4 * (i % 2)));
+        out[(dim + 1) / 2 + i / 4] |= static_cast<uint8_t>((c >> 4) << (2 * (i % 4)));
+        break;
       default:
         out[i] = c;
     }
@@ -59,6 +73,12 @@ inline uint8_t unpackCode(std::span<const uint8_t> in, uint32_t bits, uint32_t d
                                   (((in[(dim + 3) / 4 + i / 8] >> (i % 8)) & 1) << 2));
     case 2:
       return (in[i / 4] >> (2 * (i % 4))) & 3;
+    case 5:
+      return static_cast<uint8_t>(((in[i / 2] >> (4 * (i % 2))) & 15) |
+                                  (((in[(dim + 1) / 2 + i / 8] >> (i % 8)) & 1) << 4));
+    case 6:
+      return static_cast<uint8_t>(((in[i / 2] >> (4 * (i % 2))) & 15) |
+                                  (((in[(dim + 1) / 2 + i / 4] >> (2 * (i % 4))) & 3) << 4));
     default:
       return in[i];
   }

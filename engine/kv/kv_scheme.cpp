@@ -55,6 +55,8 @@ const Entry kSchemes[] = {
     {"turbo4b", kMinTurboDim, makeTurbo<4, TurboScale::kBlock>},
     {"turbo3b", kMinTurboDim, makeTurbo<3, TurboScale::kBlock>},
     {"turbo2b", kMinTurboDim, makeTurbo<2, TurboScale::kBlock>},
+    {"turbo6b", kMinTurboDim, makeTurbo<6, TurboScale::kBlock>},
+    {"turbo5b", kMinTurboDim, makeTurbo<5, TurboScale::kBlock>},
     {"q8_0r", 1, makeRotated<Q8_0Scheme>},
     {"q4_0r", 1, makeRotated<Q4_0Scheme>},
     {"fp8r", 1, makeRotated<Fp8Scheme>},

@@ -23,7 +23,7 @@ struct Law {
 };
 
 LloydMaxCodebook lloyd(const Law& law, uint32_t bits) {
-  assert(bits >= 1 && bits <= 4);
+  assert(bits >= 1 && bits <= 6);
   const size_t levels = size_t{1} << bits;
   const double sigma = std::sqrt(law.variance);
   std::vector<double> c(levels);
@@ -84,7 +84,7 @@ LloydMaxCodebook gaussianCodebook(uint32_t bits) {
 }
 
 LloydMaxCodebook unitVectorCodebook(uint32_t bits, uint32_t dim) {
-  assert(dim >= 4);
+  assert(dim >= 4 && bits <= 4);
   // f(t) = (1 - t^2)^k / Z with k = (d - 3) / 2 and Z = B(1/2, k + 1).
   const double k = (static_cast<double>(dim) - 3.0) / 2.0;
   const double z = std::exp(std::lgamma(0.5) + std::lgamma(k + 1.0) - std::lgamma(k + 1.5));

@@ -26,7 +26,7 @@ struct LloydMaxCodebook {
 
 // b in 1..4, d >= 4.
 LloydMaxCodebook unitVectorCodebook(uint32_t bits, uint32_t dim);
-// b in 1..4.
+// b in 1..6.
 LloydMaxCodebook gaussianCodebook(uint32_t bits);
 
 // unitVectorCodebook(bits, dim) as floats, computed once per (bits, dim) and

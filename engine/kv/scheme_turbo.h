@@ -7,8 +7,9 @@
 //   turbo4/3/2    (TurboScale::kRow)   one gamma per row, norm-matched;
 //   turbo4g/3g/2g (TurboScale::kGroup) one gamma per kTurboGroup rotated
 //                                      coordinates, norm-matched;
-//   turbo4b/3b/2b (TurboScale::kBlock) one scale per kKvBlock rotated
-//                                      coordinates, chosen for least error.
+//   turbo6b/5b/4b/3b/2b (TurboScale::kBlock) one scale per kKvBlock
+//                                      rotated coordinates, chosen for least
+//                                      error.
 //
 // Row and group scales (R = makeRotation(d, seed), c = the b-bit Lloyd-Max
 // codebook of a unit vector's coordinate in R^d):
@@ -53,7 +54,8 @@ inline constexpr float kTurboBlockSteps[16] = {0.70f, 0.74f, 0.78f, 0.82f, 0.86f
 
 class TurboScheme final : public KvScheme {
  public:
-  // bits in 2..4; params.dim >= kMinTurboDim (makeScheme checks).
+  // bits in 2..4, 2..6 for kBlock; params.dim >= kMinTurboDim (makeScheme
+  // checks).
   TurboScheme(const SchemeParams& params, uint32_t bits, TurboScale scale);
 
   std::string_view name() const override { return m_name; }

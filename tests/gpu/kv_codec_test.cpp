@@ -63,9 +63,10 @@ constexpr double kEps = 1.1920929e-7;
 constexpr uint32_t kLayers = 2;  // the kernels use layer 1, so partOffset matters
 constexpr uint32_t kLayer = 1;
 
-const char* const kCodecs[] = {"q8_0",    "q4_0",    "fp8",     "affine4", "turbo4",   "turbo3",
-                               "turbo2",  "turbo4g", "turbo3g", "turbo2g", "turbo4b",  "turbo3b",
-                               "turbo2b", "q8_0r",   "q4_0r",   "fp8r",    "affine4r", "f16"};
+const char* const kCodecs[] = {"q8_0",    "q4_0",     "fp8",     "affine4", "turbo4",
+                               "turbo3",  "turbo2",   "turbo4g", "turbo3g", "turbo2g",
+                               "turbo4b", "turbo3b",  "turbo2b", "q8_0r",   "q4_0r",
+                               "fp8r",    "affine4r", "turbo6b", "turbo5b", "f16"};
 
 class KvCodecTest : public GpuTest, public ::testing::WithParamInterface<gpu::AttentionShape> {
  public:
@@ -537,10 +538,10 @@ TEST_P(KvCodecTest, AttentionMatchesReferenceForEveryHeadDimAndGqa) {
 TEST_P(KvCodecTest, AttentionMatchesReferenceForEveryCodec) {
   // Every codec as K and as V, mixed with others, at two head dims.
   const std::pair<const char*, const char*> kPairs[] = {
-      {"q4_0", "affine4"},  {"fp8", "turbo2"},      {"turbo3g", "q8_0"}, {"turbo2g", "turbo4g"},
-      {"f16", "turbo4"},    {"turbo2", "f16"},      {"affine4", "fp8"},  {"turbo4g", "turbo3g"},
-      {"turbo3", "q4_0"},   {"turbo4b", "turbo2b"}, {"q8_0", "turbo3b"}, {"q8_0r", "q4_0r"},
-      {"affine4r", "fp8r"}, {"q4_0r", "turbo4b"}};
+      {"q4_0", "affine4"},  {"fp8", "turbo2"},      {"turbo3g", "q8_0"},    {"turbo2g", "turbo4g"},
+      {"f16", "turbo4"},    {"turbo2", "f16"},      {"affine4", "fp8"},     {"turbo4g", "turbo3g"},
+      {"turbo3", "q4_0"},   {"turbo4b", "turbo2b"}, {"q8_0", "turbo3b"},    {"q8_0r", "q4_0r"},
+      {"affine4r", "fp8r"}, {"q4_0r", "turbo4b"},   {"turbo6b", "turbo5b"}, {"turbo5b", "q8_0"}};
   for (const auto& [key, value] : kPairs) {
     for (uint32_t headDim : {64u, 80u}) {
       auto c = makeTwin(key, value, 2, headDim, 16);

@@ -6,7 +6,9 @@
 // output levels and mean squared error for N = 2, 4, 8, 16. Max prints four
 // significant digits, so the centroids are compared to 5e-4 and the
 // distortions to 0.1%.
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -40,6 +42,25 @@ TEST(LloydMax, GaussianMatchesMax1960) {
     }
     EXPECT_NEAR(book.distortion, t.distortion, 1e-3 * t.distortion) << t.bits << " bits";
   }
+}
+
+// Past Max's table (5 and 6 bits, turbo5b/turbo6b): the distortion times 4^b
+// grows with b towards the Panter-Dite limit pi sqrt(3) / 2 (Panter and Dite
+// 1951: high-resolution quantization of a density f, D ~ (int f^(1/3))^3 /
+// 12 * 4^-b, which is pi sqrt(3) / 2 * 4^-b for N(0, 1)).
+TEST(LloydMax, GaussianApproachesPanterDite) {
+  const double limit = std::numbers::pi * std::sqrt(3.0) / 2.0;
+  double previous = 0.0;
+  for (uint32_t bits = 1; bits <= 6; ++bits) {
+    const LloydMaxCodebook book = gaussianCodebook(bits);
+    ASSERT_EQ(book.centroids.size(), size_t{1} << bits);
+    EXPECT_TRUE(std::is_sorted(book.centroids.begin(), book.centroids.end()));
+    const double scaled = book.distortion * std::pow(4.0, bits);
+    EXPECT_GT(scaled, previous) << bits << " bits";
+    EXPECT_LT(scaled, limit) << bits << " bits";
+    previous = scaled;
+  }
+  EXPECT_GT(previous, 0.95 * limit) << "6 bits is close to the limit";
 }
 
 // The coordinate of a random unit vector in R^d, times sqrt(d), tends to

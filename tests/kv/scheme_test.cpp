@@ -72,9 +72,9 @@ float half(float v) {
 
 TEST(KvScheme, RegistryAndErrors) {
   const std::vector<std::string_view> expected = {
-      "f16",     "q8_0",    "q4_0",    "fp8",     "affine4", "turbo4",
-      "turbo3",  "turbo2",  "turbo4g", "turbo3g", "turbo2g", "turbo4b",
-      "turbo3b", "turbo2b", "q8_0r",   "q4_0r",   "fp8r",    "affine4r"};
+      "f16",     "q8_0",    "q4_0",    "fp8",     "affine4", "turbo4",  "turbo3",
+      "turbo2",  "turbo4g", "turbo3g", "turbo2g", "turbo4b", "turbo3b", "turbo2b",
+      "turbo6b", "turbo5b", "q8_0r",   "q4_0r",   "fp8r",    "affine4r"};
   EXPECT_EQ(schemeNames(), expected);
   for (auto name : expected) {
     auto s = make(name, 64);
@@ -104,7 +104,8 @@ TEST(KvScheme, BitsPerValueAt128) {
       {"turbo3", 3.125, 3.25}, {"turbo2", 2.125, 2.25}, {"turbo4g", 5.0, 5.0},
       {"turbo3g", 4.0, 4.0},   {"turbo2g", 3.0, 3.0},   {"turbo4b", 4.5, 4.5},
       {"turbo3b", 3.5, 3.5},   {"turbo2b", 2.5, 2.5},   {"q8_0r", 8.5, 8.5},
-      {"q4_0r", 4.5, 4.5},     {"fp8r", 8.25, 8.25},    {"affine4r", 5.0, 5.0}};
+      {"q4_0r", 4.5, 4.5},     {"fp8r", 8.25, 8.25},    {"affine4r", 5.0, 5.0},
+      {"turbo6b", 6.5, 6.5},   {"turbo5b", 5.5, 5.5}};
   for (const auto& [name, payload, stored] : kBits) {
     const auto s = make(name, 128);
     const RowLayout l = s->rowLayout();
@@ -189,7 +190,14 @@ TEST(KvScheme, CodePacking) {
   std::vector<uint8_t> nib(2);
   packCodes(four, 4, nib);
   EXPECT_EQ(nib, (std::vector<uint8_t>{0x23, 0x01}));
-  for (uint32_t bits : {2u, 3u, 4u}) {
+  std::vector<uint8_t> five(5);
+  packCodes(eight, 5, five);  // nibbles, then the fifth bits (all 0)
+  EXPECT_EQ(five, (std::vector<uint8_t>{0x10, 0x32, 0x54, 0x76, 0x00}));
+  const uint8_t wide[] = {17, 63, 32, 5};
+  std::vector<uint8_t> six(3);
+  packCodes(wide, 6, six);  // nibbles 1, f | 0, 5; then the high 2 bits 1, 3, 2, 0
+  EXPECT_EQ(six, (std::vector<uint8_t>{0xf1, 0x50, 0x2d}));
+  for (uint32_t bits : {2u, 3u, 4u, 5u, 6u}) {
     std::mt19937 rng(bits);
     std::vector<uint8_t> codes(37);
     for (auto& c : codes) c = static_cast<uint8_t>(rng() % (1u << bits));
@@ -371,7 +379,7 @@ TEST(KvScheme, TurboKeepsNorms) {
 // rounding) than under fp16(rms * f) for each step f, nor under the
 // least-squares scale of the best candidate's codes.
 TEST(KvScheme, TurboBlockScaleIsTheBestOfItsCandidates) {
-  for (auto name : {"turbo4b", "turbo3b", "turbo2b"}) {
+  for (auto name : {"turbo6b", "turbo5b", "turbo4b", "turbo3b", "turbo2b"}) {
     for (uint32_t d : kOddDims) {
       const auto s = make(name, d, 11);
       const auto book = s->codebook();
@@ -444,7 +452,7 @@ TEST(KvScheme, TurboBlockDistortionBeatsFixedScales) {
     return relativeRoundTripMse(s, outlier, 400, 5000);
   };
   for (uint32_t d : {64u, 80u, 128u}) {
-    for (uint32_t bits : {2u, 3u, 4u}) {
+    for (uint32_t bits : {2u, 3u, 4u, 5u, 6u}) {
       const double mse = relativeMse(*make(fmt::format("turbo{}b", bits), d), 1.0f);
       std::printf("turbo%ub d=%u relative mse %.5f (Lloyd-Max %.5f)\n", bits, d, mse,
                   gaussianCodebook(bits).distortion);
