@@ -41,6 +41,48 @@ const char* suffix(TurboScale scale) {
       return "";
   }
 }
+
+// The squared error of y coded as `codes` under scale s, summed in order.
+float codedError(std::span<const float> y, float s, std::span<const float> codebook,
+                 std::span<const uint8_t> codes) {
+  float e = 0.0f;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const float r = y[i] - s * codebook[codes[i]];
+    e += r * r;
+  }
+  return e;
+}
+
+#if defined(__AVX2__)
+// The error of each of 8 scales at once: lane c runs codesFor and codedError
+// for scales[c] in the scalar order (values in turn, multiply then add: the
+// build has -ffp-contract=off), so the sums are the scalar ones bit for bit.
+// kValues values are coded side by side, to overlap the latencies of the
+// search's gathers; their errors are then added in order.
+template <size_t kValues>
+void candidateErrors8(std::span<const float> y, const MidpointSearch& search,
+                      std::span<const float> codebook, const float* scales, float* errors) {
+  const __m256 s = _mm256_loadu_ps(scales);
+  const __m256 positive = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ);
+  __m256 e = _mm256_setzero_ps();
+  for (size_t i = 0; i < y.size(); i += kValues) {
+    const size_t values = std::min(kValues, y.size() - i);
+    __m256 yv[kValues];
+    __m256i code[kValues];
+    for (size_t k = 0; k < kValues; ++k) {
+      yv[k] = _mm256_set1_ps(y[i + std::min(k, values - 1)]);
+      code[k] = search.codes8(_mm256_and_ps(_mm256_div_ps(yv[k], s), positive));
+    }
+    for (size_t k = 0; k < values; ++k) {
+      const __m256 c = _mm256_i32gather_ps(codebook.data(), code[k], 4);
+      const __m256 r = _mm256_sub_ps(yv[k], _mm256_mul_ps(s, c));
+      e = _mm256_add_ps(e, _mm256_mul_ps(r, r));
+    }
+  }
+  _mm256_storeu_ps(errors, e);
+}
+#endif
+
 }  // namespace
 
 TurboScheme::TurboScheme(const SchemeParams& params, uint32_t bits, TurboScale scale)
@@ -53,8 +95,10 @@ TurboScheme::TurboScheme(const SchemeParams& params, uint32_t bits, TurboScale s
                                              : cachedUnitVectorCodebook(bits, params.dim)) {
   assert(bits >= 2 && bits <= (scale == TurboScale::kBlock ? 6u : 4u) &&
          params.dim >= kMinTurboDim);
+  std::vector<float> midpoints;
   for (size_t j = 0; j + 1 < m_codebook.size(); ++j)
-    m_midpoints.push_back(0.5f * (m_codebook[j] + m_codebook[j + 1]));
+    midpoints.push_back(0.5f * (m_codebook[j] + m_codebook[j + 1]));
+  m_search = MidpointSearch(std::move(midpoints));
 }
 
 uint32_t TurboScheme::scaleWidth() const {
@@ -62,49 +106,56 @@ uint32_t TurboScheme::scaleWidth() const {
 }
 
 void TurboScheme::codesFor(std::span<const float> y, float s, std::span<uint8_t> codes) const {
-  // The midpoints strictly below u (a NaN u: none): a branch-free count up to
-  // 4 bits (15 midpoints), by bisection above (up to 63).
-  const bool bisect = m_midpoints.size() > 15;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const float u = s > 0.0f ? y[i] / s : 0.0f;
-    uint8_t code = 0;
-    if (bisect) {
-      code = static_cast<uint8_t>(std::lower_bound(m_midpoints.begin(), m_midpoints.end(), u) -
-                                  m_midpoints.begin());
-    } else {
-      for (float m : m_midpoints) code += m < u ? 1 : 0;
+  size_t i = 0;
+#if defined(__AVX2__)
+  if (s > 0.0f) {
+    const __m256 sv = _mm256_set1_ps(s);
+    for (; i + 8 <= y.size(); i += 8) {
+      alignas(32) int32_t c[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c),
+                         m_search.codes8(_mm256_div_ps(_mm256_loadu_ps(&y[i]), sv)));
+      for (size_t k = 0; k < 8; ++k) codes[i + k] = static_cast<uint8_t>(c[k]);
     }
-    codes[i] = code;
   }
+#endif
+  for (; i < y.size(); ++i) codes[i] = m_search.code(s > 0.0f ? y[i] / s : 0.0f);
 }
 
 float TurboScheme::blockScale(std::span<const float> y, std::span<uint8_t> codes) const {
   std::array<uint8_t, kKvBlock> trial;
   const auto n = static_cast<uint32_t>(y.size());
-  auto errorOf = [&](float s, std::span<const uint8_t> c) {
-    float e = 0.0f;
-    for (uint32_t i = 0; i < n; ++i) {
-      const float r = y[i] - s * m_codebook[c[i]];
-      e += r * r;
-    }
-    return e;
-  };
   float sumSq = 0.0f;
   for (float v : y) sumSq += v * v;
   const float rms = std::sqrt(sumSq / static_cast<float>(n));
-  float best = 0.0f, bestError = 0.0f;
-  for (const float step : kTurboBlockSteps) {
-    const float s = roundToFp16(rms * step);
-    codesFor(y, s, std::span(trial).first(n));
-    const float e = errorOf(s, std::span(trial).first(n));
-    // The first candidate always lands, so codes are set even when every
-    // error is NaN or infinite (an overflowing scale).
-    if (step == kTurboBlockSteps[0] || e < bestError) {
-      bestError = e;
-      best = s;
-      std::copy_n(trial.begin(), n, codes.begin());
+  constexpr size_t kSteps = std::size(kTurboBlockSteps);
+  std::array<float, kSteps> scales, errors;
+  for (size_t t = 0; t < kSteps; ++t) scales[t] = roundToFp16(rms * kTurboBlockSteps[t]);
+#if defined(__AVX2__)
+  static_assert(kSteps % 8 == 0);
+  for (size_t t = 0; t < kSteps; t += 8) {
+    // The count up to 4 bits has no latency to hide.
+    if (m_search.midpoints().size() <= 15) {
+      candidateErrors8<1>(y, m_search, m_codebook, &scales[t], &errors[t]);
+    } else {
+      candidateErrors8<4>(y, m_search, m_codebook, &scales[t], &errors[t]);
     }
   }
+#else
+  for (size_t t = 0; t < kSteps; ++t) {
+    codesFor(y, scales[t], std::span(trial).first(n));
+    errors[t] = codedError(y, scales[t], m_codebook, std::span(trial).first(n));
+  }
+#endif
+  // The first candidate always lands, so a scale is set even when every
+  // error is NaN or infinite (an overflowing scale).
+  float best = scales[0], bestError = errors[0];
+  for (size_t t = 1; t < kSteps; ++t) {
+    if (errors[t] < bestError) {
+      bestError = errors[t];
+      best = scales[t];
+    }
+  }
+  codesFor(y, best, codes.first(n));
   float num = 0.0f, den = 0.0f;
   for (uint32_t i = 0; i < n; ++i) {
     const float c = m_codebook[codes[i]];
@@ -114,7 +165,7 @@ float TurboScheme::blockScale(std::span<const float> y, std::span<uint8_t> codes
   if (den > 0.0f) {
     const float s = roundToFp16(num / den);
     codesFor(y, s, std::span(trial).first(n));
-    if (errorOf(s, std::span(trial).first(n)) < bestError) {
+    if (codedError(y, s, m_codebook, std::span(trial).first(n)) < bestError) {
       best = s;
       std::copy_n(trial.begin(), n, codes.begin());
     }

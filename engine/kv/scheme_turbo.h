@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "kv/kv_scheme.h"
+#include "kv/midpoint_search.h"
 #include "kv/rotation.h"
 
 namespace kvscope::kv {
@@ -84,7 +85,7 @@ class TurboScheme final : public KvScheme {
   TurboScale m_scale;
   StreamRotation m_rotation;
   std::span<const float> m_codebook;  // process-wide cache
-  std::vector<float> m_midpoints;     // 2^b - 1 decision boundaries
+  MidpointSearch m_search;            // over the 2^b - 1 decision boundaries
 };
 
 inline constexpr uint32_t kMinTurboDim = 4;
