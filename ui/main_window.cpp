@@ -540,15 +540,14 @@ FidelityLab* MainWindow::openComparison(bool runNow) {
   if (!m_lab) {
     m_lab = new FidelityLab(this);
     m_lab->setAttribute(Qt::WA_DeleteOnClose);
-    // The schemes users compare: every preset, plus the symmetric 4.5-bit formats.
+    // The schemes users compare: every preset, plus llama.cpp's 4-bit layout.
     QList<PolicyPreset> presets = policyPresets(ChatController::kvSchemeNames());
     presets.append({tr("q4_0 K and V (llama.cpp's 4-bit)"), QStringLiteral("k=q4_0,v=q4_0")});
-    presets.append({tr("turbo4 K and V"), QStringLiteral("k=turbo4,v=turbo4")});
-    m_lab->setPolicies(presets,
-                       {QStringLiteral("auto"), QStringLiteral("k=q8_0,v=q8_0"),
-                        QStringLiteral("k=q8_0,v=turbo4b"), QStringLiteral("k=q8_0,v=turbo4"),
-                        QStringLiteral("k=q8_0,v=turbo3"), QStringLiteral("k=turbo4b,v=turbo4b"),
-                        QStringLiteral("k=q4_0,v=q4_0"), QStringLiteral("k=turbo4,v=turbo4")});
+    m_lab->setPolicies(
+        presets, {QStringLiteral("auto"), QStringLiteral("auto:4.5"),
+                  QStringLiteral("k=q8_0r,v=q8_0r"), QStringLiteral("k=q8_0,v=q8_0"),
+                  QStringLiteral("k=turbo6b,v=turbo6b"), QStringLiteral("k=turbo5b,v=turbo5b"),
+                  QStringLiteral("k=turbo4b,v=turbo4b"), QStringLiteral("k=q4_0,v=q4_0")});
     connect(m_lab, &FidelityLab::applyRequested, this, [this](const QString& policy) {
       applyPolicy(policy + m_inspector->schemePanel()->attentionItems());
     });

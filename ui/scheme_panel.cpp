@@ -125,25 +125,39 @@ QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCente
 }  // namespace
 
 QList<PolicyPreset> policyPresets(const QStringList& available, uint32_t headDim) {
-  // What each preset is; its name leads with the bits per value it stores.
+  // What each preset is; its name leads with the bits per value it stores. The
+  // list is the best policy measured at each budget (docs/RESULTS.md, "KV
+  // cache fidelity against llama.cpp"), plus llama.cpp's own 8-bit layout.
+  const QString autoSmall = kAuto + QStringLiteral(":4.5");
   const QList<PolicyPreset> kinds{
       {QObject::tr("f16, uncompressed"), QStringLiteral("k=f16,v=f16")},
       {QObject::tr("Auto, chosen per layer"), kAuto},
+      {QObject::tr("Auto, chosen per layer"), autoSmall},
+      {QObject::tr("8-bit K and V, rotated"), QStringLiteral("k=q8_0r,v=q8_0r")},
       {QObject::tr("8-bit K and V"), QStringLiteral("k=q8_0,v=q8_0")},
-      {QObject::tr("8-bit K, turbo4b V"), QStringLiteral("k=q8_0,v=turbo4b")},
-      {QObject::tr("8-bit K, turbo4 V"), QStringLiteral("k=q8_0,v=turbo4")},
-      {QObject::tr("8-bit K, turbo3 V"), QStringLiteral("k=q8_0,v=turbo3")},
-      {QObject::tr("turbo4b K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
-      {QObject::tr("turbo4 K, turbo2 V"), QStringLiteral("k=turbo4,v=turbo2")},
+      {QObject::tr("8-bit rotated K, 6-bit V"), QStringLiteral("k=q8_0r,v=turbo6b")},
+      {QObject::tr("6-bit K and V"), QStringLiteral("k=turbo6b,v=turbo6b")},
+      {QObject::tr("5-bit K and V"), QStringLiteral("k=turbo5b,v=turbo5b")},
+      {QObject::tr("4-bit K and V"), QStringLiteral("k=turbo4b,v=turbo4b")},
+      {QObject::tr("3-bit K and V"), QStringLiteral("k=turbo3b,v=turbo3b")},
   };
   const auto bitsOf = [headDim](const QString& scheme) {
     auto s = kv::makeScheme(scheme.toStdString(), {.dim = headDim});
     return s.ok() ? (*s)->bitsPerValue() : 16.0;
   };
+  QStringList autoNeeds;  // auto chooses among these
+  for (std::string_view name : kv::autoCandidates())
+    autoNeeds << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+  const bool autoRuns = std::all_of(autoNeeds.begin(), autoNeeds.end(),
+                                    [&](const QString& s) { return available.contains(s); });
   QList<std::pair<double, PolicyPreset>> sized;
   for (const PolicyPreset& kind : kinds) {
-    double bits = kv::kDefaultAutoBits;
-    if (kind.policy != kAuto) {
+    double bits = 0.0;
+    if (isAuto(kind.policy)) {
+      if (!autoRuns) continue;
+      bits = kind.policy == kAuto ? kv::kDefaultAutoBits
+                                  : kind.policy.section(QLatin1Char(':'), 1).toDouble();
+    } else {
       const Choice c = parseChoice(kind.policy);
       if (!available.contains(c.key) || !available.contains(c.value)) continue;
       bits = (bitsOf(c.key) + bitsOf(c.value)) / 2;
@@ -154,14 +168,8 @@ QList<PolicyPreset> policyPresets(const QStringList& available, uint32_t headDim
   }
   std::stable_sort(sized.begin(), sized.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  QStringList autoNeeds;  // auto chooses among these
-  for (std::string_view name : kv::autoCandidates())
-    autoNeeds << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
-  const bool autoRuns = std::all_of(autoNeeds.begin(), autoNeeds.end(),
-                                    [&](const QString& s) { return available.contains(s); });
   QList<PolicyPreset> presets;
-  for (const auto& [bits, preset] : sized)
-    if (preset.policy != kAuto || autoRuns) presets.append(preset);
+  for (const auto& [bits, preset] : sized) presets.append(preset);
   return presets;
 }
 

@@ -12,7 +12,8 @@
 namespace kvscope::kv {
 namespace {
 
-constexpr std::array<std::string_view, 4> kCandidates = {"turbo3b", "turbo4b", "q8_0", "f16"};
+constexpr std::array<std::string_view, 6> kCandidates = {"turbo3b", "turbo4b", "turbo5b",
+                                                         "turbo6b", "q8_0r",   "f16"};
 constexpr uint32_t kProbes = 16;  // probe positions per head
 // The weight of a V output error against a K score KL in the plan's error
 // sum (auto_policy.h explains the figure).
@@ -230,10 +231,11 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
   AutoPlan plan{.budget = budget, .bitsPerValue = total / weights};
   plan.layers.resize(layers.size());
   for (uint32_t part = 0; part < 2; ++part) {
-    // The scheme most layers got for this part (ties: the cheaper).
-    std::array<size_t, kCandidates.size()> count{};
-    for (size_t l = 0; l < layers.size(); ++l) ++count[level[2 * l + part]];
-    const size_t common = std::max_element(count.begin(), count.end()) - count.begin();
+    // The scheme holding most of this part's values at the context (ties:
+    // the cheaper): a window layer's ring counts by its share.
+    std::array<double, kCandidates.size()> held{};
+    for (size_t l = 0; l < layers.size(); ++l) held[level[2 * l + part]] += weight[2 * l + part];
+    const size_t common = std::max_element(held.begin(), held.end()) - held.begin();
     // The reference: the median error, at the common scheme, of the layers
     // that kept it.
     std::vector<double> kept;

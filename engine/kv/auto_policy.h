@@ -26,9 +26,10 @@
 // measure is about 5x and the V measure about 15x the eval KLD that a K-only
 // or V-only codec causes on the demo model (turbo4b; 1x and 3x on
 // stories260K), so the weight puts the two parts in the same currency.
-// A part is "promoted" when its scheme has more bits than the scheme most
-// layers got for that part; its reason names its error at that common
-// scheme against the median of the layers that kept it.
+// A part is "promoted" when its scheme has more bits than the scheme that
+// holds most of that part's values (the common scheme: a window layer's ring
+// counts by its share); its reason names its error at the common scheme
+// against the median of the layers that kept it.
 
 #include <cstdint>
 #include <span>

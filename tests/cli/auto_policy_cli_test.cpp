@@ -24,7 +24,7 @@ void expectPlan(const nlohmann::json& plan, double budget, size_t layers) {
   ASSERT_EQ(plan["layers"].size(), layers);
   for (const auto& l : plan["layers"]) {
     for (const char* part : {"k", "v"}) {
-      EXPECT_EQ(l[part]["errors"].size(), 4u);
+      EXPECT_EQ(l[part]["errors"].size(), 6u);  // one per candidate
       EXPECT_TRUE(l[part]["reason"].is_string());
       EXPECT_EQ(l[part]["promoted"].get<bool>(), !l[part]["reason"].get<std::string>().empty());
     }

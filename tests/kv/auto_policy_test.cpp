@@ -61,8 +61,8 @@ Cache plant(std::vector<uint32_t> keyOutliers, std::vector<uint32_t> valueOutlie
 
 const AutoShape kShape{.layers = std::vector<KvLayerShape>(kLayers, {kHeads, kDim}), .rows = kRows};
 
-// The budget buys turbo4b everywhere and q8_0 for two parts (10 x 4.5 + 2 x
-// 8.5 bits over 12 parts).
+// A budget of 5.17 bits per value (what turbo4b everywhere and q8_0 for two
+// parts would cost).
 constexpr double kTwoPromotions = (10 * 4.5 + 2 * 8.5) / 12;
 
 TEST(AutoPolicy, PromotesTheLayersWithPlantedOutlierKeys) {
@@ -141,7 +141,7 @@ TEST(AutoPolicy, BudgetBoundsThePlan) {
 // split by that alone: each window layer's K and V get at least the bits of
 // every global layer's, promoted for that reason, and the budget holds over
 // the values the cache holds (each layer weighted by its share). Unweighted,
-// alike layers keep one scheme but for the last upgrades the budget allows.
+// alike layers all get the one scheme the budget buys.
 TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
   const Cache c = plant({}, {});
   AutoShape shape = kShape;
@@ -175,7 +175,12 @@ TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
   EXPECT_LE(plan->bitsPerValue, kBudget + 1e-9);
   auto flat = planAutoPolicy(c.layers(), kShape, kBudget);
   ASSERT_TRUE(flat.ok());
-  for (const LayerDecision& d : flat->layers) EXPECT_EQ(d.value.scheme, "turbo4b");
+  // Alike layers and parts at 5.5 bits: the uniform 5.5-bit code, not a mix
+  // of cheaper and dearer ones (distortion is convex in the rate).
+  for (const LayerDecision& d : flat->layers) {
+    EXPECT_EQ(d.key.scheme, "turbo5b");
+    EXPECT_EQ(d.value.scheme, "turbo5b");
+  }
   shape.layerShare.pop_back();
   EXPECT_FALSE(planAutoPolicy(c.layers(), shape, kBudget).ok());
 }

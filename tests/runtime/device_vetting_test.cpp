@@ -122,7 +122,7 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
   EXPECT_FALSE(specOf(*m, "k=q8_0,v=turbo4").covers(specOf(*m, "k=turbo4,v=q8_0")));
   EXPECT_TRUE(specOf(*m, "k=q8_0,v=turbo4,boundary=1").covers(specOf(*m, "k=q8_0,v=turbo4")));
   // What auto settles on was vetted with it; a scheme it never picks was not.
-  EXPECT_TRUE(a.covers(specOf(*m, "k=q8_0,v=turbo4b")));
+  EXPECT_TRUE(a.covers(specOf(*m, "k=q8_0r,v=turbo4b")));
   EXPECT_TRUE(a.covers(specOf(*m, "")));
   EXPECT_FALSE(a.covers(specOf(*m, "k=q8_0,v=turbo4")));
   // Every vetting runs indexed steps on the policy's page size: the indexer
@@ -346,7 +346,7 @@ TEST_F(DeviceVetting, APolicySwitchTheLoadDidNotVetIsVettedFirst) {
 
   // The device goes wrong after the load (as a driver update would).
   const gpu::KernelSubstitution wrong("weight_matvec_q8_0_", "weight_matvec_q4_0_");
-  auto settled = factory(policyOf("k=q8_0,v=turbo4b"));  // what auto may settle on: vetted at load
+  auto settled = factory(policyOf("k=q8_0r,v=turbo4b"));  // what auto may settle on: vetted at load
   ASSERT_TRUE(settled.ok()) << settled.error().describe();
   EXPECT_EQ((*settled)->name(), "vulkan");
   EXPECT_EQ(readFile(), vetted) << "not vetted again";

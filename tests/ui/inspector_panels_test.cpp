@@ -227,18 +227,22 @@ class InspectorPanelsTest : public QObject {
     const QStringList some = names(
         policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q4_0")}));
     QCOMPARE(some, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0"}));
-    // Every preset once its schemes exist, from the largest to the smallest.
-    const QStringList all = names(
-        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
-                       QStringLiteral("turbo3"), QStringLiteral("turbo2")}));
-    QCOMPARE(all, (QStringList{"k=f16,v=f16", "k=q8_0,v=q8_0", "k=q8_0,v=turbo4", "k=q8_0,v=turbo3",
-                               "k=turbo4,v=turbo2"}));
-    // Auto and the turbo*b presets once their candidates exist; auto by its budget.
+    // Every preset once its schemes exist, from the largest to the smallest;
+    // auto (at its 5.5 and 4.5 bits) once all its candidates exist.
+    const QStringList noAuto = names(policyPresets(
+        {QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q8_0r"),
+         QStringLiteral("turbo6b"), QStringLiteral("turbo5b"), QStringLiteral("turbo4b")}));
+    QCOMPARE(noAuto,
+             (QStringList{"k=f16,v=f16", "k=q8_0r,v=q8_0r", "k=q8_0,v=q8_0", "k=q8_0r,v=turbo6b",
+                          "k=turbo6b,v=turbo6b", "k=turbo5b,v=turbo5b", "k=turbo4b,v=turbo4b"}));
     const QList<PolicyPreset> withBlocks =
-        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("turbo4"),
-                       QStringLiteral("turbo3"), QStringLiteral("turbo2"),
+        policyPresets({QStringLiteral("f16"), QStringLiteral("q8_0"), QStringLiteral("q8_0r"),
+                       QStringLiteral("turbo6b"), QStringLiteral("turbo5b"),
                        QStringLiteral("turbo4b"), QStringLiteral("turbo3b")});
-    QCOMPARE(names(withBlocks).size(), 8);
+    QCOMPARE(names(withBlocks),
+             (QStringList{"k=f16,v=f16", "k=q8_0r,v=q8_0r", "k=q8_0,v=q8_0", "k=q8_0r,v=turbo6b",
+                          "k=turbo6b,v=turbo6b", "auto", "k=turbo5b,v=turbo5b", "auto:4.5",
+                          "k=turbo4b,v=turbo4b", "k=turbo3b,v=turbo3b"}));
     // Each name leads with its bits per value, which fall from preset to preset, and no
     // two presets share a name.
     QStringList seen;
@@ -254,12 +258,15 @@ class InspectorPanelsTest : public QObject {
     // 8-bit K and V: q8_0 stores 34 bytes per 32 values.
     QVERIFY(seen.contains(QStringLiteral("8.5 bits · 8-bit K and V")));
     QVERIFY(seen.contains(QStringLiteral("5.5 bits · Auto, chosen per layer")));
+    QVERIFY(seen.contains(QStringLiteral("4.5 bits · Auto, chosen per layer")));
   }
 
   void schemePanelShowsWhatAutoChose() {
     SchemePanel panel;
     panel.setAvailableSchemes({QStringLiteral("f16"), QStringLiteral("q8_0"),
-                               QStringLiteral("turbo4b"), QStringLiteral("turbo3b")});
+                               QStringLiteral("q8_0r"), QStringLiteral("turbo6b"),
+                               QStringLiteral("turbo5b"), QStringLiteral("turbo4b"),
+                               QStringLiteral("turbo3b")});
     panel.setLayerCount(2);
     panel.setPolicy(QStringLiteral("auto"));
     panel.setEditable(true);
@@ -314,10 +321,10 @@ class InspectorPanelsTest : public QObject {
 
   void schemePanelPresetsBoundaryAndProgress() {
     SchemePanel panel;
-    panel.setAvailableSchemes({QStringLiteral("f16"), QStringLiteral("q8_0"),
-                               QStringLiteral("turbo4"), QStringLiteral("turbo2")});
+    panel.setAvailableSchemes({QStringLiteral("f16"), QStringLiteral("q8_0r"),
+                               QStringLiteral("turbo6b"), QStringLiteral("turbo3b")});
     panel.setLayerCount(32);
-    panel.setPolicy(QStringLiteral("k=q8_0,v=turbo4,boundary=2"));
+    panel.setPolicy(QStringLiteral("k=q8_0r,v=turbo6b,boundary=2"));
     panel.setEditable(true);
     auto* preset = panel.findChild<QComboBox*>(QStringLiteral("policyPreset"));
     auto* keys = panel.findChild<QComboBox*>(QStringLiteral("keySchemePicker"));
@@ -325,24 +332,24 @@ class InspectorPanelsTest : public QObject {
     auto* apply = panel.findChild<QPushButton*>(QStringLiteral("applyPolicyButton"));
     QCOMPARE(boundary->maximum(), 16);
     QCOMPARE(boundary->value(), 2);
-    QCOMPARE(preset->currentData().toString(), QStringLiteral("k=q8_0,v=turbo4"));
+    QCOMPARE(preset->currentData().toString(), QStringLiteral("k=q8_0r,v=turbo6b"));
     QVERIFY(!apply->isEnabled());  // the active policy, boundary included
 
     // A preset sets K and V and keeps the boundary.
-    const int smallest = preset->findData(QStringLiteral("k=turbo4,v=turbo2"));
+    const int smallest = preset->findData(QStringLiteral("k=turbo3b,v=turbo3b"));
     QVERIFY(smallest > 0);
     preset->setCurrentIndex(smallest);
     emit preset->activated(smallest);
-    QCOMPARE(keys->currentText(), QStringLiteral("turbo4"));
-    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo4,v=turbo2,boundary=2"));
+    QCOMPARE(keys->currentText(), QStringLiteral("turbo3b"));
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo3b,v=turbo3b,boundary=2"));
     boundary->setValue(0);
-    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo4,v=turbo2"));
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("k=turbo3b,v=turbo3b"));
     // A hand-picked pair no preset has reads as Custom.
     keys->setCurrentText(QStringLiteral("f16"));
     QCOMPARE(preset->currentIndex(), 0);
     QSignalSpy requested(&panel, &SchemePanel::policyRequested);
     QTest::mouseClick(apply, Qt::LeftButton);
-    QCOMPARE(requested.at(0).at(0).toString(), QStringLiteral("k=f16,v=turbo2"));
+    QCOMPARE(requested.at(0).at(0).toString(), QStringLiteral("k=f16,v=turbo3b"));
 
     auto* progress = panel.findChild<QProgressBar*>(QStringLiteral("reencodeProgress"));
     QVERIFY(progress->isHidden());

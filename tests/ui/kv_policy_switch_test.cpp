@@ -38,7 +38,7 @@ namespace {
 
 constexpr int kWaitMs = 60000;
 constexpr int kMaxTokens = 24;
-const QString kCompact = QStringLiteral("k=q8_0,v=turbo3");
+const QString kCompact = QStringLiteral("k=q8_0r,v=turbo6b");
 
 ui::SamplingSettings greedy() {
   ui::SamplingSettings s;
@@ -164,8 +164,8 @@ class KvPolicySwitchTest : public QObject {
     QVERIFY(after.usedBytes() < before.usedBytes());
     QCOMPARE(after.layers.size(), size_t{5});
     for (const runtime::KvLayerSnapshot& layer : after.layers) {
-      QCOMPARE(QString::fromStdString(layer.keyScheme), QStringLiteral("q8_0"));
-      QCOMPARE(QString::fromStdString(layer.valueScheme), QStringLiteral("turbo3"));
+      QCOMPARE(QString::fromStdString(layer.keyScheme), QStringLiteral("q8_0r"));
+      QCOMPARE(QString::fromStdString(layer.valueScheme), QStringLiteral("turbo6b"));
       QVERIFY(layer.keyError > 0.0);
       QVERIFY(layer.valueError > layer.keyError);
     }
@@ -241,11 +241,11 @@ class KvPolicySwitchTest : public QObject {
     auto* progress = panel->findChild<QProgressBar*>(QStringLiteral("reencodeProgress"));
     QVERIFY(!apply->isEnabled());
     QCOMPARE(boundary->maximum(), 2);  // 5 layers
-    keys->setCurrentText(QStringLiteral("q8_0"));
-    values->setCurrentText(QStringLiteral("turbo3"));
+    keys->setCurrentText(QStringLiteral("q8_0r"));
+    values->setCurrentText(QStringLiteral("turbo6b"));
     QCOMPARE(preset->currentData().toString(), kCompact);  // the preset the pickers match
     boundary->setValue(1);
-    QCOMPARE(panel->chosenPolicy(), QStringLiteral("k=q8_0,v=turbo3,boundary=1"));
+    QCOMPARE(panel->chosenPolicy(), QStringLiteral("k=q8_0r,v=turbo6b,boundary=1"));
     QVERIFY(apply->isEnabled());
 
     QSignalSpy changed(&chat, &ChatController::policyChanged);
@@ -266,8 +266,8 @@ class KvPolicySwitchTest : public QObject {
     auto* table = panel->findChild<QTableWidget*>(QStringLiteral("schemeTable"));
     QCOMPARE(table->rowCount(), 5);
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("f16"));  // boundary layer
-    QCOMPARE(table->item(2, 1)->text(), QStringLiteral("q8_0"));
-    QCOMPARE(table->item(2, 3)->text(), QStringLiteral("turbo3"));
+    QCOMPARE(table->item(2, 1)->text(), QStringLiteral("q8_0r"));
+    QCOMPARE(table->item(2, 3)->text(), QStringLiteral("turbo6b"));
     QVERIFY(table->item(2, 5)->text().endsWith(QLatin1Char('%')));
     const ui::KvSummary after = window.inspector()->kvMemoryPanel()->summary();
     QCOMPARE(after.rows, before.rows);
