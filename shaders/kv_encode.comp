@@ -203,8 +203,9 @@ void encodeF16() {
 
 // Loop iterations: llvmpipe (lavapipe) ends a shader's loops after 65535
 // iterations in all, silently, so the innermost loops of the turbo*b search
-// (16 candidates x 32 values x 15 midpoints per block) are unrolled; what
-// still loops (blocks, candidates, a block's sums) stays far below that.
+// (16 candidates x 32 values x 15 midpoints per block) are unrolled, and
+// above 16 levels the bisection; what still loops (blocks, candidates, a
+// block's sums, above 16 levels a block's values) stays far below that.
 
 // Turbo: the code of u, the number of midpoints strictly below it: counted
 // up to 16 levels, by an unrolled bisection above (as the CPU's lower_bound:

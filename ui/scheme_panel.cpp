@@ -27,12 +27,16 @@ enum Column { kLayer, kKey, kKeyBits, kValue, kValueBits, kError, kColumns };
 
 const QString kAuto = QStringLiteral("auto");
 
-bool isAuto(const QString& policy) {
+// The auto item of a policy ("auto" or "auto:BITS"), empty when it has none.
+QString autoItem(const QString& policy) {
   for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     const QString name = item.trimmed();
-    if (name == kAuto || name.startsWith(kAuto + QLatin1Char(':'))) return true;
+    if (name == kAuto || name.startsWith(kAuto + QLatin1Char(':'))) return name;
   }
-  return false;
+  return {};
+}
+bool isAuto(const QString& policy) {
+  return !autoItem(policy).isEmpty();
 }
 
 // A tint per codec family, so layers sharing a codec read as one block in the grid and
@@ -296,11 +300,11 @@ SchemePanel::SchemePanel(QWidget* parent)
   connect(m_preset, &QComboBox::activated, this, &SchemePanel::presetChosen);
   // Picking a codec by hand leaves Auto.
   connect(m_keys, &QComboBox::currentTextChanged, this, [this] {
-    m_auto = false;
+    m_auto.clear();
     updateApply();
   });
   connect(m_values, &QComboBox::currentTextChanged, this, [this] {
-    m_auto = false;
+    m_auto.clear();
     updateApply();
   });
   connect(m_boundary, &QSpinBox::valueChanged, this, &SchemePanel::updateApply);
@@ -336,9 +340,9 @@ void SchemePanel::setPolicy(const QString& policy) {
   m_policy->setText(policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy);
   m_activePolicy = policy.isEmpty() ? QStringLiteral("k=f16,v=f16") : policy;
   const Choice c = parseChoice(policy);
-  m_auto = isAuto(policy);
-  m_activeChoice = m_auto ? kAuto : policyText(c.key, c.value, c.boundary);
-  if (!m_auto) m_autoStatus->hide();
+  m_auto = autoItem(policy);
+  m_activeChoice = !m_auto.isEmpty() ? m_auto : policyText(c.key, c.value, c.boundary);
+  if (m_auto.isEmpty()) m_autoStatus->hide();
   {
     const QSignalBlocker keys(m_keys), values(m_values), boundary(m_boundary);
     m_keys->setCurrentText(c.key);
@@ -375,7 +379,7 @@ void SchemePanel::hideProgress() {
 }
 
 QString SchemePanel::chosenPolicy() const {
-  if (m_auto) return kAuto + attentionItems();
+  if (!m_auto.isEmpty()) return m_auto + attentionItems();
   return policyText(m_keys->currentText(), m_values->currentText(), m_boundary->value()) +
          attentionItems();
 }
@@ -392,12 +396,12 @@ QString SchemePanel::attentionItems() const {
 void SchemePanel::presetChosen(int index) {
   const QString policy = m_preset->itemData(index).toString();
   if (policy.isEmpty()) return;
-  if (policy == kAuto) {
-    m_auto = true;
+  if (isAuto(policy)) {
+    m_auto = autoItem(policy);
     updateApply();
     return;
   }
-  m_auto = false;
+  m_auto.clear();
   const Choice c = parseChoice(policy);
   {
     const QSignalBlocker keys(m_keys), values(m_values);
@@ -410,16 +414,17 @@ void SchemePanel::presetChosen(int index) {
 void SchemePanel::updateApply() {
   // The preset shown is Auto, or the one whose K and V are picked, else Custom.
   const int preset =
-      m_auto ? m_preset->findData(kAuto)
-             : m_preset->findData(
-                   QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
+      !m_auto.isEmpty()
+          ? m_preset->findData(m_auto)
+          : m_preset->findData(
+                QStringLiteral("k=%1,v=%2").arg(m_keys->currentText(), m_values->currentText()));
   m_preset->setCurrentIndex(qMax(0, preset));
   m_apply->setEnabled(m_editable && chosenPolicy() != m_activeChoice + attentionItems());
   const bool pickable = m_editable && m_keys->count() > 1;
   m_preset->setEnabled(pickable);
   // Auto chooses K, V and every layer itself.
   for (QWidget* picker : std::initializer_list<QWidget*>{m_keys, m_values, m_boundary})
-    picker->setEnabled(pickable && !m_auto);
+    picker->setEnabled(pickable && m_auto.isEmpty());
   m_indexer->setEnabled(m_editable);
   m_sparseV->setEnabled(m_editable);
   m_compare->setEnabled(m_editable);
@@ -462,7 +467,7 @@ void SchemePanel::showReport(const KvReport& report) {
     }
   }
   // Under auto the (disabled) pickers show the codecs most layers got.
-  if (m_auto && !layers.empty()) {
+  if (!m_auto.isEmpty() && !layers.empty()) {
     const auto mostCommon = [&](bool key) {
       QHash<QString, int> count;
       QString best;

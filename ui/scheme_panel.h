@@ -87,7 +87,9 @@ class SchemePanel : public InspectorPanel {
   QString m_activeChoice;  // the active policy as chosenPolicy() would write it
   QString m_activePolicy;  // the active policy as given to setPolicy()
   bool m_editable = false;
-  bool m_auto = false;  // the Auto preset is picked: K and V are chosen by measurement
+  // "auto" or "auto:BITS" while an Auto preset is picked (K and V are chosen
+  // by measurement), else empty.
+  QString m_auto;
 };
 
 }  // namespace kvscope::ui

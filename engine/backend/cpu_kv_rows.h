@@ -5,10 +5,10 @@
 // once per tile of rows instead of once per element through the scheme.
 //
 // The AVX2 kernels (f16, q8_0, q4_0, fp8, affine4, turbo2/3/4 and their
-// group- and block-scaled forms, for head dims that are multiples of 8) compute every value
-// with the same float operations as the scheme's own decoder, so their output
-// is bit for bit that of decodeRotated (tests/backend/cpu_attention_test.cpp).
-// Every other case decodes row by row through the scheme.
+// group- and block-scaled forms, turbo5b/6b, for head dims that are multiples of 8) compute every
+// value with the same float operations as the scheme's own decoder, so their output is bit for bit
+// that of decodeRotated (tests/backend/cpu_attention_test.cpp). Every other case decodes row by row
+// through the scheme.
 
 #include <cstddef>
 #include <cstdint>

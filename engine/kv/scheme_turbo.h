@@ -2,7 +2,8 @@
 // The TurboQuant family (Zandieh et al. 2025, "TurboQuant: online vector
 // quantization with near-optimal distortion rate"): rows rotated by R, then
 // coded with a b-bit Lloyd-Max codebook and fp16 scales. One class,
-// parameterized by the code width b (2..4) and how the scales are kept:
+// parameterized by the code width b (2..4; 2..6 block-scaled) and how the
+// scales are kept:
 //
 //   turbo4/3/2    (TurboScale::kRow)   one gamma per row, norm-matched;
 //   turbo4g/3g/2g (TurboScale::kGroup) one gamma per kTurboGroup rotated

@@ -320,9 +320,10 @@ Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& 
 
   // Every (K, V) pair a layer gets, in first-use order (attention kernels
   // are built per pair). `auto` may pair any two of its candidates: each runs
-  // as K and as V, not each of the 16 pairs, whose 16 random layers compound
-  // the codecs' rounding differences past the bounds on lavapipe (3.5e-3 of
-  // the spread, mean 6.8e-4, against 1.8e-5 and 1.8e-6 with 4 layers).
+  // as K and as V (one layer each), not each pair, whose random layers
+  // compound the codecs' rounding differences past the bounds on lavapipe
+  // (16 pairs of the former 4 candidates: 3.5e-3 of the spread, mean
+  // 6.8e-4, against 1.8e-5 and 1.8e-6 with one layer per candidate).
   // resolve() also checks the policy (an auto budget against head_dim).
   KVS_ASSIGN_OR_RETURN(const auto resolved, policy.resolve(backend::kvTarget(c)));
   const auto add = [&s](kv::LayerSchemes pair) {

@@ -309,6 +309,23 @@ class InspectorPanelsTest : public QObject {
     QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));
     QVERIFY(!apply->isEnabled());  // the active policy again
 
+    // Auto at another budget is its own preset, kept whole both ways.
+    const int smallIndex = preset->findData(QStringLiteral("auto:4.5"));
+    QVERIFY(smallIndex > 0);
+    preset->setCurrentIndex(smallIndex);
+    emit preset->activated(smallIndex);
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto:4.5"));
+    QCOMPARE(preset->currentData().toString(), QStringLiteral("auto:4.5"));
+    QVERIFY(apply->isEnabled());
+    QVERIFY(!keys->isEnabled());
+    panel.setPolicy(QStringLiteral("auto:4.5"));
+    QCOMPARE(preset->currentData().toString(), QStringLiteral("auto:4.5"));
+    QVERIFY(!apply->isEnabled());
+    preset->setCurrentIndex(autoIndex);
+    emit preset->activated(autoIndex);
+    QCOMPARE(panel.chosenPolicy(), QStringLiteral("auto"));
+    QVERIFY(apply->isEnabled());  // back to 5.5 bits is a change
+
     // Another policy hides what auto did.
     panel.setPolicy(QStringLiteral("k=q8_0,v=q8_0"));
     report.kv.autoStatus.clear();
