@@ -10,7 +10,8 @@
 // the scalar form bisects; the AVX2 form reads the count below the edge of
 // the value's bin in a table of equal bins (each under half the closest two
 // midpoints' gap wide, so the count is within one of the answer) and corrects
-// it with one compare each way: three dependent gathers instead of six.
+// it with one compare each way: two rounds of gathers (the bin's count, then
+// both neighbouring midpoints at once) where a bisection needs six.
 
 #include <algorithm>
 #include <cstdint>
