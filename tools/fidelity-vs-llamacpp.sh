@@ -23,8 +23,9 @@ text=${2:-$root/../shared/fixtures/story-a.txt}
 prefill=${PREFILL:-16}
 threads=${THREADS:-2}
 bytes=${BYTES-1050}
-read -r -a kvscope_kv <<<"${KVSCOPE_KV:-kv=q8_0 k=q8_0,v=turbo4 auto kv=turbo4b kv=q4_0 kv=turbo3b}"
-read -r -a llama_kv <<<"${LLAMA_KV:-q8_0/q8_0 q8_0/q4_0 q5_0/q5_0 iq4_nl/iq4_nl q4_0/q4_0}"
+# Defaults: the rows of docs/RESULTS.md's table (kvscope's best at each budget).
+read -r -a kvscope_kv <<<"${KVSCOPE_KV:-auto:4.5 auto auto:6.5 auto:8.5 kv=turbo4b kv=turbo5b kv=turbo6b kv=q8_0r kv=q8_0 kv=q4_0 k=q8_0r,v=turbo6b}"
+read -r -a llama_kv <<<"${LLAMA_KV:-q8_0/q8_0 q8_0/q4_0 q5_1/q5_1 q5_0/q5_0 iq4_nl/iq4_nl q4_0/q4_0}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
