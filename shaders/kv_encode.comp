@@ -12,7 +12,7 @@
 //    the stores of a few rows per large batch, nondeterministically (cause
 //    not pinned down).
 //  - GPUs (ROW_GROUPS): workgroup (head, t) encodes one row. Its invocations
-//    stage the row in shared memory, score turbo*b's scale candidates of all
+//    stage the row in shared memory, score the scale candidates (turbo*b, q8_0r) of all
 //    blocks at once (a block and candidate each: the serial search cost
 //    milliseconds a decode step on an H200) and compute the codes of the
 //    codebook (turbo) codecs one value each; one invocation then packs and stores the
@@ -24,7 +24,7 @@
 // codecs read x itself for the norm; the CPU takes the norms in double (and R x of a
 // non-power-of-two row), so a code can differ by one step where u sits on a
 // decision boundary to within float rounding, and gamma by one fp16 step
-// (tests/gpu/kv_codec_test.cpp). The block-scaled turbo*b repeat the CPU's
+// (tests/gpu/kv_codec_test.cpp). The block-scaled turbo*b and q8_0r repeat the CPU's
 // float32 steps, but the device's y can differ in its last bits (a dense
 // rotation is float32 here, double on the CPU), a compiler may fuse a
 // multiply-add of the error sums, and GLSL's sqrt and division need not be
@@ -233,13 +233,29 @@ uint midpointCode(uint levels, float u) {
 }
 uint scaledCode(uint levels, float y, float s) { return midpointCode(levels, s > 0.0 ? y / s : 0.0); }
 
-// turbo*b's scale candidates (kv::kTurboBlockSteps).
+// The block-scaled searches: turbo*b's over its codebook (levels = 4 .. 64)
+// and q8_0r's over the int8 grid -127 .. 127 (levels = Q8_GRID), by one rule
+// (kv::TurboScheme::blockScale, kv::Q8Scale::kSearched): least error over 16
+// scale candidates, the first on a tie, then one least-squares step.
+const uint Q8_GRID = 0u;
+// turbo*b's candidates, multiples of the block's rms (kv::kTurboBlockSteps).
 const float kBlockSteps[16] = float[](0.70, 0.74, 0.78, 0.82, 0.86, 0.90, 0.94, 0.98, 1.02, 1.06,
                                       1.10, 1.14, 1.18, 1.22, 1.26, 1.30);
+// q8_0r's, multiples of amax / 127 (kv::kQ8BlockSteps).
+const float kQ8Steps[16] = float[](1.000, 1.006, 1.012, 1.018, 1.024, 1.030, 1.036, 1.042, 1.048,
+                                   1.054, 1.060, 1.066, 1.072, 1.078, 1.084, 1.090);
 
-// turbo*b: the squared error of block b coded under scale s.
+// q8_0r's code of y under scale s: std::round, clamped (0 when s <= 0).
+float q8Code(float y, float s) { return s > 0.0 ? clamp(roundAway(y / s), -127.0, 127.0) : 0.0; }
+
+// What y coded under scale s decodes to, over 1: a codebook entry or an int8.
+float gridValue(uint levels, float y, float s) {
+  return levels == Q8_GRID ? q8Code(y, s) : kCodebook[scaledCode(levels, y, s)];
+}
+
+// The squared error of block b coded under scale s.
 float valueError(uint levels, uint i, float s) {
-  const float y = rotatedValue(i), r = y - s * kCodebook[scaledCode(levels, y, s)];
+  const float y = rotatedValue(i), r = y - s * gridValue(levels, y, s);
   return r * r;
 }
 float blockError(uint levels, uint b, float s) {
@@ -258,27 +274,31 @@ float blockError(uint levels, uint b, float s) {
   return e;
 }
 
-// turbo*b: the root mean square of block b, which the scale candidates scale.
-float blockRms(uint b) {
+// The quantity block b's candidates scale: turbo*b the block's root mean
+// square, q8_0r its largest magnitude.
+float blockMeasure(uint levels, uint b) {
+  if (levels == Q8_GRID) return blockAbsMax(b);
   float sumSq = 0.0;
   for (uint i = 32u * b; i < blockEnd(b); ++i) sumSq += rotatedValue(i) * rotatedValue(i);
   return sqrt(sumSq / float(blockEnd(b) - 32u * b));
 }
-float candidate(float rms, uint t) { return roundToHalf(rms * kBlockSteps[t]); }
+float candidate(uint levels, float measure, uint t) {
+  return levels == Q8_GRID ? roundToHalf(measure * kQ8Steps[t] / 127.0)
+                           : roundToHalf(measure * kBlockSteps[t]);
+}
 
-// turbo*b: block b's scale, by kv::TurboScheme's rule (least error over the
-// candidates, the first on a tie, then one least-squares step), in the same
-// float32 order. ROW_GROUPS reads the candidates' errors the workgroup scored.
+// Block b's scale, in the CPU's float32 order. ROW_GROUPS reads the
+// candidates' errors the workgroup scored.
 float blockScale(uint levels, uint b) {
 #if !defined(ROW_GROUPS)
-  const float rms = blockRms(b);
+  const float measure = blockMeasure(levels, b);
 #endif
   float best = 0.0, bestError = 0.0;
   [[dont_unroll]] for (uint t = 0u; t < 16u; ++t) {
 #if defined(ROW_GROUPS)
     const float s = candidateScale[16u * b + t], e = candidateError[16u * b + t];
 #else
-    const float s = candidate(rms, t), e = blockError(levels, b, s);
+    const float s = candidate(levels, measure, t), e = blockError(levels, b, s);
 #endif
     if (t == 0u || e < bestError) {
       best = s;
@@ -287,7 +307,7 @@ float blockScale(uint levels, uint b) {
   }
   float num = 0.0, den = 0.0;
   for (uint i = 32u * b; i < blockEnd(b); ++i) {
-    const float y = rotatedValue(i), cv = kCodebook[scaledCode(levels, y, best)];
+    const float y = rotatedValue(i), cv = gridValue(levels, y, best);
     num += y * cv;
     den += cv * cv;
   }
@@ -296,6 +316,20 @@ float blockScale(uint levels, uint b) {
     if (blockError(levels, b, s) < bestError) best = s;
   }
   return best;
+}
+
+// q8_0r: q8_0's bytes with each block's searched scale.
+void encodeQ8_0Searched() {
+  float scales[16];  // kv::kMaxKvDim / 32 blocks at most
+  [[dont_unroll]] for (uint b = 0u; b < KV_BLOCKS; ++b) {
+#if defined(ROW_GROUPS)
+    scales[b] = stagedScales[b];
+#else
+    scales[b] = blockScale(Q8_GRID, b);
+#endif
+    putHalf(scales[b]);
+  }
+  for (uint i = 0u; i < HEAD_DIM; ++i) putByte(uint(int(q8Code(rotatedValue(i), scales[i / 32u]))));
 }
 
 // The divisor of rotated coordinate i: ||x|| for turbo and turbo*g, the
@@ -387,11 +421,9 @@ void encodeTurbo(uint c) {
   }
 }
 
-// Encodes the row into rowOut and stores its words (the last one zero-padded)
-// from word `dst` of `page`.
-void encodeRow(uint c, uint page, uint dst) {
-  rowBytes = 0u;
-  c = codecPlain(c);
+// The codecs whose encoding is their plain format's (on y for the rotated
+// block formats other than q8_0r) or turbo's, into rowOut.
+void encodePlainOrTurbo(uint c) {
   if (c == KVS_CODEC_F16) {
     encodeF16();
   } else if (c == KVS_CODEC_Q8_0) {
@@ -405,12 +437,23 @@ void encodeRow(uint c, uint page, uint dst) {
   } else {
     encodeTurbo(c);
   }
+}
+
+// Encodes the row into rowOut and stores its words (the last one zero-padded)
+// from word `dst` of `page`.
+void encodeRow(uint c, uint page, uint dst) {
+  rowBytes = 0u;
+  if (c == KVS_CODEC_Q8_0R) {
+    encodeQ8_0Searched();
+  } else {
+    encodePlainOrTurbo(codecPlain(c));
+  }
   for (uint w = 0u; w < (rowBytes + 3u) / 4u; ++w) pages[page].words[dst + w] = rowOut[w];
 }
 
 #if defined(ROW_GROUPS)
-// The parallel steps of the row's encoding, into shared memory: the row, and
-// for rotated codecs the codes (after turbo*b's scale search).
+// The parallel steps of the row's encoding, into shared memory: the row, the
+// scale searches of turbo*b and q8_0r, and for the turbo codecs the codes.
 void stageRow() {
   const uint lid = gl_LocalInvocationID.x;
   const bool rotated = codecRotated(CODEC);
@@ -419,13 +462,14 @@ void stageRow() {
     if (rotated) stagedRotated[i] = xRot[srcBase + i];
   }
   barrier();
-  if (!codecHasCodebook(CODEC)) return;
-  const uint levels = 1u << codecBits(CODEC);
-  const bool blocks = codecBlockScaled(CODEC);
+  const bool q8 = CODEC == KVS_CODEC_Q8_0R;
+  if (!codecHasCodebook(CODEC) && !q8) return;
+  const uint levels = q8 ? Q8_GRID : 1u << codecBits(CODEC);
+  const bool blocks = q8 || codecBlockScaled(CODEC);
   if (blocks) {
     for (uint item = lid; item < 16u * KV_BLOCKS; item += WG) {
       const uint b = item / 16u;
-      const float s = candidate(blockRms(b), item % 16u);
+      const float s = candidate(levels, blockMeasure(levels, b), item % 16u);
       candidateScale[item] = s;
       candidateError[item] = blockError(levels, b, s);
     }
@@ -433,6 +477,7 @@ void stageRow() {
     for (uint b = lid; b < KV_BLOCKS; b += WG) stagedScales[b] = blockScale(levels, b);
     barrier();
   }
+  if (q8) return;  // its codes are one division each: encodeQ8_0Searched
   const float norm = blocks ? 0.0 : rowNorm();
   for (uint i = lid; i < HEAD_DIM; i += WG) {
     stagedCodes[i] = scaledCode(levels, rotatedValue(i), blocks ? stagedScales[i / 32u] : norm);

@@ -34,6 +34,11 @@ Made makeRotated(const SchemeParams& p) {
   return std::make_shared<RotatedScheme>(p, std::make_shared<T>(p));
 }
 
+// q8_0r: q8_0's bytes with the scale of least error (scheme_q8_0.h).
+Made makeQ8_0r(const SchemeParams& p) {
+  return std::make_shared<RotatedScheme>(p, std::make_shared<Q8_0Scheme>(p, Q8Scale::kSearched));
+}
+
 template <uint32_t kBits, TurboScale kScale>
 Made makeTurbo(const SchemeParams& p) {
   return std::make_shared<TurboScheme>(p, kBits, kScale);
@@ -57,7 +62,7 @@ const Entry kSchemes[] = {
     {"turbo2b", kMinTurboDim, makeTurbo<2, TurboScale::kBlock>},
     {"turbo6b", kMinTurboDim, makeTurbo<6, TurboScale::kBlock>},
     {"turbo5b", kMinTurboDim, makeTurbo<5, TurboScale::kBlock>},
-    {"q8_0r", 1, makeRotated<Q8_0Scheme>},
+    {"q8_0r", 1, makeQ8_0r},
     {"q4_0r", 1, makeRotated<Q4_0Scheme>},
     {"fp8r", 1, makeRotated<Fp8Scheme>},
     {"affine4r", 1, makeRotated<Affine4Scheme>},

@@ -18,6 +18,7 @@
 #include "kv/kv_scheme.h"
 #include "kv/lloyd_max.h"
 #include "kv/rotation.h"
+#include "kv/scheme_q8_0.h"
 
 namespace kvscope::kv {
 namespace {
@@ -473,6 +474,54 @@ TEST(KvScheme, TurboBlockDistortionBeatsFixedScales) {
 // channel (x20) a plain block's scale is the outlier's and the block's other
 // values round to a few steps; rotated, the outlier's energy spreads over the
 // row: less than half the error at 4 bits, and on Gaussian rows about the same.
+// q8_0r's searched scale against two oracles of its own: each block's error
+// is at most that of the absmax scale fp16(amax / 127) (its first candidate,
+// computed here from the definition), and on Gaussian rows (what a rotation
+// makes of any row) the mean squared error is well under q8_0's: 0.79x in a
+// numpy study of 40,000 blocks, the 16 steps and the least-squares step.
+TEST(KvScheme, Q8_0rSearchedScaleBeatsAbsMax) {
+  const uint32_t d = 64;
+  const Q8_0Scheme searched(SchemeParams{d, 1}, Q8Scale::kSearched), absMax(SchemeParams{d, 1});
+  const auto squaredError = [](const KvScheme& s, const std::vector<float>& x) {
+    const auto back = roundTrip(s, x);
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
+    return e;
+  };
+  double searchedSq = 0, absMaxSq = 0;
+  for (uint32_t t = 0; t < 2000; ++t) {
+    auto x = gaussian(d, 9000 + t, t % 7 == 0 ? 1e-3f : 1.0f);
+    if (t % 5 == 0) x[t % d] *= 6.0f;  // a block with one large value
+    const auto bytes = encode(searched, x);
+    std::vector<float> back(d);
+    searched.decode(bytes, back);
+    for (uint32_t b = 0; b < d / kKvBlock; ++b) {
+      float amax = 0;
+      for (uint32_t i = 0; i < kKvBlock; ++i) amax = std::max(amax, std::fabs(x[b * kKvBlock + i]));
+      const float s0 = half(amax / 127.0f);
+      double e = 0, e0 = 0;
+      for (uint32_t i = b * kKvBlock; i < (b + 1) * kKvBlock; ++i) {
+        const auto code = static_cast<int8_t>(bytes[searched.rowLayout().scaleBytes + i]);
+        EXPECT_GE(code, -127) << "q8_0's codes stay in -127..127";
+        e += (double{back[i]} - x[i]) * (double{back[i]} - x[i]);
+        const double q0 = std::clamp(std::round(double{x[i]} / s0), -127.0, 127.0);
+        e0 += (x[i] - s0 * q0) * (x[i] - s0 * q0);
+      }
+      EXPECT_LE(e, e0 * (1 + 1e-5) + 1e-30) << "row " << t << " block " << b;
+    }
+    if (t % 7 == 0) continue;
+    searchedSq += squaredError(searched, x);
+    absMaxSq += squaredError(absMax, x);
+  }
+  std::printf("q8 searched / absmax mean squared error: %.3f\n", searchedSq / absMaxSq);
+  EXPECT_LT(searchedSq, 0.85 * absMaxSq);
+  EXPECT_GT(searchedSq, 0.6 * absMaxSq) << "more than the study found: check the oracle";
+  // A zero block codes as zeros under a zero scale.
+  const std::vector<float> zeros(d, 0.0f);
+  const auto bytes = encode(searched, zeros);
+  EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](uint8_t v) { return v == 0; }));
+}
+
 TEST(KvScheme, RotatedBlockFormatsAreThePlainFormatOfTheRotatedRow) {
   const auto relativeMse = [](const KvScheme& s, float outlier) {
     return relativeRoundTripMse(s, outlier, 200, 7000);
@@ -480,7 +529,11 @@ TEST(KvScheme, RotatedBlockFormatsAreThePlainFormatOfTheRotatedRow) {
   for (std::string_view plainName : {"q8_0", "q4_0", "fp8", "affine4"}) {
     for (uint32_t d : {8u, 48u, 64u, 80u, 128u}) {
       const std::string name = std::string(plainName) + "r";
-      const auto rotated = make(name, d, 11), plain = make(plainName, d);
+      const auto rotated = make(name, d, 11);
+      // q8_0r writes q8_0's bytes with the searched scale (scheme_q8_0.h).
+      const std::shared_ptr<const KvScheme> plain =
+          plainName == "q8_0" ? std::make_shared<Q8_0Scheme>(SchemeParams{d, 1}, Q8Scale::kSearched)
+                              : make(plainName, d);
       ASSERT_TRUE(rotated && plain);
       EXPECT_EQ(rotated->rowLayout().total(), plain->rowLayout().total()) << name;
       EXPECT_EQ(rotated->rowCode(), plain->rowCode()) << name;
