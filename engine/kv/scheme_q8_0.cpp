@@ -11,6 +11,7 @@
 #endif
 
 #include "core/float_convert.h"
+#include "kv/block_scale_search.h"
 #include "kv/code_packing.h"
 
 namespace kvscope::kv {
@@ -21,18 +22,14 @@ RowLayout q8Layout(uint32_t dim) {
   return {dim, scales, padTo4(scales + dim)};
 }
 
-// The searched rule's code of x under scale s (> 0): std::round, clamped.
+// The searched rule's code of x under scale s: std::round, clamped; 0 when
+// s is not positive (an all-zero block, or one whose scale fp16 rounds to 0).
 float searchedCode(float x, float s) {
-  return std::clamp(std::round(x / s), -127.0f, 127.0f);
+  return s > 0.0f ? std::clamp(std::round(x / s), -127.0f, 127.0f) : 0.0f;
 }
 
 // The squared error of x coded under scale s, summed in order.
 float searchedError(std::span<const float> x, float s) {
-  if (!(s > 0.0f)) {
-    float e = 0.0f;
-    for (float v : x) e += v * v;
-    return e;
-  }
   float e = 0.0f;
   for (float v : x) {
     const float r = v - s * searchedCode(v, s);
@@ -83,16 +80,8 @@ float searchedScale(std::span<const float> x) {
 #else
   for (size_t t = 0; t < kSteps; ++t) errors[t] = searchedError(x, scales[t]);
 #endif
-  // The first candidate always lands, so a scale is set even when every
-  // error is NaN or infinite.
-  float best = scales[0], bestError = errors[0];
-  for (size_t t = 1; t < kSteps; ++t) {
-    if (errors[t] < bestError) {
-      bestError = errors[t];
-      best = scales[t];
-    }
-  }
-  if (!(best > 0.0f)) return best;  // an all-zero block (or one fp16 rounds to 0)
+  const size_t chosen = firstLeastError(errors);
+  float best = scales[chosen];
   float num = 0.0f, den = 0.0f;
   for (float v : x) {
     const float q = searchedCode(v, best);
@@ -101,7 +90,7 @@ float searchedScale(std::span<const float> x) {
   }
   if (den > 0.0f) {
     const float s = roundToFp16(num / den);
-    if (searchedError(x, s) < bestError) best = s;
+    if (searchedError(x, s) < errors[chosen]) best = s;
   }
   return best;
 }
@@ -119,8 +108,7 @@ void Q8_0Scheme::encode(std::span<const float> row, std::span<uint8_t> out) cons
       const float s = searchedScale(row.subspan(begin, end - begin));
       storeHalf(out, b, s);
       for (uint32_t i = begin; i < end; ++i) {
-        const float q = s > 0.0f ? searchedCode(row[i], s) : 0.0f;
-        out[codes + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        out[codes + i] = static_cast<uint8_t>(static_cast<int8_t>(searchedCode(row[i], s)));
       }
       continue;
     }

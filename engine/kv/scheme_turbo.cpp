@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kv/block_scale_search.h"
 #include "kv/code_packing.h"
 #include "kv/lloyd_max.h"
 #include "kv/rotation.h"
@@ -146,15 +147,9 @@ float TurboScheme::blockScale(std::span<const float> y, std::span<uint8_t> codes
     errors[t] = codedError(y, scales[t], m_codebook, std::span(trial).first(n));
   }
 #endif
-  // The first candidate always lands, so a scale is set even when every
-  // error is NaN or infinite (an overflowing scale).
-  float best = scales[0], bestError = errors[0];
-  for (size_t t = 1; t < kSteps; ++t) {
-    if (errors[t] < bestError) {
-      bestError = errors[t];
-      best = scales[t];
-    }
-  }
+  const size_t chosen = firstLeastError(errors);
+  float best = scales[chosen];
+  const float bestError = errors[chosen];
   codesFor(y, best, codes.first(n));
   float num = 0.0f, den = 0.0f;
   for (uint32_t i = 0; i < n; ++i) {
