@@ -28,6 +28,53 @@ void storedSpaceQuery(const kv::KvScheme& keys, const float* q, uint32_t h, uint
 }
 
 #if defined(KVSCOPE_CPU_AVX2)
+float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__m256 widen(const int8_t* codes) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes))));
+}
+
+// PageScore::kMeanStd: q . mean + kStdWeight sqrt(sum (q std)^2), up to 8
+// queries per pass over each page's codes.
+void scoreGroupMomentsAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
+                           uint32_t nq, uint32_t pages, float* scores) {
+  const uint32_t d = index.dim(layer);
+  constexpr uint32_t kMaxQ = 8;
+  for (uint32_t q0 = 0; q0 < nq; q0 += kMaxQ) {
+    const uint32_t n = std::min(kMaxQ, nq - q0);
+    const float* qs = q + size_t{q0} * d;
+    for (uint32_t p = 0; p < pages; ++p) {
+      const int8_t* mean = index.entry(layer, p, head);
+      const int8_t* stdev = mean + d;
+      __m256 dot[kMaxQ], spread[kMaxQ];
+      for (uint32_t j = 0; j < n; ++j) dot[j] = spread[j] = _mm256_setzero_ps();
+      for (uint32_t i = 0; i < d; i += 8) {
+        const __m256 m = widen(mean + i), s = widen(stdev + i);
+        for (uint32_t j = 0; j < n; ++j) {
+          const __m256 x = _mm256_loadu_ps(qs + size_t{j} * d + i);
+          dot[j] = _mm256_fmadd_ps(x, m, dot[j]);
+          const __m256 t = _mm256_mul_ps(x, s);
+          spread[j] = _mm256_fmadd_ps(t, t, spread[j]);
+        }
+      }
+      const float scale = std::ldexp(1.0f, stdev[d]);
+      float best = q0 > 0 ? scores[p] : -INFINITY;
+      for (uint32_t j = 0; j < n; ++j) {
+        const float s =
+            horizontalSum(dot[j]) + kv::KvIndex::kStdWeight * std::sqrt(horizontalSum(spread[j]));
+        best = std::max(best, s * scale);
+      }
+      scores[p] = best;
+    }
+  }
+}
+
 // Up to 8 queries per pass: each page's bounds are widened to float once per
 // 8 channels and fed to every query's accumulator.
 void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
@@ -50,10 +97,7 @@ void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head
       __m256 acc[kMaxQ];
       for (uint32_t j = 0; j < n; ++j) acc[j] = _mm256_setzero_ps();
       for (uint32_t i = 0; i < d; i += 8) {
-        const __m256 l = _mm256_cvtepi32_ps(
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo + i))));
-        const __m256 h = _mm256_cvtepi32_ps(
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi + i))));
+        const __m256 l = widen(lo + i), h = widen(hi + i);
         for (uint32_t j = 0; j < n; ++j) {
           acc[j] = _mm256_fmadd_ps(_mm256_load_ps(&plus[j * d + i]), h, acc[j]);
           acc[j] = _mm256_fmadd_ps(_mm256_load_ps(&minus[j * d + i]), l, acc[j]);
@@ -61,12 +105,7 @@ void scoreGroupPagesAvx2(const kv::KvIndex& index, uint32_t layer, uint32_t head
       }
       const float scale = std::ldexp(1.0f, hi[d]);
       float best = q0 > 0 ? scores[p] : -INFINITY;
-      for (uint32_t j = 0; j < n; ++j) {
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        best = std::max(best, _mm_cvtss_f32(s) * scale);
-      }
+      for (uint32_t j = 0; j < n; ++j) best = std::max(best, horizontalSum(acc[j]) * scale);
       scores[p] = best;
     }
   }
@@ -79,8 +118,11 @@ void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, co
                      uint32_t nq, uint32_t pages, float* scores, bool portable) {
   const uint32_t d = index.dim(layer);
 #if defined(KVSCOPE_CPU_AVX2)
-  if (!portable && d % 8 == 0)
+  if (!portable && d % 8 == 0) {
+    if (index.score() == kv::PageScore::kMeanStd)
+      return scoreGroupMomentsAvx2(index, layer, head, q, nq, pages, scores);
     return scoreGroupPagesAvx2(index, layer, head, q, nq, pages, scores);
+  }
 #else
   (void)portable;
 #endif

@@ -27,10 +27,11 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
 
 // scores[p] = the highest score of page p of (layer, head) over the `nq`
 // queries q ([nq][headDim], in the K scheme's stored space), pages [0, pages).
-// The AVX2 kernel (headDim a multiple of 8) reads each entry once
-// for all queries and sums q+ . hi + q- . lo with FMAs (q+ = max(q, 0),
-// q- = min(q, 0)); the portable form is KvIndex::scorePages per query. They
-// differ by float rounding only (tests/backend/cpu_indexer_test.cpp).
+// The AVX2 kernels (headDim a multiple of 8) read each entry once for up to
+// 8 queries and sum with FMAs: for bounds q+ . hi + q- . lo (q+ = max(q, 0),
+// q- = min(q, 0)), for mean+std q . mean and (q std) . (q std); the portable
+// form is KvIndex::scorePages per query. They differ by float rounding only
+// (tests/backend/cpu_indexer_test.cpp).
 void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
                      uint32_t nq, uint32_t pages, float* scores, bool portable = false);
 

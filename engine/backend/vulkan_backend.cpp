@@ -196,6 +196,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
   std::unique_ptr<gpu::IndexerBuffers> index;
   if (options.enabled()) {
     const gpu::IndexerShape shape{.pageRows = options.pageRows,
+                                  .meanStd = options.pageScore == kv::PageScore::kMeanStd,
                                   .sinks = options.sinks,
                                   .window = options.window,
                                   .pickedPages = kv::pickedPages(options),
@@ -205,7 +206,8 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
     KVS_ASSIGN_OR_RETURN(auto buffers,
                          m_shared->attention().makeIndexer(m_layout, c.nHead, m_contextLimit, shape));
     index = std::make_unique<gpu::IndexerBuffers>(std::move(buffers));
-    if (m_index && m_index->shape.pageRows == options.pageRows) {
+    if (m_index && m_index->shape.pageRows == options.pageRows &&
+        m_index->shape.meanStd == shape.meanStd) {
       // Same pages: the sidecar kept so far stays valid (a new budget, window
       // or the diagnostic switch need no rebuild).
       index->sidecar = std::move(m_index->sidecar);

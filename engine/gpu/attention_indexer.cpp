@@ -139,6 +139,7 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
   variant.headDim = layout.headDim(layer);
   variant.key = ks.codec;
   variant.keyCodebook = ks.codebook;
+  variant.meanStd = index.shape.meanStd;
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kIndexWrite, variant));
   push::IndexerPush push = indexerPush(index, layout, layer, index.slots[layer], rows);
   push.firstPage = firstRow / pageRows;
@@ -191,6 +192,7 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   const uint32_t nHeadKv = layout.nHeadKv(layer);
   scoring.headDim = layout.headDim(layer);
   scoring.gqa = nHead / nHeadKv;
+  scoring.meanStd = ix.shape.meanStd;
   KVS_ASSIGN_OR_RETURN(const Pipeline* score, pipeline(Kind::kIndexScore, scoring));
   KVS_ASSIGN_OR_RETURN(const Pipeline* gather, pipeline(Kind::kGather, {}));
   rec.dispatch(*score, {ix.sidecar, query, ix.pageScores}, push,

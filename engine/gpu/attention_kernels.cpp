@@ -259,6 +259,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
                             : cpu                     ? kEncodeWorkgroup
                                                       : kGpuEncodeWorkgroup,
                             v.headDim};
+      if (kind == Kind::kIndexWrite) desc.specConstants.push_back(v.meanStd);
       addCodecConstants(desc.specConstants, v.key, v.value, v.keyCodebook, v.valueCodebook);
       break;
     case Kind::kRotate:
@@ -267,7 +268,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       break;
     case Kind::kIndexScore:
       desc.kernelClass = "index_score";
-      desc.specConstants = {kIndexerWorkgroup, v.headDim, v.gqa};
+      desc.specConstants = {kIndexerWorkgroup, v.headDim, v.gqa, v.meanStd};
       break;
     case Kind::kIndexSelect:
     case Kind::kGather:

@@ -140,6 +140,7 @@ struct AttentionScratch {
 // backend fills it: gpu does not depend on kv).
 struct IndexerShape {
   uint32_t pageRows = 16;     // rows of a sidecar page
+  bool meanStd = false;       // kv::PageScore::kMeanStd's entries and score, else Quest's bounds
   uint32_t sinks = 4, window = 64;
   uint32_t pickedPages = 0;   // kv::pickedPages
   uint32_t entryBytes = 0;    // kv::KvIndex::entryBytesFor(the indexed layers' headDim)
@@ -330,6 +331,7 @@ class AttentionKernels {
   // What selects a pipeline besides its kind (fields a kind ignores stay empty).
   struct Variant {
     uint32_t headDim = 0, gqa = 0, tokens = 0, chunkWords = 0;
+    uint32_t meanStd = 0;  // the indexer's kinds: IndexerShape::meanStd
     KvCodec key = KvCodec::kF16, value = KvCodec::kF16;
     std::vector<float> keyCodebook, valueCodebook;
     auto operator<=>(const Variant&) const = default;

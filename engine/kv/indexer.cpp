@@ -48,25 +48,38 @@ std::string IndexerOptions::selectionText() const {
   return fmt::format("{}:{}:{}", topK, window, sinks);
 }
 
+namespace {
+
+const char* scoreName(PageScore s) {
+  return s == PageScore::kMeanStd ? "meanstd" : "bounds";
+}
+
+}  // namespace
+
 Status IndexerOptions::parseScorer(std::string_view name, IndexerOptions& out) {
-  for (uint32_t rows : {16u, 32u, 64u}) {
-    if (name == fmt::format("bounds{}", rows)) {
-      out.pageRows = rows;
-      return okStatus();
+  for (PageScore score : {PageScore::kBounds, PageScore::kMeanStd}) {
+    for (uint32_t rows : {16u, 32u, 64u}) {
+      if (name == fmt::format("{}{}", scoreName(score), rows)) {
+        out.pageScore = score;
+        out.pageRows = rows;
+        return okStatus();
+      }
     }
   }
   return makeError(ErrorCode::kInvalidArgument,
-                   "unknown indexer scorer '{}' (bounds16, bounds32 or bounds64)", name);
+                   "unknown indexer scorer '{}' (bounds16, bounds32, bounds64, meanstd16, "
+                   "meanstd32 or meanstd64)",
+                   name);
 }
 
 std::string IndexerOptions::scorerText() const {
-  return fmt::format("bounds{}", pageRows);
+  return fmt::format("{}{}", scoreName(pageScore), pageRows);
 }
 
 std::string IndexerOptions::policyItems() const {
   std::string s;
   if (enabled()) s += ",indexer=" + selectionText();
-  if (pageRows != IndexerOptions{}.pageRows) s += ",indexer_scorer=" + scorerText();
+  if (scorerText() != IndexerOptions{}.scorerText()) s += ",indexer_scorer=" + scorerText();
   if (sparseV > 0.0f) s += fmt::format(",sparse_v={}", sparseV);
   return s;
 }

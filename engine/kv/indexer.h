@@ -11,8 +11,10 @@
 //
 // Options text (the `--indexer` flag and the policy item `indexer=`):
 //   TOP_K[:WINDOW[:SINKS]]     e.g. "512", "256:64", "128:32:4"; "off" or 0: off
-// and the policy item indexer_scorer=NAME picks the sidecar's page size:
-//   bounds16 (default), bounds32, bounds64   Quest page bounds over 16/32/64 rows
+// and the policy item indexer_scorer=NAME picks how the sidecar scores a page
+// (kv/kv_index.h) and its size:
+//   bounds16 (default), bounds32, bounds64     Quest's page bounds over 16/32/64 rows
+//   meanstd16, meanstd32, meanstd64            the page's mean and spread (PageScore)
 // (docs/RESULTS.md compares them with a per-row 4-bit sketch, which captured more
 // attention mass but 3-10x less per sidecar byte, and was dropped).
 // sparse_v=TAU (a separate policy item) drops each softmax weight below TAU
@@ -28,12 +30,25 @@
 
 namespace kvscope::kv {
 
+// How a sidecar page scores against a query q (kv/kv_index.h has the bytes).
+enum class PageScore : uint8_t {
+  // Quest's upper bound of q . k over the page: sum_i max(q_i lo_i, q_i hi_i).
+  kBounds,
+  // q . mean + 2 sqrt(sum_i (q_i std_i)^2): the mean score plus two standard
+  // deviations, were the channels independent. Not a bound; a page whose one
+  // key stands out scores low under it, while Quest's box over 16+ rows is
+  // loose enough in 64+ channels that every page's bound looks alike (the
+  // failure kekzl/imp reported at 82-127K, fixed by such a score).
+  kMeanStd,
+};
+
 struct IndexerOptions {
   uint32_t topK = 0;     // rows picked by score per step (0: the indexer is off)
   uint32_t window = 64;  // the most recent rows, always attended
   uint32_t sinks = 4;    // the first rows, always attended (attention sinks)
   float sparseV = 0.0f;  // V rows weighted below this are skipped (0: none)
   uint32_t pageRows = 16;  // rows per sidecar page: 16, 32 or 64
+  PageScore pageScore = PageScore::kBounds;
   // Also compute dense attention scores, to report the share of the softmax
   // mass the selection captured (telemetry; costs a dense score pass).
   bool diagnostic = false;
@@ -44,7 +59,7 @@ struct IndexerOptions {
   static Status parseInto(std::string_view text, IndexerOptions& out);
   // "TOP_K:WINDOW:SINKS", or "off".
   std::string selectionText() const;
-  // Sets pageRows from a scorer name (above).
+  // Sets pageScore and pageRows from a scorer name (above).
   static Status parseScorer(std::string_view name, IndexerOptions& out);
   std::string scorerText() const;
   // The policy items these options write, each with a leading comma

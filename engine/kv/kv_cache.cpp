@@ -109,14 +109,15 @@ void KvCache::enableIndex(const IndexerOptions& options) {
     m_index.reset();
     return;
   }
-  if (m_index && m_index->pageRows() == options.pageRows) return;
-  m_index = std::make_unique<KvIndex>(geometry().layers, options.pageRows);
+  if (m_index && m_index->pageRows() == options.pageRows && m_index->score() == options.pageScore)
+    return;
+  m_index = std::make_unique<KvIndex>(geometry().layers, options.pageRows, options.pageScore);
   rebuildIndex();
 }
 
 void KvCache::rebuildIndex() {
   if (!m_index) return;
-  m_index = std::make_unique<KvIndex>(geometry().layers, m_index->pageRows());
+  m_index = std::make_unique<KvIndex>(geometry().layers, m_index->pageRows(), m_index->score());
   for (uint32_t l = 0; l < geometry().nLayer(); ++l) {
     if (m_layout.isWindow(l)) continue;
     for (uint32_t h = 0; h < geometry().nHeadKv(l); ++h)

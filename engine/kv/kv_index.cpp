@@ -29,10 +29,30 @@ int8_t code(float x, int e, bool up) {
   return static_cast<int8_t>(std::clamp(up ? std::ceil(v) : std::floor(v), -127.0f, 127.0f));
 }
 
+// x / 2^e rounded to nearest, ties to even; a non-finite x counts as 0.
+int nearestCode(float x, int e) {
+  if (!std::isfinite(x)) return 0;
+  return static_cast<int>(std::clamp(std::nearbyint(std::ldexp(x, -e)), -127.0f, 127.0f));
+}
+
+// sum / n rounded to nearest, halves away from zero.
+int roundedMean(int32_t sum, int32_t n) {
+  return sum >= 0 ? (2 * sum + n) / (2 * n) : -((-2 * sum + n) / (2 * n));
+}
+
+// sqrt(v) / n rounded to nearest, halves up: the largest s with
+// n^2 (2s - 1)^2 <= 4v, found from the float estimate in exact integers.
+int roundedRootOver(int64_t v, int64_t n) {
+  int64_t s = std::llround(std::sqrt(static_cast<double>(v)) / static_cast<double>(n));
+  while (s > 0 && n * n * (2 * s - 1) * (2 * s - 1) > 4 * v) --s;
+  while (n * n * (2 * s + 1) * (2 * s + 1) <= 4 * v) ++s;
+  return static_cast<int>(s);
+}
+
 }  // namespace
 
 uint32_t KvIndex::entryBytesFor(uint32_t headDim) {
-  return (2 * headDim + 1 + 3) / 4 * 4;  // lo, hi and the exponent, padded to 4
+  return (2 * headDim + 1 + 3) / 4 * 4;  // two codes per channel and e, padded to 4
 }
 
 double KvIndex::bytesPerRow(uint32_t headDim, const IndexerOptions& options) {
@@ -48,9 +68,16 @@ double KvIndex::sidecarBytesPerToken(const KvGeometry& g, const IndexerOptions& 
   return bytes;
 }
 
-KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows)
-    : m_layers(layers.begin(), layers.end()), m_pageRows(pageRows), m_entries(layers.size()) {
-  for (const KvLayerShape& l : m_layers) m_rows.emplace_back(l.nHeadKv, 0);
+KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows, PageScore score)
+    : m_layers(layers.begin(), layers.end()),
+      m_pageRows(pageRows),
+      m_score(score),
+      m_entries(layers.size()) {
+  for (const KvLayerShape& l : m_layers) {
+    m_rows.emplace_back(l.nHeadKv, 0);
+    if (score == PageScore::kMeanStd)
+      m_open.emplace_back(l.nHeadKv, std::vector<float>(size_t{pageRows} * l.headDim));
+  }
 }
 
 int8_t* KvIndex::entry(uint32_t layer, uint32_t page, uint32_t head) {
@@ -65,10 +92,19 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
   uint32_t& rows = m_rows[layer][head];
   assert(index == rows);
   (void)index;
-  const uint32_t page = rows / m_pageRows, d = dim(layer);
-  const size_t needed = (size_t{page} + 1) * pageBytes(layer);
+  const size_t needed = (size_t{rows / m_pageRows} + 1) * pageBytes(layer);
   if (m_entries[layer].size() < needed) m_entries[layer].resize(needed, 0);
-  int8_t* lo = entry(layer, page, head);
+  if (m_score == PageScore::kMeanStd) {
+    addMoments(layer, head, rows, key);
+  } else {
+    addBound(layer, head, rows, key);
+  }
+  ++rows;
+}
+
+void KvIndex::addBound(uint32_t layer, uint32_t head, uint32_t rows, const float* key) {
+  const uint32_t d = dim(layer);
+  int8_t* lo = entry(layer, rows / m_pageRows, head);
   int8_t* hi = lo + d;
   int8_t& e = hi[d];
   const int rowE = exponentFor(key, d, 127.0f);
@@ -78,22 +114,43 @@ void KvIndex::add(uint32_t layer, uint32_t head, uint32_t index, const float* ke
       lo[i] = code(key[i], e, false);
       hi[i] = code(key[i], e, true);
     }
-  } else {
-    if (rowE > e) {
-      // Coarsen: floor(lo / 2^s) and ceil(hi / 2^s) keep every earlier row inside.
-      const int s = rowE - e;
-      for (uint32_t i = 0; i < d; ++i) {
-        lo[i] = static_cast<int8_t>(s >= 8 ? (lo[i] < 0 ? -1 : 0) : lo[i] >> s);
-        hi[i] = static_cast<int8_t>(s >= 8 ? (hi[i] > 0 ? 1 : 0) : -((-hi[i]) >> s));
-      }
-      e = static_cast<int8_t>(rowE);
-    }
-    for (uint32_t i = 0; i < d; ++i) {
-      lo[i] = std::min(lo[i], code(key[i], e, false));
-      hi[i] = std::max(hi[i], code(key[i], e, true));
-    }
+    return;
   }
-  ++rows;
+  if (rowE > e) {
+    // Coarsen: floor(lo / 2^s) and ceil(hi / 2^s) keep every earlier row inside.
+    const int s = rowE - e;
+    for (uint32_t i = 0; i < d; ++i) {
+      lo[i] = static_cast<int8_t>(s >= 8 ? (lo[i] < 0 ? -1 : 0) : lo[i] >> s);
+      hi[i] = static_cast<int8_t>(s >= 8 ? (hi[i] > 0 ? 1 : 0) : -((-hi[i]) >> s));
+    }
+    e = static_cast<int8_t>(rowE);
+  }
+  for (uint32_t i = 0; i < d; ++i) {
+    lo[i] = std::min(lo[i], code(key[i], e, false));
+    hi[i] = std::max(hi[i], code(key[i], e, true));
+  }
+}
+
+void KvIndex::addMoments(uint32_t layer, uint32_t head, uint32_t rows, const float* key) {
+  const uint32_t d = dim(layer), n = rows % m_pageRows + 1;
+  float* open = m_open[layer][head].data();  // [pageRows][d]
+  std::copy_n(key, d, open + size_t{n - 1} * d);
+  int e = kMinExponent;
+  for (uint32_t r = 0; r < n; ++r) e = std::max(e, exponentFor(open + size_t{r} * d, d, 127.0f));
+  int8_t* mean = entry(layer, rows / m_pageRows, head);
+  int8_t* stdev = mean + d;
+  for (uint32_t i = 0; i < d; ++i) {
+    int32_t sum = 0, squares = 0;
+    for (uint32_t r = 0; r < n; ++r) {
+      const int32_t c = nearestCode(open[size_t{r} * d + i], e);
+      sum += c;
+      squares += c * c;
+    }
+    mean[i] = static_cast<int8_t>(roundedMean(sum, static_cast<int32_t>(n)));
+    const int64_t spread = int64_t{n} * squares - int64_t{sum} * sum;  // n^2 variance, >= 0
+    stdev[i] = static_cast<int8_t>(roundedRootOver(spread, n));
+  }
+  stdev[d] = static_cast<int8_t>(e);
 }
 
 void KvIndex::truncate(uint32_t n) {
@@ -110,12 +167,22 @@ void KvIndex::scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t
                          float* scores, bool keepMax) const {
   const uint32_t d = dim(layer);
   for (uint32_t p = 0; p < pages; ++p) {
-    const int8_t* lo = entry(layer, p, head);
-    const int8_t* hi = lo + d;
+    const int8_t* a = entry(layer, p, head);  // lo, or the mean
+    const int8_t* b = a + d;                  // hi, or the standard deviation
     float s = 0.0f;
-    for (uint32_t i = 0; i < d; ++i)
-      s += std::max(q[i] * static_cast<float>(lo[i]), q[i] * static_cast<float>(hi[i]));
-    s = std::ldexp(s, hi[d]);
+    if (m_score == PageScore::kMeanStd) {
+      float spread = 0.0f;
+      for (uint32_t i = 0; i < d; ++i) {
+        s += q[i] * static_cast<float>(a[i]);
+        const float t = q[i] * static_cast<float>(b[i]);
+        spread += t * t;
+      }
+      s += kStdWeight * std::sqrt(spread);
+    } else {
+      for (uint32_t i = 0; i < d; ++i)
+        s += std::max(q[i] * static_cast<float>(a[i]), q[i] * static_cast<float>(b[i]));
+    }
+    s = std::ldexp(s, b[d]);
     scores[p] = keepMax ? std::max(scores[p], s) : s;
   }
 }

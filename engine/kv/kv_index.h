@@ -1,23 +1,32 @@
 #pragma once
 // KvIndex: the indexer's sidecar (kv/indexer.h). Per layer, KV head and page
-// of pageRows consecutive cached rows, the per-channel lower and upper bounds
-// of the page's keys, as Quest keeps them: a page scores against a query q by
-//   sum_i max(q_i lo_i, q_i hi_i) >= q . k   for every key k of the page.
-// The bounds are taken from the keys as the cache stores them (decoded, in
-// the K scheme's own space: rotated for a rotated scheme, where q is rotated
-// too and q . k is unchanged). So the bound holds for the scores attention
-// computes, and rebuilding a page from the cached rows (trim, or turning the
-// indexer on mid-conversation) gives the bytes appending gave.
+// of pageRows consecutive cached rows, one entry that scores the page against
+// a query (kv::PageScore). The entries are taken from the keys as the cache
+// stores them (decoded, in the K scheme's own space: rotated for a rotated
+// scheme, where q is rotated too and q . k is unchanged), and each is a
+// function of its page's rows alone, so rebuilding a page from the cached
+// rows (trim, or turning the indexer on mid-conversation) gives the bytes
+// appending gave. Both kinds put a page's keys on one grid: e is the largest
+// of its rows' exponents, a row's being the smallest e in [-100, 100] with
+// max|x| <= 127 * 2^e (NaN counts as 0).
 //
-// Entry, one per (layer, page, head), entryBytes() bytes:
+// PageScore::kBounds, Quest's per-channel lower and upper bounds:
 //   i8 lo[headDim] | i8 hi[headDim] | i8 e | zero padding to a multiple of 4
-// with value = code * 2^e. A row that needs a larger e than its page has
-// coarsens the page's codes first (lo rounded down, hi up), so the bounds
-// only widen; each row's own codes are floor(x / 2^e) and ceil(x / 2^e),
-// |code| <= 127. At headDim 64 a page of 16 rows takes 132 bytes, 8.25 per
-// row (an f16 key row is 128).
+// with value = code * 2^e, lo the minimum of floor(x / 2^e) and hi the
+// maximum of ceil(x / 2^e) over the page's rows, |code| <= 127; the page
+// scores sum_i max(q_i lo_i, q_i hi_i) * 2^e >= q . k for every key k of it.
 //
-// Rows must be added in order per (layer, head): row i after rows 0 .. i-1.
+// PageScore::kMeanStd, the per-channel mean and standard deviation:
+//   i8 mean[headDim] | i8 std[headDim] | i8 e | zero padding to a multiple of 4
+// from the rows' codes c = x / 2^e rounded to nearest (ties to even) over the
+// page's n rows, in integers: mean = round(sum c / n), std = round(sqrt(n sum
+// c^2 - (sum c)^2) / n) (halves away from zero). Exact integer arithmetic, so
+// the device's sidecar (shaders/kv_index.comp) has the same bytes. The page
+// scores (q . mean + 2 sqrt(sum_i (q_i std_i)^2)) * 2^e.
+//
+// At headDim 64 an entry is 132 bytes, 8.25 per row of a 16-row page (an f16
+// key row is 128). Rows must be added in order per (layer, head): row i
+// after rows 0 .. i-1.
 
 #include <cstdint>
 #include <span>
@@ -30,12 +39,17 @@ namespace kvscope::kv {
 
 class KvIndex {
  public:
-  KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows);
+  // kMeanStd's weight of the standard deviation term.
+  static constexpr float kStdWeight = 2.0f;
+
+  KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows,
+          PageScore score = PageScore::kBounds);
 
   uint32_t dim(uint32_t layer) const { return m_layers[layer].headDim; }
   uint32_t pageRows() const { return m_pageRows; }
+  PageScore score() const { return m_score; }
   uint32_t entryBytes(uint32_t layer) const { return entryBytesFor(dim(layer)); }
-  // Bytes of one entry for rows of headDim values, and what the sidecar adds
+  // Bytes of one entry for rows of headDim values (either kind), and what the sidecar adds
   // per cached row and KV head (entry / pageRows): the memory estimate's figure.
   static uint32_t entryBytesFor(uint32_t headDim);
   static double bytesPerRow(uint32_t headDim, const IndexerOptions& options);
@@ -53,8 +67,8 @@ class KvIndex {
 
   // The entry of (layer, page, head).
   const int8_t* entry(uint32_t layer, uint32_t page, uint32_t head) const;
-  // scores[p] = the bound of page p against q (dim(layer) floats) for pages
-  // [0, pages); with `keepMax`, scores[p] = max(scores[p], bound) (the query
+  // scores[p] = the score of page p against q (dim(layer) floats) for pages
+  // [0, pages); with `keepMax`, scores[p] = max(scores[p], score) (the query
   // heads of a GQA group). The reference of cpu::scoreGroupPages.
   void scorePages(uint32_t layer, uint32_t head, const float* q, uint32_t pages, float* scores,
                   bool keepMax) const;
@@ -69,10 +83,18 @@ class KvIndex {
     return size_t{m_layers[layer].nHeadKv} * entryBytes(layer);
   }
 
+  void addBound(uint32_t layer, uint32_t head, uint32_t rows, const float* key);
+  void addMoments(uint32_t layer, uint32_t head, uint32_t rows, const float* key);
+
   std::vector<KvLayerShape> m_layers;
   uint32_t m_pageRows;
+  PageScore m_score;
   std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes(layer)]
   std::vector<std::vector<uint32_t>> m_rows;   // [layer][head]
+  // kMeanStd: the rows of each stream's last page, [layer][head][pageRows][dim]:
+  // a later row with a larger exponent moves the page to a coarser grid,
+  // where the earlier rows' codes are rounded again from their values.
+  std::vector<std::vector<std::vector<float>>> m_open;
 };
 
 }  // namespace kvscope::kv

@@ -104,30 +104,33 @@ TEST(CpuIndexer, TheHeadsOfAGroupShareOneSelection) {
   EXPECT_EQ(selection[0], want);
 }
 
-// The AVX2 group scorer against the reference (KvIndex::scorePages per query,
-// keeping the highest): the same bounds up to float rounding of the sums.
+// The AVX2 group scorers against the reference (KvIndex::scorePages per
+// query, keeping the highest): the same scores up to float rounding of the sums.
 TEST(CpuIndexer, TheFastGroupScorerEqualsTheReference) {
   for (uint32_t d : {64u, 128u, 80u, 8u}) {
     for (uint32_t nq : {1u, 4u, 11u}) {
-      const std::vector<kv::KvLayerShape> one = {{2, d}};
-      kv::KvIndex index(one, 16);
-      const auto keys = test::randomFloats(size_t{300} * d, d + nq, -4.0f, 4.0f);
-      for (uint32_t r = 0; r < 300; ++r) {
-        std::vector<float> k(keys.begin() + size_t{r} * d, keys.begin() + size_t{r + 1} * d);
-        for (float& v : k) v *= 1.0f + static_cast<float>(r % 7);
-        index.add(0, 1, r, k.data());
-      }
-      const auto q = test::randomFloats(size_t{nq} * d, 3 * d + nq, -2.0f, 2.0f);
-      const uint32_t pages = (300 + 15) / 16;
-      std::vector<float> fast(pages), reference(pages);
-      cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, fast.data());
-      cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, reference.data(), true);
-      for (uint32_t p = 0; p < pages; ++p) {
-        // Each sum has 2d terms of |q_i| * |code| * 2^e: float rounding of 1e-5 of that.
-        double scale = 0;
-        for (uint32_t j = 0; j < nq; ++j)
-          for (uint32_t i = 0; i < d; ++i) scale += std::fabs(q[size_t{j} * d + i]) * 8.0 * 127;
-        ASSERT_NEAR(fast[p], reference[p], 1e-6 * scale) << "d " << d << " nq " << nq << " page " << p;
+      for (kv::PageScore kind : {kv::PageScore::kBounds, kv::PageScore::kMeanStd}) {
+        const std::vector<kv::KvLayerShape> one = {{2, d}};
+        kv::KvIndex index(one, 16, kind);
+        const auto keys = test::randomFloats(size_t{300} * d, d + nq, -4.0f, 4.0f);
+        for (uint32_t r = 0; r < 300; ++r) {
+          std::vector<float> k(keys.begin() + size_t{r} * d, keys.begin() + size_t{r + 1} * d);
+          for (float& v : k) v *= 1.0f + static_cast<float>(r % 7);
+          index.add(0, 1, r, k.data());
+        }
+        const auto q = test::randomFloats(size_t{nq} * d, 3 * d + nq, -2.0f, 2.0f);
+        const uint32_t pages = (300 + 15) / 16;
+        std::vector<float> fast(pages), reference(pages);
+        cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, fast.data());
+        cpu::scoreGroupPages(index, 0, 1, q.data(), nq, pages, reference.data(), true);
+        for (uint32_t p = 0; p < pages; ++p) {
+          // Each sum has 2d terms of |q_i| * |code| * 2^e: float rounding of 1e-5 of that.
+          double scale = 0;
+          for (uint32_t j = 0; j < nq; ++j)
+            for (uint32_t i = 0; i < d; ++i) scale += std::fabs(q[size_t{j} * d + i]) * 8.0 * 127;
+          ASSERT_NEAR(fast[p], reference[p], 1e-6 * scale)
+              << "d " << d << " nq " << nq << " page " << p << " kind " << static_cast<int>(kind);
+        }
       }
     }
   }

@@ -5,8 +5,8 @@
 //   - A budget that covers every row is the device's dense attention, bit
 //     for bit.
 //   - A smaller budget selects, every step, layer and KV head, the rows the
-//     CPU selects (same sidecar bytes, same rule; page scores differ only by
-//     float rounding), and the logits agree within the bounds of
+//     CPU selects, with either page score (same sidecar bytes, same rule;
+//     page scores differ only by float rounding), and the logits agree within the bounds of
 //     VulkanKvParity for f16 layers (max 2e-3, mean 1e-4 of the logit
 //     spread), with the same argmax every step. Likewise with sparse V.
 //     The sidecar's bytes are counted as the CPU counts them.
@@ -108,38 +108,51 @@ uint32_t differentSelections(const DecodeRun& a, const DecodeRun& b) {
 TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
   const auto model = openDemoModel();
   ASSERT_TRUE(model);
-  for (const char* key : {"f16", "q8_0", "q8_0r"}) {
-    for (float sparseV : {0.0f, 0.01f}) {
-      SCOPED_TRACE(std::string(key) + " sparse_v " + std::to_string(sparseV));
-      Pair p = makePair(model, key, {.topK = 32, .window = 16, .sparseV = sparseV});
-      ASSERT_TRUE(p.cpu && p.gpu);
-      const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
-      ASSERT_EQ(got.steps.size(), 100u);
-      EXPECT_EQ(differentSelections(want, got), 0u);
-      // The sidecar is counted with K, as on the CPU backend.
-      const auto cpuBytes = p.cpu->kvBytes(), gpuBytes = p.gpu->kvBytes();
-      for (size_t l = 0; l < cpuBytes.size(); ++l) {
-        EXPECT_GT(gpuBytes[l].keyBytes.sidecar, 0u);
-        EXPECT_EQ(gpuBytes[l].keyBytes.sidecar, cpuBytes[l].keyBytes.sidecar) << "layer " << l;
-        EXPECT_EQ(gpuBytes[l].valueBytes.sidecar, 0u);
-      }
-      const auto& last = got.steps.back().layers;
-      ASSERT_EQ(last.size(), model->config().nLayer);
-      EXPECT_FALSE(last[0].heads.at(0).empty()) << "a sparse step";
-      backend::LogitComparison c;
-      for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
-      std::printf("%s sparse_v %.2f: max %.2e mean %.2e argmax %u/%u\n", key, sparseV, c.worstRel,
-                  c.meanRel, c.argmaxAgree, c.steps);
-      EXPECT_LE(c.worstRel, 2e-3);
-      EXPECT_LE(c.meanRel, 1e-4);
-      EXPECT_EQ(c.argmaxAgree, c.steps);
-      EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
+  struct Case {
+    const char* key;
+    float sparseV;
+    kv::PageScore score;
+  };
+  for (const Case& t :
+       {Case{"f16", 0.0f, kv::PageScore::kBounds}, Case{"f16", 0.01f, kv::PageScore::kBounds},
+        Case{"q8_0", 0.0f, kv::PageScore::kBounds}, Case{"q8_0", 0.01f, kv::PageScore::kBounds},
+        Case{"q8_0r", 0.0f, kv::PageScore::kBounds}, Case{"q8_0r", 0.01f, kv::PageScore::kBounds},
+        Case{"f16", 0.0f, kv::PageScore::kMeanStd}, Case{"q8_0r", 0.0f, kv::PageScore::kMeanStd}}) {
+    const char* key = t.key;
+    const float sparseV = t.sparseV;
+    const kv::IndexerOptions options{
+        .topK = 32, .window = 16, .sparseV = sparseV, .pageScore = t.score};
+    SCOPED_TRACE(std::string(key) + " sparse_v " + std::to_string(sparseV) + " " +
+                 options.scorerText());
+    Pair p = makePair(model, key, options);
+    ASSERT_TRUE(p.cpu && p.gpu);
+    const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
+    ASSERT_EQ(got.steps.size(), 100u);
+    EXPECT_EQ(differentSelections(want, got), 0u);
+    // The sidecar is counted with K, as on the CPU backend.
+    const auto cpuBytes = p.cpu->kvBytes(), gpuBytes = p.gpu->kvBytes();
+    for (size_t l = 0; l < cpuBytes.size(); ++l) {
+      EXPECT_GT(gpuBytes[l].keyBytes.sidecar, 0u);
+      EXPECT_EQ(gpuBytes[l].keyBytes.sidecar, cpuBytes[l].keyBytes.sidecar) << "layer " << l;
+      EXPECT_EQ(gpuBytes[l].valueBytes.sidecar, 0u);
     }
+    const auto& last = got.steps.back().layers;
+    ASSERT_EQ(last.size(), model->config().nLayer);
+    EXPECT_FALSE(last[0].heads.at(0).empty()) << "a sparse step";
+    backend::LogitComparison c;
+    for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
+    std::printf("%s sparse_v %.2f %s: max %.2e mean %.2e argmax %u/%u\n", key, sparseV,
+                options.scorerText().c_str(), c.worstRel, c.meanRel, c.argmaxAgree, c.steps);
+    EXPECT_LE(c.worstRel, 2e-3);
+    EXPECT_LE(c.meanRel, 1e-4);
+    EXPECT_EQ(c.argmaxAgree, c.steps);
+    EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
   }
 }
 
 // Turning the indexer on after the prefill builds the sidecar of the cached
-// rows; changing only the budget keeps it; changing the page size rebuilds it.
+// rows; changing only the budget keeps it; changing the page size or the
+// scorer's kind rebuilds it.
 // Either way the run equals one with the indexer on from the start, bit for bit.
 TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
   const auto model = openDemoModel();
@@ -149,19 +162,21 @@ TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
   auto early = backend::VulkanBackend::create(model, {.kvSchemes = schemes, .indexer = options});
   ASSERT_TRUE(early.ok());
   const DecodeRun want = decodeRun(**early);
-  for (uint32_t detourPageRows : {16u, 32u}) {
+  for (const kv::IndexerOptions& detour :
+       {kv::IndexerOptions{.topK = 64}, kv::IndexerOptions{.topK = 64, .pageRows = 32},
+        kv::IndexerOptions{.topK = 64, .pageScore = kv::PageScore::kMeanStd}}) {
     auto late = backend::VulkanBackend::create(model, {.kvSchemes = schemes});
     ASSERT_TRUE(late.ok());
     const DecodeRun got = decodeRun(**late, [&] {
-      ASSERT_TRUE((*late)->setIndexer({.topK = 64, .pageRows = detourPageRows}).ok());
+      ASSERT_TRUE((*late)->setIndexer(detour).ok());
       ASSERT_TRUE((*late)->setIndexer(options).ok());
     });
     ASSERT_EQ(got.logits.size(), want.logits.size());
-    EXPECT_EQ(differentSelections(want, got), 0u) << "detour page " << detourPageRows;
+    EXPECT_EQ(differentSelections(want, got), 0u) << "detour " << detour.scorerText();
     for (size_t s = 0; s < want.logits.size(); ++s) {
       ASSERT_EQ(0, std::memcmp(want.logits[s].data(), got.logits[s].data(),
                                want.logits[s].size() * sizeof(float)))
-          << "detour page " << detourPageRows << " step " << s;
+          << "detour " << detour.scorerText() << " step " << s;
     }
   }
 }

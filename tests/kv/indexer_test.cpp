@@ -113,7 +113,13 @@ TEST(IndexerOptions, ParsesTopKWindowAndSinks) {
   EXPECT_TRUE(IndexerOptions::parseScorer("bounds32", o).ok());
   EXPECT_EQ(o.pageRows, 32u);
   EXPECT_EQ(o.scorerText(), "bounds32");
-  EXPECT_FALSE(IndexerOptions::parseScorer("bounds8", o).ok());
+  EXPECT_EQ(o.pageScore, PageScore::kBounds);
+  EXPECT_TRUE(IndexerOptions::parseScorer("meanstd64", o).ok());
+  EXPECT_EQ(o.pageRows, 64u);
+  EXPECT_EQ(o.pageScore, PageScore::kMeanStd);
+  EXPECT_EQ(o.scorerText(), "meanstd64");
+  for (const char* bad : {"bounds8", "meanstd", "meanstd128", "mean16"})
+    EXPECT_FALSE(IndexerOptions::parseScorer(bad, o).ok()) << bad;
 }
 
 TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
@@ -124,6 +130,12 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
   auto again = KvPolicy::parse(p->toString());
   ASSERT_TRUE(again.ok()) << p->toString();
   EXPECT_EQ(again->attention, p->attention);
+  // The scorer's kind is written even at the default page size.
+  auto scored = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_scorer=meanstd16");
+  ASSERT_TRUE(scored.ok());
+  EXPECT_EQ(scored->attention.pageScore, PageScore::kMeanStd);
+  EXPECT_EQ(KvPolicy::parse(scored->toString())->attention, scored->attention)
+      << scored->toString();
   auto plain = KvPolicy::parse("k=q8_0,v=turbo4");
   EXPECT_TRUE(plain->sameCache(*p));
   EXPECT_FALSE(KvPolicy::parse("k=q8_0,v=turbo3")->sameCache(*p));
@@ -236,9 +248,77 @@ TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
   EXPECT_LE(score[0], 2.0f) << "one step of 2^0 above";
 }
 
+// The mean+std entry worked by hand. Every row reaches 127 in channel 0, so
+// e = 0 and the codes are the values. Page 0, rows {127, 10, -4, 0},
+// {127, 20, 4, 0}, {127, 30, -4, 1}: means 127, 20, -4/3 -> -1, 1/3 -> 0;
+// standard deviations 0, sqrt(200/3) = 8.2 -> 8, sqrt(128/9) = 3.8 -> 4,
+// sqrt(2/9) = 0.47 -> 0. Page 1, rows {127, 1, -1, 0.4}, {127, 2, -2, 0.6}:
+// halves round away from zero (means 1.5 -> 2, -1.5 -> -2; standard
+// deviation 0.5 -> 1), and so do the rows' codes to nearest, ties to even
+// (0.4 -> 0, 0.6 -> 1: mean 0.5 -> 1).
+TEST(KvIndex, MeanStdEntriesWorkedByHand) {
+  const std::vector<KvLayerShape> one = {{1, 4}};
+  KvIndex index(one, 3, PageScore::kMeanStd);  // pages of 3 rows
+  const float rows[5][4] = {
+      {127, 10, -4, 0}, {127, 20, 4, 0}, {127, 30, -4, 1}, {127, 1, -1, 0.4f}, {127, 2, -2, 0.6f}};
+  for (uint32_t r = 0; r < 3; ++r) index.add(0, 0, r, rows[r]);
+  index.add(0, 0, 3, rows[0]);  // page 1's first row, rewritten below
+  const KvIndex& view = index;
+  const int8_t* page0 = view.entry(0, 0, 0);
+  EXPECT_EQ(std::vector<int>(page0, page0 + 9), (std::vector<int>{127, 20, -1, 0, 0, 8, 4, 0, 0}));
+  // Trim into page 1 and add its rows anew: the entry is theirs alone.
+  index.truncate(3);
+  index.add(0, 0, 3, rows[3]);
+  index.add(0, 0, 4, rows[4]);
+  const int8_t* page1 = view.entry(0, 1, 0);
+  EXPECT_EQ(std::vector<int>(page1, page1 + 9), (std::vector<int>{127, 2, -2, 1, 0, 1, 1, 1, 0}));
+  // Page 0 against q = (0, 1, 0, 0): mean 20 + 2 x std 8.
+  const float q[4] = {0, 1, 0, 0};
+  float score[2];
+  index.scorePages(0, 0, q, 2, score, false);
+  EXPECT_FLOAT_EQ(score[0], 36.0f);
+  EXPECT_FLOAT_EQ(score[1], 2.0f + 2.0f * 1.0f);
+}
+
+// On stored keys of every kind, the entry's mean and standard deviation per
+// channel are the exact ones (in double) within a code: half a code from
+// rounding the rows to the grid, half from rounding the moments.
+TEST(KvIndex, MeanStdEntriesFollowTheStoredKeys) {
+  constexpr uint32_t kRows = 200;
+  for (const char* key : {"f16", "q8_0", "turbo3"}) {
+    auto c = filledCache(key, kRows, 64, {.topK = 1, .pageScore = PageScore::kMeanStd}, true);
+    const KvIndex& index = *c->index();
+    for (uint32_t l = 0; l < 2; ++l) {
+      for (uint32_t h = 0; h < kHeads; ++h) {
+        std::vector<float> k(size_t{kRows} * kDim);
+        for (uint32_t r = 0; r < kRows; ++r)
+          c->readRotated(l, KvPart::kKey, h, r, {&k[size_t{r} * kDim], kDim});
+        for (uint32_t p = 0; p * 16 < kRows; ++p) {
+          const int8_t* mean = index.entry(l, p, h);
+          const double step = std::ldexp(1.0, mean[2 * kDim]);
+          const uint32_t r0 = p * 16, n = std::min(16u, kRows - r0);
+          for (uint32_t i = 0; i < kDim; ++i) {
+            double sum = 0, squares = 0;
+            for (uint32_t r = r0; r < r0 + n; ++r) sum += k[size_t{r} * kDim + i];
+            const double mu = sum / n;
+            for (uint32_t r = r0; r < r0 + n; ++r)
+              squares += (k[size_t{r} * kDim + i] - mu) * (k[size_t{r} * kDim + i] - mu);
+            const double sigma = std::sqrt(squares / n);
+            ASSERT_NEAR(mean[i] * step, mu, 1.0 * step) << key << " page " << p << " ch " << i;
+            ASSERT_NEAR(mean[kDim + i] * step, sigma, 1.0 * step)
+                << key << " page " << p << " ch " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KvIndex, TrimAppendAndRebuildGiveTheSameBytes) {
-  for (const IndexerOptions& o : {IndexerOptions{.topK = 1},
-                                  IndexerOptions{.topK = 1, .pageRows = 32}}) {
+  for (const IndexerOptions& o :
+       {IndexerOptions{.topK = 1}, IndexerOptions{.topK = 1, .pageRows = 32},
+        IndexerOptions{.topK = 1, .pageScore = PageScore::kMeanStd},
+        IndexerOptions{.topK = 1, .pageRows = 32, .pageScore = PageScore::kMeanStd}}) {
     for (const char* key : {"f16", "turbo4"}) {
       auto whole = filledCache(key, 300, 128, o, true);
       // Rebuilt from the rows when turned on afterwards.
@@ -248,6 +328,8 @@ TEST(KvIndex, TrimAppendAndRebuildGiveTheSameBytes) {
       // Trimmed mid-page and written again with other rows, then with the same.
       auto trimmed = filledCache(key, 300, 128, o, true);
       ASSERT_TRUE(trimmed->trim(171).ok());
+      EXPECT_EQ(entries(*trimmed), entries(*filledCache(key, 171, 128, o, true)))
+          << "trimmed mid-page: as if the rows after never were";
       auto other = filledCache(key, 300, 128, o, true, 77);
       ASSERT_TRUE(trimmed->append(129).ok());
       std::vector<float> row(kDim);
