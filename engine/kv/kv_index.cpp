@@ -75,8 +75,12 @@ KvIndex::KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows, PageSc
       m_entries(layers.size()) {
   for (const KvLayerShape& l : m_layers) {
     m_rows.emplace_back(l.nHeadKv, 0);
-    if (score == PageScore::kMeanStd)
-      m_open.emplace_back(l.nHeadKv, std::vector<float>(size_t{pageRows} * l.headDim));
+    if (score == PageScore::kMeanStd) {
+      const OpenPage empty{std::vector<float>(size_t{pageRows} * l.headDim),
+                           std::vector<int32_t>(l.headDim), std::vector<int32_t>(l.headDim),
+                           kMinExponent};
+      m_open.emplace_back(l.nHeadKv, empty);
+    }
   }
 }
 
@@ -133,24 +137,33 @@ void KvIndex::addBound(uint32_t layer, uint32_t head, uint32_t rows, const float
 
 void KvIndex::addMoments(uint32_t layer, uint32_t head, uint32_t rows, const float* key) {
   const uint32_t d = dim(layer), n = rows % m_pageRows + 1;
-  float* open = m_open[layer][head].data();  // [pageRows][d]
-  std::copy_n(key, d, open + size_t{n - 1} * d);
-  int e = kMinExponent;
-  for (uint32_t r = 0; r < n; ++r) e = std::max(e, exponentFor(open + size_t{r} * d, d, 127.0f));
+  OpenPage& open = m_open[layer][head];
+  std::copy_n(key, d, &open.rows[size_t{n - 1} * d]);
+  const int rowE = exponentFor(key, d, 127.0f);
+  if (n == 1 || rowE > open.e) {
+    // A new page, or a coarser grid: every row's codes again.
+    open.e = rowE;
+    std::fill(open.sum.begin(), open.sum.end(), 0);
+    std::fill(open.squares.begin(), open.squares.end(), 0);
+    for (uint32_t r = 0; r + 1 < n; ++r) accumulate(open, &open.rows[size_t{r} * d], d);
+  }
+  accumulate(open, key, d);  // the grid's own rows: only the new row's codes
   int8_t* mean = entry(layer, rows / m_pageRows, head);
   int8_t* stdev = mean + d;
   for (uint32_t i = 0; i < d; ++i) {
-    int32_t sum = 0, squares = 0;
-    for (uint32_t r = 0; r < n; ++r) {
-      const int32_t c = nearestCode(open[size_t{r} * d + i], e);
-      sum += c;
-      squares += c * c;
-    }
-    mean[i] = static_cast<int8_t>(roundedMean(sum, static_cast<int32_t>(n)));
-    const int64_t spread = int64_t{n} * squares - int64_t{sum} * sum;  // n^2 variance, >= 0
-    stdev[i] = static_cast<int8_t>(roundedRootOver(spread, n));
+    mean[i] = static_cast<int8_t>(roundedMean(open.sum[i], static_cast<int32_t>(n)));
+    const int64_t spread = int64_t{n} * open.squares[i] - int64_t{open.sum[i]} * open.sum[i];
+    stdev[i] = static_cast<int8_t>(roundedRootOver(spread, n));  // spread: n^2 variance, >= 0
   }
-  stdev[d] = static_cast<int8_t>(e);
+  stdev[d] = static_cast<int8_t>(open.e);
+}
+
+void KvIndex::accumulate(OpenPage& open, const float* row, uint32_t d) {
+  for (uint32_t i = 0; i < d; ++i) {
+    const int32_t c = nearestCode(row[i], open.e);
+    open.sum[i] += c;
+    open.squares[i] += c * c;
+  }
 }
 
 void KvIndex::truncate(uint32_t n) {

@@ -83,18 +83,27 @@ class KvIndex {
     return size_t{m_layers[layer].nHeadKv} * entryBytes(layer);
   }
 
+  // kMeanStd: a stream's last page, [pageRows][dim] rows kept because a
+  // later row with a larger exponent moves the page to a coarser grid, where
+  // the earlier rows' codes are rounded again from their values; and the
+  // sums of the rows' codes on the current grid e, so that a row that fits
+  // the grid costs O(dim).
+  struct OpenPage {
+    std::vector<float> rows;
+    std::vector<int32_t> sum, squares;  // [dim]: sum c and sum c^2
+    int e;
+  };
+
   void addBound(uint32_t layer, uint32_t head, uint32_t rows, const float* key);
   void addMoments(uint32_t layer, uint32_t head, uint32_t rows, const float* key);
+  static void accumulate(OpenPage& open, const float* row, uint32_t d);
 
   std::vector<KvLayerShape> m_layers;
   uint32_t m_pageRows;
   PageScore m_score;
   std::vector<std::vector<int8_t>> m_entries;  // [layer][page][head][entryBytes(layer)]
   std::vector<std::vector<uint32_t>> m_rows;   // [layer][head]
-  // kMeanStd: the rows of each stream's last page, [layer][head][pageRows][dim]:
-  // a later row with a larger exponent moves the page to a coarser grid,
-  // where the earlier rows' codes are rounded again from their values.
-  std::vector<std::vector<std::vector<float>>> m_open;
+  std::vector<std::vector<OpenPage>> m_open;   // kMeanStd: [layer][head]
 };
 
 }  // namespace kvscope::kv
