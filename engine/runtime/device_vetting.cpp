@@ -69,13 +69,14 @@ std::string deviceKey(const gpu::DeviceInfo& d, const std::string& kernels) {
 }
 
 // The indexed decode steps' attention, at the vetting run's scale: one page
-// picked by score besides 4 sinks and a window of 4, with sparse V, on the
-// policy's page size. Every vetting runs it, whether the policy turns the
-// indexer on or not: the app turns it on mid-chat without a re-encode
-// (Backend::setIndexer), and its kernels depend only on the page size.
+// picked by score besides 4 sinks and a window of 4, with sparse V, with the
+// policy's scorer and page size. Every vetting runs it, whether the policy
+// turns the indexer on or not: the app turns it on mid-chat without a
+// re-encode (Backend::setIndexer), and its kernels depend only on the scorer.
 kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
   kv::IndexerOptions o;
   o.pageRows = asked.pageRows;
+  o.pageScore = asked.pageScore;
   o.topK = o.pageRows;
   o.window = 4;
   o.sinks = 4;

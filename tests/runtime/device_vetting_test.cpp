@@ -125,10 +125,11 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
   EXPECT_TRUE(a.covers(specOf(*m, "k=q8_0r,v=turbo4b")));
   EXPECT_TRUE(a.covers(specOf(*m, "")));
   EXPECT_FALSE(a.covers(specOf(*m, "k=q8_0,v=turbo4")));
-  // Every vetting runs indexed steps on the policy's page size: the indexer
-  // turned on later is covered, another page size is not.
+  // Every vetting runs indexed steps with the policy's scorer: the indexer
+  // turned on later is covered, another page size or kind of score is not.
   EXPECT_TRUE(a.covers(specOf(*m, "auto,indexer=32,sparse_v=0.1")));
   EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer=32,indexer_scorer=bounds64")));
+  EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer_scorer=meanstd16")));
   EXPECT_NE(a.text(), specOf(*m, "auto,indexer_scorer=bounds64").text());
 
   const std::string said = s.describe();
