@@ -42,8 +42,7 @@ class KvIndex {
   // kMeanStd's weight of the standard deviation term.
   static constexpr float kStdWeight = 2.0f;
 
-  KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows,
-          PageScore score = PageScore::kBounds);
+  KvIndex(std::span<const KvLayerShape> layers, uint32_t pageRows, PageScore score);
 
   uint32_t dim(uint32_t layer) const { return m_layers[layer].headDim; }
   uint32_t pageRows() const { return m_pageRows; }

@@ -584,45 +584,51 @@ TEST_P(KvCodecTest, IndexedAttentionMatchesReferenceOverTheSelectedRows) {
 // touches from the stored keys) must hold the bytes kv::KvIndex builds row by
 // row from the same codes: the host cache holds the device's bytes, and
 // turning its index on folds them in one at a time. Appends of 5 rows cross
-// sidecar pages; a trim leaves a partial page the next append rebuilds.
+// sidecar pages; a trim leaves a partial page the next append rebuilds. Both
+// kinds of entry: Quest's bounds and the mean and standard deviation.
 TEST_P(KvCodecTest, SidecarMatchesTheHostIndex) {
   if (GetParam() == gpu::AttentionShape::kGpu) GTEST_SKIP() << "the sidecar has one launch shape";
   const uint32_t heads = 2;
   for (const char* codec : {"f16", "q8_0", "turbo3", "affine4", "turbo4b"}) {
     for (uint32_t headDim : {64u, 80u}) {
       for (uint32_t pageRows : {16u, 64u}) {
-        SCOPED_TRACE(fmt::format("{} d {} page {}", codec, headDim, pageRows));
-        auto c = makeTwin(codec, "q8_0", heads, headDim, 64);
-        ASSERT_TRUE(c);
-        kv::IndexerOptions options;
-        options.topK = 32;
-        options.pageRows = pageRows;
-        const gpu::IndexerShape shape{.pageRows = pageRows,
-                                      .entryBytes = kv::KvIndex::entryBytesFor(headDim)};
-        auto index = attention().makeIndexer(c->layout, heads, 256, shape);
-        ASSERT_TRUE(index.ok()) << index.error().describe();
-        const auto expectSame = [&] {
-          c->host->enableIndex({});
-          c->host->enableIndex(options);
-          const kv::KvIndex& host = *c->host->index();
-          const uint32_t bytes = shape.entryBytes;
-          const auto device = download<uint8_t>(
-              index->sidecar, size_t{kLayers} * index->sidecarPages * heads * bytes);
-          const uint32_t pages = (c->host->rows() + pageRows - 1) / pageRows;
-          for (uint32_t p = 0; p < pages; ++p) {
-            for (uint32_t h = 0; h < heads; ++h) {
-              const size_t at = ((size_t{kLayer} * index->sidecarPages + p) * heads + h) * bytes;
-              const auto* want = reinterpret_cast<const uint8_t*>(host.entry(kLayer, p, h));
-              ASSERT_TRUE(std::equal(want, want + bytes, device.begin() + at))
-                  << "page " << p << " head " << h << " of " << c->host->rows() << " rows";
+        for (kv::PageScore score : {kv::PageScore::kBounds, kv::PageScore::kMeanStd}) {
+          SCOPED_TRACE(fmt::format("{} d {} page {} mean+std {}", codec, headDim, pageRows,
+                                   score == kv::PageScore::kMeanStd));
+          auto c = makeTwin(codec, "q8_0", heads, headDim, 64);
+          ASSERT_TRUE(c);
+          kv::IndexerOptions options;
+          options.topK = 32;
+          options.pageRows = pageRows;
+          options.pageScore = score;
+          const gpu::IndexerShape shape{.pageRows = pageRows,
+                                        .meanStd = score == kv::PageScore::kMeanStd,
+                                        .entryBytes = kv::KvIndex::entryBytesFor(headDim)};
+          auto index = attention().makeIndexer(c->layout, heads, 256, shape);
+          ASSERT_TRUE(index.ok()) << index.error().describe();
+          const auto expectSame = [&] {
+            c->host->enableIndex({});
+            c->host->enableIndex(options);
+            const kv::KvIndex& host = *c->host->index();
+            const uint32_t bytes = shape.entryBytes;
+            const auto device = download<uint8_t>(
+                index->sidecar, size_t{kLayers} * index->sidecarPages * heads * bytes);
+            const uint32_t pages = (c->host->rows() + pageRows - 1) / pageRows;
+            for (uint32_t p = 0; p < pages; ++p) {
+              for (uint32_t h = 0; h < heads; ++h) {
+                const size_t at = ((size_t{kLayer} * index->sidecarPages + p) * heads + h) * bytes;
+                const auto* want = reinterpret_cast<const uint8_t*>(host.entry(kLayer, p, h));
+                ASSERT_TRUE(std::equal(want, want + bytes, device.begin() + at))
+                    << "page " << p << " head " << h << " of " << c->host->rows() << " rows";
+              }
             }
-          }
-        };
-        fill(*c, 150, 5, 11, nullptr, &*index);
-        ASSERT_NO_FATAL_FAILURE(expectSame());
-        ASSERT_TRUE(c->host->trim(93).ok());
-        fill(*c, 40, 7, 23, nullptr, &*index);
-        ASSERT_NO_FATAL_FAILURE(expectSame());
+          };
+          fill(*c, 150, 5, 11, nullptr, &*index);
+          ASSERT_NO_FATAL_FAILURE(expectSame());
+          ASSERT_TRUE(c->host->trim(93).ok());
+          fill(*c, 40, 7, 23, nullptr, &*index);
+          ASSERT_NO_FATAL_FAILURE(expectSame());
+        }
       }
     }
   }

@@ -164,7 +164,7 @@ TEST(VulkanIndexer, ALateSwitchEqualsTheIndexerFromTheStart) {
   const DecodeRun want = decodeRun(**early);
   for (const kv::IndexerOptions& detour :
        {kv::IndexerOptions{.topK = 64}, kv::IndexerOptions{.topK = 64, .pageRows = 32},
-        kv::IndexerOptions{.topK = 64, .pageScore = kv::PageScore::kMeanStd}}) {
+        kv::IndexerOptions{.topK = 64, .pageScore = kv::PageScore::kBounds}}) {
     auto late = backend::VulkanBackend::create(model, {.kvSchemes = schemes});
     ASSERT_TRUE(late.ok());
     const DecodeRun got = decodeRun(**late, [&] {

@@ -131,9 +131,10 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
   ASSERT_TRUE(again.ok()) << p->toString();
   EXPECT_EQ(again->attention, p->attention);
   // The scorer's kind is written even at the default page size.
-  auto scored = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_scorer=meanstd16");
+  auto scored = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_scorer=bounds16");
   ASSERT_TRUE(scored.ok());
-  EXPECT_EQ(scored->attention.pageScore, PageScore::kMeanStd);
+  EXPECT_EQ(scored->attention.pageScore, PageScore::kBounds);
+  EXPECT_EQ(p->attention.pageScore, PageScore::kMeanStd) << "the default";
   EXPECT_EQ(KvPolicy::parse(scored->toString())->attention, scored->attention)
       << scored->toString();
   auto plain = KvPolicy::parse("k=q8_0,v=turbo4");
@@ -186,7 +187,7 @@ std::vector<int8_t> entries(const KvCache& c) {
 TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
   constexpr uint32_t kRows = 200, kPages = (kRows + 15) / 16;
   for (const char* key : {"f16", "q8_0", "turbo3"}) {
-    auto c = filledCache(key, kRows, 64, {.topK = 1}, true);
+    auto c = filledCache(key, kRows, 64, {.topK = 1, .pageScore = PageScore::kBounds}, true);
     const KvIndex& index = *c->index();
     for (uint32_t l = 0; l < 2; ++l) {
       for (uint32_t h = 0; h < kHeads; ++h) {
@@ -234,7 +235,7 @@ TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
 // earlier bounds outward: 1.1 at 2^-6 steps is code 71; at 2^0 steps, 2.
 TEST(KvIndex, ACoarserRowWidensTheEarlierBounds) {
   const std::vector<KvLayerShape> one = {{1, 4}};
-  KvIndex index(one, 16);
+  KvIndex index(one, 16, PageScore::kBounds);
   const float first[4] = {1.1f, -1.1f, 0.0f, 0.5f}, second[4] = {-0.5f, 0.0f, 100.0f, 0.25f};
   index.add(0, 0, 0, first);
   index.add(0, 0, 1, second);
@@ -316,7 +317,8 @@ TEST(KvIndex, MeanStdEntriesFollowTheStoredKeys) {
 
 TEST(KvIndex, TrimAppendAndRebuildGiveTheSameBytes) {
   for (const IndexerOptions& o :
-       {IndexerOptions{.topK = 1}, IndexerOptions{.topK = 1, .pageRows = 32},
+       {IndexerOptions{.topK = 1, .pageScore = PageScore::kBounds},
+        IndexerOptions{.topK = 1, .pageRows = 32, .pageScore = PageScore::kBounds},
         IndexerOptions{.topK = 1, .pageScore = PageScore::kMeanStd},
         IndexerOptions{.topK = 1, .pageRows = 32, .pageScore = PageScore::kMeanStd}}) {
     for (const char* key : {"f16", "turbo4"}) {

@@ -225,10 +225,11 @@ TEST(KvCache, LayersOfDifferentShapesKeepTheirOwnHeadsAndDims) {
   // The indexer's sidecar: entries of each layer's own dim, 2 * dim + 1 bytes
   // padded to 4, per head and page of 16 rows.
   // Over three pages, each page's bound is at least every q . k of its rows
-  // (the sidecar's contract, kv/kv_index.h) in every layer and head.
+  // (Quest's bounds' contract, kv/kv_index.h) in every layer and head.
   IndexerOptions indexer;
   indexer.topK = 4;
   indexer.pageRows = 16;
+  indexer.pageScore = PageScore::kBounds;
   c.enableIndex(indexer);
   ASSERT_TRUE(c.append(34).ok());
   fill(c, 6);
