@@ -184,6 +184,14 @@ std::vector<int8_t> entries(const KvCache& c) {
   return out;
 }
 
+// Every stored key of (layer, head), in the K scheme's space: [rows][kDim].
+std::vector<float> storedKeys(const KvCache& c, uint32_t layer, uint32_t head) {
+  std::vector<float> k(size_t{c.rows()} * kDim);
+  for (uint32_t r = 0; r < c.rows(); ++r)
+    c.readRotated(layer, KvPart::kKey, head, r, {&k[size_t{r} * kDim], kDim});
+  return k;
+}
+
 TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
   constexpr uint32_t kRows = 200, kPages = (kRows + 15) / 16;
   for (const char* key : {"f16", "q8_0", "turbo3"}) {
@@ -192,9 +200,7 @@ TEST(KvIndex, PageBoundsHoldForEveryStoredKeyOfThePage) {
     for (uint32_t l = 0; l < 2; ++l) {
       for (uint32_t h = 0; h < kHeads; ++h) {
         // The stored keys, and per page the exact per-channel min and max.
-        std::vector<float> k(size_t{kRows} * kDim);
-        for (uint32_t r = 0; r < kRows; ++r)
-          c->readRotated(l, KvPart::kKey, h, r, {&k[size_t{r} * kDim], kDim});
+        const std::vector<float> k = storedKeys(*c, l, h);
         std::vector<float> lo(size_t{kPages} * kDim, INFINITY), hi(lo.size(), -INFINITY);
         std::vector<double> top(kPages, 0.0);
         for (uint32_t r = 0; r < kRows; ++r) {
@@ -291,9 +297,7 @@ TEST(KvIndex, MeanStdEntriesFollowTheStoredKeys) {
     const KvIndex& index = *c->index();
     for (uint32_t l = 0; l < 2; ++l) {
       for (uint32_t h = 0; h < kHeads; ++h) {
-        std::vector<float> k(size_t{kRows} * kDim);
-        for (uint32_t r = 0; r < kRows; ++r)
-          c->readRotated(l, KvPart::kKey, h, r, {&k[size_t{r} * kDim], kDim});
+        const std::vector<float> k = storedKeys(*c, l, h);
         for (uint32_t p = 0; p * 16 < kRows; ++p) {
           const int8_t* mean = index.entry(l, p, h);
           const double step = std::ldexp(1.0, mean[2 * kDim]);
