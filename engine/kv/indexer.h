@@ -15,10 +15,10 @@
 // (kv/kv_index.h) and its size:
 //   meanstd16 (default), meanstd32, meanstd64  the page's mean and spread (PageScore)
 //   bounds16, bounds32, bounds64               Quest's page bounds over 16/32/64 rows
-// (docs/RESULTS.md: at 4K tokens on the recall model mean+std captured more
-// attention mass, with lower KLD, at every budget)
-// (docs/RESULTS.md compares them with a per-row 4-bit sketch, which captured more
-// attention mass but 3-10x less per sidecar byte, and was dropped).
+// docs/RESULTS.md measures them: at 4K tokens on the recall model mean+std
+// captured more attention mass, with lower KLD, at every budget; a per-row
+// 4-bit sketch captured more mass still but 3-10x less per sidecar byte, and
+// was dropped.
 // sparse_v=TAU (a separate policy item) drops each softmax weight below TAU
 // (for its own query; the rest are not renormalized) and skips decoding V rows
 // no query keeps, with or without the indexer.
