@@ -140,6 +140,14 @@ void ropeAngles(const model::RopeSpec& spec, float pos, std::span<float> cosOut,
   }
 }
 
+// GCC 12 at -O3 vectorizes the interleaved pairs (neox=false) as complex
+// products and fuses them (vfmaddsub) in spite of -ffp-contract=off: a Release
+// build then rounded RoPE differently from the -O2 build, the device and
+// llama.cpp's reference. Loop vectorization is off for this function alone;
+// a head's rotation is a few dozen products.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-vectorize")))
+#endif
 void ropeApply(std::span<float> head, uint32_t dims, bool neox, std::span<const float> cosSin,
                float tailScale) {
   const uint32_t half = dims / 2;
