@@ -207,8 +207,12 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   std::string label = kv;
   if (policy.autoBits) {
     const uint32_t n = std::min(kv::kAutoCalibrationTokens, ctx);
-    KVS_TRY((*b)->forward({benchTokens(n, m->config().nVocab, 5)}, logits));
-    KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(**b, policy));
+    const auto calibration = benchTokens(n, m->config().nVocab, 5);
+    KVS_TRY((*b)->forward({calibration}, logits));
+    const runtime::BackendFactory factory = runtime::makeBackendFactory(m, choice);
+    KVS_ASSIGN_OR_RETURN(
+        runtime::AutoChoice chosen,
+        runtime::chooseAutoPolicy(**b, policy, {.factory = &factory, .tokens = calibration}));
     label = kv + " (" + chosen.policy.toString() + ")";
     choice.kvPolicy = chosen.policy;
     b = runtime::makeBackend(m, choice);

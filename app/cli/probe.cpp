@@ -65,7 +65,10 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
     KVS_ASSIGN_OR_RETURN(runs.dense, runtime::runProbe(*dense, layout));
     // An auto policy chooses from the dense run's f16 rows, as eval does.
     if (policy.autoBits) {
-      KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen, runtime::chooseAutoPolicy(*dense, policy));
+      const runtime::BackendFactory factory = runtime::makeBackendFactory(model, choice);
+      KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen,
+                           runtime::chooseAutoPolicy(
+                               *dense, policy, {.factory = &factory, .tokens = layout.tokens}));
       runs.policy = chosen.policy.toString();
       choice.kvPolicy = chosen.policy;
     }

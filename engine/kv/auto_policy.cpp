@@ -15,9 +15,6 @@ namespace {
 constexpr std::array<std::string_view, 6> kCandidates = {"turbo3b", "turbo4b", "turbo5b",
                                                          "turbo6b", "q8_0r",   "f16"};
 constexpr uint32_t kProbes = 16;  // probe positions per head
-// The weight of a V output error against a K score KL in the plan's error
-// sum (auto_policy.h explains the figure).
-constexpr double kValueWeight = 1.0 / 3.0;
 
 // Every row of one part round-tripped through `scheme`.
 std::vector<float> roundTrip(std::span<const float> rows, const KvScheme& scheme) {
@@ -141,8 +138,27 @@ Expected<double> autoBudget(double bits, std::span<const uint32_t> headDims) {
   return budget;
 }
 
-Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
-                                  double bits) {
+namespace {
+
+// What planning needs of a measured cache: per part (2 l + K/V) the error at
+// each candidate and the values it holds, per layer each candidate's bits.
+struct Measured {
+  std::vector<std::vector<double>> errors;  // [2 l + part][candidate]
+  std::vector<std::vector<double>> bits;    // [layer][candidate]
+  std::vector<double> share, weight;        // [2 l + part]
+  double weights = 0.0;                     // sum of weight
+  double budget = 0.0;
+
+  double bitsAt(size_t part, size_t level) const { return bits[part / 2][level]; }
+  double average(const std::vector<size_t>& level) const {
+    double total = 0.0;
+    for (size_t i = 0; i < level.size(); ++i) total += weight[i] * bitsAt(i, level[i]);
+    return total / weights;
+  }
+};
+
+Expected<Measured> measureLayers(std::span<const LayerRows> layers, const AutoShape& shape,
+                                 double bits) {
   if (layers.empty() || shape.rows < 2) {
     return makeError(ErrorCode::kInvalidArgument,
                      "the auto KV policy needs at least 2 cached tokens to measure");
@@ -155,21 +171,20 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
     return makeError(ErrorCode::kInvalidArgument, "{} layer shares for {} layers",
                      shape.layerShare.size(), layers.size());
   }
+  Measured m;
   std::vector<uint32_t> headDims;
   for (const KvLayerShape& l : shape.layers) headDims.push_back(l.headDim);
-  KVS_ASSIGN_OR_RETURN(const double budget, autoBudget(bits, headDims));
-  // candidateBits[l][candidate]: a scheme's bits per value depend on the width.
-  std::vector<std::vector<double>> candidateBits(layers.size());
+  KVS_ASSIGN_OR_RETURN(m.budget, autoBudget(bits, headDims));
+  // A scheme's bits per value depend on the width.
+  m.bits.resize(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     for (auto name : kCandidates) {
       KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {shape.layers[l].headDim, shape.seed}));
-      candidateBits[l].push_back(scheme->bitsPerValue());
+      m.bits[l].push_back(scheme->bitsPerValue());
     }
   }
-
-  // errors[2 l + part][candidate]
   const auto nParts = 2 * layers.size();
-  std::vector<std::vector<double>> errors(nParts);
+  m.errors.resize(nParts);
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerRows& rows = layers[l];
     const LayerGeometry g{shape.layers[l].nHeadKv, shape.layers[l].headDim, shape.rows};
@@ -183,85 +198,135 @@ Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoS
         const auto seed = streamSeed(shape.seed, static_cast<uint32_t>(l), part);
         KVS_ASSIGN_OR_RETURN(auto scheme, makeScheme(name, {g.d, seed}));
         const auto decoded = roundTrip(part == 0 ? rows.key : rows.value, *scheme);
-        const Measures m =
+        const Measures e =
             part == 0 ? measure(rows, decoded, rows.value, g) : measure(rows, rows.key, decoded, g);
-        errors[2 * l + part].push_back(part == 0 ? m.keyKl : m.valueError);
+        m.errors[2 * l + part].push_back(part == 0 ? e.keyKl : e.valueError);
       }
     }
   }
-
-  // Greedy: the upgrade with the largest error drop per added bit that keeps
-  // the average within budget, until none helps. A part's bits count by the
-  // values its layer holds at the context: its row width times the share of
-  // the context's rows it keeps.
-  std::vector<double> share(nParts, 1.0), weight(nParts);
+  // A part's bits count by the values its layer holds at the context: its
+  // row width times the share of the context's rows it keeps.
+  m.share.assign(nParts, 1.0);
+  m.weight.resize(nParts);
   for (size_t i = 0; i < nParts; ++i) {
     const KvLayerShape& l = shape.layers[i / 2];
-    if (!shape.layerShare.empty()) share[i] = std::clamp(shape.layerShare[i / 2], 1e-6, 1.0);
-    weight[i] = share[i] * l.nHeadKv * l.headDim;
+    if (!shape.layerShare.empty()) m.share[i] = std::clamp(shape.layerShare[i / 2], 1e-6, 1.0);
+    m.weight[i] = m.share[i] * l.nHeadKv * l.headDim;
   }
-  const auto bitsAt = [&](size_t part, size_t level) { return candidateBits[part / 2][level]; };
-  const double weights = std::accumulate(weight.begin(), weight.end(), 0.0);
+  m.weights = std::accumulate(m.weight.begin(), m.weight.end(), 0.0);
+  return m;
+}
+
+// Greedy: from the cheapest candidate everywhere, the upgrade with the largest
+// drop in weighted error per added bit that keeps the average within budget,
+// until none helps. Returns each part's candidate.
+std::vector<size_t> planGreedy(const Measured& m, double valueWeight) {
+  const size_t nParts = m.errors.size();
   std::vector<size_t> level(nParts, 0);
   double total = 0.0;
-  for (size_t i = 0; i < nParts; ++i) total += weight[i] * bitsAt(i, 0);
-  const double limit = budget * weights * (1.0 + 1e-12) + 1e-9;
+  for (size_t i = 0; i < nParts; ++i) total += m.weight[i] * m.bitsAt(i, 0);
+  const double limit = m.budget * m.weights * (1.0 + 1e-12) + 1e-9;
   for (;;) {
     double bestGain = 0.0;
     size_t bestPart = nParts, bestLevel = 0;
     for (size_t i = 0; i < nParts; ++i) {
-      const double errorWeight = i % 2 == 0 ? 1.0 : kValueWeight;
-      for (size_t m = level[i] + 1; m < kCandidates.size(); ++m) {
-        const double added = weight[i] * (bitsAt(i, m) - bitsAt(i, level[i]));
+      const double errorWeight = i % 2 == 0 ? 1.0 : valueWeight;
+      for (size_t c = level[i] + 1; c < kCandidates.size(); ++c) {
+        const double added = m.weight[i] * (m.bitsAt(i, c) - m.bitsAt(i, level[i]));
         if (total + added > limit) continue;
         const double gain =
-            errorWeight * (errors[i][level[i]] - errors[i][m]) / std::max(added, 1e-9);
+            errorWeight * (m.errors[i][level[i]] - m.errors[i][c]) / std::max(added, 1e-9);
         if (gain > bestGain) {
           bestGain = gain;
           bestPart = i;
-          bestLevel = m;
+          bestLevel = c;
         }
       }
     }
     if (bestPart == nParts) break;
-    total += weight[bestPart] * (bitsAt(bestPart, bestLevel) - bitsAt(bestPart, level[bestPart]));
+    total +=
+        m.weight[bestPart] * (m.bitsAt(bestPart, bestLevel) - m.bitsAt(bestPart, level[bestPart]));
     level[bestPart] = bestLevel;
   }
+  return level;
+}
 
-  AutoPlan plan{.budget = budget, .bitsPerValue = total / weights};
-  plan.layers.resize(layers.size());
+// Every part at the dearest candidate whose average fits the budget (the
+// cheapest always does: autoBudget).
+std::vector<size_t> planUniform(const Measured& m) {
+  std::vector<size_t> level(m.errors.size(), 0);
+  for (size_t c = 1; c < kCandidates.size(); ++c) {
+    const std::vector<size_t> next(m.errors.size(), c);
+    if (m.average(next) > m.budget * (1.0 + 1e-12) + 1e-9) break;
+    level = next;
+  }
+  return level;
+}
+
+AutoPlan makePlan(const Measured& m, const std::vector<size_t>& level, std::string method) {
+  const size_t nLayers = m.bits.size();
+  AutoPlan plan{.budget = m.budget, .bitsPerValue = m.average(level), .method = std::move(method)};
+  plan.layers.resize(nLayers);
   for (uint32_t part = 0; part < 2; ++part) {
     // The scheme holding most of this part's values at the context (ties:
     // the cheaper): a window layer's ring counts by its share.
     std::array<double, kCandidates.size()> held{};
-    for (size_t l = 0; l < layers.size(); ++l) held[level[2 * l + part]] += weight[2 * l + part];
+    for (size_t l = 0; l < nLayers; ++l) held[level[2 * l + part]] += m.weight[2 * l + part];
     const size_t common = std::max_element(held.begin(), held.end()) - held.begin();
     // The reference: the median error, at the common scheme, of the layers
     // that kept it.
     std::vector<double> kept;
-    for (size_t l = 0; l < layers.size(); ++l)
-      if (level[2 * l + part] == common) kept.push_back(errors[2 * l + part][common]);
+    for (size_t l = 0; l < nLayers; ++l)
+      if (level[2 * l + part] == common) kept.push_back(m.errors[2 * l + part][common]);
     const double mid = median(kept);
-    for (size_t l = 0; l < layers.size(); ++l) {
+    for (size_t l = 0; l < nLayers; ++l) {
       const size_t i = 2 * l + part;
       PartDecision& d = part == 0 ? plan.layers[l].key : plan.layers[l].value;
       d.scheme = std::string(kCandidates[level[i]]);
-      d.bits = bitsAt(i, level[i]);
-      d.errors = errors[i];
+      d.bits = m.bitsAt(i, level[i]);
+      d.errors = m.errors[i];
       d.promoted = level[i] > common;
-      if (d.promoted && share[i] < 1.0) {
+      if (d.promoted && m.share[i] < 1.0) {
         d.reason = fmt::format(
             "a sliding-window layer: its ring holds {:.1f}% of the context's rows, so its bits "
             "cost that much",
-            100.0 * share[i]);
+            100.0 * m.share[i]);
       } else if (d.promoted) {
         d.reason = fmt::format("{} error at {} is {:.1f}x that of the layers kept there",
                                part == 0 ? "K score" : "V output", kCandidates[common],
-                               mid > 0.0 ? errors[i][common] / mid : INFINITY);
+                               mid > 0.0 ? m.errors[i][common] / mid : INFINITY);
       }
     }
   }
   return plan;
+}
+
+}  // namespace
+
+Expected<std::vector<AutoPlan>> autoPlanCandidates(std::span<const LayerRows> layers,
+                                                   const AutoShape& shape, double bits) {
+  KVS_ASSIGN_OR_RETURN(const Measured m, measureLayers(layers, shape, bits));
+  std::vector<std::vector<size_t>> levels;
+  std::vector<AutoPlan> plans;
+  // A greedy plan may come out uniform: it is named for what it is.
+  const auto add = [&](std::vector<size_t> level, std::string_view weight) {
+    if (std::find(levels.begin(), levels.end(), level) != levels.end()) return;
+    const bool uniform = std::count(level.begin(), level.end(), level.front()) ==
+                         static_cast<std::ptrdiff_t>(level.size());
+    plans.push_back(makePlan(m, level,
+                             uniform ? fmt::format("uniform {}", kCandidates[level.front()])
+                                     : fmt::format("mix, V weighted {}", weight)));
+    levels.push_back(std::move(level));
+  };
+  for (const AutoValueWeight& w : kAutoValueWeights) add(planGreedy(m, w.weight), w.text);
+  add(planUniform(m), "");
+  return plans;
+}
+
+Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
+                                  double bits) {
+  KVS_ASSIGN_OR_RETURN(auto plans, autoPlanCandidates(layers, shape, bits));
+  return std::move(plans.front());
 }
 
 }  // namespace kvscope::kv

@@ -16,16 +16,22 @@
 //      this guards against.
 //   V: the relative squared error of the attention output sum_j p_j v_j under
 //      the exact probe weights p, with the decoded values.
-// Plan: every part starts at the cheapest candidate; then, greedily, the
-// upgrade (layer, part, next scheme) with the largest drop in measured error
+// Plans: every part starts at the cheapest candidate; then, greedily, the
+// upgrade (layer, part, next scheme) with the largest drop in weighted error
 // per added bit is taken while the average stays within BITS. The average is
 // over the values the cache will hold: a sliding-window layer keeps only its
 // ring's rows, so at a long context its bits cost a small share of what a
-// global layer's do (AutoShape::layerShare), and it is upgraded first. A V error
-// counts a third of a K error of the same size: summed over layers, the K
-// measure is about 5x and the V measure about 15x the eval KLD that a K-only
-// or V-only codec causes on the demo model (turbo4b; 1x and 3x on
-// stories260K), so the weight puts the two parts in the same currency.
+// global layer's do (AutoShape::layerShare), and it is upgraded first. The
+// K and V measures are in different currencies, and their exchange rate is
+// the model's: a K-only or V-only turbo4b cache's KLD per unit of summed
+// measure gave V 0.23x K's weight on the demo model and 0.81x on the 4K
+// recall model; at 5.5 bits the greedy plan fit to the demo model had 1.84x
+// the KLD of uniform turbo5b on the recall model, while uniform turbo5b had
+// 1.55x the greedy plan's on the demo model. So the planner offers one greedy plan
+// per weight of kAutoValueWeights, and the uniform plan (every part at the
+// dearest candidate the budget buys: distortion is convex in the rate, so a
+// mix must earn its place), and the runtime keeps the one whose KLD it
+// measures lowest on the model itself (runtime/kv_auto.h).
 // A part is "promoted" when its scheme has more bits than the scheme that
 // holds most of that part's values (the common scheme: a window layer's ring
 // counts by its share); its reason names its error at the common scheme
@@ -53,6 +59,15 @@ inline constexpr uint32_t kAutoMinTokens = 64;
 // The candidate schemes, cheapest first.
 std::span<const std::string_view> autoCandidates();
 
+// The weights of a V output error against a K score KL under which the
+// planner makes a greedy plan; the first (fit on the demo model) makes the
+// plan auto takes when it cannot try the candidates.
+struct AutoValueWeight {
+  double weight;
+  std::string_view text;
+};
+inline constexpr AutoValueWeight kAutoValueWeights[] = {{1.0 / 3.0, "1/3"}, {1.0, "1"}, {3.0, "3"}};
+
 // One layer's cached rows as floats, [rows][nHeadKv][headDim] per part.
 struct LayerRows {
   std::span<const float> key, value;
@@ -70,6 +85,13 @@ struct LayerDecision {
   PartDecision key, value;
 };
 
+// One candidate plan as the runtime tried it.
+struct AutoTrial {
+  std::string method;  // AutoPlan::method
+  double bitsPerValue = 0.0;
+  double kld = 0.0;  // mean KL(f16 || plan) over the trial's tokens, nats
+};
+
 struct AutoPlan {
   double budget = 0.0;  // the BITS asked for
   // The plan's average over K and V of every layer, each weighted by the
@@ -77,6 +99,12 @@ struct AutoPlan {
   // AutoShape::layerShare): bits per value the cache holds there.
   double bitsPerValue = 0.0;
   std::vector<LayerDecision> layers;
+  // How it was made: "mix, V weighted 1/3" (greedy) or "uniform turbo5b".
+  std::string method;
+  // Every candidate the runtime tried, this plan among them, and over how
+  // many tokens; empty where it could not try them (the first candidate).
+  std::vector<AutoTrial> trials;
+  uint32_t trialTokens = 0;
 
   std::vector<LayerSchemes> schemes() const;
 };
@@ -98,9 +126,15 @@ Expected<double> autoBudget(double bits, uint32_t headDim);
 // them (an error when `bits` is below the cheapest candidate at any).
 Expected<double> autoBudget(double bits, std::span<const uint32_t> headDims);
 
-// Measures every layer and plans within autoBudget(bits, headDim) bits per
-// value (the largest over the layers' head widths). Errors: no rows, rows of
-// the wrong size, or a budget below the cheapest candidate at some layer.
+// Measures every layer and makes the candidate plans within
+// autoBudget(bits, headDim) bits per value (the largest over the layers' head
+// widths): the greedy plan at each of kAutoValueWeights, then the uniform
+// plan, each once (a plan equal to an earlier one is left out). Errors: no
+// rows, rows of the wrong size, or a budget below the cheapest candidate at
+// some layer.
+Expected<std::vector<AutoPlan>> autoPlanCandidates(std::span<const LayerRows> layers,
+                                                   const AutoShape& shape, double bits);
+// The first of autoPlanCandidates.
 Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
                                   double bits);
 

@@ -18,7 +18,11 @@ nlohmann::json autoPlanJson(const kv::AutoPlan& plan) {
   };
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : plan.layers) layers.push_back({{"k", part(l.key)}, {"v", part(l.value)}});
-  return {{"budget", plan.budget}, {"bits_per_value", plan.bitsPerValue}, {"layers", layers}};
+  nlohmann::json trials = nlohmann::json::array();
+  for (const kv::AutoTrial& t : plan.trials)
+    trials.push_back({{"method", t.method}, {"bits_per_value", t.bitsPerValue}, {"kld", t.kld}});
+  return {{"budget", plan.budget}, {"bits_per_value", plan.bitsPerValue}, {"method", plan.method},
+          {"trials", trials},      {"trial_tokens", plan.trialTokens},    {"layers", layers}};
 }
 
 Expected<kv::AutoPlan> parseAutoPlanJson(const nlohmann::json& json) {
@@ -41,6 +45,14 @@ Expected<kv::AutoPlan> parseAutoPlanJson(const nlohmann::json& json) {
       }
       return d;
     };
+    // Files saved before auto tried its candidates have none of these three.
+    plan.method = json.value("method", std::string());
+    plan.trialTokens = json.value("trial_tokens", 0u);
+    for (const nlohmann::json& t : json.value("trials", nlohmann::json::array())) {
+      plan.trials.push_back({.method = t.at("method").get<std::string>(),
+                             .bitsPerValue = t.at("bits_per_value").get<double>(),
+                             .kld = t.at("kld").get<double>()});
+    }
     for (const nlohmann::json& l : json.at("layers"))
       plan.layers.push_back({part(l.at("k")), part(l.at("v"))});
     return plan;

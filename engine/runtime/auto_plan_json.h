@@ -1,8 +1,9 @@
 #pragma once
 // The auto KV policy's plan (kv::AutoPlan) as JSON, for the CLI's --json
 // output and the saved KV cache (runtime/kv_file.h): the budget, the average
-// bits and per layer each part's scheme, bits, whether it was promoted and
-// why, and its measured error per candidate scheme.
+// bits, how the plan was made and the candidates' trials, and per layer each
+// part's scheme, bits, whether it was promoted and why, and its measured
+// error per candidate scheme.
 
 #include <nlohmann/json.hpp>
 

@@ -185,6 +185,7 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     reference.kvPolicy = {};
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, reference));
     KVS_ASSIGN_OR_RETURN(f16, forcedRun(*b, tokens, options.prefill, onStep));
+    const BackendFactory factory = makeBackendFactory(model, test);
     for (uint32_t l = 0; l < c.kvLayers(); ++l) {
       for (kv::KvPart part : {kv::KvPart::kKey, kv::KvPart::kValue}) {
         KVS_ASSIGN_OR_RETURN(auto rows, b->readKv(l, part));
@@ -197,7 +198,10 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
       results[i].policy = policies[i].toString();
       tested[i].kvPolicy = policies[i];
       if (!policies[i].autoBits || b->cachedTokens() < kv::kAutoMinTokens) continue;
-      KVS_ASSIGN_OR_RETURN(AutoChoice chosen, chooseAutoPolicy(*b, policies[i]));
+      KVS_ASSIGN_OR_RETURN(
+          AutoChoice chosen,
+          chooseAutoPolicy(*b, policies[i],
+                           {.factory = &factory, .tokens = tokens, .cancel = options.cancel}));
       results[i].policy = chosen.policy.toString();
       tested[i].kvPolicy = chosen.policy;
       results[i].autoPlan = std::move(chosen.plan);

@@ -1,13 +1,79 @@
 #include "runtime/kv_auto.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace kvscope::runtime {
+#include "runtime/eval.h"
+#include "runtime/kv_reencode.h"
 
-Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv::KvPolicy& policy) {
+namespace kvscope::runtime {
+namespace {
+
+// The logits of the last `n` of the first `window` tokens, run again as one
+// batch by a backend under `policy` holding `measured`'s rows before them.
+// Empty (no error) where this cache cannot take the rows or forget the tokens.
+Expected<std::optional<backend::Logits>> trialLogits(const backend::Backend& measured,
+                                                     const kv::KvPolicy& policy,
+                                                     const AutoTrials& trials, uint32_t window,
+                                                     uint32_t n) {
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> b, (*trials.factory)(policy));
+  if (!measured.kvLayout() || !b->kvLayout() ||
+      !canReencode(*measured.kvLayout(), *b->kvLayout())) {
+    return std::optional<backend::Logits>();
+  }
+  KVS_TRY(reencodeKv(measured, *b));
+  const uint32_t keep = window - n;
+  if (keep < b->trimFloor() || !b->trim(keep).ok()) return std::optional<backend::Logits>();
+  backend::Logits logits;
+  KVS_TRY(b->forward({trials.tokens.subspan(keep, n), /*allLogits=*/true}, logits));
+  return std::optional<backend::Logits>(std::move(logits));
+}
+
+// Tries every candidate (see kv_auto.h) and returns the index of the best,
+// with each plan's trial recorded in every plan; nullopt where trials cannot
+// run here.
+Expected<std::optional<size_t>> tryCandidates(const backend::Backend& measured,
+                                              const kv::KvPolicy& policy, const AutoTrials& trials,
+                                              std::vector<kv::AutoPlan>& plans) {
+  const uint32_t window =
+      std::min<uint32_t>({measured.cachedTokens(), kv::kAutoCalibrationTokens,
+                          static_cast<uint32_t>(std::min<size_t>(
+                              trials.tokens.size(), std::numeric_limits<uint32_t>::max()))});
+  const uint32_t n = std::min(kAutoTrialTokens, window / 2);
+  if (!trials.factory || !*trials.factory || n == 0) return std::optional<size_t>();
+  const auto stopped = [&] { return trials.cancel && trials.cancel->load(); };
+  const auto& c = measured.config();
+  const std::vector<kv::LayerSchemes> f16(c.kvLayers(), {"f16", "f16"});
+  KVS_ASSIGN_OR_RETURN(auto reference,
+                       trialLogits(measured, policy.withLayers(f16), trials, window, n));
+  if (!reference) return std::optional<size_t>();
+  std::vector<kv::AutoTrial> tried;
+  size_t best = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (stopped()) return makeError(ErrorCode::kCancelled, "stopped while auto tried its plans");
+    KVS_ASSIGN_OR_RETURN(auto logits, trialLogits(measured, policy.withLayers(plans[i].schemes()),
+                                                  trials, window, n));
+    if (!logits) return std::optional<size_t>();
+    double sum = 0.0;
+    for (uint32_t r = 0; r < n; ++r) sum += klDivergence(reference->row(r), logits->row(r));
+    tried.push_back({plans[i].method, plans[i].bitsPerValue, sum / n});
+    if (tried.back().kld < tried[best].kld) best = i;
+  }
+  for (kv::AutoPlan& plan : plans) {
+    plan.trials = tried;
+    plan.trialTokens = n;
+  }
+  return std::optional<size_t>(best);
+}
+
+}  // namespace
+
+Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv::KvPolicy& policy,
+                                      const AutoTrials& trials) {
   if (!policy.autoBits)
     return makeError(ErrorCode::kInternal, "chooseAutoPolicy needs an auto policy");
   const auto& c = backend.config();
@@ -40,7 +106,17 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   }
   std::vector<kv::LayerRows> layers;
   for (uint32_t l = 0; l < c.kvLayers(); ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
-  KVS_ASSIGN_OR_RETURN(kv::AutoPlan plan, kv::planAutoPolicy(layers, shape, *policy.autoBits));
+  KVS_ASSIGN_OR_RETURN(std::vector<kv::AutoPlan> plans,
+                       kv::autoPlanCandidates(layers, shape, *policy.autoBits));
+  rows.clear();  // the trials' backends may need the memory
+  layers.clear();
+  size_t pick = 0;
+  if (plans.size() > 1) {
+    KVS_ASSIGN_OR_RETURN(const std::optional<size_t> best,
+                         tryCandidates(backend, policy, trials, plans));
+    pick = best.value_or(0);
+  }
+  kv::AutoPlan plan = std::move(plans[pick]);
   const auto schemes = plan.schemes();
   kv::KvPolicy chosen = policy.withLayers(schemes);
   KVS_TRY(chosen.resolve(backend::kvTarget(c)));
@@ -48,8 +124,16 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
 }
 
 std::string describeAutoPlan(const kv::AutoPlan& plan) {
-  std::string s = fmt::format("auto, budget {} bits per value: chose {:.2f} on average\n",
-                              plan.budget, plan.bitsPerValue);
+  std::string s = fmt::format("auto, budget {} bits per value: chose {:.2f} on average ({})\n",
+                              plan.budget, plan.bitsPerValue, plan.method);
+  if (!plan.trials.empty()) {
+    s += fmt::format("  tried on the calibration window's last {} tokens (KLD against f16):\n",
+                     plan.trialTokens);
+    for (const kv::AutoTrial& t : plan.trials) {
+      s += fmt::format("    {:<22} {:.2f} bits  KLD {:.3e}{}\n", t.method, t.bitsPerValue, t.kld,
+                       t.method == plan.method ? "  <- chosen" : "");
+    }
+  }
   const auto candidates = kv::autoCandidates();
   auto errors = [&](const kv::PartDecision& d) {
     std::string e;

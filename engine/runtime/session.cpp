@@ -286,7 +286,10 @@ Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& 
                        "this session was opened without a backend factory, so auto cannot "
                        "re-encode its cache");
     }
-    KVS_ASSIGN_OR_RETURN(AutoChoice choice, chooseAutoPolicy(*m_backend, m_kvPolicy));
+    KVS_ASSIGN_OR_RETURN(
+        AutoChoice choice,
+        chooseAutoPolicy(*m_backend, m_kvPolicy,
+                         {.factory = &m_factory, .tokens = m_history, .cancel = &m_stop}));
     // Runs the history again, so that the cache equals a fresh session's under
     // the choice (re-encoding the measured f16 rows, as convert() does for an
     // explicit switch, would skip that prefill).
@@ -315,8 +318,15 @@ void Session::report(Observer* observer) const {
   if (!observer) return;
   KvSnapshot kv = snapshotKv(*m_backend);
   if (m_autoPlan) {
-    kv.autoStatus = fmt::format("auto:{} chose {:.2f} bits per value on average",
-                                m_autoPlan->budget, m_autoPlan->bitsPerValue);
+    const kv::AutoPlan& plan = *m_autoPlan;
+    kv.autoStatus = fmt::format("auto:{} chose {}, {:.2f} bits per value on average", plan.budget,
+                                plan.method, plan.bitsPerValue);
+    for (const kv::AutoTrial& t : plan.trials) {
+      if (t.method != plan.method) continue;
+      kv.autoStatus += fmt::format(
+          " (the best of {} plans tried on the last {} calibration tokens: KLD {:.1e} against f16)",
+          plan.trials.size(), plan.trialTokens, t.kld);
+    }
     for (size_t l = 0; l < kv.layers.size() && l < m_autoPlan->layers.size(); ++l) {
       kv.layers[l].keyPromotion = m_autoPlan->layers[l].key.reason;
       kv.layers[l].valuePromotion = m_autoPlan->layers[l].value.reason;

@@ -21,6 +21,17 @@ const std::string kStory = sharedFile("fixtures/story-a.txt").string();
 void expectPlan(const nlohmann::json& plan, double budget, size_t layers) {
   EXPECT_EQ(plan["budget"].get<double>(), budget);
   EXPECT_LE(plan["bits_per_value"].get<double>(), budget);
+  // How it was made, and the candidates' trials, the chosen one among them.
+  EXPECT_FALSE(plan["method"].get<std::string>().empty());
+  ASSERT_TRUE(plan["trials"].is_array());
+  bool chosenTried = plan["trials"].empty();
+  for (const auto& t : plan["trials"]) {
+    EXPECT_GT(t["kld"].get<double>(), 0.0);
+    EXPECT_LE(t["bits_per_value"].get<double>(), budget);
+    chosenTried |= t["method"] == plan["method"];
+  }
+  EXPECT_TRUE(chosenTried) << plan.dump();
+  EXPECT_EQ(plan["trial_tokens"].get<uint32_t>() > 0, !plan["trials"].empty());
   ASSERT_EQ(plan["layers"].size(), layers);
   for (const auto& l : plan["layers"]) {
     for (const char* part : {"k", "v"}) {

@@ -229,5 +229,57 @@ TEST(AutoPolicy, LayersOfDifferentShapesWeighTheirBitsByTheValuesTheyHold) {
   EXPECT_FALSE(planAutoPolicy(layers, uniform, kBudget).ok());
 }
 
+// The candidates: the greedy plan at each weight of kAutoValueWeights, then
+// the uniform plan, each once. Layer 0's keys carry outliers, so at 5.17 bits
+// the greedy plans are mixes; the uniform plan is every part at the dearest
+// candidate the budget buys (computed here from the schemes' bits), named for
+// its scheme, and so is any greedy plan that comes out uniform (alike layers
+// at 5.5 bits: the first), which is then not offered again.
+TEST(AutoPolicy, CandidatesAreTheGreedyMixesThenTheUniformPlan) {
+  const Cache c = plant({0}, {});
+  auto plans = autoPlanCandidates(c.layers(), kShape, kTwoPromotions);
+  ASSERT_TRUE(plans.ok()) << plans.error().describe();
+  ASSERT_GE(plans->size(), 2u);
+  auto first = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->schemes(), plans->front().schemes());
+  EXPECT_EQ(plans->front().method, "mix, V weighted 1/3");
+  EXPECT_TRUE(plans->front().layers[0].key.promoted);
+  std::string dearest;
+  for (auto name : autoCandidates()) {
+    auto scheme = makeScheme(name, {kDim, 0});
+    ASSERT_TRUE(scheme.ok());
+    if ((*scheme)->bitsPerValue() <= kTwoPromotions) dearest = std::string(name);
+  }
+  EXPECT_EQ(dearest, "turbo4b");
+  const AutoPlan& uniform = plans->back();
+  EXPECT_EQ(uniform.method, "uniform " + dearest);
+  for (const LayerDecision& d : uniform.layers) {
+    EXPECT_EQ(d.key.scheme, dearest);
+    EXPECT_EQ(d.value.scheme, dearest);
+    EXPECT_FALSE(d.key.promoted || d.value.promoted);
+  }
+  for (size_t i = 0; i < plans->size(); ++i) {
+    const AutoPlan& p = (*plans)[i];
+    EXPECT_LE(p.bitsPerValue, kTwoPromotions + 1e-9) << p.method;
+    EXPECT_TRUE(p.trials.empty());
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(p.schemes(), (*plans)[j].schemes()) << p.method;
+    if (i + 1 < plans->size()) {
+      EXPECT_TRUE(p.method.starts_with("mix, V weighted ")) << p.method;
+    }
+  }
+
+  // Alike layers: the greedy plan at the default weight is already the
+  // uniform one; it is offered once, first.
+  const Cache alike = plant({}, {});
+  auto alikePlans = autoPlanCandidates(alike.layers(), kShape, kDefaultAutoBits);
+  ASSERT_TRUE(alikePlans.ok());
+  for (const AutoPlan& p : *alikePlans) std::printf("alike layers: %s\n", p.method.c_str());
+  EXPECT_EQ(alikePlans->front().method, "uniform turbo5b");
+  EXPECT_EQ(std::count_if(alikePlans->begin(), alikePlans->end(),
+                          [](const AutoPlan& p) { return p.method.starts_with("uniform"); }),
+            1);
+}
+
 }  // namespace
 }  // namespace kvscope::kv

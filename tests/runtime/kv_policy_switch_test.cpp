@@ -63,6 +63,12 @@ std::unique_ptr<Probe> openProbe(const std::string& policy) {
   return probe;
 }
 
+// The backends auto's trials built (runtime/kv_auto.h): the f16 reference
+// and one per candidate, where it tried them.
+int trialBackends(const kv::AutoPlan& plan) {
+  return plan.trials.empty() ? 0 : static_cast<int>(plan.trials.size()) + 1;
+}
+
 // Logits after `token`, leaving the cache as it was.
 std::vector<float> nextLogits(Probe& p, int32_t token) {
   const uint32_t n = p.backend->cachedTokens();
@@ -342,7 +348,8 @@ TEST_F(KvPolicySwitchTest, AutoChoosesOnTheFirstPromptAndEqualsAFreshSessionUnde
   auto reply = s.generate(prompt, greedy(3), &observer);
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
   EXPECT_EQ(s.kvPolicy().toString(), "auto:10");
-  EXPECT_EQ(p->factoryCalls, 1) << "one re-encode under the choice";
+  ASSERT_NE(s.autoPlan(), nullptr);
+  EXPECT_EQ(p->factoryCalls, 1 + trialBackends(*s.autoPlan())) << "one re-encode under the choice";
   expectSettled(*p, observer, reply->tokens.back());
 }
 
@@ -373,7 +380,8 @@ TEST_F(KvPolicySwitchTest, SwitchingToAutoMeasuresTheHistory) {
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
   CountingObserver observer;
   ASSERT_TRUE(s.setKvPolicy(policyOf("auto:9"), &observer, kChunk).ok());
-  EXPECT_EQ(p->factoryCalls, 2) << "f16 to measure, then the choice";
+  ASSERT_NE(s.autoPlan(), nullptr);
+  EXPECT_EQ(p->factoryCalls, 2 + trialBackends(*s.autoPlan())) << "f16 to measure, then the choice";
   expectSettled(*p, observer, reply->tokens.back());
   // Another policy drops the plan.
   ASSERT_TRUE(s.setKvPolicy(policyOf("k=q8_0,v=q8_0"), &observer, kChunk).ok());

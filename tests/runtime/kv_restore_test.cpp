@@ -157,7 +157,16 @@ TEST_P(KvRestoreTest, ARestoredCacheGivesTheUninterruptedLogitsWithoutPrefill) {
             original->session->backend().kvLayout()->layerSchemes());
   if (original->session->autoPlan()) {
     ASSERT_NE(reopened->session->autoPlan(), nullptr);
-    EXPECT_EQ(reopened->session->autoPlan()->schemes(), original->session->autoPlan()->schemes());
+    const kv::AutoPlan &was = *original->session->autoPlan(), &now = *reopened->session->autoPlan();
+    EXPECT_EQ(now.schemes(), was.schemes());
+    EXPECT_EQ(now.method, was.method);
+    EXPECT_EQ(now.trialTokens, was.trialTokens);
+    ASSERT_EQ(now.trials.size(), was.trials.size());
+    for (size_t i = 0; i < was.trials.size(); ++i) {
+      EXPECT_EQ(now.trials[i].method, was.trials[i].method);
+      EXPECT_EQ(now.trials[i].bitsPerValue, was.trials[i].bitsPerValue);
+      EXPECT_EQ(now.trials[i].kld, was.trials[i].kld);
+    }
   }
 
   // The first reply token's logits, bit for bit.
