@@ -323,10 +323,4 @@ Expected<std::vector<AutoPlan>> autoPlanCandidates(std::span<const LayerRows> la
   return plans;
 }
 
-Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
-                                  double bits) {
-  KVS_ASSIGN_OR_RETURN(auto plans, autoPlanCandidates(layers, shape, bits));
-  return std::move(plans.front());
-}
-
 }  // namespace kvscope::kv

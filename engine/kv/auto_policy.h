@@ -102,9 +102,10 @@ struct AutoPlan {
   // How it was made: "mix, V weighted 1/3" (greedy) or "uniform turbo5b".
   std::string method;
   // Every candidate the runtime tried, this plan among them, and over how
-  // many tokens; empty where it could not try them (the first candidate).
+  // many tokens; empty where there was one candidate or they were not tried.
   std::vector<AutoTrial> trials;
   uint32_t trialTokens = 0;
+  std::string untried;  // why the candidates were not tried (then this is the first); or empty
 
   std::vector<LayerSchemes> schemes() const;
 };
@@ -134,8 +135,5 @@ Expected<double> autoBudget(double bits, std::span<const uint32_t> headDims);
 // some layer.
 Expected<std::vector<AutoPlan>> autoPlanCandidates(std::span<const LayerRows> layers,
                                                    const AutoShape& shape, double bits);
-// The first of autoPlanCandidates.
-Expected<AutoPlan> planAutoPolicy(std::span<const LayerRows> layers, const AutoShape& shape,
-                                  double bits);
 
 }  // namespace kvscope::kv

@@ -22,7 +22,8 @@ nlohmann::json autoPlanJson(const kv::AutoPlan& plan) {
   for (const kv::AutoTrial& t : plan.trials)
     trials.push_back({{"method", t.method}, {"bits_per_value", t.bitsPerValue}, {"kld", t.kld}});
   return {{"budget", plan.budget}, {"bits_per_value", plan.bitsPerValue}, {"method", plan.method},
-          {"trials", trials},      {"trial_tokens", plan.trialTokens},    {"layers", layers}};
+          {"trials", trials},      {"trial_tokens", plan.trialTokens},    {"untried", plan.untried},
+          {"layers", layers}};
 }
 
 Expected<kv::AutoPlan> parseAutoPlanJson(const nlohmann::json& json) {
@@ -45,9 +46,10 @@ Expected<kv::AutoPlan> parseAutoPlanJson(const nlohmann::json& json) {
       }
       return d;
     };
-    // Files saved before auto tried its candidates have none of these three.
+    // Files saved before auto tried its candidates have none of these.
     plan.method = json.value("method", std::string());
     plan.trialTokens = json.value("trial_tokens", 0u);
+    plan.untried = json.value("untried", std::string());
     for (const nlohmann::json& t : json.value("trials", nlohmann::json::array())) {
       plan.trials.push_back({.method = t.at("method").get<std::string>(),
                              .bitsPerValue = t.at("bits_per_value").get<double>(),

@@ -1,8 +1,7 @@
 #include "runtime/kv_auto.h"
 
 #include <algorithm>
-#include <limits>
-#include <optional>
+#include <new>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,61 +12,89 @@
 namespace kvscope::runtime {
 namespace {
 
-// The logits of the last `n` of the first `window` tokens, run again as one
-// batch by a backend under `policy` holding `measured`'s rows before them.
-// Empty (no error) where this cache cannot take the rows or forget the tokens.
-Expected<std::optional<backend::Logits>> trialLogits(const backend::Backend& measured,
-                                                     const kv::KvPolicy& policy,
-                                                     const AutoTrials& trials, uint32_t window,
-                                                     uint32_t n) {
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> b, (*trials.factory)(policy));
-  if (!measured.kvLayout() || !b->kvLayout() ||
-      !canReencode(*measured.kvLayout(), *b->kvLayout())) {
-    return std::optional<backend::Logits>();
+// Where the trials start: an f16 cache of the window's first `keep` tokens.
+// measured's rows copied and the rest forgotten where the copy can forget
+// rows; else (a sliding-window layer's ring restored from a copy keeps only
+// its last rows) those tokens run again.
+Expected<std::unique_ptr<backend::Backend>> trialStart(const backend::Backend& measured,
+                                                       const kv::KvPolicy& f16,
+                                                       const AutoTrials& trials, uint32_t keep) {
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> b, (*trials.factory)(f16));
+  if (measured.kvLayout() && b->kvLayout() && canReencode(*measured.kvLayout(), *b->kvLayout())) {
+    KVS_TRY(reencodeKv(measured, *b));
+    if (b->trim(keep).ok()) return b;
+    KVS_ASSIGN_OR_RETURN(b, (*trials.factory)(f16));
   }
-  KVS_TRY(reencodeKv(measured, *b));
-  const uint32_t keep = window - n;
-  if (keep < b->trimFloor() || !b->trim(keep).ok()) return std::optional<backend::Logits>();
   backend::Logits logits;
-  KVS_TRY(b->forward({trials.tokens.subspan(keep, n), /*allLogits=*/true}, logits));
-  return std::optional<backend::Logits>(std::move(logits));
+  KVS_TRY(b->forward({trials.tokens.first(keep)}, logits));
+  return b;
 }
 
-// Tries every candidate (see kv_auto.h) and returns the index of the best,
-// with each plan's trial recorded in every plan; nullopt where trials cannot
-// run here.
-Expected<std::optional<size_t>> tryCandidates(const backend::Backend& measured,
-                                              const kv::KvPolicy& policy, const AutoTrials& trials,
-                                              std::vector<kv::AutoPlan>& plans) {
-  const uint32_t window =
-      std::min<uint32_t>({measured.cachedTokens(), kv::kAutoCalibrationTokens,
-                          static_cast<uint32_t>(std::min<size_t>(
-                              trials.tokens.size(), std::numeric_limits<uint32_t>::max()))});
+// The logits of `tokens` run as one batch by a backend under `policy` that
+// first takes `start`'s rows.
+Expected<backend::Logits> trialLogits(const backend::Backend& start, const kv::KvPolicy& policy,
+                                      const BackendFactory& factory,
+                                      std::span<const int32_t> tokens) {
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> b, factory(policy));
+  KVS_TRY(reencodeKv(start, *b));
+  backend::Logits logits;
+  KVS_TRY(b->forward({tokens, /*allLogits=*/true}, logits));
+  return logits;
+}
+
+// Tries the candidates (kv_auto.h), recording the trials in every plan, and
+// returns the index of the best. A candidate whose trial fails is left out;
+// where no trial can run, the plans record why and the first is returned.
+// Only a stop is an error.
+Expected<size_t> tryCandidates(const backend::Backend& measured, const kv::KvPolicy& policy,
+                               const AutoTrials& trials, std::vector<kv::AutoPlan>& plans) {
+  const auto untried = [&](std::string why) -> Expected<size_t> {
+    for (kv::AutoPlan& plan : plans) plan.untried = why;
+    return size_t{0};
+  };
+  if (!trials.factory || !*trials.factory) return untried("no backend to try them on");
+  const uint32_t window = static_cast<uint32_t>(std::min<size_t>(
+      {measured.cachedTokens(), kv::kAutoCalibrationTokens, trials.tokens.size()}));
   const uint32_t n = std::min(kAutoTrialTokens, window / 2);
-  if (!trials.factory || !*trials.factory || n == 0) return std::optional<size_t>();
+  if (n == 0) return untried("too few tokens");
   const auto stopped = [&] { return trials.cancel && trials.cancel->load(); };
-  const auto& c = measured.config();
-  const std::vector<kv::LayerSchemes> f16(c.kvLayers(), {"f16", "f16"});
-  KVS_ASSIGN_OR_RETURN(auto reference,
-                       trialLogits(measured, policy.withLayers(f16), trials, window, n));
-  if (!reference) return std::optional<size_t>();
+  const auto cancelled = [] {
+    return makeError(ErrorCode::kCancelled, "stopped while auto tried its plans");
+  };
+  const std::vector<kv::LayerSchemes> allF16(measured.config().kvLayers(), {"f16", "f16"});
+  const kv::KvPolicy f16 = policy.withLayers(allF16);
+  const uint32_t keep = window - n;
+  const std::span<const int32_t> tail = trials.tokens.subspan(keep, n);
   std::vector<kv::AutoTrial> tried;
-  size_t best = 0;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    if (stopped()) return makeError(ErrorCode::kCancelled, "stopped while auto tried its plans");
-    KVS_ASSIGN_OR_RETURN(auto logits, trialLogits(measured, policy.withLayers(plans[i].schemes()),
-                                                  trials, window, n));
-    if (!logits) return std::optional<size_t>();
-    double sum = 0.0;
-    for (uint32_t r = 0; r < n; ++r) sum += klDivergence(reference->row(r), logits->row(r));
-    tried.push_back({plans[i].method, plans[i].bitsPerValue, sum / n});
-    if (tried.back().kld < tried[best].kld) best = i;
+  std::vector<size_t> triedPlan;
+  try {
+    auto start = trialStart(measured, f16, trials, keep);
+    if (!start.ok()) return untried(start.error().message);
+    auto reference = trialLogits(**start, f16, *trials.factory, tail);
+    if (!reference.ok()) return untried(reference.error().message);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (stopped()) return cancelled();
+      auto logits =
+          trialLogits(**start, policy.withLayers(plans[i].schemes()), *trials.factory, tail);
+      if (!logits.ok()) continue;
+      double sum = 0.0;
+      for (uint32_t r = 0; r < n; ++r) sum += klDivergence(reference->row(r), logits->row(r));
+      tried.push_back({plans[i].method, plans[i].bitsPerValue, sum / n});
+      triedPlan.push_back(i);
+    }
+  } catch (const std::bad_alloc&) {
+    return untried("out of memory");
   }
+  if (stopped()) return cancelled();
+  if (tried.empty()) return untried("no candidate's cache could be built");
+  size_t best = 0;
+  for (size_t t = 1; t < tried.size(); ++t)
+    if (tried[t].kld < tried[best].kld) best = t;
   for (kv::AutoPlan& plan : plans) {
     plan.trials = tried;
     plan.trialTokens = n;
   }
-  return std::optional<size_t>(best);
+  return triedPlan[best];
 }
 
 }  // namespace
@@ -108,13 +135,11 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
   for (uint32_t l = 0; l < c.kvLayers(); ++l) layers.push_back({rows[2 * l], rows[2 * l + 1]});
   KVS_ASSIGN_OR_RETURN(std::vector<kv::AutoPlan> plans,
                        kv::autoPlanCandidates(layers, shape, *policy.autoBits));
-  rows.clear();  // the trials' backends may need the memory
-  layers.clear();
+  layers.clear();  // the trials' backends may need the memory
+  rows.clear();
   size_t pick = 0;
   if (plans.size() > 1) {
-    KVS_ASSIGN_OR_RETURN(const std::optional<size_t> best,
-                         tryCandidates(backend, policy, trials, plans));
-    pick = best.value_or(0);
+    KVS_ASSIGN_OR_RETURN(pick, tryCandidates(backend, policy, trials, plans));
   }
   kv::AutoPlan plan = std::move(plans[pick]);
   const auto schemes = plan.schemes();
@@ -124,8 +149,11 @@ Expected<AutoChoice> chooseAutoPolicy(const backend::Backend& backend, const kv:
 }
 
 std::string describeAutoPlan(const kv::AutoPlan& plan) {
-  std::string s = fmt::format("auto, budget {} bits per value: chose {:.2f} on average ({})\n",
-                              plan.budget, plan.bitsPerValue, plan.method);
+  std::string s =
+      fmt::format("auto, budget {} bits per value: chose {:.2f} on average{}\n", plan.budget,
+                  plan.bitsPerValue, plan.method.empty() ? "" : fmt::format(" ({})", plan.method));
+  if (!plan.untried.empty())
+    s += fmt::format("  the candidates were not tried: {}\n", plan.untried);
   if (!plan.trials.empty()) {
     s += fmt::format("  tried on the calibration window's last {} tokens (KLD against f16):\n",
                      plan.trialTokens);

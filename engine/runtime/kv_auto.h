@@ -5,14 +5,19 @@
 // the explicit policy the backend is then rebuilt with.
 //
 // A trial, per candidate plan: a backend under the plan's policy takes the
-// measured backend's rows (reencodeKv, no forward pass), forgets the last
-// kAutoTrialTokens tokens of the calibration window and runs them again as one
-// batch; its logits against those of the same run under the f16 cache give
-// the plan's mean KLD, and the lowest wins. The rows before the trial tokens
-// come from the f16 run (a fresh prefill under the plan would carry its
-// layers' errors up the stack): the trial ranks plans, it is not `eval`.
-// Where trials cannot run (no backend factory, a cache that cannot be
-// re-encoded or trimmed there), the first candidate is taken untried.
+// f16 rows of the calibration window's first tokens (reencodeKv, no forward
+// pass) and runs its last n = min(kAutoTrialTokens, half the window) tokens
+// as one batch; its logits against those of the same run on the f16 rows
+// give the plan's mean KLD, and the lowest wins. The rows before the trial
+// tokens come from the f16 run (a fresh prefill under the plan would carry
+// its layers' errors up the stack): the trial ranks plans, it is not `eval`.
+// The f16 start is the measured backend's rows, copied and trimmed, or where
+// a copy cannot forget rows (a sliding-window layer's ring) the first tokens
+// run again. Cost: up to five backends (the f16 start, the reference and one
+// per candidate, sharing the weights), each taking the window's rows and
+// running n tokens. A candidate whose trial fails (a device that refuses its
+// kernels) is left out; where no trial can run (no backend factory, out of
+// memory), the first candidate is taken and the plan says why.
 
 #include <atomic>
 #include <cstdint>
@@ -32,7 +37,7 @@ struct AutoChoice {
   kv::KvPolicy policy;  // explicit: the plan's schemes, the auto policy's seed and attention
 };
 
-// The tokens a trial runs again: the calibration window's last ones, at most
+// The most tokens a trial runs: the calibration window's last ones, at most
 // half of it.
 inline constexpr uint32_t kAutoTrialTokens = 64;
 

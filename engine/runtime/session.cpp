@@ -319,8 +319,10 @@ void Session::report(Observer* observer) const {
   KvSnapshot kv = snapshotKv(*m_backend);
   if (m_autoPlan) {
     const kv::AutoPlan& plan = *m_autoPlan;
-    kv.autoStatus = fmt::format("auto:{} chose {}, {:.2f} bits per value on average", plan.budget,
-                                plan.method, plan.bitsPerValue);
+    kv.autoStatus = fmt::format("auto:{} chose {}{:.2f} bits per value on average", plan.budget,
+                                plan.method.empty() ? "" : plan.method + ", ", plan.bitsPerValue);
+    if (!plan.untried.empty())
+      kv.autoStatus += fmt::format(" (its candidate plans were not tried: {})", plan.untried);
     for (const kv::AutoTrial& t : plan.trials) {
       if (t.method != plan.method) continue;
       kv.autoStatus += fmt::format(

@@ -32,6 +32,7 @@ void expectPlan(const nlohmann::json& plan, double budget, size_t layers) {
   }
   EXPECT_TRUE(chosenTried) << plan.dump();
   EXPECT_EQ(plan["trial_tokens"].get<uint32_t>() > 0, !plan["trials"].empty());
+  EXPECT_EQ(plan["untried"], "") << "every command gives auto a backend to try its plans on";
   ASSERT_EQ(plan["layers"].size(), layers);
   for (const auto& l : plan["layers"]) {
     for (const char* part : {"k", "v"}) {

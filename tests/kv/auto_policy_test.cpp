@@ -59,6 +59,14 @@ Cache plant(std::vector<uint32_t> keyOutliers, std::vector<uint32_t> valueOutlie
   return c;
 }
 
+// The plan auto takes without trials: the first candidate (the greedy plan
+// at the default V weight).
+Expected<AutoPlan> firstPlan(std::span<const LayerRows> layers, const AutoShape& shape,
+                             double bits) {
+  KVS_ASSIGN_OR_RETURN(auto plans, autoPlanCandidates(layers, shape, bits));
+  return std::move(plans.front());
+}
+
 const AutoShape kShape{.layers = std::vector<KvLayerShape>(kLayers, {kHeads, kDim}), .rows = kRows};
 
 // A budget of 5.17 bits per value (what turbo4b everywhere and q8_0 for two
@@ -67,7 +75,7 @@ constexpr double kTwoPromotions = (10 * 4.5 + 2 * 8.5) / 12;
 
 TEST(AutoPolicy, PromotesTheLayersWithPlantedOutlierKeys) {
   const Cache c = plant({1, 4}, {});
-  auto plan = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  auto plan = firstPlan(c.layers(), kShape, kTwoPromotions);
   ASSERT_TRUE(plan.ok()) << plan.error().describe();
   for (uint32_t l = 0; l < 6; ++l) {
     const LayerDecision& d = plan->layers[l];
@@ -91,7 +99,7 @@ TEST(AutoPolicy, PromotesTheLayersWithPlantedOutlierKeys) {
 // measure falls as the candidates get more bits (f16 measures 0).
 TEST(AutoPolicy, MeasuresFallWithBitsAndAlikeLayersStayAlike) {
   const Cache c = plant({}, {});
-  auto plan = planAutoPolicy(c.layers(), kShape, 4.5);
+  auto plan = firstPlan(c.layers(), kShape, 4.5);
   ASSERT_TRUE(plan.ok()) << plan.error().describe();
   for (const LayerDecision& d : plan->layers) {
     EXPECT_EQ(d.key.scheme, "turbo4b");
@@ -108,7 +116,7 @@ TEST(AutoPolicy, MeasuresFallWithBitsAndAlikeLayersStayAlike) {
 
 TEST(AutoPolicy, ValueSpikesDoNotOutrankKeys) {
   const Cache c = plant({}, {2});
-  auto plan = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  auto plan = firstPlan(c.layers(), kShape, kTwoPromotions);
   ASSERT_TRUE(plan.ok()) << plan.error().describe();
   for (const LayerDecision& d : plan->layers) EXPECT_FALSE(d.value.promoted);
 }
@@ -117,7 +125,7 @@ TEST(AutoPolicy, BudgetBoundsThePlan) {
   const Cache c = plant({0}, {3});
   double previous = 0.0;
   for (double budget : {3.5, 4.0, 5.0, 6.5, 9.0, 16.0}) {
-    auto plan = planAutoPolicy(c.layers(), kShape, budget);
+    auto plan = firstPlan(c.layers(), kShape, budget);
     ASSERT_TRUE(plan.ok()) << plan.error().describe();
     EXPECT_LE(plan->bitsPerValue, budget + 1e-9);
     EXPECT_GE(plan->bitsPerValue, previous);  // more budget is never spent on less
@@ -126,14 +134,14 @@ TEST(AutoPolicy, BudgetBoundsThePlan) {
     for (const auto& d : plan->layers) sum += d.key.bits + d.value.bits;
     EXPECT_DOUBLE_EQ(plan->bitsPerValue, sum / 12);
   }
-  auto everything = planAutoPolicy(c.layers(), kShape, 16.0);
+  auto everything = firstPlan(c.layers(), kShape, 16.0);
   for (const auto& d : everything->layers) EXPECT_EQ(d.key.scheme, "f16");
-  auto tooSmall = planAutoPolicy(c.layers(), kShape, 3.0);
+  auto tooSmall = firstPlan(c.layers(), kShape, 3.0);
   ASSERT_FALSE(tooSmall.ok());
   EXPECT_NE(tooSmall.error().message.find("turbo3b"), std::string::npos);
   auto wrongSize = c.layers();
   wrongSize[2].key = wrongSize[2].key.first(10);
-  EXPECT_FALSE(planAutoPolicy(wrongSize, kShape, 5.0).ok());
+  EXPECT_FALSE(firstPlan(wrongSize, kShape, 5.0).ok());
 }
 
 // Sliding-window layers (0, 2, 4 here) keep a ring of 5% of the context's
@@ -147,7 +155,7 @@ TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
   AutoShape shape = kShape;
   shape.layerShare = {0.05, 1.0, 0.05, 1.0, 0.05, 1.0};
   constexpr double kBudget = kDefaultAutoBits;
-  auto plan = planAutoPolicy(c.layers(), shape, kBudget);
+  auto plan = firstPlan(c.layers(), shape, kBudget);
   ASSERT_TRUE(plan.ok()) << plan.error().describe();
   double weighted = 0.0, shares = 0.0;
   double windowBits[2] = {INFINITY, INFINITY}, globalBits[2] = {0.0, 0.0};
@@ -173,7 +181,7 @@ TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
   EXPECT_GT(windowBits[1], 4.5) << "V went past turbo4b where it is cheap";
   EXPECT_NEAR(plan->bitsPerValue, weighted / shares, 1e-12);
   EXPECT_LE(plan->bitsPerValue, kBudget + 1e-9);
-  auto flat = planAutoPolicy(c.layers(), kShape, kBudget);
+  auto flat = firstPlan(c.layers(), kShape, kBudget);
   ASSERT_TRUE(flat.ok());
   // Alike layers and parts at 5.5 bits: the uniform 5.5-bit code, not a mix
   // of cheaper and dearer ones (distortion is convex in the rate).
@@ -182,7 +190,7 @@ TEST(AutoPolicy, WindowLayersBitsCostTheirShareOfTheContext) {
     EXPECT_EQ(d.value.scheme, "turbo5b");
   }
   shape.layerShare.pop_back();
-  EXPECT_FALSE(planAutoPolicy(c.layers(), shape, kBudget).ok());
+  EXPECT_FALSE(firstPlan(c.layers(), shape, kBudget).ok());
 }
 
 // Layers of different shapes (Gemma 4's: a few global layers with fewer,
@@ -206,7 +214,7 @@ TEST(AutoPolicy, LayersOfDifferentShapesWeighTheirBitsByTheValuesTheyHold) {
   for (size_t l = 0; l < shapes.size(); ++l) layers.push_back({keys[l], values[l]});
   const AutoShape shape{.layers = shapes, .rows = kRows};
   constexpr double kBudget = 6.0;
-  auto plan = planAutoPolicy(layers, shape, kBudget);
+  auto plan = firstPlan(layers, shape, kBudget);
   ASSERT_TRUE(plan.ok()) << plan.error().describe();
   // Each part's bits: its scheme's at the layer's own width.
   double bits = 0.0, held = 0.0;
@@ -224,9 +232,9 @@ TEST(AutoPolicy, LayersOfDifferentShapesWeighTheirBitsByTheValuesTheyHold) {
   EXPECT_LE(plan->bitsPerValue, kBudget + 1e-9);
   AutoShape uniform = shape;
   uniform.layers.assign(3, {1, 64});
-  EXPECT_FALSE(planAutoPolicy(layers, uniform, kBudget).ok());
+  EXPECT_FALSE(firstPlan(layers, uniform, kBudget).ok());
   uniform.layers.pop_back();
-  EXPECT_FALSE(planAutoPolicy(layers, uniform, kBudget).ok());
+  EXPECT_FALSE(firstPlan(layers, uniform, kBudget).ok());
 }
 
 // The candidates: the greedy plan at each weight of kAutoValueWeights, then
@@ -240,7 +248,7 @@ TEST(AutoPolicy, CandidatesAreTheGreedyMixesThenTheUniformPlan) {
   auto plans = autoPlanCandidates(c.layers(), kShape, kTwoPromotions);
   ASSERT_TRUE(plans.ok()) << plans.error().describe();
   ASSERT_GE(plans->size(), 2u);
-  auto first = planAutoPolicy(c.layers(), kShape, kTwoPromotions);
+  auto first = firstPlan(c.layers(), kShape, kTwoPromotions);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->schemes(), plans->front().schemes());
   EXPECT_EQ(plans->front().method, "mix, V weighted 1/3");

@@ -8,7 +8,8 @@
 //     and each is within 1.5x of eval's KLD for that plan's explicit policy over
 //     the same 64 predictions (eval runs the whole text under the policy, so
 //     earlier layers' errors reach the rows too: near, not equal);
-//   - without a backend factory, the first candidate is taken untried.
+//   - without a backend factory, the first candidate is taken untried, and
+//     the plan says why.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -64,6 +65,8 @@ TEST(AutoTrials, TheCandidateWithTheLowestTrialKldIsTaken) {
   ASSERT_TRUE(untried.ok()) << untried.error().describe();
   EXPECT_TRUE(untried->plan.trials.empty());
   EXPECT_EQ(untried->plan.method, "mix, V weighted 1/3");
+  EXPECT_EQ(untried->plan.untried, "no backend to try them on");
+  EXPECT_EQ(plan.untried, "");
 
   ASSERT_GE(plan.trials.size(), 3u) << "the demo model's candidates at 4.5 bits";
   EXPECT_EQ(plan.trialTokens, runtime::kAutoTrialTokens);
@@ -88,16 +91,8 @@ TEST(AutoTrials, TheCandidateWithTheLowestTrialKldIsTaken) {
     const auto tried = std::find_if(plan.trials.begin(), plan.trials.end(),
                                     [&](const kv::AutoTrial& t) { return t.method == method; });
     ASSERT_NE(tried, plan.trials.end()) << method;
-    auto candidates = runtime::chooseAutoPolicy(**f16, policyOf("auto:4.5"), {});
-    ASSERT_TRUE(candidates.ok());
-    kv::KvPolicy explicitPolicy = policyOf("auto:4.5");
-    if (method.starts_with("uniform")) {
-      explicitPolicy = policyOf("kv=turbo4b");
-    } else {
-      explicitPolicy = candidates->policy;
-    }
     runtime::BackendChoice choice = cpu;
-    choice.kvPolicy = explicitPolicy;
+    choice.kvPolicy = method.starts_with("uniform") ? policyOf("kv=turbo4b") : untried->policy;
     auto full = runtime::evaluateKvPolicy(model, tokens, choice, {.prefill = kPrefill});
     ASSERT_TRUE(full.ok()) << full.error().describe();
     double sum = 0.0;

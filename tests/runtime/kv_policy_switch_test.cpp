@@ -63,10 +63,10 @@ std::unique_ptr<Probe> openProbe(const std::string& policy) {
   return probe;
 }
 
-// The backends auto's trials built (runtime/kv_auto.h): the f16 reference
-// and one per candidate, where it tried them.
+// The backends auto's trials built (runtime/kv_auto.h): the f16 start, the
+// f16 reference and one per candidate, where it tried them.
 int trialBackends(const kv::AutoPlan& plan) {
-  return plan.trials.empty() ? 0 : static_cast<int>(plan.trials.size()) + 1;
+  return plan.trials.empty() ? 0 : static_cast<int>(plan.trials.size()) + 2;
 }
 
 // Logits after `token`, leaving the cache as it was.
@@ -349,6 +349,7 @@ TEST_F(KvPolicySwitchTest, AutoChoosesOnTheFirstPromptAndEqualsAFreshSessionUnde
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
   EXPECT_EQ(s.kvPolicy().toString(), "auto:10");
   ASSERT_NE(s.autoPlan(), nullptr);
+  EXPECT_EQ(s.autoPlan()->untried, "");
   EXPECT_EQ(p->factoryCalls, 1 + trialBackends(*s.autoPlan())) << "one re-encode under the choice";
   expectSettled(*p, observer, reply->tokens.back());
 }

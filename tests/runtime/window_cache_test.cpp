@@ -17,6 +17,7 @@
 #include "gpu/device_info.h"
 #include "kv/auto_policy.h"
 #include "model/synthetic_model.h"
+#include "runtime/kv_auto.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session_load.h"
 #include "support/gemma4_spec.h"
@@ -200,6 +201,11 @@ TEST_P(WindowCacheTest, AutoWeighsTheWindowLayerByItsRing) {
   }
   EXPECT_NEAR(plan->bitsPerValue, weighted / shares, 1e-9);
   EXPECT_LE(plan->bitsPerValue, plan->budget + 1e-9);
+  // Its candidates were tried, though a copy of a ring cannot forget rows
+  // (the trials then run the window's first tokens again).
+  EXPECT_EQ(plan->untried, "");
+  EXPECT_GE(plan->trials.size(), 2u);
+  EXPECT_EQ(plan->trialTokens, runtime::kAutoTrialTokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WindowCacheTest, testing::Values("cpu", "vulkan"));
