@@ -213,11 +213,12 @@ Status CpuStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool ow
       .window = spec.window,
       .sinks = spec.sinks ? m_b.floats(*spec.sinks).data() : nullptr};
   // A decode step with the indexer on attends the rows it selects; a window
-  // layer's few rows are attended whole. The step shown per cache layer is
-  // its owner's; a KV-shared layer selects for its own query, unrecorded.
+  // layer's few rows, and the first layers (IndexerOptions::denseLayers),
+  // are attended whole. The step shown per cache layer is its owner's; a
+  // KV-shared layer selects for its own query, unrecorded.
   IndexerLayerStep shared;
   IndexerLayerStep& step = owner ? m_b.m_indexerStep.layers[l] : shared;
-  if (m_b.m_indexer.enabled() && m_n == 1 && spec.window != 0) {
+  if (m_b.m_indexer.enabled() && m_n == 1 && (spec.window != 0 || !m_b.m_indexer.selects(l))) {
     step.heads.assign(spec.nHeadKv, {});  // every row of the window
     step.capturedMass = m_b.m_indexer.diagnostic ? 1.0 : -1.0;
   } else if (m_b.m_indexer.enabled() && m_n == 1) {

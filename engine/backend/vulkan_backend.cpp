@@ -230,8 +230,9 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
   for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     IndexerLayerStep& step = m_indexerStep.layers[l];
     step.heads.resize(c.headsKvOf(l));
-    // A window layer attends its window whole; its lists were not written.
-    if (!selected || !ix.indexes(l)) {
+    // A window layer attends its window whole, as do the first layers; their
+    // lists were not written.
+    if (!selected || !ix.indexes(l) || !m_indexer.selects(l)) {
       step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
       continue;
     }

@@ -285,8 +285,10 @@ Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool
                           model::OpName name) {
   VulkanBackend& b = m_b;
   const gpu::IndexerBuffers* index = b.m_index.get();
-  // m_selectStep implies the indexer is on; only global layers are indexed.
-  const bool indexed = b.m_selectStep && index->indexes(spec.layer);
+  // m_selectStep implies the indexer is on; only global layers are indexed,
+  // and the first ones attend whole (IndexerOptions::denseLayers).
+  const bool indexed =
+      b.m_selectStep && index->indexes(spec.layer) && b.m_indexer.selects(spec.layer);
   std::optional<gpu::BufferRange> sinks;
   if (spec.sinks) sinks.emplace(b.m_shared->vector(*spec.sinks));
   const gpu::SparseAttention sparse{.sparseV = b.m_indexer.sparseV,

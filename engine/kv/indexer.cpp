@@ -80,6 +80,8 @@ std::string IndexerOptions::policyItems() const {
   std::string s;
   if (enabled()) s += ",indexer=" + selectionText();
   if (scorerText() != IndexerOptions{}.scorerText()) s += ",indexer_scorer=" + scorerText();
+  if (denseLayers != IndexerOptions{}.denseLayers)
+    s += fmt::format(",indexer_dense={}", denseLayers);
   if (sparseV > 0.0f) s += fmt::format(",sparse_v={}", sparseV);
   return s;
 }

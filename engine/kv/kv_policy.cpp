@@ -128,10 +128,11 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
       continue;
     }
     if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
-        base != "seed" && base != "indexer" && base != "indexer_scorer" && base != "sparse_v") {
+        base != "seed" && base != "indexer" && base != "indexer_scorer" &&
+        base != "indexer_dense" && base != "sparse_v") {
       return badItem(item,
                      "unknown key (known: auto[:BITS], k, v, kv, k@L, v@L, kv@L, boundary, "
-                     "two_phase, seed, indexer, indexer_scorer, sparse_v)");
+                     "two_phase, seed, indexer, indexer_scorer, indexer_dense, sparse_v)");
     }
     if (at == std::string_view::npos && !seen.emplace(key).second)
       return badItem(item, "given twice");
@@ -155,6 +156,11 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
       p.attention.sparseV = std::strtof(number.c_str(), &end);
       if (end != number.c_str() + number.size()) p.attention.sparseV = NAN;
       if (auto st = p.attention.check(); !st.ok()) return badItem(item, st.error().message);
+      continue;
+    }
+    if (base == "indexer_dense") {
+      if (at != std::string_view::npos || !parseNumber(value, p.attention.denseLayers))
+        return badItem(item, "indexer_dense must be a layer count");
       continue;
     }
     if (base == "seed") {

@@ -81,6 +81,7 @@ kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
   o.window = 4;
   o.sinks = 4;
   o.sparseV = 0.01f;
+  o.denseLayers = 0;  // every layer selects: the kernels are what is vetted
   return o;
 }
 

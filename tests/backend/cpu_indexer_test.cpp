@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu_backend.h"
@@ -47,7 +49,9 @@ TEST(CpuIndexer, ABudgetOfEveryRowIsDenseAttentionBitForBit) {
     auto covered = backend::CpuBackend::create(
         model, {.threads = 2, .kvSchemes = schemes, .indexer = {.topK = 300}});
     auto sparse = backend::CpuBackend::create(
-        model, {.threads = 2, .kvSchemes = schemes, .indexer = {.topK = 32, .window = 16}});
+        model, {.threads = 2,
+                .kvSchemes = schemes,
+                .indexer = {.topK = 32, .window = 16, .denseLayers = 0}});
     ASSERT_TRUE(dense.ok() && covered.ok() && sparse.ok());
     const auto want = decodeRun(**dense), same = decodeRun(**covered), other = decodeRun(**sparse);
     for (size_t s = 0; s < want.size(); ++s) {
@@ -71,6 +75,41 @@ TEST(CpuIndexer, ABudgetOfEveryRowIsDenseAttentionBitForBit) {
       EXPECT_LT(layer.capturedMass, 0.0) << "not in diagnostic mode";
     }
   }
+}
+
+// The first denseLayers cache layers attend every row: with the default 2
+// of the demo model's 4, layers 0 and 1 report no selection (every row) and
+// layers 2 and 3 select; with all 4 dense the run is dense attention bit for
+// bit, and keeping none dense changes the logits.
+TEST(CpuIndexer, TheFirstLayersAttendEveryRow) {
+  const auto model = openDemoModel();
+  ASSERT_TRUE(model);
+  const std::vector<kv::LayerSchemes> schemes(model->config().nLayer, {"f16", "turbo4"});
+  const auto run = [&](std::optional<uint32_t> denseLayers) {
+    kv::IndexerOptions indexer{.topK = 32, .window = 16};
+    if (denseLayers) indexer.denseLayers = *denseLayers;
+    auto b = backend::CpuBackend::create(model,
+                                         {.threads = 2,
+                                          .kvSchemes = schemes,
+                                          .indexer = denseLayers ? indexer : kv::IndexerOptions{}});
+    EXPECT_TRUE(b.ok());
+    auto logits = decodeRun(**b);
+    return std::make_pair(std::move(logits), (*b)->indexerStep());
+  };
+  ASSERT_EQ(kv::IndexerOptions{}.denseLayers, 2u);
+  const auto [mixed, step] = run(2);
+  ASSERT_EQ(step.layers.size(), 4u);
+  for (uint32_t l = 0; l < 4; ++l) {
+    for (const auto& runs : step.layers[l].heads) EXPECT_EQ(runs.empty(), l < 2) << "layer " << l;
+  }
+  const auto dense = run(std::nullopt).first, allDense = run(4).first, none = run(0).first;
+  ASSERT_EQ(dense.size(), allDense.size());
+  for (size_t s = 0; s < dense.size(); ++s) {
+    ASSERT_EQ(0, std::memcmp(dense[s].data(), allDense[s].data(), dense[s].size() * sizeof(float)))
+        << "step " << s;
+  }
+  EXPECT_NE(mixed.back(), dense.back());
+  EXPECT_NE(mixed.back(), none.back());
 }
 
 // One KV head, two query heads: page 5 holds keys along query head 0,

@@ -32,7 +32,10 @@ TEST_F(CliIndexer, ProbeJsonHasEveryKey) {
   EXPECT_EQ(j["ctx"], 600);
   EXPECT_EQ(j["indexer"], "64:64:4");
   EXPECT_GT(j["captured_mass"].get<double>(), 0.0);
-  EXPECT_LT(j["rows_read"].get<double>(), 0.5) << "about 132 of ~590 rows";
+  // Two of the five layers attend every row (indexer_dense's default), three
+  // about 132 of ~590.
+  EXPECT_GT(j["rows_read"].get<double>(), 0.4);
+  EXPECT_LT(j["rows_read"].get<double>(), 0.6);
   // Without an indexer the test run is the dense run.
   r = runCli("probe -m " + kModel + " --ctx 300 --json");
   ASSERT_EQ(r.exitCode, 0) << r.err;

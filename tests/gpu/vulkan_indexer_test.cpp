@@ -136,9 +136,11 @@ TEST(VulkanIndexer, SelectsAndAttendsTheRowsTheCpuBackendDoes) {
       EXPECT_EQ(gpuBytes[l].keyBytes.sidecar, cpuBytes[l].keyBytes.sidecar) << "layer " << l;
       EXPECT_EQ(gpuBytes[l].valueBytes.sidecar, 0u);
     }
+    // The first two layers attend every row (IndexerOptions::denseLayers).
     const auto& last = got.steps.back().layers;
     ASSERT_EQ(last.size(), model->config().nLayer);
-    EXPECT_FALSE(last[0].heads.at(0).empty()) << "a sparse step";
+    EXPECT_TRUE(last[1].heads.at(0).empty()) << "a dense layer";
+    EXPECT_FALSE(last[2].heads.at(0).empty()) << "a sparse step";
     backend::LogitComparison c;
     for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
     std::printf("%s sparse_v %.2f %s: max %.2e mean %.2e argmax %u/%u\n", key, sparseV,
@@ -225,7 +227,7 @@ model::SyntheticModelSpec gemma3Spec(uint32_t layers, uint32_t period, uint32_t 
 TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
   const auto model = openSyntheticModel(gemma3Spec(4, 2, 29), "indexer-gemma3");
   ASSERT_TRUE(model);
-  Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .diagnostic = true});
+  Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .denseLayers = 0, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
   const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
   ASSERT_EQ(got.steps.size(), 100u);
@@ -257,7 +259,8 @@ TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
 TEST(VulkanIndexer, KvSharedLayersSelectForTheirOwnQueries) {
   const auto model = openSyntheticModel(smallGemma4Spec(24, 31), "indexer-gemma4");
   ASSERT_TRUE(model);
-  Pair p = makePair(model, "q8_0", {.topK = 32, .window = 16, .diagnostic = true});
+  Pair p =
+      makePair(model, "q8_0", {.topK = 32, .window = 16, .denseLayers = 0, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
   const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
   ASSERT_EQ(got.steps.size(), 100u);

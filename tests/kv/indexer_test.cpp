@@ -137,11 +137,23 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
   EXPECT_EQ(p->attention.pageScore, PageScore::kMeanStd) << "the default";
   EXPECT_EQ(KvPolicy::parse(scored->toString())->attention, scored->attention)
       << scored->toString();
+  // The first layers kept dense: 2 unless given, written only when not 2.
+  EXPECT_EQ(p->attention.denseLayers, 2u);
+  EXPECT_EQ(p->toString().find("indexer_dense"), std::string::npos) << p->toString();
+  auto dense = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_dense=0");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(dense->attention.denseLayers, 0u);
+  EXPECT_NE(dense->toString().find("indexer_dense=0"), std::string::npos) << dense->toString();
+  EXPECT_EQ(KvPolicy::parse(dense->toString())->attention, dense->attention);
+  EXPECT_FALSE(dense->attention.selects(0) == p->attention.selects(0));
+  EXPECT_TRUE(p->attention.selects(2) && !p->attention.selects(1));
   auto plain = KvPolicy::parse("k=q8_0,v=turbo4");
   EXPECT_TRUE(plain->sameCache(*p));
   EXPECT_FALSE(KvPolicy::parse("k=q8_0,v=turbo3")->sameCache(*p));
-  for (const char* bad : {"indexer=abc", "sparse_v=1.5", "sparse_v=-1", "indexer@2=5",
-                          "indexer_scorer=nope", "indexer=5,indexer=6"})
+  for (const char* bad :
+       {"indexer=abc", "sparse_v=1.5", "sparse_v=-1", "indexer@2=5", "indexer_scorer=nope",
+        "indexer=5,indexer=6", "indexer_dense=two", "indexer_dense=-1", "indexer_dense@1=2",
+        "indexer_dense=1,indexer_dense=2"})
     EXPECT_FALSE(KvPolicy::parse(bad).ok()) << bad;
 }
 
