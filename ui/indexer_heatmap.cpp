@@ -15,11 +15,14 @@ constexpr int kAxisWidth = 28;    // layer labels on the left
 constexpr int kLegendHeight = 22;  // swatches above the plot
 constexpr int kFooterHeight = 16;  // position labels below
 
-// Where positions [first, last] stand: with a sink or a row of the recent window (both
-// always attended), else among the rows picked by score.
-enum class Zone { kSink, kWindow, kPicked };
+// Where positions [first, last] of a layer stand: in one of the first layers,
+// which attend every row (IndexerOptions::denseLayers), with a sink or a row
+// of the recent window (both always attended), else among the rows picked by
+// score.
+enum class Zone { kDense, kSink, kWindow, kPicked };
 
-Zone zoneOf(const runtime::IndexerSnapshot& r, quint32 first, quint32 last) {
+Zone zoneOf(const runtime::IndexerSnapshot& r, int layer, quint32 first, quint32 last) {
+  if (!r.options.selects(static_cast<uint32_t>(layer))) return Zone::kDense;
   if (first < r.options.sinks) return Zone::kSink;
   if (quint64(last) + r.options.window >= r.step.rows) return Zone::kWindow;
   return Zone::kPicked;
@@ -28,6 +31,8 @@ Zone zoneOf(const runtime::IndexerSnapshot& r, quint32 first, quint32 last) {
 QColor zoneColor(Zone zone) {
   const ThemeColors& c = themeColors();
   switch (zone) {
+    case Zone::kDense:
+      return c.muted;
     case Zone::kSink:
       return c.warning;
     case Zone::kWindow:
@@ -91,11 +96,12 @@ void IndexerHeatmap::paintEvent(QPaintEvent*) {
   QPainter p(this);
   const ThemeColors& c = themeColors();
   p.setFont(scaledFont(0.8));
-  // Legend: what the three colours mean.
+  // Legend: what the four colours mean.
   int x = kAxisWidth;
-  for (const auto& [zone, label] : {std::pair{Zone::kSink, tr("sinks")},
-                                    std::pair{Zone::kPicked, tr("picked by score")},
-                                    std::pair{Zone::kWindow, tr("recent window")}}) {
+  for (const auto& [zone, label] :
+       {std::pair{Zone::kSink, tr("sinks")}, std::pair{Zone::kPicked, tr("picked by score")},
+        std::pair{Zone::kWindow, tr("recent window")},
+        std::pair{Zone::kDense, tr("dense layer")}}) {
     p.fillRect(QRect(x, 5, 10, 10), zoneColor(zone));
     p.setPen(c.muted);
     p.drawText(QPoint(x + 14, 14), label);
@@ -119,7 +125,7 @@ void IndexerHeatmap::paintEvent(QPaintEvent*) {
       const auto last = static_cast<quint32>(quint64(col + 1) * rows / columns) - 1;
       const float v = value(l, first, last);
       if (v <= 0.0f) continue;
-      QColor color = zoneColor(zoneOf(report, first, last));
+      QColor color = zoneColor(zoneOf(report, l, first, last));
       color.setAlphaF(std::clamp(0.3f + 0.7f * v, 0.0f, 1.0f));
       p.fillRect(QRect(QPoint(left, top), QPoint(std::max(left, right - 1), bottom - 1 - gap)),
                  color);
@@ -157,7 +163,11 @@ QString IndexerHeatmap::describe(const QPoint& point) const {
     often += m_history.frequency(layer, p);
   }
   const float n = float(last - first + 1);
-  switch (zoneOf(m_history.last(), first, last)) {
+  switch (zoneOf(m_history.last(), layer, first, last)) {
+    case Zone::kDense:
+      text += QStringLiteral("<br>") + tr("A dense layer (indexer_dense=%1): it attends every row.")
+                                           .arg(m_history.last().options.denseLayers);
+      break;
     case Zone::kSink:
       text += QStringLiteral("<br>") + tr("An attention sink: always attended.");
       break;

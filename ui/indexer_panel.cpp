@@ -130,10 +130,15 @@ void IndexerPanel::showReport(const IndexerReport& report) {
 void IndexerPanel::updateSummary() {
   const runtime::IndexerSnapshot& r = m_history.last();
   const QLocale locale;
-  m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3 · "
-                        "%4% of %5 cached rows read in the last step")
+  // The first layers attend every row (IndexerOptions::denseLayers).
+  const uint32_t dense = r.options.denseLayers;
+  const QString whole = dense == 0   ? QString()
+                        : dense == 1 ? tr("; layer 0 reads every row")
+                                     : tr("; layers 0–%1 read every row").arg(dense - 1);
+  m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3%4 · "
+                        "%5% of %6 cached rows read in the last step")
                          .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),
-                              locale.toString(r.options.window),
+                              locale.toString(r.options.window), whole,
                               locale.toString(100.0 * m_history.rowsRead(), 'f', 1),
                               locale.toString(r.step.rows)));
   const double mass = m_history.lastMass();

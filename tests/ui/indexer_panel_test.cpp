@@ -1,8 +1,9 @@
 // The Indexer panel from hand-built IndexerReports: the history's per-position shares
 // (last step and frequency over the window, worked out by hand), token texts arriving in
 // pieces and cut back on an edit, binning when there are more positions than pixels,
-// the hover text, the captured-mass readout, the empty state when the indexer is off, and
-// the Scheme panel's sparse-attention pickers (applied without Apply, codecs unchanged).
+// the hover text (a dense layer's too), the captured-mass readout, the empty state when the indexer
+// is off, and the Scheme panel's sparse-attention pickers (applied without Apply, codecs
+// unchanged).
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
@@ -27,6 +28,7 @@ IndexerReport report(quint32 rows, double mass = -1.0) {
   r.indexer.options.topK = 16;
   r.indexer.options.window = 8;
   r.indexer.options.sinks = 4;
+  r.indexer.options.denseLayers = 0;
   kvscope::backend::IndexerLayerStep l0, l1;
   l0.heads = {{{0, 4}, {rows - 8, rows}}, {}};
   l1.heads = {{{0, 4}, {20, 36}, {rows - 8, rows}}, {{0, 4}, {20, 36}, {rows - 8, rows}}};
@@ -141,6 +143,15 @@ class IndexerPanelTest : public QObject {
     int xw = 0;
     while (xw < map->width() && map->positionsAt(xw).first != 97) ++xw;
     QVERIFY(map->describe({xw, y}).contains(QStringLiteral("recent window")));
+    // With the first layer kept dense, its positions say so; layer 1's do not.
+    r.indexer.options.denseLayers = 1;
+    panel.showReport(r);
+    const QString dense = map->describe({x, map->height() / 4 + 10});
+    QVERIFY2(dense.contains(QStringLiteral("Layer 0")), qPrintable(dense));
+    QVERIFY2(dense.contains(QStringLiteral("indexer_dense=1")), qPrintable(dense));
+    QVERIFY(!map->describe({x, y}).contains(QStringLiteral("indexer_dense")));
+    QVERIFY2(summary->text().contains(QStringLiteral("layer 0 reads every row")),
+             qPrintable(summary->text()));
     // The indexer turned off: back to the empty state.
     panel.setIndexerEnabled(false);
     QVERIFY(!panel.hasContent());
