@@ -27,11 +27,11 @@
 // measure gave V 0.23x K's weight on the demo model and 0.81x on the 4K
 // recall model; at 5.5 bits the greedy plan fit to the demo model had 1.84x
 // the KLD of uniform turbo5b on the recall model, while uniform turbo5b had
-// 1.55x the greedy plan's on the demo model. So the planner offers one greedy plan
-// per weight of kAutoValueWeights, and the uniform plan (every part at the
-// dearest candidate the budget buys: distortion is convex in the rate, so a
-// mix must earn its place), and the runtime keeps the one whose KLD it
-// measures lowest on the model itself (runtime/kv_auto.h).
+// 1.55x the greedy plan's on the demo model. So the planner offers one
+// greedy plan per weight of kAutoValueWeights, and the uniform plan (every
+// part at the dearest candidate the budget buys: distortion is convex in the
+// rate, so a mix must earn its place), and the runtime keeps the one whose
+// KLD it measures lowest on the model itself (runtime/kv_auto.h).
 // A part is "promoted" when its scheme has more bits than the scheme that
 // holds most of that part's values (the common scheme: a window layer's ring
 // counts by its share); its reason names its error at the common scheme
