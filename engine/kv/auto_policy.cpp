@@ -150,11 +150,14 @@ struct Measured {
   double budget = 0.0;
 
   double bitsAt(size_t part, size_t level) const { return bits[part / 2][level]; }
-  double average(const std::vector<size_t>& level) const {
-    double total = 0.0;
-    for (size_t i = 0; i < level.size(); ++i) total += weight[i] * bitsAt(i, level[i]);
-    return total / weights;
+  // sum over parts of weight x bits: the plan's bits times `weights`.
+  double total(const std::vector<size_t>& level) const {
+    double sum = 0.0;
+    for (size_t i = 0; i < level.size(); ++i) sum += weight[i] * bitsAt(i, level[i]);
+    return sum;
   }
+  // Whether a plan of this total keeps the budget (rounding forgiven).
+  bool fits(double planTotal) const { return planTotal <= budget * weights * (1.0 + 1e-12) + 1e-9; }
 };
 
 Expected<Measured> measureLayers(std::span<const LayerRows> layers, const AutoShape& shape,
@@ -223,9 +226,7 @@ Expected<Measured> measureLayers(std::span<const LayerRows> layers, const AutoSh
 std::vector<size_t> planGreedy(const Measured& m, double valueWeight) {
   const size_t nParts = m.errors.size();
   std::vector<size_t> level(nParts, 0);
-  double total = 0.0;
-  for (size_t i = 0; i < nParts; ++i) total += m.weight[i] * m.bitsAt(i, 0);
-  const double limit = m.budget * m.weights * (1.0 + 1e-12) + 1e-9;
+  double total = m.total(level);
   for (;;) {
     double bestGain = 0.0;
     size_t bestPart = nParts, bestLevel = 0;
@@ -233,7 +234,7 @@ std::vector<size_t> planGreedy(const Measured& m, double valueWeight) {
       const double errorWeight = i % 2 == 0 ? 1.0 : valueWeight;
       for (size_t c = level[i] + 1; c < kCandidates.size(); ++c) {
         const double added = m.weight[i] * (m.bitsAt(i, c) - m.bitsAt(i, level[i]));
-        if (total + added > limit) continue;
+        if (!m.fits(total + added)) continue;
         const double gain =
             errorWeight * (m.errors[i][level[i]] - m.errors[i][c]) / std::max(added, 1e-9);
         if (gain > bestGain) {
@@ -257,7 +258,7 @@ std::vector<size_t> planUniform(const Measured& m) {
   std::vector<size_t> level(m.errors.size(), 0);
   for (size_t c = 1; c < kCandidates.size(); ++c) {
     const std::vector<size_t> next(m.errors.size(), c);
-    if (m.average(next) > m.budget * (1.0 + 1e-12) + 1e-9) break;
+    if (!m.fits(m.total(next))) break;
     level = next;
   }
   return level;
@@ -265,7 +266,8 @@ std::vector<size_t> planUniform(const Measured& m) {
 
 AutoPlan makePlan(const Measured& m, const std::vector<size_t>& level, std::string method) {
   const size_t nLayers = m.bits.size();
-  AutoPlan plan{.budget = m.budget, .bitsPerValue = m.average(level), .method = std::move(method)};
+  AutoPlan plan{
+      .budget = m.budget, .bitsPerValue = m.total(level) / m.weights, .method = std::move(method)};
   plan.layers.resize(nLayers);
   for (uint32_t part = 0; part < 2; ++part) {
     // The scheme holding most of this part's values at the context (ties:

@@ -13,8 +13,8 @@
 // its layers' errors up the stack): the trial ranks plans, it is not `eval`.
 // The f16 start is the measured backend's rows, copied and trimmed, or where
 // a copy cannot forget rows (a sliding-window layer's ring) the first tokens
-// run again. Cost: up to five backends (the f16 start, the reference and one
-// per candidate, sharing the weights), each taking the window's rows and
+// run again. Cost: up to six backends (the f16 start, the reference and one
+// per candidate, at most four; they share the weights), each taking the window's rows and
 // running n tokens. A candidate whose trial fails (a device that refuses its
 // kernels) is left out; where no trial can run (no backend factory, out of
 // memory), the first candidate is taken and the plan says why.
