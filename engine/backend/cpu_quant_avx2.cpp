@@ -517,7 +517,9 @@ void fusedTileInt8(const uint8_t* w, size_t rowBytes, const ActBlock* x, size_t 
       off[r][t] = 0.0f;
     }
   for (size_t b = 0; b < in / F::kValues; ++b) {
-    float scale[R][kGroups], offset[R][kGroups];
+    // Zeroed although scales() writes every entry: GCC 12 with AVX-512 cannot
+    // see that through iq4_xs's loop and warns (-Wmaybe-uninitialized).
+    float scale[R][kGroups] = {}, offset[R][kGroups];
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) F::scales(w + r * rowBytes + b * F::kBytes, scale[r], offset[r]);
 #pragma GCC unroll 8
