@@ -77,7 +77,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.dim, cfg.kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(cfg.heads * hd, cfg.dim, bias=False)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, keep=None):
         b, t, _ = x.shape
         c = self.cfg
         q = self.q_proj(x).view(b, t, c.heads, c.head_dim).transpose(1, 2)
@@ -88,8 +88,10 @@ class Attention(nn.Module):
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim) + mask
-        out = F.softmax(scores, dim=-1) @ v
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, c.dim))
+        probs = F.softmax(scores, dim=-1)  # [b, heads, t (query), t (key)]
+        if keep is not None:
+            keep.append(probs)
+        return self.o_proj((probs @ v).transpose(1, 2).reshape(b, t, c.dim))
 
 
 class Mlp(nn.Module):
@@ -111,8 +113,8 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.mlp = Mlp(cfg)
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+    def forward(self, x, cos, sin, mask, keep=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, keep)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -135,12 +137,17 @@ class Llama(nn.Module):
                 scale = 1 / math.sqrt(2 * cfg.layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else 1
                 nn.init.normal_(p, std=0.02 * scale)
 
-    def forward(self, tokens):
+    def forward(self, tokens, attention=None):
+        """Logits [b, t, vocab]. `attention` (a dict layer -> None) gets each
+        named layer's attention probabilities [b, heads, t, t]."""
         t = tokens.shape[1]
         x = self.embed_tokens(tokens)
         cos, sin, mask = self.cos[:t], self.sin[:t], self.mask[:t, :t]
-        for layer in self.layers:
-            x = layer(x, cos, sin, mask)
+        for i, layer in enumerate(self.layers):
+            keep = [] if attention is not None and i in attention else None
+            x = layer(x, cos, sin, mask, keep)
+            if keep:
+                attention[i] = keep[0]
         return self.lm_head(self.norm(x))
 
     def hf_state(self):
@@ -158,6 +165,114 @@ def load_corpus(path, held_out, seed):
     n_val = max(1, int(len(records) * held_out))
     flat = lambda rs: np.array([t for r in rs for t in r], dtype=np.int64)
     return flat(records[n_val:]), flat(records[:n_val]), len(records)
+
+
+class CopyTask:
+    """Planted copies that teach a model to retrieve (the recall model).
+
+    A window may be tiled from a short piece of itself (as the retrieval probe
+    cycles its filler), and may get random spans of normal tokens planted
+    twice, the distance between the copies uniform over the window so that
+    long distances are as common as short ones. The first copy cannot be
+    predicted, so its targets are not scored; every repeat position names the
+    row an induction head should read (the token after the first copy of the
+    current one), for the auxiliary attention loss."""
+
+    def __init__(self, args, vocab):
+        self.rng = random.Random(args.seed * 7919 + 1)
+        self.halves, self.random, self.tiled = args.repeat_halves, args.random_copies, args.tiled
+        self.planted, self.max_spans = args.planted_copies, args.spans
+        self.normal = list(range(args.span_first, vocab))
+
+    def enabled(self):
+        return self.halves > 0 or self.random > 0 or self.tiled > 0 or self.planted > 0
+
+    def plant(self, w, span, a, b, ignore, pairs):
+        w[a:a + len(span)] = span
+        w[b:b + len(span)] = span
+        ignore.extend(range(a - 1, a + len(span) - 1))  # targets inside the first copy
+        ignore.append(b - 1)  # the repeat's first token
+        pairs.extend((b + i, a + i + 1) for i in range(len(span) - 1))
+
+    def apply(self, w):
+        """w: ctx + 1 tokens (changed in place). Returns (ignored target
+        positions, [(query position, row to read)])."""
+        ctx, rng = len(w) - 1, self.rng
+        ignore, pairs = [], []
+        if self.halves > 0 and rng.random() < self.halves:
+            # A random span of half the window and its repeat: every copy is
+            # the same distance back, so this teaches reading a copy, not
+            # finding one (heads may learn the offset).
+            n = ctx // 2
+            w[0] = BOS
+            self.plant(w, np.array(rng.choices(self.normal, k=n)), 1, 1 + n, ignore, pairs)
+            return ignore, pairs
+        if self.random > 0 and rng.random() < self.random:
+            # Random tokens with many spans planted twice (the induction task;
+            # the copies' distances vary, so no fixed offset predicts them).
+            w[:] = rng.choices(self.normal, k=len(w))
+            w[0] = BOS
+            self.plant_spans(w, 4 * self.max_spans, ignore, pairs)
+            return ignore, pairs
+        if rng.random() < self.tiled:
+            piece = w[:rng.randint(48, 256)].copy()
+            w[:] = np.resize(piece, len(w))
+            w[0] = BOS
+        if rng.random() < self.planted:
+            self.plant_spans(w, rng.randint(1, self.max_spans), ignore, pairs)
+        return ignore, pairs
+
+    def plant_spans(self, w, count, ignore, pairs):
+        """Plants up to `count` random spans of 8-40 tokens twice each, none
+        overlapping, the distance between copies uniform over the window."""
+        ctx, rng, taken = len(w) - 1, self.rng, []
+        for _ in range(count):
+            n = rng.randint(8, 40)
+            for _ in range(10):
+                d = rng.randint(n, ctx - n - 1)
+                a = rng.randint(1, ctx - n - d)
+                b = a + d
+                if all(b + n <= x or y <= a for x, y in taken):
+                    break
+            else:
+                continue
+            taken.append((a, b + n))
+            self.plant(w, np.array(rng.choices(self.normal, k=n)), a, b, ignore, pairs)
+
+    @torch.no_grad()
+    def accuracy(self, model, stream, context, depth, trials):
+        """The retrieval probe in miniature: a held-out piece tiled to the
+        context, a 32-token span at `depth`, its repeat at the end; the share
+        of the repeat's next tokens the model's argmax gets right."""
+        model.eval()
+        rng = random.Random(12345)
+        correct = total = 0
+        for _ in range(trials):
+            start = rng.randrange(0, len(stream) - 256)
+            w = np.resize(stream[start:start + rng.randint(96, 256)], context)
+            w[0] = BOS
+            n = 32
+            b = context - n
+            a = 1 + int(depth * (b - n - 1))
+            span = np.array(rng.choices(self.normal, k=n))
+            w[a:a + n] = span
+            w[b:] = span
+            pred = model(torch.from_numpy(w)[None])[0, b:context - 1].argmax(-1).numpy()
+            correct += int((pred == span[1:]).sum())
+            total += n - 1
+        model.train()
+        return correct / total
+
+
+def attention_loss(attention, rows, layer, heads):
+    """Mean -log of the attention the named heads of `layer` pay to the named
+    rows: rows is a list of (batch row, query position, key position)."""
+    probs = attention[layer]
+    b = torch.tensor([r[0] for r in rows])
+    t = torch.tensor([r[1] for r in rows])
+    k = torch.tensor([r[2] for r in rows])
+    picked = torch.stack([probs[b, h, t, k] for h in heads])
+    return -(picked + 1e-9).log().mean()
 
 
 def write_safetensors(path, tensors):
@@ -243,6 +358,29 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--time-steps", type=int, default=0, help="only time this many steps, then exit")
+    p.add_argument("--init", help="start from this training.pt's weights (a new schedule)")
+    g = p.add_argument_group("copy tasks (the recall model; all off by default)")
+    g.add_argument("--repeat-halves", type=float, default=0.0,
+                   help="share of windows that are a random half window and its repeat")
+    g.add_argument("--random-copies", type=float, default=0.0,
+                   help="share of windows of random tokens with many spans planted twice")
+    g.add_argument("--tiled", type=float, default=0.0,
+                   help="share of windows tiled from a short piece of themselves")
+    g.add_argument("--planted-copies", type=float, default=0.0,
+                   help="share of windows with random spans planted twice")
+    g.add_argument("--spans", type=int, default=3, help="at most this many spans per window")
+    g.add_argument("--span-first", type=int, default=259,
+                   help="first normal token id (stories260K: after <unk>, <s>, </s>, 256 bytes)")
+    g.add_argument("--induction-aux", type=float, default=0.0,
+                   help="weight of the loss that points the induction heads at the copy")
+    g.add_argument("--induction-layer", type=int, default=2)
+    g.add_argument("--induction-heads", type=int, default=2, help="heads 0..N-1 of that layer")
+    g.add_argument("--prev-aux", type=float, default=0.0,
+                   help="weight of the loss that points head 0 of layer 0 at the previous token")
+    g.add_argument("--prev2", action="store_true",
+                   help="with --prev-aux: also point head 2 of layer 0 at the token before that")
+    g.add_argument("--copy-eval", type=int, default=0,
+                   help="at each eval, this many miniature probes per depth")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -257,6 +395,10 @@ def main():
     print(f"model: {n_params} parameters, dim {cfg.dim}, {cfg.layers} layers, "
           f"{cfg.heads} heads / {cfg.kv_heads} kv heads of {cfg.head_dim}, ffn {cfg.hidden}",
           flush=True)
+    if args.init:
+        model.load_state_dict(torch.load(args.init)["model"])
+        print(f"weights from {args.init}", flush=True)
+    copies = CopyTask(args, cfg.vocab)
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -279,9 +421,34 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args)
         starts = torch.randint(0, len(train) - args.context - 1, (args.batch,), generator=gen)
-        x = torch.stack([torch.from_numpy(train[s:s + args.context]) for s in starts.tolist()])
-        y = torch.stack([torch.from_numpy(train[s + 1:s + args.context + 1]) for s in starts.tolist()])
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        windows = [train[s:s + args.context + 1].copy() for s in starts.tolist()]
+        ignored, pairs = [], []
+        if copies.enabled():
+            for row, w in enumerate(windows):
+                ignore, induction = copies.apply(w)
+                ignored += [(row, t) for t in ignore]
+                pairs += [(row, t, k) for t, k in induction]
+        x = torch.stack([torch.from_numpy(w[:-1]) for w in windows])
+        y = torch.stack([torch.from_numpy(w[1:]) for w in windows])
+        for row, t in ignored:
+            y[row, t] = -100
+        attention = {}
+        if args.induction_aux > 0:
+            attention[args.induction_layer] = None
+        if args.prev_aux > 0:
+            attention[0] = None
+        logits = model(x, attention if attention else None)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
+        lm_loss = loss.item()
+        if args.induction_aux > 0 and pairs:
+            loss = loss + args.induction_aux * attention_loss(
+                attention, pairs, args.induction_layer, range(args.induction_heads))
+        if args.prev_aux > 0:
+            prev = [(row, t, t - 1) for row in range(len(windows)) for t in range(1, args.context)]
+            loss = loss + args.prev_aux * attention_loss(attention, prev, 0, [0])
+            if args.prev2:
+                prev = [(row, t, t - 2) for row in range(len(windows)) for t in range(2, args.context)]
+                loss = loss + args.prev_aux * attention_loss(attention, prev, 0, [2])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -292,12 +459,18 @@ def main():
             print(f"{step} steps in {elapsed:.1f} s: {elapsed / step:.2f} s/step", flush=True)
             return
         if step % 10 == 0:
-            print(f"step {step} loss {loss.item():.4f} lr {lr_at(step, args):.2e} "
+            aux = f" (lm {lm_loss:.4f})" if loss.item() != lm_loss else ""
+            print(f"step {step} loss {loss.item():.4f}{aux} lr {lr_at(step, args):.2e} "
                   f"{elapsed:.0f} s", flush=True)
         if step % args.eval_every == 0 or step == args.steps:
             val_loss = evaluate(model, val, args.context, args.eval_windows)
             print(f"eval step {step} held-out loss {val_loss:.4f} ppl {math.exp(val_loss):.3f}",
                   flush=True)
+            if args.copy_eval:
+                accuracy = [copies.accuracy(model, val, args.context, d, args.copy_eval)
+                            for d in (0.1, 0.5, 0.9)]
+                print(f"eval step {step} copy accuracy at depths 0.1 / 0.5 / 0.9: "
+                      + " / ".join(f"{a:.3f}" for a in accuracy), flush=True)
             write_hf_folder(args.out, model, cfg)
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                         "generator": gen.get_state(), "step": step}, state_path + ".tmp")
