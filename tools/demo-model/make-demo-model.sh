@@ -6,13 +6,8 @@
 # Debian's python3-torch and libopenblas0-pthread, the shared fixtures
 # (KVSCOPE_SHARED, default ../shared). Work files go to $1 (default build/demo-model).
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cli="${KVSCOPE_CLI:-$root/build/app/kvscope-cli}"
-shared="${KVSCOPE_SHARED:-$root/../shared}"
-teacher="$shared/models/stories260K.gguf"
+source "$(dirname "${BASH_SOURCE[0]}")/recipe_paths.sh"
 work="${1:-$root/build/demo-model}"
-python=/usr/bin/python3  # Debian's, which has torch
 mkdir -p "$work"
 
 "$python" "$here/make_corpus.py" --cli "$cli" --teacher "$teacher" --out "$work/corpus.jsonl" \

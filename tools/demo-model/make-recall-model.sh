@@ -7,32 +7,35 @@
 # 2 pointed at the copy, head 0 of layer 0 at the previous token; layer 2
 # because the indexer keeps layers 0-1 dense), then converts to GGUF.
 #
-# STATUS: work in progress; it does not yet give a model that copies. Measured
-# on the way (2026-11-29): after phase 1 the heads attend to the right row
-# (0.8 of their weight) but the model predicts the copied token at the uniform
-# 5.5 nats: the heads have not learned to carry the token they read. Random
-# halves repeated (--repeat-halves) make that happen within 50 steps, but every
-# copy is then the same distance back and the heads learn the offset (the
-# miniature probe copied 0.61 at exactly that distance, 0 elsewhere). Spans at
-# any distance in random tokens (--random-copies, phase 2) leave the loss at
-# 5.5 for 500+ steps: a token recurs by chance in random text (and the probe's
-# filler repeats every ~100 tokens), so one matching token does not point at
-# the copy; two do (the previous token's too), which needs a head for the
-# token before that. A first phase of random copies alone, before the stories,
-# left a model that did not learn the language (held-out loss 5.0 after 120
-# steps, 2.7 from scratch).
+# STATUS: work in progress; it does not yet give a model that copies at 4K.
+# Phases 1-2 below ran on 2026-11-29 (phase 3 has not run). What they showed:
+# - After phase 1 the heads attend to the right row (0.8 of their weight), yet
+#   the model predicts the copied token at the uniform 5.5 nats: attending to
+#   a copy is learnt quickly, carrying the token read there is not.
+# - Random halves repeated (--repeat-halves alone) make the copy appear within
+#   50 steps, but every copy is the same distance back and the heads learn the
+#   offset: the miniature probe copied 0.61 at that distance and 0 elsewhere.
+# - Spans at any distance in random normal tokens left the loss at 5.5 for
+#   300 steps even with a head on the token two back (--prev2): a token recurs
+#   by chance there, so the current token alone does not point at the copy.
+# - In random byte tokens (--random-copies now: no normal token recurs but in a
+#   copy) the heads attend sharply within 100 steps and the copy comes slowly:
+#   the miniature probe 0.03 / 0.04 / 0.06 at depths 0.1 / 0.5 / 0.9 after
+#   200 steps, 0.11 / 0.15 / 0.19 after 350, the held-out story loss ruined
+#   meanwhile (8.9 nats), which phase 3 must restore.
+# - Random copies alone before any story (a phase 0) left a model that then
+#   did not learn the language (held-out loss 5.0 after 120 steps, 2.7 from
+#   scratch).
+# The probe itself needs more than one matching token: its filler cycles a
+# ~100-token paragraph, so a span token that occurs in the paragraph occurs
+# ~40 times in 4K, and only the token before it tells the copy apart.
 #
 # Needs: a built kvscope-cli (KVSCOPE_CLI, default build/app/kvscope-cli),
 # Debian's python3-torch and libopenblas0-pthread, the shared fixtures
 # (KVSCOPE_SHARED, default ../shared). Work files go to $1 (default build/recall-model).
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cli="${KVSCOPE_CLI:-$root/build/app/kvscope-cli}"
-shared="${KVSCOPE_SHARED:-$root/../shared}"
-teacher="$shared/models/stories260K.gguf"
+source "$(dirname "${BASH_SOURCE[0]}")/recipe_paths.sh"
 work="${1:-$root/build/recall-model}"
-python=/usr/bin/python3  # Debian's, which has torch
 mkdir -p "$work"
 
 [ -s "$work/corpus.jsonl" ] ||
@@ -48,12 +51,16 @@ train=("$python" "$here/train.py" --corpus "$work/corpus.jsonl" --dim 256 --laye
 nice -n 10 "${train[@]}" --out "$work/phase1" --context 512 --batch 8 --steps 700 --lr 2e-3 \
   --warmup 20 --repeat-halves 0.4 --tiled 0.3 --planted-copies 0.6 \
   --eval-every 100 --eval-windows 32 --copy-eval 4
-# Phase 2: random tokens with spans planted twice at any distance, alone, at a
-# constant learning rate, until the copy loss leaves 5.5 nats (a phase change).
-nice -n 10 "${train[@]}" --out "$work/phase2" --init "$work/phase1/training.pt" --context 512 \
-  --batch 8 --steps 200 --warmup 10 --lr 1e-3 --min-lr 1e-3 --random-copies 1 \
-  --eval-every 50 --eval-windows 8 --copy-eval 4
-# Phase 3: the stories and copies at 4096 tokens, so the heads find a copy 4K rows back.
+# Phase 2: spans planted twice at any distance in random byte tokens, alone, at
+# a constant learning rate (so --resume continues the same schedule), until the
+# model carries the token it reads.
+phase2=("${train[@]}" --out "$work/phase2" --init "$work/phase1/training.pt" --context 512
+        --batch 8 --warmup 10 --lr 1e-3 --min-lr 1e-3 --random-copies 1 --eval-every 50
+        --eval-windows 8 --copy-eval 4)
+nice -n 10 "${phase2[@]}" --steps 200
+nice -n 10 "${phase2[@]}" --steps 400 --resume
+# Phase 3 (not run yet): the stories and copies at 4096 tokens, so the heads
+# find a copy 4K rows back and the language comes back.
 nice -n 10 "${train[@]}" --out "$work/phase3" --init "$work/phase2/training.pt" --context 4096 \
   --batch 1 --steps 300 --warmup 20 --lr 5e-4 --random-copies 0.2 --tiled 0.3 --planted-copies 0.6 \
   --eval-every 100 --eval-windows 8 --copy-eval 4

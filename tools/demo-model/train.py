@@ -208,11 +208,13 @@ class CopyTask:
             self.plant(w, np.array(rng.choices(self.normal, k=n)), 1, 1 + n, ignore, pairs)
             return ignore, pairs
         if self.random > 0 and rng.random() < self.random:
-            # Random tokens with many spans planted twice (the induction task;
+            # Spans planted twice in random byte tokens (the induction task;
             # the copies' distances vary, so no fixed offset predicts them).
-            w[:] = rng.choices(self.normal, k=len(w))
+            # No normal token occurs twice but in a copy, so the current token
+            # alone points at the row to read.
+            w[:] = rng.choices(range(3, self.normal[0]), k=len(w))
             w[0] = BOS
-            self.plant_spans(w, 4 * self.max_spans, ignore, pairs)
+            self.plant_spans(w, 4 * self.max_spans, ignore, pairs, distinct=True)
             return ignore, pairs
         if rng.random() < self.tiled:
             piece = w[:rng.randint(48, 256)].copy()
@@ -222,10 +224,12 @@ class CopyTask:
             self.plant_spans(w, rng.randint(1, self.max_spans), ignore, pairs)
         return ignore, pairs
 
-    def plant_spans(self, w, count, ignore, pairs):
+    def plant_spans(self, w, count, ignore, pairs, distinct=False):
         """Plants up to `count` random spans of 8-40 tokens twice each, none
-        overlapping, the distance between copies uniform over the window."""
+        overlapping, the distance between copies uniform over the window;
+        `distinct`: no token in two spans or twice in one."""
         ctx, rng, taken = len(w) - 1, self.rng, []
+        pool = rng.sample(self.normal, len(self.normal)) if distinct else None
         for _ in range(count):
             n = rng.randint(8, 40)
             for _ in range(10):
@@ -236,8 +240,14 @@ class CopyTask:
                     break
             else:
                 continue
+            if distinct:
+                if len(pool) < n:
+                    break
+                span, pool = pool[:n], pool[n:]
+            else:
+                span = rng.choices(self.normal, k=n)
             taken.append((a, b + n))
-            self.plant(w, np.array(rng.choices(self.normal, k=n)), a, b, ignore, pairs)
+            self.plant(w, np.array(span), a, b, ignore, pairs)
 
     @torch.no_grad()
     def accuracy(self, model, stream, context, depth, trials):
@@ -363,7 +373,7 @@ def main():
     g.add_argument("--repeat-halves", type=float, default=0.0,
                    help="share of windows that are a random half window and its repeat")
     g.add_argument("--random-copies", type=float, default=0.0,
-                   help="share of windows of random tokens with many spans planted twice")
+                   help="share of windows of random byte tokens with many spans planted twice")
     g.add_argument("--tiled", type=float, default=0.0,
                    help="share of windows tiled from a short piece of themselves")
     g.add_argument("--planted-copies", type=float, default=0.0,
