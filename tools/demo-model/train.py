@@ -168,15 +168,17 @@ def load_corpus(path, held_out, seed):
 
 
 class CopyTask:
-    """Planted copies that teach a model to retrieve (the recall model).
-
-    A window may be tiled from a short piece of itself (as the retrieval probe
-    cycles its filler), and may get random spans of normal tokens planted
-    twice, the distance between the copies uniform over the window so that
-    long distances are as common as short ones. The first copy cannot be
-    predicted, so its targets are not scored; every repeat position names the
-    row an induction head should read (the token after the first copy of the
-    current one), for the auxiliary attention loss."""
+    """Copies that teach a model to retrieve (the recall model). A window of
+    the stories may instead be a random half window and its repeat
+    (--repeat-halves) or random byte tokens with spans of normal tokens
+    planted twice (--random-copies); else it may be tiled from a short piece
+    of itself, as the retrieval probe cycles its filler (--tiled), and get
+    random spans of normal tokens planted twice (--planted-copies). Planted
+    copies lie at distances uniform over the window, so a long one is as
+    common as a short one. A first copy cannot be predicted, so its targets
+    are not scored; every repeat position names the row an induction head
+    should read (the token after the first copy of the current one), for the
+    auxiliary attention loss."""
 
     def __init__(self, args, vocab):
         self.rng = random.Random(args.seed * 7919 + 1)
