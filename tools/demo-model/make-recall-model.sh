@@ -16,19 +16,21 @@
 #   50 steps, but every copy is the same distance back and the heads learn the
 #   offset: the miniature probe copied 0.61 at that distance and 0 elsewhere.
 # - Spans at any distance in random normal tokens left the loss at 5.5 for
-#   300 steps even with a head on the token two back (--prev2): a token recurs
-#   by chance there, so the current token alone does not point at the copy.
+#   240 steps (140 with a head on the token two back, --prev2, then stopped):
+#   a token recurs by chance there, so it alone does not point at the copy.
 # - In random byte tokens (--random-copies now: no normal token recurs but in a
 #   copy) the heads attend sharply within 100 steps and the copy comes slowly:
 #   the miniature probe 0.03 / 0.04 / 0.06 at depths 0.1 / 0.5 / 0.9 after
-#   200 steps, 0.11 / 0.15 / 0.19 after 350, the held-out story loss ruined
-#   meanwhile (8.9 nats), which phase 3 must restore.
+#   200 steps, 0.11 / 0.15 / 0.19 after 350, 0.12 / 0.19 / 0.23 after 500 (run
+#   on past the 400 below), the held-out story loss ruined meanwhile (8.9
+#   nats), which phase 3 must restore.
 # - Random copies alone before any story (a phase 0) left a model that then
 #   did not learn the language (held-out loss 5.0 after 120 steps, 2.7 from
 #   scratch).
 # The probe itself needs more than one matching token: its filler cycles a
-# ~100-token paragraph, so a span token that occurs in the paragraph occurs
-# ~40 times in 4K, and only the token before it tells the copy apart.
+# 243-token paragraph holding 86 of the 253 normal tokens, so a third of a
+# span's tokens occur 16 times or more in 4K besides the copy, and only the
+# token before tells the copy apart (a one-token copier tops out near 0.66).
 #
 # Needs: a built kvscope-cli (KVSCOPE_CLI, default build/app/kvscope-cli),
 # Debian's python3-torch and libopenblas0-pthread, the shared fixtures
