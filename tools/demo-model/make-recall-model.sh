@@ -21,9 +21,10 @@
 # - In random byte tokens (--random-copies now: no normal token recurs but in a
 #   copy) the heads attend sharply within 100 steps and the copy comes slowly:
 #   the miniature probe 0.03 / 0.04 / 0.06 at depths 0.1 / 0.5 / 0.9 after
-#   200 steps, 0.11 / 0.15 / 0.19 after 350, 0.12 / 0.19 / 0.23 after 500 (run
-#   on past the 400 below), the held-out story loss ruined meanwhile (8.9
-#   nats), which phase 3 must restore.
+#   200 steps, 0.12 / 0.19 / 0.23 after 500, 0.23 / 0.32 / 0.50 after 700,
+#   0.49 / 0.57 / 0.77 after 950 and 0.36 / 0.47 / 0.73 after 1000 (noisy: 4
+#   spans a depth), still rising; the held-out story loss meanwhile ruined
+#   (8.9 nats after 200 steps, 11.9 after 1000), which phase 3 must restore.
 # - Random copies alone before any story (a phase 0) left a model that then
 #   did not learn the language (held-out loss 5.0 after 120 steps, 2.7 from
 #   scratch). From scratch with half the windows byte-background copies and
@@ -66,6 +67,7 @@ phase2=("${train[@]}" --out "$work/phase2" --init "$work/phase1/training.pt" --c
         --eval-windows 8 --copy-eval 4)
 nice -n 10 "${phase2[@]}" --steps 200
 nice -n 10 "${phase2[@]}" --steps 400 --resume
+nice -n 10 "${phase2[@]}" --steps 1000 --resume  # run in two resumes, to 500 and 1000
 # Phase 3 (not run yet): the stories and copies at 4096 tokens, so the heads
 # find a copy 4K rows back and the language comes back.
 nice -n 10 "${train[@]}" --out "$work/phase3" --init "$work/phase2/training.pt" --context 4096 \
