@@ -14,8 +14,8 @@ import subprocess
 
 
 def cli_json(cli, teacher, prompt, tokens, seed):
-    cmd = [cli, "generate", "-m", teacher, "--backend", "cpu", "--threads", "1", "--json", "-c", "8192",
-           "-p", prompt, "-n", str(tokens), "--temp", "0.8", "--seed", str(seed)]
+    cmd = [cli, "generate", "-m", teacher, "--backend", "cpu", "--threads", "1", "--json",
+           "-c", "8192", "-p", prompt, "-n", str(tokens), "--temp", "0.8", "--seed", str(seed)]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
@@ -31,13 +31,14 @@ def main():
     p.add_argument("--teacher", required=True, help="path to stories260K.gguf")
     p.add_argument("--out", required=True)
     p.add_argument("--tokens", type=int, default=4090, help="at most this many tokens, BOS included")
-    p.add_argument("--seed", type=int, default=900001, help="first seed (make_corpus.py uses seed x 1000003 + call)")
+    p.add_argument("--seed", type=int, default=900001,
+                   help="first seed (make_corpus.py uses seed x 1000003 + call)")
     args = p.parse_args()
 
     text, seed = "", args.seed
     while token_count(args.cli, args.teacher, text) < args.tokens + 200:
-        story = "Once upon a time" + cli_json(args.cli, args.teacher, "Once upon a time", 490, seed)["text"]
-        text += story.strip() + "\n\n"
+        story = cli_json(args.cli, args.teacher, "Once upon a time", 490, seed)["text"]
+        text += ("Once upon a time" + story).strip() + "\n\n"
         seed += 1
     # Cut at line breaks until the budget holds.
     lines = text.rstrip("\n").split("\n")

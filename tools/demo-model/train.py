@@ -428,6 +428,10 @@ def main():
         step = state["step"]
         print(f"resumed at step {step}", flush=True)
 
+    # The previous-token targets, the same every step: (rows, head of layer 0).
+    back = [1, 2] if args.prev2 else [1]
+    previous = [([(row, t, t - k) for row in range(args.batch) for t in range(k, args.context)],
+                 2 * (k - 1)) for k in back] if args.prev_aux > 0 else []
     start = time.time()
     while step < args.steps:
         for g in opt.param_groups:
@@ -455,12 +459,8 @@ def main():
         if args.induction_aux > 0 and pairs:
             loss = loss + args.induction_aux * attention_loss(
                 attention, pairs, args.induction_layer, range(args.induction_heads))
-        if args.prev_aux > 0:
-            prev = [(row, t, t - 1) for row in range(len(windows)) for t in range(1, args.context)]
-            loss = loss + args.prev_aux * attention_loss(attention, prev, 0, [0])
-            if args.prev2:
-                prev = [(row, t, t - 2) for row in range(len(windows)) for t in range(2, args.context)]
-                loss = loss + args.prev_aux * attention_loss(attention, prev, 0, [2])
+        for rows, head in previous:
+            loss = loss + args.prev_aux * attention_loss(attention, rows, 0, [head])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
