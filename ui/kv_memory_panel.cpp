@@ -23,8 +23,9 @@ constexpr int kErrorWidth = 88;  // "0.03% / 12.4%"
 constexpr int kStreamGap = 2;
 constexpr int kRowGap = 7;
 
-// Shades of one stream's colour: codes full strength, scales paler, other bytes faint; the
-// indexer's sidecar (K only) in the accent colour, as in the Indexer panel.
+// Shades of one stream's colour: codes full strength, scales paler, other bytes faint, the
+// precision tail's f16 rows darker; the indexer's sidecar (K only) in the accent colour, as in
+// the Indexer panel.
 QColor blend(const QColor& color, const QColor& over, double amount) {
   return QColor::fromRgbF(float(color.redF() * amount + over.redF() * (1 - amount)),
                           float(color.greenF() * amount + over.greenF() * (1 - amount)),
@@ -32,13 +33,13 @@ QColor blend(const QColor& color, const QColor& over, double amount) {
 }
 
 struct PartColors {
-  QColor codes, scales, other, sidecar;
+  QColor codes, scales, other, sidecar, tail;
 };
 
 PartColors partColors(const QColor& stream) {
   const QColor surface = themeColors().surface;
   return {stream, blend(stream, surface, 0.5), blend(stream, surface, 0.22),
-          blend(themeColors().accent, surface, 0.6)};
+          blend(themeColors().accent, surface, 0.6), blend(stream, themeColors().text, 0.55)};
 }
 
 // A measured error as a percentage: two decimals below 1%, one above; "–" unmeasured.
@@ -76,6 +77,10 @@ QString streamRows(const QString& name, const std::string& scheme, double bitsPe
   if (bytes.sidecar > 0) {
     rows += QStringLiteral("<tr><td></td><td>indexer sidecar %1</td></tr>")
                 .arg(formatBytes(bytes.sidecar));
+  }
+  if (bytes.tail > 0) {
+    rows += QStringLiteral("<tr><td></td><td>precision tail %1 (the last rows at f16)</td></tr>")
+                .arg(formatBytes(bytes.tail));
   }
   const double ratio = bytes.used() > 0 ? double(f16) / bytes.used() : 1.0;
   rows += QStringLiteral("<tr><td></td><td>%1 stored · f16 %2 · %3×</td></tr>")
@@ -131,6 +136,11 @@ class KvLegend : public QWidget {
         p.drawRect(QRectF(x + 0.5, y + line / 2 - 4.5, 18, 9));
         p.setPen(c.muted);
         p.drawText(QRect(x + 24, y, 120, line), Qt::AlignVCenter, QObject::tr("f16 size"));
+      } else {
+        p.fillRect(QRect(x, y + line / 2 - 5, 10, 10), parts.tail);
+        x += 14;
+        p.setPen(c.muted);
+        p.drawText(QRect(x, y, 120, line), Qt::AlignVCenter, QObject::tr("f16 tail"));
       }
       y += line;
     }
@@ -292,7 +302,8 @@ void KvLayerChart::paintEvent(QPaintEvent*) {
       p.fillRect(QRect(x, y, f16Width, barH), c.sunken);
       for (const auto& [partBytes, color] :
            {std::pair{bytes.codes, colors.codes}, std::pair{bytes.scales, colors.scales},
-            std::pair{bytes.padding, colors.other}, std::pair{bytes.sidecar, colors.sidecar}}) {
+            std::pair{bytes.padding, colors.other}, std::pair{bytes.sidecar, colors.sidecar},
+            std::pair{bytes.tail, colors.tail}}) {
         const int w = qRound(partBytes * scale);
         p.fillRect(QRect(x, y, w, barH), color);
         x += w;

@@ -26,8 +26,14 @@ std::vector<kv::KvLayerShape> kvLayerShapes(const model::ModelConfig& c) {
 }
 
 kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
-                          uint32_t stepRows) {
+                          uint32_t stepRows, uint32_t tailRows) {
   kv::KvGeometry g{.layers = kvLayerShapes(c), .rowsPerPage = rowsPerPage};
+  if (tailRows > 0) {
+    // A tail as long as the context holds every row: its ring never wraps.
+    g.tailRows = std::min(tailRows, contextLimit);
+    g.tailRingRows = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{g.tailRows} + stepRows - 1, contextLimit));
+  }
   if (c.slidingWindow == 0) return g;
   g.window = c.slidingWindow;
   for (uint32_t l = 0; l < c.kvLayers(); ++l) g.windowLayers.push_back(c.isWindowLayer(l));

@@ -54,9 +54,11 @@ inline constexpr uint32_t kMaxStepRows = 512;
 // The KV geometry of `c` for a context of contextLimit rows, growing pages of
 // rowsPerPage rows, and steps of at most stepRows rows: the window layers in
 // a ring of window - 1 + stepRows rows, unless that would not be smaller
-// than the context (then they keep every row in the pages).
+// than the context (then they keep every row in the pages); a precision tail
+// of tailRows rows (0: none) in a ring of tailRows + stepRows - 1 rows, both
+// at most the context.
 kv::KvGeometry kvGeometry(const model::ModelConfig& c, uint32_t rowsPerPage, uint32_t contextLimit,
-                          uint32_t stepRows = kMaxStepRows);
+                          uint32_t stepRows = kMaxStepRows, uint32_t tailRows = 0);
 
 // Each layer's KV heads and head width (KvGeometry::layers of `c`).
 std::vector<kv::KvLayerShape> kvLayerShapes(const model::ModelConfig& c);
@@ -173,6 +175,19 @@ class Backend {
   virtual Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const;
   virtual Status importKv(const kv::KvLayout& layout, uint32_t rows,
                           const std::function<Status(std::span<uint8_t>)>& read);
+  // The precision tail's part of the saved form (kv::KvCache's tail*: the
+  // last rows it holds, their bytes in a cache of `rows` rows, and the bytes
+  // themselves); importKvTail fills the tail of a cache importKv has just
+  // filled. A backend without a tail holds none and takes none.
+  virtual uint32_t kvTailHeld() const { return 0; }
+  virtual uint64_t kvTailBytes(uint32_t /*rows*/, uint32_t /*held*/) const { return 0; }
+  virtual Status exportKvTail(const std::function<Status(std::span<const uint8_t>)>&) const {
+    return okStatus();
+  }
+  virtual Status importKvTail(uint32_t held, const std::function<Status(std::span<uint8_t>)>&) {
+    if (held == 0) return okStatus();
+    return makeError(ErrorCode::kUnsupported, "the {} backend keeps no precision tail", name());
+  }
   // Measured codec error, one entry per layer in layer order; empty when the
   // backend does not measure it.
   virtual std::vector<KvLayerError> kvErrors() const { return {}; }

@@ -41,7 +41,7 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
       }
       float maxScore = sinks ? sinks[h] : -INFINITY;
       for (uint32_t j = from; j < visible; ++j) {
-        cache.readRotated(layer, KvPart::kKey, kvHead, j, row);
+        cache.readAttended(layer, KvPart::kKey, kvHead, j, visible - 1, row);
         scores[j] = dot(qh.data(), row.data(), d) * scale;
         maxScore = std::max(maxScore, scores[j]);
       }
@@ -49,7 +49,7 @@ void attentionReference(const kv::KvCache& cache, uint32_t layer, const float* q
       for (uint32_t j = from; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - maxScore));
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t j = from; j < visible; ++j) {
-        cache.readRotated(layer, KvPart::kValue, kvHead, j, row);
+        cache.readAttended(layer, KvPart::kValue, kvHead, j, visible - 1, row);
         float w = scores[j] / sum;
         if (roundToF16) w = roundToFp16(w);
         for (uint32_t i = 0; i < d; ++i) acc[i] += w * row[i];
@@ -107,6 +107,7 @@ constexpr uint32_t kMaxGroupsPerJob = 4;
 // Per-thread buffers, sized by each call.
 struct Scratch {
   std::vector<float> q, k, v, scores, acc, tmp;
+  std::vector<float> band;      // [group][row][lane]: a band tile's tail scores, then tail weights
   std::vector<ActBlock> qInt8;  // [group][lane][d / 32]: queries for int8 key scoring
   void size(const Plan& p, size_t scoreRows) {
     qInt8.resize(size_t{kMaxGroupsPerJob} * kLanes * (p.d / kActBlock));
@@ -116,6 +117,7 @@ struct Scratch {
     const size_t scoreFloats = size_t{kMaxGroupsPerJob} * scoreRows * kLanes;
     if (scores.size() < scoreFloats) scores.resize(scoreFloats);
     acc.resize(size_t{kMaxGroupsPerJob} * kLanes * p.stride);
+    band.resize(size_t{kMaxGroupsPerJob} * kRows * kLanes);
     tmp.resize(p.stride);
   }
 };
@@ -129,10 +131,20 @@ struct Span {
   alignas(32) uint32_t last[kMaxGroupsPerJob][kLanes] = {};  // last visible position per lane
   alignas(32) uint32_t from[kMaxGroupsPerJob][kLanes] = {};  // first visible position (a window)
   uint32_t begin = 0, end = 0;                               // the rows [begin, end) the job reads
+  // The precision tail: the first row each lane reads from it, and their
+  // least and greatest (rows below tailLo are read as codes by every lane,
+  // rows from tailHi from the tail by every lane; ~0u: no tail).
+  alignas(32) uint32_t tail[kMaxGroupsPerJob][kLanes] = {};
+  uint32_t tailLo = ~0u, tailHi = ~0u;
 };
 
+// How the lanes of a job read a tile of one stream: all through its codes,
+// all from the precision tail, or (a band tile) some each way.
+enum class TileSource { kCodes, kTail, kBand };
+
 // The tile of rows of one job's read: consecutive cached rows from position
-// `pos`, within one run and one page.
+// `pos`, within one run and one page, and on one side of the job's tail
+// bounds (and within one run of the tail's ring).
 struct Tile {
   uint32_t pos = 0, rows = 0;
 };
@@ -169,10 +181,15 @@ class AttentionRun {
     return shift / (sum * shift + 1.0f);
   }
   Span span(uint32_t job) const;
-  Tile tileAt(uint32_t h, uint32_t j, uint32_t end) const;
+  Tile tileAt(const Span& sp, uint32_t j) const;
+  TileSource source(const Span& sp, const Tile& t, bool tail) const {
+    if (!tail || t.pos + t.rows <= sp.tailLo) return TileSource::kCodes;
+    return t.pos >= sp.tailHi ? TileSource::kTail : TileSource::kBand;
+  }
   float* scoresOf(const Span& sp, Scratch& s, uint32_t k) const;
   void scorePass(const Span& sp, Scratch& s, float (*max)[kLanes], float (*sum)[kLanes]) const;
   void valuePass(const Span& sp, Scratch& s, const float (*factor)[kLanes]) const;
+  void bandValues(const Span& sp, Scratch& s, const Tile& t, float* const* tiles) const;
   void finish(uint32_t h, uint32_t v, const float* acc) const;
   template <typename Body>
   void forEachJob(const Body& body) const;
@@ -197,6 +214,9 @@ class AttentionRun {
   uint32_t m_keyBlocks = 0;
   float m_scale = 0.0f;
   KvRowDecoder m_keyRows, m_valueRows;
+  // The precision tail: whether K and V keep one, and its f16 rows' decoder.
+  bool m_keyTail = false, m_valueTail = false;
+  KvRowDecoder m_tailRows;
   // Chunked jobs (one group each) keep their scores (then exps) between the
   // two passes in m_chunkScores, [group][position][lane], and leave per job
   // the max and the sum of exps of their chunk ([job][lane]) and their
@@ -217,7 +237,10 @@ AttentionRun::AttentionRun(const kv::KvCache& cache, uint32_t layer, const float
       m_values(cache.scheme(layer, KvPart::kValue)),
       m_selection(options.selection),
       m_keyRows(m_keys, options.portable),
-      m_valueRows(m_values, options.portable) {
+      m_valueRows(m_values, options.portable),
+      m_keyTail(cache.hasTail(layer, KvPart::kKey)),
+      m_valueTail(cache.hasTail(layer, KvPart::kValue)),
+      m_tailRows(cache.tailScheme(layer), options.portable) {
   const kv::KvGeometry& g = cache.geometry();
   assert(nHead % g.nHeadKv(layer) == 0 && nHead >= g.nHeadKv(layer));
   m_p.d = g.headDim(layer);
@@ -304,6 +327,13 @@ Span AttentionRun::span(uint32_t job) const {
       lo = std::min(lo, sp.from[k][i]);
     }
     visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
+    if (m_keyTail || m_valueTail) {
+      for (uint32_t i = 0; i < kLanes; ++i) {
+        sp.tail[k][i] = m_cache.tailStart(m_layer, sp.last[k][i]);
+        sp.tailLo = std::min(sp.tailLo, sp.tail[k][i]);
+        sp.tailHi = k == 0 && i == 0 ? sp.tail[k][i] : std::max(sp.tailHi, sp.tail[k][i]);
+      }
+    }
   }
   if (sparse(sp.h)) {  // counted in the selection's order, which starts at 0
     const kv::RowRun& lastRun = (*m_selection)[sp.h].back();
@@ -316,19 +346,26 @@ Span AttentionRun::span(uint32_t job) const {
   return sp;
 }
 
-// The tile that starts at row j (in the head's order) of a job ending at `end`.
-Tile AttentionRun::tileAt(uint32_t h, uint32_t j, uint32_t end) const {
-  Tile t{j, std::min({kRows, end - j})};
-  if (sparse(h)) {
-    const auto& starts = m_runStart[h];
+// The tile that starts at row j (in the head's order) of the job.
+Tile AttentionRun::tileAt(const Span& sp, uint32_t j) const {
+  Tile t{j, std::min({kRows, sp.end - j})};
+  if (sparse(sp.h)) {
+    const auto& starts = m_runStart[sp.h];
     const size_t r =
         static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), j) - starts.begin()) - 1;
-    const kv::RowRun& run = (*m_selection)[h][r];
+    const kv::RowRun& run = (*m_selection)[sp.h][r];
     t.pos = run.begin + (j - starts[r]);
     t.rows = std::min(t.rows, run.end - t.pos);
   }
   const uint32_t pageRows = m_cache.layout().pageRows(m_layer);
   t.rows = std::min(t.rows, pageRows - t.pos % pageRows);
+  if (t.pos < sp.tailLo) {
+    t.rows = std::min(t.rows, sp.tailLo - t.pos);
+  } else {
+    const uint32_t slots = m_cache.geometry().tailRingRows;
+    t.rows = std::min(t.rows, slots - t.pos % slots);
+    if (t.pos < sp.tailHi) t.rows = std::min(t.rows, sp.tailHi - t.pos);
+  }
   return t;
 }
 
@@ -366,19 +403,43 @@ void AttentionRun::scorePass(const Span& sp, Scratch& s, float (*max)[kLanes],
     std::fill_n(sum[k], kLanes, 0.0f);
   }
   for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-    const Tile t = tileAt(sp.h, j, sp.end);
+    const Tile t = tileAt(sp, j);
     rows = t.rows;
+    const TileSource from = source(sp, t, m_keyTail);
     const uint8_t* keyBytes = m_cache.row(m_layer, KvPart::kKey, sp.h, t.pos).data();
-    if (!m_int8Keys) m_keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
+    const bool int8 = m_int8Keys && from != TileSource::kTail;
+    if (from == TileSource::kTail) {
+      m_tailRows.decode(m_cache.tailRow(m_layer, KvPart::kKey, sp.h, t.pos).data(), rows,
+                        s.k.data(), p.stride);
+    } else if (!int8) {
+      m_keyRows.decode(keyBytes, rows, s.k.data(), p.stride);
+    }
     for (uint32_t k = 0; k < sp.groups; ++k) {
       float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
-      if (m_int8Keys) {
+      if (int8) {
         tile::scoresQ8(&s.qInt8[size_t{k} * kLanes * m_keyBlocks], sp.nq[k], keyBytes,
                        m_keys.rowBytes(), rows, p.d, tile, portable);
       } else {
         tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
                      tile, portable);
       }
+    }
+    if (from == TileSource::kBand) {
+      // The lanes past their tail bound take the scores of the tail's rows.
+      m_tailRows.decode(m_cache.tailRow(m_layer, KvPart::kKey, sp.h, t.pos).data(), rows,
+                        s.k.data(), p.stride);
+      for (uint32_t k = 0; k < sp.groups; ++k) {
+        float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
+        float* band = &s.band[size_t{k} * kRows * kLanes];
+        tile::scores(&s.q[size_t{k} * kLanes * p.stride], sp.nq[k], s.k.data(), rows, p.stride,
+                     band, portable);
+        for (uint32_t r = 0; r < rows; ++r)
+          for (uint32_t i = 0; i < sp.nq[k]; ++i)
+            if (t.pos + r >= sp.tail[k][i]) tile[r * kLanes + i] = band[r * kLanes + i];
+      }
+    }
+    for (uint32_t k = 0; k < sp.groups; ++k) {
+      float* tile = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
       tile::maskMax(tile, rows, t.pos, sp.from[k], sp.last[k], max[k], portable);
     }
   }
@@ -397,14 +458,23 @@ void AttentionRun::valuePass(const Span& sp, Scratch& s, const float (*factor)[k
   const float sparseV = m_options.sparseV;
   std::fill(s.acc.begin(), s.acc.end(), 0.0f);
   for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
-    const Tile t = tileAt(sp.h, j, sp.end);
+    const Tile t = tileAt(sp, j);
     rows = t.rows;
     float* tiles[kMaxGroupsPerJob];
     for (uint32_t k = 0; k < sp.groups; ++k) {
       tiles[k] = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
       tile::scale(tiles[k], rows, factor[k], m_roundToF16, portable);
     }
-    const uint8_t* valueBytes = m_cache.row(m_layer, KvPart::kValue, sp.h, t.pos).data();
+    const TileSource from = source(sp, t, m_valueTail);
+    if (from == TileSource::kBand) {
+      bandValues(sp, s, t, tiles);
+      continue;
+    }
+    const bool tail = from == TileSource::kTail;
+    const KvRowDecoder& decoder = tail ? m_tailRows : m_valueRows;
+    const uint8_t* valueBytes = tail ? m_cache.tailRow(m_layer, KvPart::kValue, sp.h, t.pos).data()
+                                     : m_cache.row(m_layer, KvPart::kValue, sp.h, t.pos).data();
+    const size_t rowBytes = tail ? m_cache.tailScheme(m_layer).rowBytes() : m_values.rowBytes();
     uint32_t kept = rows;
     if (sparseV > 0.0f) {
       // A weight below the threshold is dropped for its query; a row no
@@ -427,20 +497,52 @@ void AttentionRun::valuePass(const Span& sp, Scratch& s, const float (*factor)[k
         const uint32_t first = r;
         while (r + 1 < rows && keeps(r + 1)) ++r;
         const uint32_t count = r + 1 - first;
-        m_valueRows.decode(valueBytes + size_t{first} * m_values.rowBytes(), count,
-                           &s.v[size_t{kept} * p.stride], p.stride);
+        decoder.decode(valueBytes + first * rowBytes, count, &s.v[size_t{kept} * p.stride],
+                       p.stride);
         for (uint32_t k = 0; k < sp.groups; ++k)
           std::copy_n(&tiles[k][first * kLanes], count * kLanes, &tiles[k][kept * kLanes]);
         kept += count;
       }
       if (kept == 0) continue;
     } else {
-      m_valueRows.decode(valueBytes, rows, s.v.data(), p.stride);
+      decoder.decode(valueBytes, rows, s.v.data(), p.stride);
     }
     for (uint32_t k = 0; k < sp.groups; ++k)
       tile::accumulate(tiles[k], sp.nq[k], s.v.data(), kept, p.stride,
                        &s.acc[size_t{k} * kLanes * p.stride], portable);
   }
+}
+
+// A band tile of V: each lane's weights split at its tail bound, the rows
+// before it summed from their codes and the rest from the tail (sparse V
+// drops the small weights but decodes every row: a band is a few rows of a
+// prefill step).
+void AttentionRun::bandValues(const Span& sp, Scratch& s, const Tile& t,
+                              float* const* tiles) const {
+  const Plan& p = m_p;
+  const bool portable = m_options.portable;
+  for (uint32_t k = 0; k < sp.groups; ++k) {
+    float* band = &s.band[size_t{k} * kRows * kLanes];
+    for (uint32_t r = 0; r < t.rows; ++r) {
+      for (uint32_t i = 0; i < kLanes; ++i) {
+        float& w = tiles[k][r * kLanes + i];
+        if (w < m_options.sparseV) w = 0.0f;
+        const bool fromTail = i < sp.nq[k] && t.pos + r >= sp.tail[k][i];
+        band[r * kLanes + i] = fromTail ? w : 0.0f;
+        if (fromTail) w = 0.0f;
+      }
+    }
+  }
+  m_valueRows.decode(m_cache.row(m_layer, KvPart::kValue, sp.h, t.pos).data(), t.rows, s.v.data(),
+                     p.stride);
+  for (uint32_t k = 0; k < sp.groups; ++k)
+    tile::accumulate(tiles[k], sp.nq[k], s.v.data(), t.rows, p.stride,
+                     &s.acc[size_t{k} * kLanes * p.stride], portable);
+  m_tailRows.decode(m_cache.tailRow(m_layer, KvPart::kValue, sp.h, t.pos).data(), t.rows,
+                    s.v.data(), p.stride);
+  for (uint32_t k = 0; k < sp.groups; ++k)
+    tile::accumulate(&s.band[size_t{k} * kRows * kLanes], sp.nq[k], s.v.data(), t.rows, p.stride,
+                     &s.acc[size_t{k} * kLanes * p.stride], portable);
 }
 
 // out = acc, rotated back to the model's space.

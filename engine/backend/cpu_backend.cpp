@@ -49,8 +49,8 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   if (options.stepRows == 0)
     return makeError(ErrorCode::kInvalidArgument, "a forward step needs at least one row");
   b->m_stepRows = options.stepRows;
-  const kv::KvGeometry geometry =
-      kvGeometry(c, kv::KvGeometry{}.rowsPerPage, b->m_contextLimit, options.stepRows);
+  const kv::KvGeometry geometry = kvGeometry(c, kv::KvGeometry{}.rowsPerPage, b->m_contextLimit,
+                                             options.stepRows, options.kvTail);
   // Built even when two-phase defers it, so a bad scheme fails here.
   KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, schemes, options.kvSeed));
   if (options.twoPhase && schemes != f16) {

@@ -33,6 +33,9 @@ struct CpuBackendOptions {
   // (a one-token forward on a non-empty cache) re-encodes every row into
   // kvSchemes, and later rows are encoded as they are appended.
   bool twoPhase = false;
+  // The precision tail (kv/kv_cache.h): each query reads its last kvTail rows
+  // at f16 (0: none).
+  uint32_t kvTail = 0;
   // kExact keeps every product in float32 (the reference); kInt8Activations
   // rounds activations to int8 for quantized weights like llama.cpp's CPU
   // path: ~35% faster decode, but logits move by up to ~2e-2 of their spread
@@ -82,6 +85,17 @@ class CpuBackend final : public Backend {
   Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;
   Status importKv(const kv::KvLayout& layout, uint32_t rows,
                   const std::function<Status(std::span<uint8_t>)>& read) override;
+  uint32_t kvTailHeld() const override { return m_cache->tailHeld(); }
+  uint64_t kvTailBytes(uint32_t rows, uint32_t held) const override {
+    return m_cache->tailBytes(rows, held);
+  }
+  Status exportKvTail(const std::function<Status(std::span<const uint8_t>)>& write) const override {
+    return m_cache->exportTail(write);
+  }
+  Status importKvTail(uint32_t held,
+                      const std::function<Status(std::span<uint8_t>)>& read) override {
+    return m_cache->importTail(held, read);
+  }
   Status setIndexer(const kv::IndexerOptions& options) override;
   kv::IndexerOptions indexer() const override { return m_indexer; }
   IndexerStep indexerStep() const override { return m_indexerStep; }

@@ -8,6 +8,7 @@ KvBytes& KvBytes::operator+=(const KvBytes& o) {
   codes += o.codes;
   scales += o.scales;
   sidecar += o.sidecar;
+  tail += o.tail;
   padding += o.padding;
   unused += o.unused;
   return *this;
@@ -39,6 +40,12 @@ Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSc
         "a sliding window of {} rows over {} of {} layers cannot keep a ring of {} rows",
         geometry.window, geometry.windowLayers.size(), geometry.nLayer(), geometry.ringRows);
   }
+  if (geometry.tailRows > 0 && geometry.tailRingRows < geometry.tailRows) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a precision tail of {} rows cannot live in a ring of {} rows",
+                     geometry.tailRows, geometry.tailRingRows);
+  }
+  if (geometry.tailRows == 0) geometry.tailRingRows = 0;
   if (geometry.window == 0) {
     geometry.windowLayers.clear();
     geometry.ringRows = 0;

@@ -58,6 +58,11 @@ struct KvGeometry {
   uint32_t window = 0;             // 0: every layer global
   std::vector<bool> windowLayers;  // [nLayer] when window > 0
   uint32_t ringRows = 0;           // rows of the window layers' ring; 0: no ring
+  // The precision tail (KvCache; the Vulkan backend keeps none): a query reads
+  // its last tailRows rows at f16; they live in a ring of tailRingRows >=
+  // tailRows (a step of n rows needs tailRows + n - 1). 0: no tail.
+  uint32_t tailRows = 0;
+  uint32_t tailRingRows = 0;
 
   // nLayer layers of nHeadKv heads of headDim values.
   static KvGeometry uniform(uint32_t nLayer, uint32_t nHeadKv, uint32_t headDim,
@@ -87,10 +92,11 @@ struct KvBytes {
   uint64_t codes = 0;
   uint64_t scales = 0;
   uint64_t sidecar = 0;  // the indexer's page bounds (K only)
+  uint64_t tail = 0;     // the precision tail's f16 copies of the last rows
   uint64_t padding = 0;  // layout padding inside rows
   uint64_t unused = 0;   // allocated page rows not yet filled
   // What the cached rows take: everything but `unused`.
-  uint64_t used() const { return codes + scales + sidecar + padding; }
+  uint64_t used() const { return codes + scales + sidecar + tail + padding; }
   uint64_t total() const { return used() + unused; }
   KvBytes& operator+=(const KvBytes& o);
 };

@@ -129,10 +129,10 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     }
     if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
         base != "seed" && base != "indexer" && base != "indexer_scorer" &&
-        base != "indexer_dense" && base != "sparse_v") {
+        base != "indexer_dense" && base != "sparse_v" && base != "tail") {
       return badItem(item,
                      "unknown key (known: auto[:BITS], k, v, kv, k@L, v@L, kv@L, boundary, "
-                     "two_phase, seed, indexer, indexer_scorer, indexer_dense, sparse_v)");
+                     "two_phase, tail, seed, indexer, indexer_scorer, indexer_dense, sparse_v)");
     }
     if (at == std::string_view::npos && !seen.emplace(key).second)
       return badItem(item, "given twice");
@@ -161,6 +161,12 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     if (base == "indexer_dense") {
       if (at != std::string_view::npos || !parseNumber(value, p.attention.denseLayers))
         return badItem(item, "indexer_dense must be a layer count");
+      continue;
+    }
+    if (base == "tail") {
+      if (at != std::string_view::npos || !parseNumber(value, p.tail) || p.tail == 0 ||
+          p.tail > kMaxTailRows)
+        return badItem(item, fmt::format("tail must be a row count, 1 to {}", kMaxTailRows));
       continue;
     }
     if (base == "seed") {
@@ -199,11 +205,11 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
   }
   if (p.autoBits) {
     const bool schemesGiven = seen.contains("k") || seen.contains("v") || seen.contains("kv") ||
-                              !p.overrides.empty() || p.boundary != 0 || p.twoPhase;
+                              !p.overrides.empty() || p.boundary != 0 || p.twoPhase || p.tail != 0;
     if (schemesGiven) {
       return makeError(ErrorCode::kInvalidArgument,
                        "KV cache policy '{}': auto chooses every layer's schemes itself, so it "
-                       "takes no k, v, kv, per-layer, boundary or two_phase items",
+                       "takes no k, v, kv, per-layer, boundary, two_phase or tail items",
                        text);
     }
   }
@@ -223,6 +229,7 @@ std::string KvPolicy::toString() const {
       s += fmt::format(",{}@{}-{}={}", part, o.first, o.last, o.scheme);
   }
   if (twoPhase) s += ",two_phase";
+  if (tail) s += fmt::format(",tail={}", tail);
   if (seed != kDefaultCacheSeed) s += fmt::format(",seed={:#x}", seed);
   return s + attention.policyItems();
 }
@@ -236,7 +243,8 @@ bool KvPolicy::sameCache(const KvPolicy& other) const {
          (boundary == 0 || boundaryScheme == other.boundaryScheme) &&
          std::equal(overrides.begin(), overrides.end(), other.overrides.begin(),
                     other.overrides.end(), overridesEqual) &&
-         twoPhase == other.twoPhase && autoBits == other.autoBits && seed == other.seed;
+         twoPhase == other.twoPhase && tail == other.tail && autoBits == other.autoBits &&
+         seed == other.seed;
 }
 
 Expected<std::vector<LayerSchemes>> KvPolicy::resolve(const KvTarget& target) const {

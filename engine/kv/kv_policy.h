@@ -12,6 +12,8 @@
 //   k@A-B=NAME        range of layers A..B inclusive
 //   two_phase         f16 during prefill; compress everything at the first
 //                     decode step, then encode each new row
+//   tail=N            a precision tail: the last N rows of every layer are
+//                     also kept at f16 and attended from there (kv/kv_cache.h)
 //   seed=N            the cache seed (decimal or 0x hex) of rotated schemes
 //   indexer=K[:W[:S]] indexed decode: the top K rows by the sidecar's score,
 //                     plus the last W and the first S rows (kv/indexer.h)
@@ -22,7 +24,7 @@
 //                     first prompt's rows, within BITS bits per value on
 //                     average (kv/auto_policy.h; without BITS the default
 //                     budget, kv::autoBudget); excludes k, v, kv, per-layer
-//                     overrides, boundary and two_phase
+//                     overrides, boundary, two_phase and tail
 //
 // indexer and sparse_v choose how attention reads the cache, not what it
 // holds: a backend changes them without re-encoding (Backend::setIndexer).
@@ -87,6 +89,7 @@ struct KvPolicy {
   std::string boundaryScheme = "f16";
   std::vector<Override> overrides;
   bool twoPhase = false;
+  uint32_t tail = 0;               // rows of the precision tail; 0: none
   std::optional<double> autoBits;  // auto[:BITS]: schemes chosen by measurement; 0: no BITS
   uint64_t seed = kDefaultCacheSeed;
   IndexerOptions attention;  // indexer and sparse_v (diagnostic is not part of the text)

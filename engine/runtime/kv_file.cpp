@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/checksum.h"
 #include "core/json_depth.h"
+#include "kv/kv_cache.h"
 #include "runtime/auto_plan_json.h"
 
 namespace kvscope::runtime {
@@ -93,23 +94,26 @@ nlohmann::json metaJson(const KvFileInfo& info, const kv::KvLayout& layout) {
   nlohmann::json policy = {{"text", info.policy}, {"auto", autoStateName(info.autoState)}};
   if (info.autoPlan) policy["auto_plan"] = autoPlanJson(*info.autoPlan);
   if (!info.autoFailure.empty()) policy["auto_failure"] = info.autoFailure;
-  return {{"format", "kvscope-kv-cache"},
-          {"producer", {{"app", "kvscope"}, {"backend", info.backend}}},
-          {"model",
-           {{"architecture", info.architecture},
-            {"name", info.modelName},
-            {"fingerprint", hex(info.fingerprint)},
-            {"layers", info.nLayer},
-            {"layer_shapes", shapes},
-            {"vocab", info.nVocab}}},
-          {"cache",
-           {{"seed", hex(info.cacheSeed)},
-            {"rows", info.tokens.size()},
-            {"schemes", schemes},
-            {"row_bytes", rowBytes},
-            {"window", layout.geometry().window},
-            {"window_layers", windowLayers}}},
-          {"policy", policy}};
+  nlohmann::json meta = {{"format", "kvscope-kv-cache"},
+                         {"producer", {{"app", "kvscope"}, {"backend", info.backend}}},
+                         {"model",
+                          {{"architecture", info.architecture},
+                           {"name", info.modelName},
+                           {"fingerprint", hex(info.fingerprint)},
+                           {"layers", info.nLayer},
+                           {"layer_shapes", shapes},
+                           {"vocab", info.nVocab}}},
+                         {"cache",
+                          {{"seed", hex(info.cacheSeed)},
+                           {"rows", info.tokens.size()},
+                           {"schemes", schemes},
+                           {"row_bytes", rowBytes},
+                           {"window", layout.geometry().window},
+                           {"window_layers", windowLayers}}},
+                         {"policy", policy}};
+  if (info.tailHeld > 0)
+    meta["cache"]["tail"] = {{"held", info.tailHeld}, {"bytes", info.tailBytes}};
+  return meta;
 }
 
 Error bad(std::string_view what) {
@@ -184,6 +188,19 @@ Status parseMeta(const nlohmann::json& meta, KvFileInfo& info,
     if (windowLayers[layer]) return bad("a window layer named twice");
     windowLayers[layer] = true;
   }
+  if (cache.contains("tail")) {
+    const nlohmann::json& tail = cache.at("tail");
+    info.tailHeld = bounded(tail, "held", 1, std::min(rows, kv::kMaxTailRows));
+    // At most f16 K and V rows of every layer: the exact size is checked
+    // against the cache it restores (kv::KvCache::tailBytes).
+    uint64_t most = 0;
+    for (const kv::KvLayerShape& l : info.layerShapes)
+      most += uint64_t{l.nHeadKv} * 2 * 2 * l.headDim;
+    if (!tail.at("bytes").is_number_unsigned() ||
+        tail.at("bytes").get<uint64_t>() > most * info.tailHeld)
+      return bad("the precision tail's size");
+    info.tailBytes = tail.at("bytes").get<uint64_t>();
+  }
   const nlohmann::json& policy = meta.at("policy");
   info.policy = policy.at("text").get<std::string>();
   const std::string state = policy.at("auto").get<std::string>();
@@ -229,7 +246,8 @@ Status writeKvFile(
     return okStatus();
   };
   KVS_TRY(exportRows(writeRun));
-  const uint64_t expected = layout.canonicalBytes(static_cast<uint32_t>(info.tokens.size()));
+  const uint64_t expected =
+      layout.canonicalBytes(static_cast<uint32_t>(info.tokens.size())) + info.tailBytes;
   if (rowBytes != expected) {
     return makeError(ErrorCode::kInternal, "the backend exported {} bytes of rows, not {}",
                      rowBytes, expected);
@@ -345,7 +363,7 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
     const uint64_t kept = window ? std::min(rows, r.m_window - 1) : rows;
     rowsBytes += kept * r.m_info.layerShapes[l].nHeadKv * (r.m_rowBytes[l][0] + r.m_rowBytes[l][1]);
   }
-  if (s[2].bytes != rowsBytes) return bad("the rows' size");
+  if (s[2].bytes != rowsBytes + r.m_info.tailBytes) return bad("the rows' size");
   r.m_in = std::move(in);
   r.m_rowsOffset = s[2].offset;
   r.m_rowsBytes = s[2].bytes;

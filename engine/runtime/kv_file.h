@@ -3,9 +3,9 @@
 // one file, the same format for every backend, restored without prefill
 // (Session::restoreCache).
 //
-// Format "KVSCOPE" 4.0, little-endian (older files are refused with a
+// Format "KVSCOPE" 4.1, little-endian (older files are refused with a
 // message saying so: 2.0 came before sliding windows, 3.0 before per-layer
-// attention shapes):
+// attention shapes; 4.1 added the precision tail, which 4.0 files lack):
 //   header, 64 bytes:
 //     char magic[8] "KVSCOPE\0" | u16 major (4) | u16 minor (0) |
 //     u32 sectionCount (3) | u64 fileBytes (the file's exact size) |
@@ -18,14 +18,16 @@
 //     "TOKN"  i32 token ids [rows], the history the rows were computed from
 //     "ROWS"  the cache rows in kv::KvCache's canonical order, per layer, K
 //             then V, per KV head, rows 0..rows) (a sliding-window layer:
-//             its last window - 1 rows): kv::KvLayout::canonicalBytes
+//             its last window - 1 rows): kv::KvLayout::canonicalBytes; then
+//             the precision tail's rows (kv::KvCache::exportTail), if any
 //   META: {"format": "kvscope-kv-cache",
 //          "producer": {"app", "backend"},
 //          "model": {"architecture", "name", "fingerprint" (hex), "layers",
 //                    "layer_shapes": [[KV heads, head dim] per layer], "vocab"},
 //          "cache": {"seed" (hex), "rows", "schemes": [[K, V] per layer],
 //                    "row_bytes": [[K, V] per layer], "window" (0: none),
-//                    "window_layers": [the sliding-window layers' indices]},
+//                    "window_layers": [the sliding-window layers' indices],
+//                    "tail": {"held", "bytes"} (only with a precision tail)},
 //          "policy": {"text", "auto": "none" | "pending" | "settled" |
 //                     "failed", "auto_plan" (runtime/auto_plan_json.h),
 //                     "auto_failure"}}
@@ -54,7 +56,7 @@
 namespace kvscope::runtime {
 
 inline constexpr uint16_t kKvFileMajor = 4;
-inline constexpr uint16_t kKvFileMinor = 0;
+inline constexpr uint16_t kKvFileMinor = 1;
 inline constexpr uint64_t kMaxMetaBytes = 1 << 20;
 inline constexpr uint32_t kMaxKvFileRows = 1 << 24;
 
@@ -73,6 +75,9 @@ struct KvFileInfo {
   uint64_t cacheSeed = kv::kDefaultCacheSeed;
   std::vector<kv::LayerSchemes> schemes;  // [nLayer]: the schemes the rows are stored in
   std::vector<int32_t> tokens;            // [rows]
+  // The precision tail: the last rows it holds, and its bytes after the rows.
+  uint32_t tailHeld = 0;
+  uint64_t tailBytes = 0;
   // The session's policy: the text as the user gave it, and an auto policy's state.
   std::string policy;
   AutoState autoState = AutoState::kNone;
@@ -81,7 +86,8 @@ struct KvFileInfo {
 };
 
 // Writes `info` and the rows `exportRows` produces (layout.canonicalBytes(rows)
-// bytes in the canonical order) to `path` atomically. `layout` gives the
+// bytes in the canonical order, then info.tailBytes of the tail) to `path`
+// atomically. `layout` gives the
 // row bytes META records.
 Status writeKvFile(
     const std::filesystem::path& path, const KvFileInfo& info, const kv::KvLayout& layout,
@@ -105,8 +111,8 @@ class KvFileReader {
   // Reads all of ROWS once to check its CRC, then rewinds to its start: for a
   // restore that must be sure of the file before it empties a cache.
   Status verifyRows();
-  // Fills `out` with the next bytes of ROWS; past the end, or a CRC mismatch
-  // when the last byte is read, is kBadFile.
+  // Fills `out` with the next bytes of ROWS (the rows, then the tail); past
+  // the end, or a CRC mismatch when the last byte is read, is kBadFile.
   Status readRows(std::span<uint8_t> out);
   // After the import: every byte of ROWS was read (and so its CRC checked).
   Status finishRows() const;

@@ -4,12 +4,12 @@
 // plus a KV cache full at the requested context, its bytes per token counted
 // from the KV schemes' row layouts (the same accounting the cache reports
 // once loaded) for the global layers, and the sliding-window layers' ring,
-// which does not grow with the context (backend::kvGeometry), plus what settling `auto` holds for a
-// moment (its f16 measuring cache of the first kAutoCalibrationTokens tokens beside the cache it
-// settles on). Activations and the logits buffer are not counted: they are a few MB for the models
-// kvscope runs, small next to either term. A KV policy switch later in a chat also holds two caches
-// at once; that is not promised here: a switch that does not fit fails with kOutOfMemory and keeps
-// the old cache (Session::setKvPolicy).
+// which does not grow with the context (backend::kvGeometry), nor does the precision tail's, plus
+// what settling `auto` holds for a moment (its f16 measuring cache of the first
+// kAutoCalibrationTokens tokens beside the cache it settles on). Activations and the logits buffer
+// are not counted: they are a few MB for the models kvscope runs, small next to either term. A KV
+// policy switch later in a chat also holds two caches at once; that is not promised here: a switch
+// that does not fit fails with kOutOfMemory and keeps the old cache (Session::setKvPolicy).
 
 #include <cstdint>
 #include <string_view>
@@ -23,7 +23,7 @@ namespace kvscope::runtime {
 struct MemoryEstimate {
   uint64_t weightBytes = 0;
   uint64_t kvBytesPerToken = 0;  // the layers that keep every row, K and V
-  uint64_t kvRingBytes = 0;      // the sliding-window layers' ring, whatever the context
+  uint64_t kvRingBytes = 0;  // the window layers' ring and the precision tail, whatever the context
   uint32_t contextLength = 0;    // what the estimate is for
   uint64_t kvBytes = 0;          // kvBytesPerToken * contextLength + kvRingBytes
   uint64_t transientBytes = 0;   // auto's f16 measuring cache while it settles

@@ -204,9 +204,10 @@ Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint
 Expected<std::unique_ptr<backend::Backend>> Session::convert(const kv::KvPolicy& policy,
                                                              Observer* observer, uint32_t chunk,
                                                              backend::Logits& logits) {
-  // Two-phase caches change layout at the first decode step: run again.
+  // Two-phase caches change layout at the first decode step, and a precision
+  // tail holds full-precision rows no re-encode can give back: run again.
   const kv::KvLayout* from = m_backend->kvLayout();
-  if (policy.twoPhase || m_kvPolicy.twoPhase || !from ||
+  if (policy.twoPhase || m_kvPolicy.twoPhase || policy.tail != 0 || m_kvPolicy.tail != 0 || !from ||
       m_backend->cachedTokens() != m_history.size()) {
     return rebuild(policy, m_history, observer, chunk, logits);
   }

@@ -47,8 +47,12 @@ Status Session::saveCache(const std::filesystem::path& path) const {
   } else if (autoPending()) {
     info.autoState = AutoState::kPending;
   }
-  return writeKvFile(path, info, *layout,
-                     [&](const auto& write) { return m_backend->exportKv(write); });
+  info.tailHeld = m_backend->kvTailHeld();
+  info.tailBytes = m_backend->kvTailBytes(static_cast<uint32_t>(m_history.size()), info.tailHeld);
+  return writeKvFile(path, info, *layout, [&](const auto& write) -> Status {
+    KVS_TRY(m_backend->exportKv(write));
+    return m_backend->exportKvTail(write);
+  });
 }
 
 Status Session::restoreCache(const std::filesystem::path& path, Observer* observer) {
@@ -126,9 +130,17 @@ Status Session::restoreCache(const std::filesystem::path& path, Observer* observ
     KVS_TRY(m_backend->trim(0));
     m_history.clear();
   }
-  KVS_TRY(target->importKv(fileLayout, reader.rows(),
-                           [&](std::span<uint8_t> out) { return reader.readRows(out); }));
-  if (const Status all = reader.finishRows(); !all.ok()) {
+  const auto read = [&](std::span<uint8_t> out) { return reader.readRows(out); };
+  KVS_TRY(target->importKv(fileLayout, reader.rows(), read));
+  Status all = okStatus();
+  if (target->kvTailBytes(reader.rows(), info.tailHeld) != info.tailBytes) {
+    all = makeError(ErrorCode::kBadFile,
+                    "the saved KV cache's precision tail does not fit this cache's");
+  } else {
+    all = target->importKvTail(info.tailHeld, read);
+  }
+  if (all.ok()) all = reader.finishRows();
+  if (!all.ok()) {
     (void)target->trim(0);
     return all;
   }

@@ -17,6 +17,7 @@ json partJson(const std::string& scheme, double bits, const kv::KvBytes& b, doub
            {{"codes", b.codes},
             {"scales", b.scales},
             {"sidecar", b.sidecar},
+            {"tail", b.tail},
             {"padding", b.padding},
             {"unused", b.unused}}},
           {"error", measured(error)},

@@ -10,7 +10,7 @@
 //   "window" (0: global),"ring","f16_bytes","key":PART,"value":PART}],
 //   "indexer": null | {"selection","scorer","sparse_v","diagnostic","rows",
 //                      "layers":[{"layer","captured_mass","rows_attended":[…]}]}}
-// PART = {"scheme","bits_per_value","bytes":{"codes","scales","sidecar",
+// PART = {"scheme","bits_per_value","bytes":{"codes","scales","sidecar","tail",
 //   "padding","unused"},"error","promotion"}; unmeasured values are null.
 
 #include <nlohmann/json.hpp>

@@ -118,6 +118,7 @@ TEST(KvRowDecoder, Fp8DecodesEveryByteExactly) {
 struct Case {
   std::string key, value;
   uint32_t d, gqa, n, pos0, rowsPerPage;
+  uint32_t tail = 0;  // the precision tail's rows (0: none)
 };
 
 // The bound of the header comment for every output value of `c`.
@@ -128,17 +129,18 @@ std::vector<double> errorBound(const kv::KvCache& cache, const Case& c, const st
   const bool f16 = ks.name() == "f16" && vs.name() == "f16";
   const uint32_t d = c.d, rowsAll = c.pos0 + c.n;
   std::vector<double> bound(size_t{c.n} * nHead * d);
-  // Every row of every KV head in rotated space, decoded once: [head][row][d].
   const uint32_t heads = nHead / c.gqa;
   std::vector<float> keys(size_t{heads} * rowsAll * d), values(keys.size());
-  for (uint32_t h = 0; h < heads; ++h) {
-    for (uint32_t j = 0; j < rowsAll; ++j) {
-      const size_t at = (size_t{h} * rowsAll + j) * d;
-      cache.readRotated(0, KvPart::kKey, h, j, {&keys[at], d});
-      cache.readRotated(0, KvPart::kValue, h, j, {&values[at], d});
-    }
-  }
   for (uint32_t t = 0; t < c.n; ++t) {
+    // Every row of every KV head in rotated space as query t reads it (the
+    // precision tail's f16 copy for its last rows): [head][row][d].
+    for (uint32_t h = 0; h < heads; ++h) {
+      for (uint32_t j = 0; j <= c.pos0 + t; ++j) {
+        const size_t at = (size_t{h} * rowsAll + j) * d;
+        cache.readAttended(0, KvPart::kKey, h, j, c.pos0 + t, {&keys[at], d});
+        cache.readAttended(0, KvPart::kValue, h, j, c.pos0 + t, {&values[at], d});
+      }
+    }
     for (uint32_t h = 0; h < nHead; ++h) {
       const uint32_t kvHead = h / c.gqa, rows = c.pos0 + t + 1;
       std::vector<double> qr(d), qAbs(d);
@@ -213,25 +215,33 @@ double checkCase(const Case& c, ThreadPool& pool) {
   constexpr uint32_t kHeadsKv = 2;
   const uint32_t nHead = kHeadsKv * c.gqa;
   const kv::LayerSchemes schemes{c.key, c.value};
-  auto made = kv::KvCache::create(kv::KvGeometry::uniform(1, kHeadsKv, c.d, c.rowsPerPage),
-                                  std::span(&schemes, 1), 5);
+  kv::KvGeometry geometry = kv::KvGeometry::uniform(1, kHeadsKv, c.d, c.rowsPerPage);
+  geometry.tailRows = c.tail;
+  geometry.tailRingRows = c.tail + c.n - 1;  // the step's first query still finds its tail
+  auto made = kv::KvCache::create(geometry, std::span(&schemes, 1), 5);
   EXPECT_TRUE(made.ok());
   if (!made.ok()) return INFINITY;
   kv::KvCache& cache = **made;
   const uint32_t rows = c.pos0 + c.n;
-  EXPECT_TRUE(cache.append(rows).ok());
   // Keys spread wide enough for peaked softmaxes.
   const auto keys = randomFloats(size_t{rows} * kHeadsKv * c.d, 1000 + c.d, -3.0f, 3.0f);
   const auto values = randomFloats(keys.size(), 7000 + c.d);
-  for (uint32_t j = 0; j < rows; ++j) {
-    for (uint32_t h = 0; h < kHeadsKv; ++h) {
-      const size_t at = (size_t{j} * kHeadsKv + h) * c.d;
-      cache.write(0, KvPart::kKey, h, j, std::span(keys).subspan(at, c.d));
-      cache.write(0, KvPart::kValue, h, j, std::span(values).subspan(at, c.d));
+  // Written in steps of at most n rows, as a backend writes them (the
+  // precision tail's ring holds no longer step), the last the queries' own.
+  for (uint32_t done = 0, step; done < rows; done += step) {
+    step = done < c.pos0 ? std::min(c.n, c.pos0 - done) : c.n;
+    EXPECT_TRUE(cache.append(step).ok());
+    for (uint32_t j = done; j < done + step; ++j) {
+      for (uint32_t h = 0; h < kHeadsKv; ++h) {
+        const size_t at = (size_t{j} * kHeadsKv + h) * c.d;
+        cache.write(0, KvPart::kKey, h, j, std::span(keys).subspan(at, c.d));
+        cache.write(0, KvPart::kValue, h, j, std::span(values).subspan(at, c.d));
+      }
     }
   }
   const auto q = randomFloats(size_t{c.n} * nHead * c.d, 11 + c.d, -2.0f, 2.0f);
   std::vector<float> want(q.size());
+  // The reference itself: a query reads its last c.tail rows at f16.
   cpu::attentionReference(cache, 0, q.data(), c.n, c.pos0, nHead, pool, want.data());
   double worst = 0;
   for (bool int8 : {false, true}) {
@@ -243,9 +253,9 @@ double checkCase(const Case& c, ThreadPool& pool) {
       for (size_t i = 0; i < got.size(); ++i) {
         const double err = std::fabs(double{got[i]} - want[i]);
         EXPECT_LE(err, bound[i]) << c.key << "/" << c.value << " d=" << c.d << " gqa=" << c.gqa
-                                 << " n=" << c.n << " pos0=" << c.pos0 << " value " << i
-                                 << (portable ? " portable" : " simd") << (int8 ? " int8" : "")
-                                 << ": " << got[i] << " vs " << want[i];
+                                 << " n=" << c.n << " pos0=" << c.pos0 << " tail=" << c.tail
+                                 << " value " << i << (portable ? " portable" : " simd")
+                                 << (int8 ? " int8" : "") << ": " << got[i] << " vs " << want[i];
         if (err > bound[i]) return INFINITY;  // one report per case
         worst = std::max(worst, err / bound[i]);
       }
@@ -275,6 +285,33 @@ TEST(CpuAttention, EverySchemeDimAndGroupMatchesTheReference) {
       }
     }
     std::printf("%-8s / %-8s largest error / bound %.3g\n", key.c_str(), value.c_str(), worst);
+  }
+}
+
+// A precision tail: the query at position p reads rows [p + 1 - tail, p]
+// from the tail's f16 copies. In a prefill a tile of rows is then read from
+// the codes by some queries and from the tail by others (a band): 19 queries
+// with a tail of 8, 70 (GQA 4, jobs of several groups) with a tail of 16,
+// and a chunked decode deep in the cache whose tail ends inside a page (pages
+// of 48). Keys and values alone in the tail (f16 on the other side), rotated
+// keys, int8-scored q8_0 keys, and a head dim that is not a power of two.
+TEST(CpuAttention, APrecisionTailMatchesTheReference) {
+  ThreadPool pool(2);
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"q4_0", "q4_0"},
+                                                                  {"turbo4", "q8_0"},
+                                                                  {"q8_0", "turbo3"},
+                                                                  {"f16", "q4_0r"},
+                                                                  {"turbo4b", "f16"}};
+  for (const auto& [key, value] : pairs) {
+    for (uint32_t d : {64u, 80u}) {
+      for (uint32_t gqa : {1u, 4u}) {
+        EXPECT_LT(checkCase({key, value, d, gqa, 19, 45, 256, 8}, pool), 1.0);
+        EXPECT_LT(checkCase({key, value, d, gqa, 1, 299, 48, 40}, pool), 1.0);
+        if (gqa == 4) {
+          EXPECT_LT(checkCase({key, value, d, gqa, 70, 20, 64, 16}, pool), 1.0);
+        }
+      }
+    }
   }
 }
 

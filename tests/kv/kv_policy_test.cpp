@@ -48,11 +48,16 @@ TEST(KvPolicy, FlagsAndSeed) {
   EXPECT_TRUE(p->twoPhase);
   EXPECT_EQ(p->seed, 16u);
   EXPECT_EQ(KvPolicy::parse("seed=42")->seed, 42u);
+  EXPECT_EQ(KvPolicy::parse("kv=q4_0,tail=128")->tail, 128u);
+  EXPECT_EQ(KvPolicy::parse("kv=q4_0")->tail, 0u);
+  // The tail is part of what the cache holds.
+  EXPECT_FALSE(KvPolicy::parse("kv=q4_0,tail=128")->sameCache(*KvPolicy::parse("kv=q4_0")));
+  EXPECT_FALSE(KvPolicy::parse("kv=q4_0,tail=128")->sameCache(*KvPolicy::parse("kv=q4_0,tail=64")));
 }
 
 TEST(KvPolicy, ToStringParsesBack) {
   for (auto text : {"", "k=q8_0,v=turbo4", "k=fp8,v=turbo3,boundary=2,two_phase,seed=7",
-                    "kv=turbo2g,k@3=f16,v@1-4=q4_0,boundary=1:q8_0"}) {
+                    "kv=q4_0r,tail=96", "kv=turbo2g,k@3=f16,v@1-4=q4_0,boundary=1:q8_0"}) {
     auto p = KvPolicy::parse(text);
     ASSERT_TRUE(p.ok()) << text;
     auto again = KvPolicy::parse(p->toString());
@@ -65,13 +70,25 @@ TEST(KvPolicy, ToStringParsesBack) {
 
 TEST(KvPolicy, BadTextsAreClearErrors) {
   const std::pair<std::string_view, std::string_view> kBad[] = {
-      {"k=q3_k", "unknown scheme 'q3_k'"}, {"x=f16", "unknown key"},
-      {"k", "missing '=value'"},           {"k=", "missing '=value'"},
-      {"k=f16,k=q8_0", "given twice"},     {"k=f16,,v=f16", "empty item"},
-      {"boundary=two", "layer count"},     {"boundary=1:nope", "unknown scheme 'nope'"},
-      {"two_phase=1", "takes no value"},   {"seed=-1", "seed"},
-      {"k@x=f16", "layer override"},       {"k@3-1=f16", "layer override"},
-      {"k@1=turbo9", "unknown scheme"},    {"boundary@1=2", "no per-layer form"},
+      {"k=q3_k", "unknown scheme 'q3_k'"},
+      {"x=f16", "unknown key"},
+      {"k", "missing '=value'"},
+      {"k=", "missing '=value'"},
+      {"k=f16,k=q8_0", "given twice"},
+      {"k=f16,,v=f16", "empty item"},
+      {"boundary=two", "layer count"},
+      {"boundary=1:nope", "unknown scheme 'nope'"},
+      {"two_phase=1", "takes no value"},
+      {"seed=-1", "seed"},
+      {"k@x=f16", "layer override"},
+      {"k@3-1=f16", "layer override"},
+      {"k@1=turbo9", "unknown scheme"},
+      {"boundary@1=2", "no per-layer form"},
+      {"tail=0", "1 to 65536"},
+      {"tail=65537", "1 to 65536"},
+      {"tail=x", "row count"},
+      {"tail@1=8", "row count"},
+      {"auto,tail=8", "no k, v, kv, per-layer, boundary, two_phase or tail"},
   };
   for (const auto& [text, why] : kBad) {
     auto p = KvPolicy::parse(text);

@@ -33,6 +33,17 @@ TEST(BackendFactory, ParsesKvPolicies) {
   auto r = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = policyOf("k@99=f16")});
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = {}}).ok());
+  // A precision tail is the CPU cache's: its geometry has it, and the Vulkan
+  // backend refuses it by name before it looks for a device.
+  auto tail = runtime::makeBackend(
+      m, {.kind = "cpu", .threads = 2, .kvPolicy = policyOf("kv=q4_0,tail=100")});
+  ASSERT_TRUE(tail.ok()) << tail.error().describe();
+  EXPECT_EQ(dynamic_cast<backend::CpuBackend&>(**tail).cache().tailRows(), 100u);
+  auto vulkan =
+      runtime::makeBackend(m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,tail=100")});
+  ASSERT_FALSE(vulkan.ok());
+  EXPECT_EQ(vulkan.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(vulkan.error().message.find("tail runs on the cpu backend only"), std::string::npos);
 }
 
 // A Vulkan context longer than the device's memory can hold is refused before

@@ -139,6 +139,18 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   refused(withMeta([](nlohmann::json& m) { m["policy"]["auto"] = "settled"; }),
           "a settled auto state without its plan");
   refused(withMeta([](nlohmann::json& m) { m.erase("model"); }), "no model");
+  refused(withMeta([](nlohmann::json& m) {
+            m["cache"]["tail"] = {{"held", uint64_t{m["cache"]["rows"]} + 1}, {"bytes", 0}};
+          }),
+          "a precision tail longer than the cache");
+  refused(withMeta([](nlohmann::json& m) {
+            m["cache"]["tail"] = {{"held", 1}, {"bytes", uint64_t{1} << 40}};
+          }),
+          "a precision tail larger than f16 rows");
+  refused(withMeta([](nlohmann::json& m) {
+            m["cache"]["tail"] = {{"held", 1}, {"bytes", 64}};
+          }),
+          "a precision tail the rows section does not hold");
   refused(withMeta([](nlohmann::json& m) { m["format"] = "something else"; }), "another format");
 
   // Consistent to the reader, refused by the restore.
@@ -181,6 +193,19 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
   ASSERT_FALSE(otherShapes.ok());
   EXPECT_NE(otherShapes.error().message.find("another model"), std::string::npos)
       << otherShapes.error().message;
+  // A precision tail the file holds but this session's cache keeps none of.
+  auto tailed = splitKvFile(m_bytes);
+  ASSERT_TRUE(tailed);
+  nlohmann::json tailMeta = nlohmann::json::parse(tailed->meta);
+  tailMeta["cache"]["tail"] = {{"held", 1}, {"bytes", 64}};
+  tailed->meta = tailMeta.dump();
+  tailed->rows.append(64, '\0');
+  const std::string tailFile = joinKvFile(*tailed, m_bytes);
+  ASSERT_TRUE(runtime::KvFileReader::parse(tailFile).ok());
+  const Status tail = restore(tailFile);
+  ASSERT_FALSE(tail.ok());
+  EXPECT_EQ(tail.error().code, ErrorCode::kBadFile);
+  EXPECT_NE(tail.error().message.find("precision tail"), std::string::npos) << tail.error().message;
   EXPECT_TRUE(restore(m_bytes).ok());
 }
 
