@@ -327,13 +327,12 @@ Span AttentionRun::span(uint32_t job) const {
       lo = std::min(lo, sp.from[k][i]);
     }
     visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
-    if (m_keyTail || m_valueTail) {
-      for (uint32_t i = 0; i < kLanes; ++i) {
-        sp.tail[k][i] = m_cache.tailStart(m_layer, sp.last[k][i]);
-        sp.tailLo = std::min(sp.tailLo, sp.tail[k][i]);
-        sp.tailHi = k == 0 && i == 0 ? sp.tail[k][i] : std::max(sp.tailHi, sp.tail[k][i]);
-      }
-    }
+    for (uint32_t i = 0; (m_keyTail || m_valueTail) && i < kLanes; ++i)
+      sp.tail[k][i] = m_cache.tailStart(m_layer, sp.last[k][i]);
+  }
+  if (m_keyTail || m_valueTail) {
+    sp.tailLo = *std::min_element(&sp.tail[0][0], &sp.tail[0][0] + sp.groups * kLanes);
+    sp.tailHi = *std::max_element(&sp.tail[0][0], &sp.tail[0][0] + sp.groups * kLanes);
   }
   if (sparse(sp.h)) {  // counted in the selection's order, which starts at 0
     const kv::RowRun& lastRun = (*m_selection)[sp.h].back();
