@@ -95,7 +95,14 @@ Status KvCache::appendRecoded(const KvCache& source) {
   }
   KVS_TRY(grow(source.rows()));
   m_held.holdNoEarlierThan(source.m_held);
-  m_tailFloor = rows();  // the source's full-precision rows are gone
+  // The tail is written from the source's rows: as good as the full-precision
+  // rows where the source holds them at f16 (a two-phase cache's first
+  // compression), else empty.
+  bool exact = true;
+  for (uint32_t l = 0; l < g.nLayer(); ++l)
+    for (KvPart p : {KvPart::kKey, KvPart::kValue})
+      exact &= !hasTail(l, p) || source.scheme(l, p).rowCode() == RowCode::kF16;
+  m_tailFloor = exact ? 0 : rows();
   std::vector<float> values;
   for (uint32_t l = 0; l < g.nLayer(); ++l) {
     values.resize(g.headDim(l));

@@ -26,8 +26,9 @@
 // what the ring still holds: after trim(n) the rows it lost to later ones are
 // read through their scheme until the tail has filled again (tailStart never
 // goes below the oldest row it holds). A restore brings the tail back through
-// importTail; a recode (appendRecoded) starts with an empty one. Its bytes
-// are KvBytes::tail (the rows the next query reads from it).
+// importTail; a recode (appendRecoded) fills it from an f16 source (a
+// two-phase cache's first compression) and else starts with an empty one.
+// Its bytes are KvBytes::tail (the rows the next query reads from it).
 
 #include <cstdint>
 #include <functional>

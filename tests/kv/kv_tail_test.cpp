@@ -158,6 +158,21 @@ TEST(KvTail, ARecodedCacheStartsWithAnEmptyTail) {
   expectQueryReads(*recoded, 19, 20);
 }
 
+// A two-phase cache's first compression recodes f16 rows: the tail is then
+// as the full-precision rows would have made it.
+TEST(KvTail, ARecodeFromF16RowsFillsTheTail) {
+  auto f16 = KvCache::create(KvGeometry::uniform(1, kHeads, kDim, 16),
+                             std::vector<LayerSchemes>{{"f16", "f16"}}, 3);
+  ASSERT_TRUE(f16.ok());
+  grow(**f16, 20);
+  auto recoded = tailCache({{"q8_0", "q4_0"}});
+  ASSERT_TRUE(recoded);
+  ASSERT_TRUE(recoded->appendRecoded(**f16).ok());
+  EXPECT_EQ(recoded->tailStart(0, 19), 12u);
+  EXPECT_EQ(recoded->tailHeld(), kTail);
+  expectQueryReads(*recoded, 19, 12);
+}
+
 TEST(KvTail, ASavedTailRestoresTheSameReads) {
   auto c = tailCache();
   ASSERT_TRUE(c);
