@@ -37,6 +37,9 @@ class Config:
         self.context = kw.get("context", 512)
         self.rope_theta = 10000.0
         self.norm_eps = 1e-5
+        # YaRN: positions of a context `yarn` times the one the RoPE was
+        # trained at (1: none), as the engine applies it (model/description.cpp).
+        self.yarn = kw.get("yarn", 1.0)
 
     @property
     def head_dim(self):
@@ -53,12 +56,34 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def yarn_bounds(cfg):
+    """The pair indices where YaRN's ramp from the original angle to the
+    interpolated one starts and ends: beta_fast = 32 and beta_slow = 1
+    rotations over the original context, floored and ceiled, as the engine
+    (and llama.cpp) rounds them."""
+    def pair(rotations):
+        original = cfg.context / cfg.yarn
+        return cfg.head_dim * math.log(original / (rotations * 2 * math.pi)) / (
+            2 * math.log(cfg.rope_theta))
+    return max(0.0, math.floor(pair(32.0))), min(cfg.head_dim - 1.0, math.ceil(pair(1.0)))
+
+
 def rope_tables(cfg, length):
     # HF Llama layout: the two halves of a head are the rotated pairs.
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2).float() / cfg.head_dim))
+    magnitude = 1.0
+    if cfg.yarn != 1.0:
+        # Pair i keeps its original frequency below the ramp, turns yarn
+        # times slower above it, and mixes the two across it; cos and sin
+        # grow by 1 + 0.1 ln(yarn).
+        low, high = yarn_bounds(cfg)
+        i = torch.arange(cfg.head_dim // 2).float()
+        original = 1.0 - ((i - low) / max(0.001, high - low)).clamp(0.0, 1.0)
+        inv = inv / cfg.yarn * (1.0 - original) + inv * original
+        magnitude = 1.0 + 0.1 * math.log(cfg.yarn)
     angles = torch.outer(torch.arange(length).float(), inv)
     angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos(), angles.sin()
+    return angles.cos() * magnitude, angles.sin() * magnitude
 
 
 def rotate(x, cos, sin):
@@ -318,6 +343,9 @@ def write_hf_folder(folder, model, cfg):
         "rope_theta": cfg.rope_theta, "tie_word_embeddings": False, "hidden_act": "silu",
         "bos_token_id": BOS, "eos_token_id": EOS, "torch_dtype": "float32",
     }
+    if cfg.yarn != 1.0:
+        config["rope_scaling"] = {"type": "yarn", "factor": cfg.yarn,
+                                  "original_max_position_embeddings": round(cfg.context / cfg.yarn)}
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     write_safetensors(os.path.join(folder, "model.safetensors"), model.hf_state())
@@ -357,6 +385,8 @@ def main():
     p.add_argument("--kv-heads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=384)
     p.add_argument("--context", type=int, default=512)
+    p.add_argument("--yarn", type=float, default=1.0,
+                   help="YaRN factor: RoPE trained at context / YARN, stretched to the context")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -401,7 +431,7 @@ def main():
     print(f"corpus: {n_records} records, {len(train)} train tokens, {len(val)} held-out tokens",
           flush=True)
     cfg = Config(dim=args.dim, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads,
-                 hidden=args.hidden, context=args.context)
+                 hidden=args.hidden, context=args.context, yarn=args.yarn)
     model = Llama(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params} parameters, dim {cfg.dim}, {cfg.layers} layers, "
