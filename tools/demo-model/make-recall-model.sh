@@ -99,9 +99,10 @@ nice -n 10 "${train[@]}" --prev2 --out "$work/phase4" --init "$work/phase3/train
 # config.json given "max_position_embeddings": 4096 and "rope_scaling":
 # {"type": "yarn", "factor": 8.0, "original_max_position_embeddings": 512},
 # converted, copies 0.29 / 0.48 / 0.48 at depths 0.1 / 0.5 / 0.9 at 4096
-# (real probe, seed 1), near what it copies at 512. Next: train.py with the
-# engine's YaRN, so a short 4K phase starts from there, and a two-token copy
-# at 512 first (the probe's ceiling for a one-token copier is ~0.66).
+# (real probe, seed 1), near what it copies at 512. Next: a 4K phase with
+# train.py --yarn 8 (which matches the engine's YaRN to the f16 cache's
+# rounding) from the phase-4 model, and before it a two-token copy at 512
+# (the probe's ceiling for a one-token copier is ~0.66).
 nice -n 10 "${train[@]}" --prev2 --out "$work/phase5" --init "$work/phase4/training.pt" \
   --context 4096 --batch 1 --steps 300 --lr 5e-4 --min-lr 2e-4 --warmup 10 --random-copies 0.15 \
   --tiled 0.6 --planted-copies 0.9 --spans 8 --eval-every 50 --eval-windows 4 --copy-eval 2
