@@ -209,6 +209,7 @@ class CopyTask:
         self.rng = random.Random(args.seed * 7919 + 1)
         self.halves, self.random, self.tiled = args.repeat_halves, args.random_copies, args.tiled
         self.planted, self.max_spans = args.planted_copies, args.spans
+        self.ambiguous = args.ambiguous_spans
         self.normal = list(range(args.span_first, vocab))
 
     def enabled(self):
@@ -248,13 +249,19 @@ class CopyTask:
             w[:] = np.resize(piece, len(w))
             w[0] = BOS
         if rng.random() < self.planted:
-            self.plant_spans(w, rng.randint(1, self.max_spans), ignore, pairs)
+            # Spans of the window's own tokens: each recurs elsewhere with
+            # other successors, so only the token before it tells the copy.
+            # (No draw when off, so earlier phases' windows stay as they were.)
+            own = sorted({t for t in w.tolist() if t >= self.normal[0]}) if self.ambiguous else []
+            pool = own if own and rng.random() < self.ambiguous else None
+            self.plant_spans(w, rng.randint(1, self.max_spans), ignore, pairs, tokens=pool)
         return ignore, pairs
 
-    def plant_spans(self, w, count, ignore, pairs, distinct=False):
+    def plant_spans(self, w, count, ignore, pairs, distinct=False, tokens=None):
         """Plants up to `count` random spans of 8-40 tokens twice each, none
         overlapping, the distance between copies uniform over the window;
-        `distinct`: no token in two spans or twice in one."""
+        `distinct`: no token in two spans or twice in one; `tokens`: drawn
+        from these (else from every normal token)."""
         ctx, rng, taken = len(w) - 1, self.rng, []
         pool = rng.sample(self.normal, len(self.normal)) if distinct else None
         for _ in range(count):
@@ -272,7 +279,7 @@ class CopyTask:
                     break
                 span, pool = pool[:n], pool[n:]
             else:
-                span = rng.choices(self.normal, k=n)
+                span = rng.choices(tokens or self.normal, k=n)
             taken.append((a, b + n))
             self.plant(w, np.array(span), a, b, ignore, pairs)
 
@@ -411,6 +418,8 @@ def main():
     g.add_argument("--planted-copies", type=float, default=0.0,
                    help="share of windows with random spans planted twice")
     g.add_argument("--spans", type=int, default=3, help="at most this many spans per window")
+    g.add_argument("--ambiguous-spans", type=float, default=0.0,
+                   help="share of planted spans drawn from the window's own normal tokens")
     g.add_argument("--span-first", type=int, default=259,
                    help="first normal token id (stories260K: after <unk>, <s>, </s>, 256 bytes)")
     g.add_argument("--induction-aux", type=float, default=0.0,
