@@ -179,8 +179,6 @@ class KvCache {
   Status forEachTailRun(uint32_t held, F&& f) const;
   // The tail's f16 bytes of (layer, part, head) slot `slot`.
   uint8_t* tailSlot(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const;
-  // Allocates the tail at the first row (kOutOfMemory when it cannot).
-  Status growTail();
 
   std::vector<std::shared_ptr<const KvScheme>> m_tailSchemes;  // [nLayer]: f16 of the head dim
   std::vector<size_t> m_tailOffset;   // [nLayer * 2]: where a stream's ring starts; ~0: none
