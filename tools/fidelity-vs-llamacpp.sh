@@ -67,8 +67,12 @@ for path in glob.glob(os.path.join(work, "llama-*.json")):
         continue
     rows.append(("llama.cpp", name, j["bits_per_value"], j, j["steps"]))
 steps = {r[4] for r in rows}
+ppl = {}
+for engine, _, _, j, _ in rows:
+    ppl.setdefault(engine, j["ppl_f16"])
 print(f"model {os.path.basename(model)}, {', '.join(map(str, sorted(steps)))} forced steps "
-      "(KLD in nats against each engine's own f16 cache)")
+      "(KLD in nats against each engine's own f16 cache); f16 perplexity of the forced tokens: "
+      + ", ".join(f"{e} {v:.4f}" for e, v in sorted(ppl.items())))
 print("| bits/value | engine | cache | KLD mean | median | p99 | p99.9 | top-1 |")
 print("|---|---|---|---|---|---|---|---|")
 for engine, name, bits, j, _ in sorted(rows, key=lambda r: (r[2], r[1])):

@@ -6,8 +6,10 @@
 // asks, PREFILL tokens as one batch, then one token per step; a step's
 // logits predict the next token), and prints one JSON object: the per-step
 // KL(P_f16 || P_test) summarised as kvscope's eval does (mean, median, p99,
-// p99.9: linear interpolation between order statistics), top-1 agreement and
-// the cache types' bits per value.
+// p99.9: linear interpolation between order statistics), top-1 agreement,
+// the cache types' bits per value and the f16 run's perplexity of the forced
+// tokens (the same text through both engines' f16 caches should score alike:
+// a check that they run the model the same, RoPE scaling included).
 //   llamacpp_fidelity MODEL.gguf TEXT_FILE PREFILL TYPE_K TYPE_V THREADS
 #include <algorithm>
 #include <cmath>
@@ -121,7 +123,10 @@ int main(int argc, char** argv) {
   llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (!model) return 1;
   const llama_vocab* vocab = llama_model_get_vocab(model);
-  const std::string s = text.str();
+  // A file's final newline ends the file, not the text (as kvscope-cli eval and
+  // llama.cpp's own -f read it), so both engines force the same tokens.
+  std::string s = text.str();
+  if (!s.empty() && s.back() == '\n') s.pop_back();
   std::vector<llama_token> tokens(s.size() + 8);
   const int n = llama_tokenize(vocab, s.data(), static_cast<int32_t>(s.size()), tokens.data(),
                                static_cast<int32_t>(tokens.size()), true, false);
@@ -133,8 +138,9 @@ int main(int argc, char** argv) {
   const auto p = forced(model, tokens, prefill, GGML_TYPE_F16, GGML_TYPE_F16, threads);
   const auto q = forced(model, tokens, prefill, k, v, threads);
   std::vector<double> kld;
-  double agree = 0.0;
+  double agree = 0.0, nll = 0.0;
   for (size_t s2 = 0; s2 < p.size(); ++s2) {
+    nll -= p[s2][static_cast<size_t>(tokens[static_cast<size_t>(prefill) + s2])];
     double kl = 0.0;
     for (size_t i = 0; i < p[s2].size(); ++i) kl += std::exp(p[s2][i]) * (p[s2][i] - q[s2][i]);
     kld.push_back(std::max(kl, 0.0));
@@ -148,10 +154,10 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"tokens\": %d, \"steps\": %zu, \"type_k\": \"%s\", \"type_v\": \"%s\", "
       "\"bits_per_value\": %.4f, \"kld_mean\": %.6e, \"kld_median\": %.6e, \"kld_p99\": %.6e, "
-      "\"kld_p999\": %.6e, \"top1\": %.6f}\n",
+      "\"kld_p999\": %.6e, \"top1\": %.6f, \"ppl_f16\": %.6f}\n",
       n, kld.size(), ggml_type_name(k), ggml_type_name(v), (bitsPerValue(k) + bitsPerValue(v)) / 2,
       mean, quantile(kld, 0.5), quantile(kld, 0.99), quantile(kld, 0.999),
-      agree / static_cast<double>(kld.size()));
+      agree / static_cast<double>(kld.size()), std::exp(nll / static_cast<double>(kld.size())));
   llama_model_free(model);
   llama_backend_free();
   return 0;

@@ -55,8 +55,8 @@ Status runConvert(const ConvertArgs& a) {
   KVS_ASSIGN_OR_RETURN(auto writer, model::ggufFromModel(*model, vocab, {type, a.name}));
   KVS_TRY(writer.writeFile(a.output));
   const auto& c = model->config();
-  fmt::print("wrote {} ({}, {} layers, {} weights, {} tokens)\n", a.output, c.architecture,
-             c.nLayer, a.type, vocab.tokens.size());
+  fmt::print("wrote {} ({}, {} layers, {} weights, context {}, vocabulary of {})\n", a.output,
+             c.architecture, c.nLayer, a.type, c.contextLength, vocab.tokens.size());
   return okStatus();
 }
 

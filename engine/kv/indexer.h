@@ -13,18 +13,20 @@
 //   TOP_K[:WINDOW[:SINKS]]     e.g. "512", "256:64", "128:32:4"; "off" or 0: off
 // and the policy item indexer_scorer=NAME picks how the sidecar scores a page
 // (kv/kv_index.h) and its size:
-//   meanstd16 (default), meanstd32, meanstd64  the page's mean and spread (PageScore)
-//   bounds16, bounds32, bounds64               Quest's page bounds over 16/32/64 rows
-// docs/RESULTS.md measures them: at 4K tokens on the recall model mean+std
-// captured more attention mass, with lower KLD, at every budget; a per-row
-// 4-bit sketch captured more mass still but 3-10x less per sidecar byte, and
-// was dropped.
+//   bounds16 (default), bounds32, bounds64     Quest's page bounds over 16/32/64 rows
+//   meanstd16, meanstd32, meanstd64            the page's mean and spread (PageScore)
+// docs/RESULTS.md measures them on the recall model at 4K tokens
+// (resources/models/kvscope-recall-4k.md): mean+std captures a little more
+// attention mass on running text (KLD 0.9x the bounds'), but the bounds find a
+// copied span's one row far more often (the copy probe at top_k 512: 0.70-0.76
+// against 0.41-0.48, dense attention 0.84-0.89), and finding such rows is
+// what sparse attention must not lose. A per-row 4-bit sketch captured more
+// mass still but 3-10x less per sidecar byte, and was dropped.
 // and indexer_dense=N (default 2) keeps the first N cache layers on dense
-// attention, as Quest does: the first layers attend broadly. On the 4K
-// recall model at top_k 64 the copy probe fell from dense attention's
-// 0.75-0.89 to 0.19-0.27 with every layer selecting, and stayed within 0.03
-// of dense with the first two dense (docs/RESULTS.md). Their sidecars are
-// still written, so N can change without a rebuild.
+// attention, as Quest does: the first layers attend broadly (on an earlier
+// recall model the probe fell to 0.19-0.27 at top_k 64 with every layer
+// selecting, and stayed within 0.03 of dense with the first two dense). Their
+// sidecars are still written, so N can change without a rebuild.
 // sparse_v=TAU (a separate policy item) drops each softmax weight below TAU
 // (for its own query; the rest are not renormalized) and skips decoding V rows
 // no query keeps, with or without the indexer.
@@ -56,7 +58,7 @@ struct IndexerOptions {
   uint32_t sinks = 4;    // the first rows, always attended (attention sinks)
   float sparseV = 0.0f;  // V rows weighted below this are skipped (0: none)
   uint32_t pageRows = 16;  // rows per sidecar page: 16, 32 or 64
-  PageScore pageScore = PageScore::kMeanStd;
+  PageScore pageScore = PageScore::kBounds;
   uint32_t denseLayers = 2;  // the first cache layers attend every row
   // Also compute dense attention scores, to report the share of the softmax
   // mass the selection captured (telemetry; costs a dense score pass).

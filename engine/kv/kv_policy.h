@@ -17,8 +17,8 @@
 //   seed=N            the cache seed (decimal or 0x hex) of rotated schemes
 //   indexer=K[:W[:S]] indexed decode: the top K rows by the sidecar's score,
 //                     plus the last W and the first S rows (kv/indexer.h)
-//   indexer_scorer=S  the sidecar: meanstd16 (default), meanstd32, meanstd64,
-//                     bounds16, bounds32, bounds64 (kv/indexer.h)
+//   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64,
+//                     meanstd16, meanstd32, meanstd64 (kv/indexer.h)
 //   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
 //   auto[:BITS]       choose each layer's K and V schemes by measuring the
 //                     first prompt's rows, within BITS bits per value on

@@ -131,10 +131,10 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
   ASSERT_TRUE(again.ok()) << p->toString();
   EXPECT_EQ(again->attention, p->attention);
   // The scorer's kind is written even at the default page size.
-  auto scored = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_scorer=bounds16");
+  auto scored = KvPolicy::parse("k=q8_0,v=turbo4,indexer=256,indexer_scorer=meanstd16");
   ASSERT_TRUE(scored.ok());
-  EXPECT_EQ(scored->attention.pageScore, PageScore::kBounds);
-  EXPECT_EQ(p->attention.pageScore, PageScore::kMeanStd) << "the default";
+  EXPECT_EQ(scored->attention.pageScore, PageScore::kMeanStd);
+  EXPECT_EQ(p->attention.pageScore, PageScore::kBounds) << "the default";
   EXPECT_EQ(KvPolicy::parse(scored->toString())->attention, scored->attention)
       << scored->toString();
   // The first layers kept dense: 2 unless given, written only when not 2.

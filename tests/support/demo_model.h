@@ -4,6 +4,7 @@
 // Header-only: only the test binaries that link kvscope_model include it.
 
 #include <memory>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,18 @@ inline std::shared_ptr<const model::ModelFile> openDemoModel() {
   EXPECT_TRUE(path.ok()) << path.error().describe();
   if (!path.ok()) return nullptr;
   auto m = model::ModelFile::open(*path);
+  EXPECT_TRUE(m.ok()) << m.error().describe();
+  if (!m.ok()) return nullptr;
+  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
+}
+
+// Another model in the demo model's folder (resources/models/ in the source
+// tree), opened the same way.
+inline std::shared_ptr<const model::ModelFile> openBundledModel(std::string_view file) {
+  auto demo = model::findDefaultModel();
+  EXPECT_TRUE(demo.ok()) << demo.error().describe();
+  if (!demo.ok()) return nullptr;
+  auto m = model::ModelFile::open(demo->parent_path() / file);
   EXPECT_TRUE(m.ok()) << m.error().describe();
   if (!m.ok()) return nullptr;
   return std::shared_ptr<const model::ModelFile>(std::move(m).value());

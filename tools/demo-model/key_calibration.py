@@ -19,8 +19,8 @@ rows of the window, all exact for the unquantized scores:
   center+qaware
 Prints the mean KL per codec and calibration, and its ratio to none.
 
-  key_calibration.py --checkpoint build/recall-model/p4/training.pt \\
-      --corpus build/recall-model/corpus.jsonl --context 4096 (+ the model's shape flags)
+  key_calibration.py --checkpoint build/recall-model/phase10/training.pt \\
+      --corpus build/recall-model/corpus.jsonl --context 4096 --yarn 8 (+ the model's shape flags)
 """
 import argparse
 import math
@@ -92,6 +92,7 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--hidden", type=int, default=768)
+    p.add_argument("--yarn", type=float, default=1.0, help="the model's YaRN factor (train.py --yarn)")
     p.add_argument("--prefill", type=int, default=512, help="rows the calibration is taken from")
     p.add_argument("--windows", type=int, default=2)
     p.add_argument("--stride", type=int, default=16, help="score every STRIDE-th query past the prefill")
@@ -100,7 +101,7 @@ def main():
     torch.set_num_threads(1)
 
     cfg = Config(dim=args.dim, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads,
-                 hidden=args.hidden, context=args.context)
+                 hidden=args.hidden, context=args.context, yarn=args.yarn)
     model = Llama(cfg)
     model.load_state_dict(torch.load(args.checkpoint)["model"])
     model.eval()
