@@ -129,7 +129,7 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
   // turned on later is covered, another page size or kind of score is not.
   EXPECT_TRUE(a.covers(specOf(*m, "auto,indexer=32,sparse_v=0.1")));
   EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer=32,indexer_scorer=bounds64")));
-  EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer_scorer=bounds16")));
+  EXPECT_FALSE(a.covers(specOf(*m, "auto,indexer_scorer=meanstd16")));
   EXPECT_NE(a.text(), specOf(*m, "auto,indexer_scorer=bounds64").text());
 
   const std::string said = s.describe();
