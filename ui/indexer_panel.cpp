@@ -1,5 +1,7 @@
 #include "ui/indexer_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -130,11 +132,14 @@ void IndexerPanel::showReport(const IndexerReport& report) {
 void IndexerPanel::updateSummary() {
   const runtime::IndexerSnapshot& r = m_history.last();
   const QLocale locale;
-  // The first layers attend every row (IndexerOptions::denseLayers).
-  const uint32_t dense = r.options.denseLayers;
-  const QString whole = dense == 0   ? QString()
-                        : dense == 1 ? tr("; layer 0 reads every row")
-                                     : tr("; layers 0–%1 read every row").arg(dense - 1);
+  // The first layers attend every row (IndexerOptions::denseLayers, which may
+  // name more layers than the model has).
+  const auto layers = static_cast<uint32_t>(r.step.layers.size());
+  const uint32_t dense = std::min(r.options.denseLayers, layers);
+  const QString whole = dense == 0        ? QString()
+                        : dense == layers ? tr("; every layer reads every row")
+                        : dense == 1      ? tr("; layer 0 reads every row")
+                                          : tr("; layers 0–%1 read every row").arg(dense - 1);
   m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3%4 · "
                         "%5% of %6 cached rows read in the last step")
                          .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),

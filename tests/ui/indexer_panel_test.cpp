@@ -152,6 +152,11 @@ class IndexerPanelTest : public QObject {
     QVERIFY(!map->describe({x, y}).contains(QStringLiteral("indexer_dense")));
     QVERIFY2(summary->text().contains(QStringLiteral("layer 0 reads every row")),
              qPrintable(summary->text()));
+    // More dense layers than the model has: every layer, not "layers 0-4".
+    r.indexer.options.denseLayers = 5;
+    panel.showReport(r);
+    QVERIFY2(summary->text().contains(QStringLiteral("every layer reads every row")),
+             qPrintable(summary->text()));
     // The indexer turned off: back to the empty state.
     panel.setIndexerEnabled(false);
     QVERIFY(!panel.hasContent());
