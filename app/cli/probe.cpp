@@ -1,8 +1,12 @@
-// `kvscope-cli probe -m MODEL --ctx N --depth D`: the retrieval probe of
-// runtime/probe.h, run twice on one model: with the f16 cache and no indexer
-// (accuracy_dense), then with the asked KV policy and indexer (accuracy; the
-// indexer in its diagnostic mode, so the attention mass it captured is
-// reported too). A line of text, or one JSON object.
+// `kvscope-cli probe -m MODEL --ctx N --depth D --seed S`: the retrieval probe
+// of runtime/probe.h, run twice on one model: with the f16 cache and no
+// indexer (accuracy_dense), then with the asked KV policy and indexer
+// (accuracy; the indexer in its diagnostic mode, so the attention mass it
+// captured is reported too). --depth and --seed take lists: every pair runs,
+// the model loaded once, and the means follow. A line of text per run, or one
+// JSON object (with several runs: the runs in "runs", the means beside them).
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,9 +24,9 @@ namespace {
 struct ProbeArgs {
   std::string model;
   uint32_t context = 0;
-  double depth = 0.5;
+  std::vector<double> depths{0.5};
   uint32_t span = 32;
-  uint64_t seed = 1;
+  std::vector<uint64_t> seeds{1};
   std::string policy;
   std::string indexer;
   std::string backend = "cpu";
@@ -32,24 +36,27 @@ struct ProbeArgs {
 
 struct ProbeRuns {
   runtime::ProbeResult dense, test;
+  double depth = 0.0;
+  uint64_t seed = 0;
   uint32_t context = 0;
   std::string policy;   // as run: the policy text with the indexer added
   std::string indexer;  // TOP_K:WINDOW:SINKS or off
 };
 
-Expected<ProbeRuns> probe(const ProbeArgs& a, const GlobalOptions& global) {
-  KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
-  std::shared_ptr<const model::ModelFile> model(std::move(file));
-  KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
+Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::ModelFile> model,
+                          const tokenizer::Tokenizer& tokenizer, double depth, uint64_t seed,
+                          const GlobalOptions& global) {
   ProbeRuns runs;
+  runs.depth = depth;
+  runs.seed = seed;
   runs.policy = withIndexer(a.policy, a.indexer);
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(runs.policy));
   runs.indexer = policy.attention.selectionText();
   runs.context = a.context ? a.context : model->config().contextLength;
   KVS_ASSIGN_OR_RETURN(
       const runtime::ProbeLayout layout,
-      runtime::buildProbe(
-          tokenizer, {.context = runs.context, .depth = a.depth, .span = a.span, .seed = a.seed}));
+      runtime::buildProbe(tokenizer,
+                          {.context = runs.context, .depth = depth, .span = a.span, .seed = seed}));
   runtime::BackendChoice choice{.kind = a.backend,
                                 .contextLimit = runs.context,
                                 .device = global.device,
@@ -82,34 +89,83 @@ nlohmann::json orNull(double x) {
   return x < 0.0 ? nlohmann::json(nullptr) : nlohmann::json(x);
 }
 
+std::string policyText(const ProbeRuns& r) {
+  return r.policy.empty() ? "f16" : r.policy;
+}
+
+nlohmann::json runJson(const ProbeRuns& r, uint32_t span) {
+  return {{"accuracy", r.test.accuracy},
+          {"accuracy_dense", r.dense.accuracy},
+          {"ctx", r.context},
+          {"depth", r.depth},
+          {"span", span},
+          {"seed", r.seed},
+          {"kv_policy", policyText(r)},
+          {"indexer", r.indexer},
+          {"rows_read", orNull(r.test.rowsRead)},
+          {"captured_mass", orNull(r.test.capturedMass)}};
+}
+
 int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
-  auto r = probe(a, global);
-  if (!r.ok()) {
-    fmt::print(stderr, "error: {}\n", r.error().message);
+  std::vector<ProbeRuns> runs;
+  const Status status = [&]() -> Status {
+    KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
+    std::shared_ptr<const model::ModelFile> model(std::move(file));
+    KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
+    for (uint64_t seed : a.seeds) {
+      for (double depth : a.depths) {
+        KVS_ASSIGN_OR_RETURN(ProbeRuns r, probe(a, model, tokenizer, depth, seed, global));
+        if (!a.json) {
+          fmt::print(
+              "probe ctx {} depth {:.2f} seed {} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
+              r.context, depth, seed, a.span, policyText(r), r.test.correct, r.test.scored,
+              100.0 * r.test.accuracy, 100.0 * r.dense.accuracy);
+          if (r.test.capturedMass >= 0.0)
+            fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
+                       100.0 * r.test.rowsRead, 100.0 * r.test.capturedMass);
+          fmt::print("\n");
+        }
+        runs.push_back(std::move(r));
+      }
+    }
+    return okStatus();
+  }();
+  if (!status.ok()) {
+    fmt::print(stderr, "error: {}\n", status.error().message);
     return 1;
   }
-  const std::string policy = r->policy.empty() ? "f16" : r->policy;
-  if (a.json) {
-    const nlohmann::json out = {{"accuracy", r->test.accuracy},
-                                {"accuracy_dense", r->dense.accuracy},
-                                {"ctx", r->context},
-                                {"depth", a.depth},
-                                {"span", a.span},
-                                {"seed", a.seed},
-                                {"kv_policy", policy},
-                                {"indexer", r->indexer},
-                                {"rows_read", orNull(r->test.rowsRead)},
-                                {"captured_mass", orNull(r->test.capturedMass)}};
-    fmt::print("{}\n", out.dump(2));
+  if (runs.size() == 1) {
+    if (a.json) fmt::print("{}\n", runJson(runs[0], a.span).dump(2));
     return 0;
   }
-  fmt::print("probe ctx {} depth {:.2f} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
-             r->context, a.depth, a.span, policy, r->test.correct, r->test.scored,
-             100.0 * r->test.accuracy, 100.0 * r->dense.accuracy);
-  if (r->test.capturedMass >= 0.0)
-    fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
-               100.0 * r->test.rowsRead, 100.0 * r->test.capturedMass);
-  fmt::print("\n");
+  // The means: over every run, and per depth over the seeds.
+  double test = 0.0, dense = 0.0;
+  for (const ProbeRuns& r : runs) {
+    test += r.test.accuracy / static_cast<double>(runs.size());
+    dense += r.dense.accuracy / static_cast<double>(runs.size());
+  }
+  nlohmann::json byDepth = nlohmann::json::array();
+  for (size_t d = 0; d < a.depths.size(); ++d) {
+    double t = 0.0, f = 0.0;
+    for (size_t s = 0; s < a.seeds.size(); ++s) {
+      t += runs[s * a.depths.size() + d].test.accuracy / static_cast<double>(a.seeds.size());
+      f += runs[s * a.depths.size() + d].dense.accuracy / static_cast<double>(a.seeds.size());
+    }
+    byDepth.push_back({{"depth", a.depths[d]}, {"accuracy", t}, {"accuracy_dense", f}});
+    if (!a.json && a.seeds.size() > 1)
+      fmt::print("depth {:.2f}, mean of {} seeds: {:.1f}% (f16 dense {:.1f}%)\n", a.depths[d],
+                 a.seeds.size(), 100.0 * t, 100.0 * f);
+  }
+  if (!a.json) {
+    fmt::print("mean of {} runs: {:.1f}% (f16 dense {:.1f}%)\n", runs.size(), 100.0 * test,
+               100.0 * dense);
+    return 0;
+  }
+  nlohmann::json all = nlohmann::json::array();
+  for (const ProbeRuns& r : runs) all.push_back(runJson(r, a.span));
+  const nlohmann::json out = {{"accuracy", test}, {"accuracy_dense", dense}, {"by_depth", byDepth},
+                              {"runs", all},      {"ctx", runs[0].context},  {"span", a.span}};
+  fmt::print("{}\n", out.dump(2));
   return 0;
 }
 
@@ -121,11 +177,16 @@ void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
       "probe", "Retrieval probe: copy a random span planted at a depth of the context");
   addModelPathOption(cmd, args.model);
   cmd->add_option("-c,--ctx", args.context, "Tokens of context (default: the model's)");
-  cmd->add_option("--depth", args.depth, "Where the span is planted, 0 (start) to 1 (end)")
-      ->default_val(args.depth)
+  cmd->add_option("--depth", args.depths,
+                  "Where the span is planted, 0 (start) to 1 (end); a list runs each "
+                  "(0.1,0.5,0.9)")
+      ->delimiter(',')
+      ->default_str("0.5")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--span", args.span, "Tokens in the span")->default_val(args.span);
-  cmd->add_option("--seed", args.seed, "Seed of the span's tokens")->default_val(args.seed);
+  cmd->add_option("--seed", args.seeds, "Seed of the span's tokens; a list runs each (1,2,3)")
+      ->delimiter(',')
+      ->default_str("1");
   cmd->add_option("--kv-policy", args.policy, "KV cache policy, e.g. k=q8_0,v=turbo4");
   addIndexerOption(cmd, args.indexer);
   cmd->add_option("--backend", args.backend, "Backend to run on")
