@@ -3,7 +3,7 @@
 // indexer (accuracy_dense), then with the asked KV policy and indexer
 // (accuracy; the indexer in its diagnostic mode, so the attention mass it
 // captured is reported too). --depth and --seed take lists: every pair runs,
-// the model loaded once, and the means follow. A line of text per run, or one
+// the model and its backends loaded once, and the means follow. A line of text per run, or one
 // JSON object (with several runs: the runs in "runs", the means beside them).
 #include <vector>
 
@@ -43,9 +43,15 @@ struct ProbeRuns {
   std::string indexer;  // TOP_K:WINDOW:SINKS or off
 };
 
+// The backends a grid's runs share: runProbe trims each to 0 first. An auto
+// policy's test backend is not kept (each run chooses its own).
+struct ProbeBackends {
+  std::unique_ptr<backend::Backend> dense, test;
+};
+
 Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::ModelFile> model,
                           const tokenizer::Tokenizer& tokenizer, double depth, uint64_t seed,
-                          const GlobalOptions& global) {
+                          const GlobalOptions& global, ProbeBackends& kept) {
   ProbeRuns runs;
   runs.depth = depth;
   runs.seed = seed;
@@ -65,23 +71,29 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::Model
                                 .indexerDiagnostic = true,
                                 .vetDevice = false};
   choice.kvPolicy = policy;
-  {
+  if (!kept.dense) {
     runtime::BackendChoice f16 = choice;
     f16.kvPolicy = {};
-    KVS_ASSIGN_OR_RETURN(auto dense, runtime::makeBackend(model, f16));
-    KVS_ASSIGN_OR_RETURN(runs.dense, runtime::runProbe(*dense, layout));
-    // An auto policy chooses from the dense run's f16 rows, as eval does.
-    if (policy.autoBits) {
-      const runtime::BackendFactory factory = runtime::makeBackendFactory(model, choice);
-      KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen,
-                           runtime::chooseAutoPolicy(
-                               *dense, policy, {.factory = &factory, .tokens = layout.tokens}));
-      runs.policy = chosen.policy.toString();
-      choice.kvPolicy = chosen.policy;
-    }
+    KVS_ASSIGN_OR_RETURN(kept.dense, runtime::makeBackend(model, f16));
   }
-  KVS_ASSIGN_OR_RETURN(auto test, runtime::makeBackend(model, choice));
-  KVS_ASSIGN_OR_RETURN(runs.test, runtime::runProbe(*test, layout));
+  KVS_ASSIGN_OR_RETURN(runs.dense, runtime::runProbe(*kept.dense, layout));
+  // An auto policy chooses from the dense run's f16 rows, as eval does, and
+  // gets a test backend of its own.
+  if (policy.autoBits) {
+    const runtime::BackendFactory factory = runtime::makeBackendFactory(model, choice);
+    KVS_ASSIGN_OR_RETURN(runtime::AutoChoice chosen,
+                         runtime::chooseAutoPolicy(*kept.dense, policy,
+                                                   {.factory = &factory, .tokens = layout.tokens}));
+    runs.policy = chosen.policy.toString();
+    choice.kvPolicy = chosen.policy;
+    KVS_ASSIGN_OR_RETURN(auto test, runtime::makeBackend(model, choice));
+    KVS_ASSIGN_OR_RETURN(runs.test, runtime::runProbe(*test, layout));
+    return runs;
+  }
+  if (!kept.test) {
+    KVS_ASSIGN_OR_RETURN(kept.test, runtime::makeBackend(model, choice));
+  }
+  KVS_ASSIGN_OR_RETURN(runs.test, runtime::runProbe(*kept.test, layout));
   return runs;
 }
 
@@ -112,9 +124,10 @@ int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
     KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
     std::shared_ptr<const model::ModelFile> model(std::move(file));
     KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
+    ProbeBackends kept;
     for (uint64_t seed : a.seeds) {
       for (double depth : a.depths) {
-        KVS_ASSIGN_OR_RETURN(ProbeRuns r, probe(a, model, tokenizer, depth, seed, global));
+        KVS_ASSIGN_OR_RETURN(ProbeRuns r, probe(a, model, tokenizer, depth, seed, global, kept));
         if (!a.json) {
           fmt::print(
               "probe ctx {} depth {:.2f} seed {} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
