@@ -118,6 +118,16 @@ nlohmann::json runJson(const ProbeRuns& r, uint32_t span) {
           {"captured_mass", orNull(r.test.capturedMass)}};
 }
 
+void printRun(const ProbeRuns& r, uint32_t span) {
+  fmt::print("probe ctx {} depth {:.2f} seed {} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
+             r.context, r.depth, r.seed, span, policyText(r), r.test.correct, r.test.scored,
+             100.0 * r.test.accuracy, 100.0 * r.dense.accuracy);
+  if (r.test.capturedMass >= 0.0)
+    fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
+               100.0 * r.test.rowsRead, 100.0 * r.test.capturedMass);
+  fmt::print("\n");
+}
+
 int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
   std::vector<ProbeRuns> runs;
   const Status status = [&]() -> Status {
@@ -128,16 +138,7 @@ int runProbe(const ProbeArgs& a, const GlobalOptions& global) {
     for (uint64_t seed : a.seeds) {
       for (double depth : a.depths) {
         KVS_ASSIGN_OR_RETURN(ProbeRuns r, probe(a, model, tokenizer, depth, seed, global, kept));
-        if (!a.json) {
-          fmt::print(
-              "probe ctx {} depth {:.2f} seed {} span {}: {} {}/{} = {:.1f}% (f16 dense {:.1f}%)",
-              r.context, depth, seed, a.span, policyText(r), r.test.correct, r.test.scored,
-              100.0 * r.test.accuracy, 100.0 * r.dense.accuracy);
-          if (r.test.capturedMass >= 0.0)
-            fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
-                       100.0 * r.test.rowsRead, 100.0 * r.test.capturedMass);
-          fmt::print("\n");
-        }
+        if (!a.json) printRun(r, a.span);
         runs.push_back(std::move(r));
       }
     }

@@ -17,7 +17,7 @@
 //   meanstd16, meanstd32, meanstd64            the page's mean and spread (PageScore)
 // docs/RESULTS.md measures them on the recall model at 4K tokens
 // (resources/models/kvscope-recall-4k.md): mean+std captures a little more
-// attention mass on running text (KLD 0.9x the bounds'), but the bounds find a
+// attention mass on running text (KLD 0.83-0.92x the bounds'), but the bounds find a
 // copied span's one row far more often (the copy probe at top_k 512: 0.70-0.76
 // against 0.41-0.48, dense attention 0.84-0.89), and finding such rows is
 // what sparse attention must not lose. A per-row 4-bit sketch captured more

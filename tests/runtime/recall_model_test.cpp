@@ -7,6 +7,7 @@
 // was trained (RoPE stretched by YaRN x8), and the indexer to finding the
 // rows a copy needs.
 
+#include <map>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -56,23 +57,29 @@ double copyAccuracy(std::string_view policy, double depth) {
   return result.ok() ? result->accuracy : -1.0;
 }
 
+// The f16 cache's accuracy, run once per depth for every test here.
+double denseAccuracy(double depth) {
+  static std::map<double, double> dense;
+  auto it = dense.find(depth);
+  if (it == dense.end()) it = dense.emplace(depth, copyAccuracy("kv=f16", depth)).first;
+  return it->second;
+}
+
 TEST(RecallModel, CopiesASpanFromAnyDepthOfItsContext) {
-  for (double depth : {0.1, 0.5, 0.9})
-    EXPECT_GE(copyAccuracy("kv=f16", depth), 0.85) << "depth " << depth;
+  for (double depth : {0.1, 0.5, 0.9}) EXPECT_GE(denseAccuracy(depth), 0.85) << "depth " << depth;
 }
 
 TEST(RecallModel, ACompressedCacheKeepsTheCopy) {
   // turbo5b: what auto chooses for this model at the app's default budget.
   for (double depth : {0.1, 0.9})
-    EXPECT_GE(copyAccuracy("kv=turbo5b", depth), copyAccuracy("kv=f16", depth) - 0.1)
-        << "depth " << depth;
+    EXPECT_GE(copyAccuracy("kv=turbo5b", depth), denseAccuracy(depth) - 0.1) << "depth " << depth;
 }
 
 TEST(RecallModel, TheIndexerFindsTheCopiedRows) {
   // The default scorer at top_k 512 of 4096 rows. The induction heads of layer
   // 2 need the one row after the earlier copy of the current token; a page
   // score that misses it loses the copy (mean+std pages copied 0.55 here).
-  EXPECT_GE(copyAccuracy("indexer=512", 0.5), copyAccuracy("kv=f16", 0.5) - 0.1);
+  EXPECT_GE(copyAccuracy("indexer=512", 0.5), denseAccuracy(0.5) - 0.1);
 }
 
 }  // namespace

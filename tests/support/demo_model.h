@@ -13,18 +13,8 @@
 
 namespace kvscope::test {
 
-inline std::shared_ptr<const model::ModelFile> openDemoModel() {
-  auto path = model::findDefaultModel();
-  EXPECT_TRUE(path.ok()) << path.error().describe();
-  if (!path.ok()) return nullptr;
-  auto m = model::ModelFile::open(*path);
-  EXPECT_TRUE(m.ok()) << m.error().describe();
-  if (!m.ok()) return nullptr;
-  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
-}
-
-// Another model in the demo model's folder (resources/models/ in the source
-// tree), opened the same way.
+// A model in the demo model's folder (resources/models/ in the source tree),
+// e.g. the recall model.
 inline std::shared_ptr<const model::ModelFile> openBundledModel(std::string_view file) {
   auto demo = model::findDefaultModel();
   EXPECT_TRUE(demo.ok()) << demo.error().describe();
@@ -33,6 +23,10 @@ inline std::shared_ptr<const model::ModelFile> openBundledModel(std::string_view
   EXPECT_TRUE(m.ok()) << m.error().describe();
   if (!m.ok()) return nullptr;
   return std::shared_ptr<const model::ModelFile>(std::move(m).value());
+}
+
+inline std::shared_ptr<const model::ModelFile> openDemoModel() {
+  return openBundledModel(model::kDefaultModelFile);
 }
 
 }  // namespace kvscope::test

@@ -111,43 +111,37 @@ nice -n 10 "${train[@]}" --prev2 --out "$work/phase4" --init "$work/phase3/train
 # the one-token ceiling (~0.66), a two-token copy. With YaRN 8 and no 4K
 # training it copies 0.58 / 0.61 / 0.61 at 4096 (seed 1; phase 4: 0.29 /
 # 0.48 / 0.48).
-nice -n 10 "${train[@]}" --prev2 --out "$work/phase6" --init "$work/phase4/training.pt" \
-  --context 512 --batch 8 --steps 600 --lr 6e-4 --min-lr 3e-4 --warmup 10 --random-copies 0.1 \
-  --tiled 0.8 --planted-copies 1.0 --ambiguous-spans 0.7 --eval-every 100 --eval-windows 16 \
-  --copy-eval 4
+# Phases 6-10 share this mix (phase 10 at 4096 tokens, the rest at 512).
+mix=("${train[@]}" --prev2 --random-copies 0.1 --tiled 0.8 --planted-copies 1.0 --copy-eval 4)
+at512=(--context 512 --batch 8 --warmup 10 --eval-every 100 --eval-windows 16)
+nice -n 10 "${mix[@]}" "${at512[@]}" --out "$work/phase6" --init "$work/phase4/training.pt" \
+  --steps 600 --lr 6e-4 --min-lr 3e-4 --ambiguous-spans 0.7
 # Phase 7: more of it, 90% of the spans ambiguous, 600 steps at a constant
 # 4e-4: held-out loss 1.99, miniature probe 0.82 / 0.82 / 0.82, real probe at
 # 512 (seeds 1-3) 0.90 / 0.77 / 0.81, 0.84 / 0.81 / 0.81, 0.84 / 0.81 / 0.81;
 # with YaRN 8 and no 4K training 0.61 / 0.74 / 0.65 at 4096 (seed 1).
-nice -n 10 "${train[@]}" --prev2 --out "$work/phase7" --init "$work/phase6/training.pt" \
-  --context 512 --batch 8 --steps 600 --lr 4e-4 --min-lr 4e-4 --warmup 10 --random-copies 0.1 \
-  --tiled 0.8 --planted-copies 1.0 --ambiguous-spans 0.9 --eval-every 100 --eval-windows 16 \
-  --copy-eval 4
+nice -n 10 "${mix[@]}" "${at512[@]}" --out "$work/phase7" --init "$work/phase6/training.pt" \
+  --steps 600 --lr 4e-4 --min-lr 4e-4 --ambiguous-spans 0.9
 # Phase 8: 500 more steps of phase 7's mix: held-out loss 1.87, miniature
 # probe 0.88 / 0.86 / 0.86, real probe at 512 (seeds 1-3) 0.84 / 0.84 / 0.77,
 # 0.84 / 0.84 / 0.84, 0.94 / 0.84 / 0.84; with YaRN 8 and no 4K training
 # 0.77 / 0.74 / 0.71 at 4096 (seed 1). Still rising.
-nice -n 10 "${train[@]}" --prev2 --out "$work/phase8" --init "$work/phase7/training.pt" \
-  --context 512 --batch 8 --steps 500 --lr 4e-4 --min-lr 4e-4 --warmup 10 --random-copies 0.1 \
-  --tiled 0.8 --planted-copies 1.0 --ambiguous-spans 0.9 --eval-every 100 --eval-windows 16 \
-  --copy-eval 4
+nice -n 10 "${mix[@]}" "${at512[@]}" --out "$work/phase8" --init "$work/phase7/training.pt" \
+  --steps 500 --lr 4e-4 --min-lr 4e-4 --ambiguous-spans 0.9
 # Phase 9: 600 more steps of the mix, the learning rate falling from 4e-4 to
 # 1e-4: held-out loss 1.73, miniature probe 0.94 / 0.94 / 0.94, real probe at
 # 512 (seeds 1-3) 0.94 / 0.94 / 0.90, 0.90 / 0.90 / 0.90, 0.97 / 0.94 / 0.94;
 # with YaRN 8 and no 4K training 0.84 / 0.84 / 0.81, 0.81 / 0.87 / 0.87,
 # 0.84 / 0.90 / 0.94 at 4096.
-nice -n 10 "${train[@]}" --prev2 --out "$work/phase9" --init "$work/phase8/training.pt" \
-  --context 512 --batch 8 --steps 600 --lr 4e-4 --min-lr 1e-4 --warmup 10 --random-copies 0.1 \
-  --tiled 0.8 --planted-copies 1.0 --ambiguous-spans 0.9 --eval-every 100 --eval-windows 16 \
-  --copy-eval 4
+nice -n 10 "${mix[@]}" "${at512[@]}" --out "$work/phase9" --init "$work/phase8/training.pt" \
+  --steps 600 --lr 4e-4 --min-lr 1e-4 --ambiguous-spans 0.9
 # Phase 10: the same mix at 4096 tokens with the engine's YaRN (x8 from 512),
 # batch 1, 80 steps, 16.7 s a step: held-out loss 1.83 (4096-token windows);
 # real probe at 4096 (depths 0.1 / 0.3 / 0.5 / 0.7 / 0.9) seed 1 0.90 / 0.90
 # / 0.94 / 0.94 / 0.94, seed 2 0.81 / 0.90 / 0.90 / 0.87 / 0.87, seed 3
 # 0.81 / 0.87 / 0.84 / 0.84 / 0.87 (after 40 steps much the same).
-nice -n 10 "${train[@]}" --prev2 --out "$work/phase10" --init "$work/phase9/training.pt" \
+nice -n 10 "${mix[@]}" --out "$work/phase10" --init "$work/phase9/training.pt" \
   --context 4096 --yarn 8 --batch 1 --steps 80 --lr 2e-4 --min-lr 1e-4 --warmup 5 \
-  --random-copies 0.1 --tiled 0.8 --planted-copies 1.0 --ambiguous-spans 0.9 --spans 8 \
-  --eval-every 40 --eval-windows 4 --copy-eval 4
+  --ambiguous-spans 0.9 --spans 8 --eval-every 40 --eval-windows 4
 "$cli" convert "$work/phase10" -o "$root/resources/models/kvscope-recall-4k.gguf" --type F16 \
   --tokenizer "$teacher" --name kvscope-recall-4k

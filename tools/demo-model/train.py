@@ -419,7 +419,8 @@ def main():
                    help="share of windows with random spans planted twice")
     g.add_argument("--spans", type=int, default=3, help="at most this many spans per window")
     g.add_argument("--ambiguous-spans", type=float, default=0.0,
-                   help="share of planted spans drawn from the window's own normal tokens")
+                   help="share of planted windows whose spans are drawn from the window's own "
+                   "normal tokens")
     g.add_argument("--span-first", type=int, default=259,
                    help="first normal token id (stories260K: after <unk>, <s>, </s>, 256 bytes)")
     g.add_argument("--induction-aux", type=float, default=0.0,
