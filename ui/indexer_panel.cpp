@@ -140,10 +140,17 @@ void IndexerPanel::updateSummary() {
                         : dense == layers ? tr("; every layer reads every row")
                         : dense == 1      ? tr("; layer 0 reads every row")
                                           : tr("; layers 0–%1 read every row").arg(dense - 1);
+  // Single KV heads kept dense (IndexerOptions::denseHeads), as LAYER.HEAD.
+  QString heads;
+  if (!r.options.denseHeads.empty() && dense < layers) {
+    heads = tr("; KV heads %1 read every row")
+                .arg(QString::fromStdString(r.options.denseHeadsText())
+                         .replace(QLatin1Char('+'), QStringLiteral(", ")));
+  }
   m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3%4 · "
                         "%5% of %6 cached rows read in the last step")
                          .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),
-                              locale.toString(r.options.window), whole,
+                              locale.toString(r.options.window), whole + heads,
                               locale.toString(100.0 * m_history.rowsRead(), 'f', 1),
                               locale.toString(r.step.rows)));
   const double mass = m_history.lastMass();

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kvscope::cli::registerConvert(app, global, exitCode);
   kvscope::cli::registerEval(app, global, exitCode);
   kvscope::cli::registerProbe(app, global, exitCode);
+  kvscope::cli::registerIndexerHeads(app, global, exitCode);
   kvscope::cli::registerServe(app, global, exitCode);
   kvscope::cli::registerTemplate(app, global, exitCode);
   kvscope::cli::registerDump(app, global, exitCode);

@@ -23,6 +23,7 @@ void registerBench(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerConvert(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode);
+void registerIndexerHeads(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerServe(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerTemplate(CLI::App& app, const GlobalOptions& global, int& exitCode);
 void registerDump(CLI::App& app, const GlobalOptions& global, int& exitCode);

@@ -7,11 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/auto_plan_json.h"
 #include "cli/commands.h"
-#include "core/text_file.h"
 #include "cli/model_options.h"
 #include "model/model_tokenizer.h"
+#include "runtime/auto_plan_json.h"
 #include "runtime/eval.h"
 #include "runtime/kv_auto.h"
 
@@ -32,15 +31,6 @@ struct EvalArgs {
   bool json = false;
 };
 
-Expected<std::string> readText(const std::string& path) {
-  KVS_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
-  // Like llama.cpp's -f: a file's final newline ends the file, not the text.
-  if (text.ends_with('\n')) text.pop_back();
-  if (text.empty())
-    return makeError(ErrorCode::kInvalidArgument, "the text file '{}' is empty", path);
-  return text;
-}
-
 struct Evaluation {
   std::string modelName;
   runtime::EvalResult result;
@@ -48,12 +38,10 @@ struct Evaluation {
 
 Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
                               const GlobalOptions& global) {
-  KVS_ASSIGN_OR_RETURN(const std::string text, readText(a.file));
   KVS_ASSIGN_OR_RETURN(auto file, openModelOrDemo(a.model));
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
-  // Completion tokenization, BOS as the vocabulary asks (Session::tokenizeCompletion).
-  const auto tokens = tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
+  KVS_ASSIGN_OR_RETURN(const auto tokens, forcedTextTokens(tokenizer, a.file));
   KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const runtime::BackendChoice choice{.kind = a.backend,
                                       .contextLimit = a.context,

@@ -8,6 +8,15 @@
 
 namespace kvscope::cli {
 
+Expected<std::vector<int32_t>> forcedTextTokens(const tokenizer::Tokenizer& tokenizer,
+                                                const std::string& path) {
+  KVS_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.empty())
+    return makeError(ErrorCode::kInvalidArgument, "the text file '{}' is empty", path);
+  return tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
+}
+
 void addModelOptions(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-m,--model", o.model,
                   "GGUF file or Hugging Face folder (default: the bundled demo model)");

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -12,6 +13,7 @@
 #include "kv/kv_policy.h"
 #include "model/model_file.h"
 #include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvscope::cli {
 
@@ -58,6 +60,12 @@ void addContextOverflowOption(CLI::App* cmd, std::string& overflow);
 // The model at `path`, or the demo model (model/default_model.h) when it is
 // empty: what -m means in every subcommand.
 Expected<std::unique_ptr<model::ModelFile>> openModelOrDemo(const std::string& path);
+// The tokens of a text file to teacher-force through a model (eval,
+// indexer-heads): completion tokenization, BOS as the vocabulary asks
+// (Session::tokenizeCompletion); like llama.cpp's -f, the file's final
+// newline ends the file, not the text. An empty text is an error.
+Expected<std::vector<int32_t>> forcedTextTokens(const tokenizer::Tokenizer& tokenizer,
+                                                const std::string& path);
 // -m,--model for subcommands that take only a model path.
 void addModelPathOption(CLI::App* cmd, std::string& path);
 // A warning on stderr when `context` is past the model's trained context.

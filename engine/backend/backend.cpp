@@ -51,6 +51,12 @@ kv::KvTarget kvTarget(const model::ModelConfig& c) {
   return t;
 }
 
+Status checkIndexerFor(const model::ModelConfig& c, const kv::IndexerOptions& options) {
+  std::vector<uint32_t> headsKv(c.kvLayers());
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) headsKv[l] = c.headsKvOf(l);
+  return options.checkHeads(headsKv);
+}
+
 Status Backend::exportKv(const std::function<Status(std::span<const uint8_t>)>&) const {
   return makeError(ErrorCode::kUnsupported, "the {} backend cannot save its KV cache", name());
 }

@@ -65,6 +65,9 @@ std::vector<kv::KvLayerShape> kvLayerShapes(const model::ModelConfig& c);
 
 // What a KV policy resolves against for `c`: its layers and head widths.
 kv::KvTarget kvTarget(const model::ModelConfig& c);
+// Ok when `options` (kv::IndexerOptions::checkHeads) fit the model's cache
+// layers and their KV heads: both backends' setIndexer() check this.
+Status checkIndexerFor(const model::ModelConfig& c, const kv::IndexerOptions& options);
 
 // One layer of the KV cache as a backend holds it: the scheme of each part
 // (the objects the cache encodes with, seed included; they live as long as
@@ -95,6 +98,9 @@ struct IndexerLayerStep {
   // Diagnostic mode: the share of dense attention's softmax mass on those
   // rows, averaged over the query heads; negative when not measured.
   double capturedMass = -1.0;
+  // Diagnostic mode, [nHeadKv]: that share per KV head, averaged over its
+  // query heads (1 for a head attending every row); empty when not measured.
+  std::vector<double> headMass;
 };
 
 struct IndexerStep {

@@ -61,7 +61,6 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   b->m_pool = std::make_unique<ThreadPool>(options.threads);
   b->m_matmul = options.matmul;
   b->m_errorStride = options.errorStride;
-  KVS_TRY(b->setIndexer(options.indexer));
   KVS_ASSIGN_OR_RETURN(b->m_plan, model::planForward(c, b->m_weights, b->m_contextLimit));
   model::forEachWeight(b->m_weights, [&](const model::TensorView& t, model::WeightRole role) {
     if (role != model::WeightRole::kVector) return;
@@ -94,6 +93,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
     }
   }
   b->m_model = std::move(model);
+  KVS_TRY(b->setIndexer(options.indexer));  // checked against config(): the model's
   return b;
 }
 
@@ -219,7 +219,7 @@ Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
 }
 
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
-  KVS_TRY(options.check());
+  KVS_TRY(checkIndexerFor(config(), options));
   m_indexer = options;
   m_cache->enableIndex(options);
   if (!options.enabled()) m_indexerStep = {};

@@ -145,6 +145,10 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
     queries.resize(size_t{gqa} * d);
     scores.resize(pages);
     for (size_t h = begin; h < end; ++h) {
+      if (options.denseHead(layer, static_cast<uint32_t>(h))) {
+        out[h].clear();  // a dense head (IndexerOptions::denseHeads)
+        continue;
+      }
       for (uint32_t i = 0; i < gqa; ++i)
         storedSpaceQuery(keys, q, static_cast<uint32_t>(h) * gqa + i, d, &queries[size_t{i} * d]);
       scoreGroupPages(index, layer, static_cast<uint32_t>(h), queries.data(), gqa, pages,
@@ -155,8 +159,9 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
   return std::any_of(out.begin(), out.end(), [](const auto& runs) { return !runs.empty(); });
 }
 
-double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                    const LayerSelection& selection, ThreadPool& pool, float scaleOrZero) {
+std::vector<double> capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q,
+                                 uint32_t nHead, const LayerSelection& selection, ThreadPool& pool,
+                                 float scaleOrZero) {
   const kv::KvGeometry& g = cache.geometry();
   const uint32_t rows = cache.rows(), d = g.headDim(layer), gqa = nHead / g.nHeadKv(layer);
   const kv::KvScheme& keys = cache.scheme(layer, KvPart::kKey);
@@ -193,9 +198,9 @@ double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, ui
       }
     }
   });
-  double sum = 0.0;
-  for (double m : mass) sum += m;
-  return sum / nHead;
+  std::vector<double> perKvHead(g.nHeadKv(layer), 0.0);
+  for (uint32_t head = 0; head < nHead; ++head) perKvHead[head / gqa] += mass[head] / gqa;
+  return perKvHead;
 }
 
 }  // namespace kvscope::cpu

@@ -19,8 +19,9 @@ namespace kvscope::cpu {
 using LayerSelection = std::vector<std::vector<kv::RowRun>>;
 
 // q: the decode query, [nHead][headDim], at the cache's last row (it sees
-// every row). The cache's sidecar must be on. Fills out ([nHeadKv]) and
-// returns whether some head attends fewer than all rows.
+// every row). The cache's sidecar must be on. Fills out ([nHeadKv]; a head
+// of options.denseHeads gets an empty list) and returns whether some head
+// attends fewer than all rows.
 bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
                      const kv::IndexerOptions& options, ThreadPool& pool, LayerSelection& out,
                      bool portable = false);
@@ -35,11 +36,13 @@ bool selectLayerRows(const kv::KvCache& cache, uint32_t layer, const float* q, u
 void scoreGroupPages(const kv::KvIndex& index, uint32_t layer, uint32_t head, const float* q,
                      uint32_t nq, uint32_t pages, float* scores, bool portable = false);
 
-// The share of dense attention's softmax mass that falls on the selected
-// rows, averaged over the query heads (diagnostic mode): every key row is
-// decoded and scored in float32 (times `scale`, 0: 1/sqrt(headDim)), the
-// softmax summed in double.
-double capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q, uint32_t nHead,
-                    const LayerSelection& selection, ThreadPool& pool, float scale = 0.0f);
+// Per KV head ([nHeadKv]), the share of dense attention's softmax mass that
+// falls on its selected rows, averaged over its query heads (diagnostic
+// mode): every key row is decoded and scored in float32 (times `scale`, 0:
+// 1/sqrt(headDim)), the softmax summed in double. A head attending every row
+// captures all of it.
+std::vector<double> capturedMass(const kv::KvCache& cache, uint32_t layer, const float* q,
+                                 uint32_t nHead, const LayerSelection& selection, ThreadPool& pool,
+                                 float scale = 0.0f);
 
 }  // namespace kvscope::cpu

@@ -191,7 +191,7 @@ Status VulkanBackend::trim(uint32_t n) {
 }
 
 Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
-  KVS_TRY(options.check());
+  KVS_TRY(checkIndexerFor(config(), options));
   const auto& c = config();
   std::unique_ptr<gpu::IndexerBuffers> index;
   if (options.enabled()) {
@@ -216,6 +216,8 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
     }
   }
   m_indexer = options;
+  m_denseHeads.assign(c.kvLayers(), {});
+  for (const kv::KvHeadRef& h : options.denseHeads) m_denseHeads[h.layer].push_back(h.head);
   m_index = std::move(index);
   if (!options.enabled()) m_indexerStep = {};
   return okStatus();
@@ -234,9 +236,11 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     // lists were not written.
     if (!selected || !ix.indexes(l) || !m_indexer.selects(l)) {
       step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
+      step.headMass.assign(m_indexer.diagnostic ? c.headsKvOf(l) : 0, 1.0);
       continue;
     }
     for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
+      if (!m_indexer.selectsHead(l, h)) continue;  // a dense head: every row
       const uint32_t* list = lists + ix.listAt(l, h);
       std::vector<kv::RowRun>& runs = step.heads[h];
       for (uint32_t i = 0; i < std::min(list[0], ix.gatherRows); ++i) {
@@ -254,14 +258,21 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     const size_t slot = ix.slots[l];
     const auto* dense = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2));
     const auto* picked = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2 + 1));
-    double total = 0.0;
+    const uint32_t gqa = c.nHead / c.headsKvOf(l);
+    step.headMass.assign(c.headsKvOf(l), 0.0);
     for (uint32_t h = 0; h < c.nHead; ++h) {
       const double sum = dense[2 * h + 1];
-      // A head without a positive dense sum counts as whole, as on the CPU.
-      total += sum > 0.0 ? picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum
-                         : 1.0;
+      // A head without a positive dense sum counts as whole, as on the CPU,
+      // and so does a dense head.
+      const double share =
+          sum > 0.0 && m_indexer.selectsHead(l, h / gqa)
+              ? picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum
+              : 1.0;
+      step.headMass[h / gqa] += share / gqa;
     }
-    step.capturedMass = total / c.nHead;
+    double total = 0.0;
+    for (double m : step.headMass) total += m;
+    step.capturedMass = total / static_cast<double>(step.headMass.size());
   }
 }
 

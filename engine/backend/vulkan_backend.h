@@ -181,6 +181,7 @@ class VulkanBackend final : public Backend {
   int64_t m_probeRow = -1;  // the token of this step copied to m_probe (-1: none)
 
   kv::IndexerOptions m_indexer;
+  std::vector<std::vector<uint32_t>> m_denseHeads;  // [cache layer]: m_indexer.denseHeads' KV heads
   std::unique_ptr<gpu::IndexerBuffers> m_index;  // while m_indexer.enabled()
   bool m_selectStep = false;  // the step being recorded attends the selected rows
   IndexerStep m_indexerStep;

@@ -291,12 +291,15 @@ Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool
       b.m_selectStep && index->indexes(spec.layer) && b.m_indexer.selects(spec.layer);
   std::optional<gpu::BufferRange> sinks;
   if (spec.sinks) sinks.emplace(b.m_shared->vector(*spec.sinks));
-  const gpu::SparseAttention sparse{.sparseV = b.m_indexer.sparseV,
-                                    .indexer = indexed ? index : nullptr,
-                                    .scale = spec.scale,
-                                    .window = spec.window,
-                                    .sinks = sinks ? &*sinks : nullptr,
-                                    .recorded = owner};
+  const gpu::SparseAttention sparse{
+      .sparseV = b.m_indexer.sparseV,
+      .indexer = indexed ? index : nullptr,
+      .scale = spec.scale,
+      .window = spec.window,
+      .sinks = sinks ? &*sinks : nullptr,
+      .recorded = owner,
+      .denseHeads = indexed ? std::span<const uint32_t>(b.m_denseHeads[spec.layer])
+                            : std::span<const uint32_t>()};
   KVS_TRY(b.m_shared->attention().attend(*b.m_rec, b.m_layout, b.pagesOf(spec.layer), spec.layer,
                                          buffer(q), buffer(out), m_n, m_pos0, spec.nHead,
                                          b.m_act->scratch, sparse));

@@ -118,6 +118,8 @@ Expected<IndexerBuffers> AttentionKernels::makeIndexer(const KvPageLayout& layou
     KVS_ASSIGN_OR_RETURN(b.mass,
                          Buffer::create(m_ctx, b.massStride * 2 * (indexed + 1), MemoryUse::kHost));
   }
+  KVS_ASSIGN_OR_RETURN(b.denseOut,
+                       Buffer::create(m_ctx, size_t{nHead} * b.heads.headDim * sizeof(float)));
   return b;
 }
 
@@ -209,6 +211,22 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   const auto counts = static_cast<uint32_t>(gathered.pageBytes() / 4);
   KVS_TRY(attendRows(rec, gathered, gatheredPage, 0, q, query, target, 1, ix.gatherRows - 1, nHead,
                      scratch, counts, sparse));
+  if (!sparse.denseHeads.empty()) {
+    // Dense heads: the whole layer attended densely, the dense heads' query
+    // heads copied over the selection's output, a run of heads per copy.
+    SparseAttention dense = sparse;
+    dense.indexer = nullptr;
+    rec.barrier();
+    KVS_TRY(attendRows(rec, layout, pages, layer, q, query, ix.denseOut, 1, pos0, nHead, scratch, 0,
+                       dense));
+    const size_t headBytes = size_t{nHead / nHeadKv} * scoring.headDim * sizeof(float);
+    const std::span<const uint32_t> heads = sparse.denseHeads;
+    for (size_t i = 0, j; i < heads.size(); i = j) {
+      for (j = i + 1; j < heads.size() && heads[j] == heads[j - 1] + 1;) ++j;
+      rec.copy(ix.denseOut, heads[i] * headBytes, target, heads[i] * headBytes,
+               (j - i) * headBytes);
+    }
+  }
   if (!ix.shape.diagnostic) return okStatus();
   // Diagnostic: the softmax stats over every row and over the selection.
   rec.barrier();

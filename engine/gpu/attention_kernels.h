@@ -180,6 +180,9 @@ struct IndexerBuffers {
   // of the last indexed step's softmax over all rows and over the selection.
   Buffer mass;
   size_t massStride = 0;
+  // [nHead][headDim] float: a step's dense attention output for a layer with
+  // dense heads (SparseAttention::denseHeads), copied into the output there.
+  Buffer denseOut;
 
   bool indexes(uint32_t layer) const { return layer < slots.size() && slots[layer] != kNotIndexed; }
   // Words of `lists` before (indexed layer, KV head)'s list.
@@ -208,6 +211,10 @@ struct SparseAttention {
   // With the indexer: whether the selection is the layer's own (recorded in
   // its lists and mass) or a KV-shared layer's (written to the spare slot).
   bool recorded = true;
+  // With the indexer: the layer's KV heads that attend every row
+  // (kv::IndexerOptions::denseHeads), ascending. Their query heads' output
+  // comes from a dense pass over the layer, the others' from the selection.
+  std::span<const uint32_t> denseHeads;
 };
 
 // How the kernels map a task to invocations.

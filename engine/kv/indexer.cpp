@@ -76,12 +76,51 @@ std::string IndexerOptions::scorerText() const {
   return fmt::format("{}{}", scoreName(pageScore), pageRows);
 }
 
+bool IndexerOptions::denseHead(uint32_t layer, uint32_t head) const {
+  return std::binary_search(denseHeads.begin(), denseHeads.end(), KvHeadRef{layer, head});
+}
+
+Status IndexerOptions::parseDenseHeads(std::string_view text, IndexerOptions& out) {
+  std::vector<KvHeadRef> heads;
+  size_t start = 0;
+  while (text != "none" && start <= text.size()) {
+    const size_t plus = std::min(text.find('+', start), text.size());
+    const std::string_view item = text.substr(start, plus - start);
+    const size_t dot = item.find('.');
+    KvHeadRef h;
+    if (dot == std::string_view::npos || !parseCount(item.substr(0, dot), h.layer) ||
+        !parseCount(item.substr(dot + 1), h.head)) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "indexer dense heads '{}': expected LAYER.KV_HEAD pairs joined by '+', "
+                       "e.g. 2.0+3.1 (or 'none')",
+                       text);
+    }
+    heads.push_back(h);
+    start = plus + 1;
+  }
+  std::sort(heads.begin(), heads.end());
+  if (std::adjacent_find(heads.begin(), heads.end()) != heads.end())
+    return makeError(ErrorCode::kInvalidArgument, "indexer dense heads '{}' names a head twice",
+                     text);
+  out.denseHeads = std::move(heads);
+  return okStatus();
+}
+
+std::string IndexerOptions::denseHeadsText() const {
+  if (denseHeads.empty()) return "none";
+  std::string s;
+  for (const KvHeadRef& h : denseHeads)
+    s += fmt::format("{}{}.{}", s.empty() ? "" : "+", h.layer, h.head);
+  return s;
+}
+
 std::string IndexerOptions::policyItems() const {
   std::string s;
   if (enabled()) s += ",indexer=" + selectionText();
   if (scorerText() != IndexerOptions{}.scorerText()) s += ",indexer_scorer=" + scorerText();
   if (denseLayers != IndexerOptions{}.denseLayers)
     s += fmt::format(",indexer_dense={}", denseLayers);
+  if (!denseHeads.empty()) s += ",indexer_dense_heads=" + denseHeadsText();
   if (sparseV > 0.0f) s += fmt::format(",sparse_v={}", sparseV);
   return s;
 }
@@ -93,6 +132,25 @@ Status IndexerOptions::check() const {
   if (pageRows != 16 && pageRows != 32 && pageRows != 64)
     return makeError(ErrorCode::kInvalidArgument,
                      "the indexer's pages hold 16, 32 or 64 rows, not {}", pageRows);
+  if (!std::is_sorted(denseHeads.begin(), denseHeads.end()) ||
+      std::adjacent_find(denseHeads.begin(), denseHeads.end()) != denseHeads.end())
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the indexer's dense heads must be sorted without repeats");
+  return okStatus();
+}
+
+Status IndexerOptions::checkHeads(std::span<const uint32_t> headsKv) const {
+  KVS_TRY(check());
+  for (const KvHeadRef& h : denseHeads) {
+    if (h.layer >= headsKv.size())
+      return makeError(ErrorCode::kInvalidArgument,
+                       "indexer dense head {}.{}: the model's cache has layers 0-{}", h.layer,
+                       h.head, headsKv.size() - 1);
+    if (h.head >= headsKv[h.layer])
+      return makeError(ErrorCode::kInvalidArgument,
+                       "indexer dense head {}.{}: layer {} has KV heads 0-{}", h.layer, h.head,
+                       h.layer, headsKv[h.layer] - 1);
+  }
   return okStatus();
 }
 

@@ -27,11 +27,19 @@
 // recall model the probe fell to 0.19-0.27 at top_k 64 with every layer
 // selecting, and stayed within 0.03 of dense with the first two dense). Their
 // sidecars are still written, so N can change without a rebuild.
+// indexer_dense_heads=L.H+L.H... keeps single KV heads of selecting layers on
+// dense attention (DuoAttention's retrieval heads): on the recall model one
+// head of layer 2, the one its induction heads share, carried nearly all the
+// loss at 4K tokens. Which heads is measured (runtime/indexer_heads.h,
+// `kvscope-cli indexer-heads`): the heads whose selections capture the least
+// of dense attention's softmax mass on running text.
 // sparse_v=TAU (a separate policy item) drops each softmax weight below TAU
 // (for its own query; the rest are not renormalized) and skips decoding V rows
 // no query keeps, with or without the indexer.
 
+#include <compare>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +60,12 @@ enum class PageScore : uint8_t {
   kMeanStd,
 };
 
+// One KV head of one cache layer.
+struct KvHeadRef {
+  uint32_t layer = 0, head = 0;
+  auto operator<=>(const KvHeadRef&) const = default;
+};
+
 struct IndexerOptions {
   uint32_t topK = 0;     // rows picked by score per step (0: the indexer is off)
   uint32_t window = 64;  // the most recent rows, always attended
@@ -60,6 +74,8 @@ struct IndexerOptions {
   uint32_t pageRows = 16;  // rows per sidecar page: 16, 32 or 64
   PageScore pageScore = PageScore::kBounds;
   uint32_t denseLayers = 2;  // the first cache layers attend every row
+  // KV heads of selecting layers that attend every row; sorted, no repeats.
+  std::vector<KvHeadRef> denseHeads;
   // Also compute dense attention scores, to report the share of the softmax
   // mass the selection captured (telemetry; costs a dense score pass).
   bool diagnostic = false;
@@ -68,6 +84,13 @@ struct IndexerOptions {
   // Whether a decode step of cache layer `layer` selects its rows (the
   // indexer is on and the layer is not among the first denseLayers).
   bool selects(uint32_t layer) const { return enabled() && layer >= denseLayers; }
+  // Whether (layer, head) is among denseHeads.
+  bool denseHead(uint32_t layer, uint32_t head) const;
+  // Whether a decode step of KV head `head` of cache layer `layer` attends
+  // only its selection: the layer selects and the head is not dense.
+  bool selectsHead(uint32_t layer, uint32_t head) const {
+    return selects(layer) && !denseHead(layer, head);
+  }
   bool operator==(const IndexerOptions&) const = default;
   // Parses TOP_K[:WINDOW[:SINKS]] into topK, window and sinks (others kept).
   static Status parseInto(std::string_view text, IndexerOptions& out);
@@ -76,11 +99,19 @@ struct IndexerOptions {
   // Sets pageScore and pageRows from a scorer name (above).
   static Status parseScorer(std::string_view name, IndexerOptions& out);
   std::string scorerText() const;
+  // Sets denseHeads from "L.H+L.H..." (e.g. "2.0+3.1"; "none": no head).
+  static Status parseDenseHeads(std::string_view text, IndexerOptions& out);
+  // "L.H+L.H...", or "none".
+  std::string denseHeadsText() const;
   // The policy items these options write, each with a leading comma
   // (",indexer=512:64:4,sparse_v=0.001"; "" for the defaults, indexer off).
   std::string policyItems() const;
-  // Ok when sparseV is in [0, 1) and pageRows is 16, 32 or 64.
+  // Ok when sparseV is in [0, 1), pageRows is 16, 32 or 64 and denseHeads is
+  // sorted without repeats.
   Status check() const;
+  // check(), and every dense head names a KV head of a cache layer:
+  // headsKv[l] is cache layer l's KV head count.
+  Status checkHeads(std::span<const uint32_t> headsKv) const;
 };
 
 // Cached rows [begin, end).

@@ -129,10 +129,12 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
     }
     if (base != "k" && base != "v" && base != "kv" && base != "boundary" && base != "two_phase" &&
         base != "seed" && base != "indexer" && base != "indexer_scorer" &&
-        base != "indexer_dense" && base != "sparse_v" && base != "tail") {
+        base != "indexer_dense" && base != "indexer_dense_heads" && base != "sparse_v" &&
+        base != "tail") {
       return badItem(item,
                      "unknown key (known: auto[:BITS], k, v, kv, k@L, v@L, kv@L, boundary, "
-                     "two_phase, tail, seed, indexer, indexer_scorer, indexer_dense, sparse_v)");
+                     "two_phase, tail, seed, indexer, indexer_scorer, indexer_dense, "
+                     "indexer_dense_heads, sparse_v)");
     }
     if (at == std::string_view::npos && !seen.emplace(key).second)
       return badItem(item, "given twice");
@@ -156,6 +158,12 @@ Expected<KvPolicy> KvPolicy::parse(std::string_view text) {
       p.attention.sparseV = std::strtof(number.c_str(), &end);
       if (end != number.c_str() + number.size()) p.attention.sparseV = NAN;
       if (auto st = p.attention.check(); !st.ok()) return badItem(item, st.error().message);
+      continue;
+    }
+    if (base == "indexer_dense_heads") {
+      if (at != std::string_view::npos) return badItem(item, "names its layers in its value");
+      if (auto st = IndexerOptions::parseDenseHeads(value, p.attention); !st.ok())
+        return badItem(item, st.error().message);
       continue;
     }
     if (base == "indexer_dense") {

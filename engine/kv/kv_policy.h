@@ -19,6 +19,8 @@
 //                     plus the last W and the first S rows (kv/indexer.h)
 //   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64,
 //                     meanstd16, meanstd32, meanstd64 (kv/indexer.h)
+//   indexer_dense=N   the first N layers attend every row (default 2)
+//   indexer_dense_heads=L.H+L.H  ... and these KV heads of the others
 //   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
 //   auto[:BITS]       choose each layer's K and V schemes by measuring the
 //                     first prompt's rows, within BITS bits per value on

@@ -4,6 +4,7 @@
 // share one selection that serves each of them; the captured mass is the
 // softmax mass of dense attention on the selection.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,6 +113,55 @@ TEST(CpuIndexer, TheFirstLayersAttendEveryRow) {
   EXPECT_NE(mixed.back(), none.back());
 }
 
+// IndexerOptions::denseHeads: a listed KV head attends every row while the
+// others of its layer select. Listing every head of every layer is dense
+// attention bit for bit; listing one leaves its list empty (every row) and
+// the others' not, and changes the logits against both extremes. A head the
+// model does not have is refused. On the recall model: two KV heads per layer
+// (the demo model has one).
+TEST(CpuIndexer, ADenseHeadAttendsEveryRow) {
+  const auto model = test::openBundledModel("kvscope-recall-4k.gguf");
+  ASSERT_TRUE(model);
+  const model::ModelConfig& c = model->config();
+  const std::vector<kv::LayerSchemes> schemes(c.nLayer, {"f16", "turbo4"});
+  const auto run = [&](std::vector<kv::KvHeadRef> denseHeads, bool indexer = true) {
+    const kv::IndexerOptions options{
+        .topK = 32, .window = 16, .denseLayers = 0, .denseHeads = std::move(denseHeads)};
+    auto b = backend::CpuBackend::create(
+        model,
+        {.threads = 2, .kvSchemes = schemes, .indexer = indexer ? options : kv::IndexerOptions{}});
+    EXPECT_TRUE(b.ok()) << b.error().message;
+    auto logits = decodeRun(**b);
+    return std::make_pair(std::move(logits), (*b)->indexerStep());
+  };
+  std::vector<kv::KvHeadRef> every;
+  for (uint32_t l = 0; l < c.kvLayers(); ++l)
+    for (uint32_t h = 0; h < c.headsKvOf(l); ++h) every.push_back({l, h});
+  ASSERT_GE(c.headsKvOf(2), 2u);
+  const auto dense = run({}, false).first, allHeads = run(every).first;
+  const auto [one, step] = run({{2, 1}});
+  const auto none = run({}).first;
+  for (size_t s = 0; s < dense.size(); ++s) {
+    ASSERT_EQ(0, std::memcmp(dense[s].data(), allHeads[s].data(), dense[s].size() * sizeof(float)))
+        << "step " << s;
+  }
+  ASSERT_EQ(step.layers.size(), c.kvLayers());
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+    for (uint32_t h = 0; h < c.headsKvOf(l); ++h)
+      EXPECT_EQ(step.layers[l].heads[h].empty(), l == 2 && h == 1)
+          << "layer " << l << " head " << h;
+  }
+  EXPECT_NE(one.back(), dense.back());
+  EXPECT_NE(one.back(), none.back());
+
+  auto bad = backend::CpuBackend::create(
+      model, {.threads = 2, .indexer = {.topK = 32, .denseHeads = {{2, c.headsKvOf(2)}}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find(fmt::format("layer 2 has KV heads 0-{}", c.headsKvOf(2) - 1)),
+            std::string::npos)
+      << bad.error().message;
+}
+
 // One KV head, two query heads: page 5 holds keys along query head 0,
 // page 9 along query head 1, everything else is small. A budget of two
 // pages must take both, each needed by one head only.
@@ -193,9 +243,9 @@ TEST(CpuIndexer, CapturedMassIsTheDenseSoftmaxMassOnTheSelection) {
     const auto q = test::randomFloats(size_t{2} * gqa * d, 7, -2.0f, 2.0f);
     const cpu::LayerSelection selection = {{{0, 10}, {200, 260}}, {{300, 333}}};
     ThreadPool pool(2);
-    const double got = cpu::capturedMass(cache, 0, q.data(), 2 * gqa, selection, pool);
+    const std::vector<double> got = cpu::capturedMass(cache, 0, q.data(), 2 * gqa, selection, pool);
     const kv::KvScheme& ks = cache.scheme(0, KvPart::kKey);
-    double want = 0;
+    std::vector<double> want(2, 0.0);  // per KV head
     std::vector<float> k(d), qr(d);
     for (uint32_t head = 0; head < 2 * gqa; ++head) {
       std::vector<float> qh(q.begin() + head * d, q.begin() + (head + 1) * d);
@@ -217,11 +267,14 @@ TEST(CpuIndexer, CapturedMassIsTheDenseSoftmaxMassOnTheSelection) {
         for (const kv::RowRun& run : selection[head / gqa])
           if (r >= run.begin && r < run.end) picked += w;
       }
-      want += picked / all / (2 * gqa);
+      want[head / gqa] += picked / all / gqa;
     }
-    EXPECT_NEAR(got, want, 1e-5) << key;
-    EXPECT_GT(want, 0.05);
-    EXPECT_LT(want, 0.95);
+    ASSERT_EQ(got.size(), 2u);
+    for (uint32_t h = 0; h < 2; ++h) {
+      EXPECT_NEAR(got[h], want[h], 1e-5) << key << " KV head " << h;
+      EXPECT_GT(want[h], 0.05);
+      EXPECT_LT(want[h], 0.95);
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 //     spread), with the same argmax every step. Likewise with sparse V.
 //     The sidecar's bytes are counted as the CPU counts them.
 //   - Diagnostic mode reports the CPU's captured mass per layer within 1e-3.
+//   - KV heads kept dense attend every row, the others select, as on the CPU.
 //   - Turning the indexer on late equals having it on from the start.
 //   - A sliding-window layer (gemma3) attends its window whole on both
 //     backends, while the global layers select.
@@ -200,6 +201,48 @@ TEST(VulkanIndexer, DiagnosticModeReportsTheCpuBackendsCapturedMass) {
     }
   }
   EXPECT_LT(lowest, 0.999) << "the selection leaves some mass out somewhere";
+}
+
+// KV heads kept dense (IndexerOptions::denseHeads) on the device: the layer's
+// dense pass gives those heads' output, the selection the others'. Both
+// backends leave a dense head's list empty and select the same rows for the
+// rest, report the CPU's captured mass per KV head (1 for a dense head), and
+// their logits agree as in SelectsAndAttendsTheRowsTheCpuBackendDoes. Runs
+// at every subgroup width lavapipe offers (tests/CMakeLists.txt). On the
+// recall model: two KV heads per layer (the demo model has one).
+TEST(VulkanIndexer, DenseHeadsAttendEveryRowAsOnTheCpu) {
+  const auto model = openBundledModel("kvscope-recall-4k.gguf");
+  ASSERT_TRUE(model);
+  ASSERT_GE(model->config().headsKvOf(2), 2u);
+  const std::vector<kv::KvHeadRef> denseHeads = {{2, 1}, {3, 0}};
+  Pair p = makePair(
+      model, "q8_0",
+      {.topK = 32, .window = 16, .denseLayers = 0, .denseHeads = denseHeads, .diagnostic = true});
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
+  ASSERT_EQ(got.steps.size(), 100u);
+  EXPECT_EQ(differentSelections(want, got), 0u);
+  const auto& last = got.steps.back().layers;
+  EXPECT_TRUE(last[2].heads[1].empty() && last[3].heads[0].empty()) << "dense heads";
+  EXPECT_FALSE(last[2].heads[0].empty() || last[3].heads[1].empty()) << "selecting heads";
+  for (size_t s = 0; s < want.steps.size(); ++s) {
+    for (size_t l = 0; l < want.steps[s].layers.size(); ++l) {
+      const auto& a = want.steps[s].layers[l].headMass;
+      const auto& b = got.steps[s].layers[l].headMass;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t h = 0; h < a.size(); ++h)
+        EXPECT_NEAR(a[h], b[h], 1e-3) << "step " << s << " layer " << l << " head " << h;
+    }
+    EXPECT_EQ(got.steps[s].layers[2].headMass[1], 1.0);
+  }
+  backend::LogitComparison c;
+  for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
+  std::printf("dense heads 2.1+3.0: max %.2e mean %.2e argmax %u/%u\n", c.worstRel, c.meanRel,
+              c.argmaxAgree, c.steps);
+  EXPECT_LE(c.worstRel, 2e-3);
+  EXPECT_LE(c.meanRel, 1e-4);
+  EXPECT_EQ(c.argmaxAgree, c.steps);
+  EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
 }
 
 // gemma3's window layers (every other one, a window of 24) attend their

@@ -147,13 +147,40 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
   EXPECT_EQ(KvPolicy::parse(dense->toString())->attention, dense->attention);
   EXPECT_FALSE(dense->attention.selects(0) == p->attention.selects(0));
   EXPECT_TRUE(p->attention.selects(2) && !p->attention.selects(1));
+  // Single heads kept dense: written in (layer, head) order, read back alike.
+  auto heads = KvPolicy::parse("indexer=64,indexer_dense=0,indexer_dense_heads=3.1+2.0");
+  ASSERT_TRUE(heads.ok()) << heads.error().message;
+  const std::vector<KvHeadRef> want = {{2, 0}, {3, 1}};
+  EXPECT_EQ(heads->attention.denseHeads, want);
+  EXPECT_NE(heads->toString().find("indexer_dense_heads=2.0+3.1"), std::string::npos)
+      << heads->toString();
+  EXPECT_EQ(KvPolicy::parse(heads->toString())->attention, heads->attention);
+  EXPECT_TRUE(heads->attention.selectsHead(2, 1) && heads->attention.selectsHead(3, 0));
+  EXPECT_FALSE(heads->attention.selectsHead(2, 0) || heads->attention.selectsHead(3, 1));
+  EXPECT_TRUE(p->attention.denseHeads.empty() &&
+              p->toString().find("indexer_dense_heads") == std::string::npos);
+  EXPECT_FALSE(p->attention.selectsHead(1, 0)) << "a dense layer's heads select nothing";
+  EXPECT_TRUE(KvPolicy::parse("indexer=64,indexer_dense_heads=none")->attention.denseHeads.empty());
+  // Checked against a model's cache: 4 layers of 2 KV heads.
+  const uint32_t headsKv[] = {2, 2, 2, 2};
+  EXPECT_TRUE(heads->attention.checkHeads(headsKv).ok());
+  const auto refused = [&](const char* items) {
+    auto q = KvPolicy::parse(items);
+    return q.ok() ? q->attention.checkHeads(headsKv).error().message : std::string();
+  };
+  EXPECT_NE(refused("indexer=64,indexer_dense_heads=4.0").find("layers 0-3"), std::string::npos);
+  EXPECT_NE(refused("indexer=64,indexer_dense_heads=1.2").find("layer 1 has KV heads 0-1"),
+            std::string::npos);
   auto plain = KvPolicy::parse("k=q8_0,v=turbo4");
   EXPECT_TRUE(plain->sameCache(*p));
   EXPECT_FALSE(KvPolicy::parse("k=q8_0,v=turbo3")->sameCache(*p));
   for (const char* bad :
        {"indexer=abc", "sparse_v=1.5", "sparse_v=-1", "indexer@2=5", "indexer_scorer=nope",
         "indexer=5,indexer=6", "indexer_dense=two", "indexer_dense=-1", "indexer_dense@1=2",
-        "indexer_dense=1,indexer_dense=2"})
+        "indexer_dense=1,indexer_dense=2", "indexer_dense_heads=2", "indexer_dense_heads=2.",
+        "indexer_dense_heads=.1", "indexer_dense_heads=2.0+", "indexer_dense_heads=2.0+2.0",
+        "indexer_dense_heads=2.0,indexer_dense_heads=3.0", "indexer_dense_heads@2=0",
+        "indexer_dense_heads=2.x"})
     EXPECT_FALSE(KvPolicy::parse(bad).ok()) << bad;
 }
 

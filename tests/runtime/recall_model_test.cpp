@@ -12,8 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include "core/text_file.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
+#include "runtime/indexer_heads.h"
 #include "runtime/probe.h"
 #include "support/demo_model.h"
 #include "support/policy.h"
@@ -80,6 +82,34 @@ TEST(RecallModel, TheIndexerFindsTheCopiedRows) {
   // 2 need the one row after the earlier copy of the current token; a page
   // score that misses it loses the copy (mean+std pages copied 0.55 here).
   EXPECT_GE(copyAccuracy("indexer=512", 0.5), denseAccuracy(0.5) - 0.1);
+}
+
+// Which heads to keep dense is measured on running text (the model's card
+// text, not the probe's task): layer 2's KV head 0, the one its induction
+// heads share, captures 4% of its attention mass at top_k 64 where every
+// other head captures more than half. Kept dense, it restores the copy at
+// top_k 64 with every layer selecting (without it: 0.53-0.65 of dense 0.84-0.89,
+// docs/RESULTS.md).
+TEST(RecallModel, MeasuredDenseHeadsKeepTheCopyAtTopK64) {
+  const Recall& r = recallModel();
+  ASSERT_TRUE(r.model && r.tokenizer);
+  auto text = readTextFile(KVSCOPE_TEXTS_DIR "/stories-4k.txt");
+  ASSERT_TRUE(text.ok()) << text.error().describe();
+  const auto tokens = r.tokenizer->encode(*text, {.addSpecial = true, .parseSpecial = false});
+  ASSERT_LE(tokens.size(), kContext);
+  auto backend =
+      runtime::makeBackend(r.model, {.kind = "cpu", .contextLimit = kContext, .threads = 2});
+  ASSERT_TRUE(backend.ok()) << backend.error().describe();
+  const kv::IndexerOptions top64{.topK = 64};
+  auto measured = runtime::measureIndexerHeads(**backend, tokens, top64, 256);
+  ASSERT_TRUE(measured.ok()) << measured.error().describe();
+  const std::vector<kv::KvHeadRef> dense = runtime::headsBelow(*measured, 0.5);
+  ASSERT_EQ(dense, (std::vector<kv::KvHeadRef>{{2, 0}}));
+  EXPECT_LT(measured->mass[2][0], 0.1);
+  const std::string policy = "indexer=64,indexer_dense=0,indexer_dense_heads=" +
+                             kv::IndexerOptions{.denseHeads = dense}.denseHeadsText();
+  for (double depth : {0.1, 0.5, 0.9})
+    EXPECT_GE(copyAccuracy(policy, depth), denseAccuracy(depth) - 0.05) << "depth " << depth;
 }
 
 }  // namespace

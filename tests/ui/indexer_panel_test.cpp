@@ -152,11 +152,17 @@ class IndexerPanelTest : public QObject {
     QVERIFY(!map->describe({x, y}).contains(QStringLiteral("indexer_dense")));
     QVERIFY2(summary->text().contains(QStringLiteral("layer 0 reads every row")),
              qPrintable(summary->text()));
+    // Single KV heads kept dense are named in the summary.
+    r.indexer.options.denseHeads = {{1, 0}, {1, 1}};
+    panel.showReport(r);
+    QVERIFY2(summary->text().contains(QStringLiteral("KV heads 1.0, 1.1 read every row")),
+             qPrintable(summary->text()));
     // More dense layers than the model has: every layer, not "layers 0-4".
     r.indexer.options.denseLayers = 5;
     panel.showReport(r);
     QVERIFY2(summary->text().contains(QStringLiteral("every layer reads every row")),
              qPrintable(summary->text()));
+    QVERIFY2(!summary->text().contains(QStringLiteral("KV heads")), qPrintable(summary->text()));
     // The indexer turned off: back to the empty state.
     panel.setIndexerEnabled(false);
     QVERIFY(!panel.hasContent());

@@ -1,0 +1,78 @@
+#include "runtime/indexer_heads.h"
+
+namespace kvscope::runtime {
+namespace {
+
+Status measure(backend::Backend& b, std::span<const int32_t> tokens, uint32_t steps,
+               IndexerHeadMass& out) {
+  const model::ModelConfig& c = b.config();
+  out.mass.assign(c.kvLayers(), {});
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) out.mass[l].assign(c.headsKvOf(l), 0.0);
+  KVS_TRY(b.trim(0));
+  backend::Logits logits;
+  KVS_TRY(b.forward({tokens.first(out.prefill)}, logits));
+  for (uint32_t s = 0; s < steps; ++s) {
+    KVS_TRY(b.forward({tokens.subspan(out.prefill + s, 1)}, logits));
+    const backend::IndexerStep step = b.indexerStep();
+    if (step.layers.size() != c.kvLayers())
+      return makeError(ErrorCode::kInternal, "the {} backend reported no indexed step", b.name());
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+      const std::vector<double>& heads = step.layers[l].headMass;
+      if (heads.size() != out.mass[l].size()) {
+        return makeError(ErrorCode::kUnsupported,
+                         "the {} backend does not measure the indexer's captured mass per head",
+                         b.name());
+      }
+      for (size_t h = 0; h < heads.size(); ++h) out.mass[l][h] += heads[h] / steps;
+    }
+  }
+  return okStatus();
+}
+
+}  // namespace
+
+Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
+                                              std::span<const int32_t> tokens,
+                                              const kv::IndexerOptions& options, uint32_t steps) {
+  if (!options.enabled())
+    return makeError(ErrorCode::kInvalidArgument, "measuring the indexer's heads needs its top_k");
+  if (steps == 0 || tokens.size() < size_t{steps} + 1) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the text has {} tokens; measuring {} decode steps needs at least {}",
+                     tokens.size(), steps, size_t{steps} + 1);
+  }
+  if (tokens.size() > backend.contextLimit()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "the text has {} tokens, more than the context of {} (raise -c)",
+                     tokens.size(), backend.contextLimit());
+  }
+  IndexerHeadMass out;
+  out.options = options;
+  out.options.denseLayers = 0;
+  out.options.denseHeads.clear();
+  out.options.diagnostic = true;
+  out.prefill = static_cast<uint32_t>(tokens.size()) - steps;
+  out.steps = steps;
+  if (kv::selectsAll(out.options, out.prefill + 1)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a selection of {} over {} rows reads every row: nothing to measure (a "
+                     "longer text or a smaller top_k)",
+                     out.options.selectionText(), out.prefill + 1);
+  }
+  const kv::IndexerOptions before = backend.indexer();
+  KVS_TRY(backend.setIndexer(out.options));
+  const Status measured = measure(backend, tokens, steps, out);
+  KVS_TRY(backend.setIndexer(before));
+  KVS_TRY(measured);
+  return out;
+}
+
+std::vector<kv::KvHeadRef> headsBelow(const IndexerHeadMass& measured, double threshold) {
+  std::vector<kv::KvHeadRef> heads;
+  for (uint32_t l = 0; l < measured.mass.size(); ++l)
+    for (uint32_t h = 0; h < measured.mass[l].size(); ++h)
+      if (measured.mass[l][h] < threshold) heads.push_back({l, h});
+  return heads;
+}
+
+}  // namespace kvscope::runtime
