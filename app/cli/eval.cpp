@@ -176,11 +176,8 @@ void registerEval(CLI::App& app, const GlobalOptions& global, int& exitCode) {
       ->excludes(ctk)
       ->excludes(ctv);
   addIndexerOption(cmd, args.indexer);
-  cmd->add_option("--backend", args.backend, "Backend to run on")
-      ->check(CLI::IsMember({"cpu", "vulkan"}))
-      ->default_val(args.backend);
+  addBackendOptions(cmd, args.backend, args.threads);
   cmd->add_option("-c,--ctx", args.context, "Context length in tokens (default: the model's)");
-  cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
   cmd->add_flag("--json", args.json, "Print one JSON object instead of a table");
   cmd->callback([&global, &exitCode] { exitCode = runEval(args, global); });
 }

@@ -158,11 +158,8 @@ void registerIndexerHeads(CLI::App& app, const GlobalOptions& global, int& exitC
                   "Heads capturing less than this share of the mass are listed to stay dense")
       ->default_val(args.below)
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--backend", args.backend, "Backend to run on")
-      ->check(CLI::IsMember({"cpu", "vulkan"}))
-      ->default_val(args.backend);
+  addBackendOptions(cmd, args.backend, args.threads);
   cmd->add_option("-c,--ctx", args.context, "Context length in tokens (default: the model's)");
-  cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
   cmd->add_flag("--json", args.json, "Print one JSON object instead of a table");
   cmd->callback([&global, &exitCode] { exitCode = runHeads(args, global); });
 }

@@ -17,6 +17,13 @@ Expected<std::vector<int32_t>> forcedTextTokens(const tokenizer::Tokenizer& toke
   return tokenizer.encode(text, {.addSpecial = true, .parseSpecial = false});
 }
 
+void addBackendOptions(CLI::App* cmd, std::string& backend, unsigned& threads) {
+  cmd->add_option("--backend", backend, "Backend to run on")
+      ->check(CLI::IsMember({"cpu", "vulkan"}))
+      ->default_val(backend);
+  cmd->add_option("--threads", threads, "CPU threads (default: all)");
+}
+
 void addModelOptions(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-m,--model", o.model,
                   "GGUF file or Hugging Face folder (default: the bundled demo model)");

@@ -66,6 +66,9 @@ Expected<std::unique_ptr<model::ModelFile>> openModelOrDemo(const std::string& p
 // newline ends the file, not the text. An empty text is an error.
 Expected<std::vector<int32_t>> forcedTextTokens(const tokenizer::Tokenizer& tokenizer,
                                                 const std::string& path);
+// --backend cpu|vulkan and --threads, for the subcommands that measure on one
+// backend (eval, probe, indexer-heads).
+void addBackendOptions(CLI::App* cmd, std::string& backend, unsigned& threads);
 // -m,--model for subcommands that take only a model path.
 void addModelPathOption(CLI::App* cmd, std::string& path);
 // A warning on stderr when `context` is past the model's trained context.

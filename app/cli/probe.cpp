@@ -203,10 +203,7 @@ void registerProbe(CLI::App& app, const GlobalOptions& global, int& exitCode) {
       ->default_str("1");
   cmd->add_option("--kv-policy", args.policy, "KV cache policy, e.g. k=q8_0,v=turbo4");
   addIndexerOption(cmd, args.indexer);
-  cmd->add_option("--backend", args.backend, "Backend to run on")
-      ->check(CLI::IsMember({"cpu", "vulkan"}))
-      ->default_val(args.backend);
-  cmd->add_option("--threads", args.threads, "CPU threads (default: all)");
+  addBackendOptions(cmd, args.backend, args.threads);
   cmd->add_flag("--json", args.json, "Print one JSON object");
   cmd->callback([&global, &exitCode] { exitCode = runProbe(args, global); });
 }
