@@ -13,6 +13,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -110,14 +111,21 @@ TEST(Server, FullQueueAnswers429AndServingGoesOn) {
   }
   EXPECT_EQ(server.activeRequests(), 0u);
   EXPECT_EQ(get(port, "/health")->status, 200);
-  const auto metrics = get(port, "/metrics");
-  EXPECT_NE(
-      metrics->body.find("kvscope_requests_total{route=\"/v1/chat/completions\",status=\"429\"} 1"),
-      std::string::npos)
-      << metrics->body;
-  EXPECT_NE(
-      metrics->body.find("kvscope_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 2"),
-      std::string::npos);
+  // The server counts a request in httplib's logger, which runs after the
+  // reply went out: the client can read /metrics before the count of its own
+  // request lands (seen once in ctest), so poll for it, up to 2 s.
+  const std::string ok = "kvscope_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 2";
+  std::string metrics;
+  for (int i = 0; i < 200 && metrics.find(ok) == std::string::npos; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto r = get(port, "/metrics");
+    ASSERT_TRUE(r);
+    metrics = r->body;
+  }
+  EXPECT_NE(metrics.find(ok), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kvscope_requests_total{route=\"/v1/chat/completions\",status=\"429\"} 1"),
+            std::string::npos)
+      << metrics;
   server.stop();
 }
 
