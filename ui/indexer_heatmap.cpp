@@ -21,8 +21,20 @@ constexpr int kFooterHeight = 16;  // position labels below
 // score.
 enum class Zone { kDense, kSink, kWindow, kPicked };
 
+// Whether every KV head of `layer` attends every row: a dense layer
+// (IndexerOptions::denseLayers) or one whose heads are all dense heads.
+bool denseLayer(const runtime::IndexerSnapshot& r, int layer) {
+  const auto l = static_cast<uint32_t>(layer);
+  if (!r.options.selects(l)) return true;
+  if (l >= r.step.layers.size()) return false;
+  const auto heads = static_cast<uint32_t>(r.step.layers[l].heads.size());
+  for (uint32_t h = 0; h < heads; ++h)
+    if (r.options.selectsHead(l, h)) return false;
+  return heads > 0;
+}
+
 Zone zoneOf(const runtime::IndexerSnapshot& r, int layer, quint32 first, quint32 last) {
-  if (!r.options.selects(static_cast<uint32_t>(layer))) return Zone::kDense;
+  if (denseLayer(r, layer)) return Zone::kDense;
   if (first < r.options.sinks) return Zone::kSink;
   if (quint64(last) + r.options.window >= r.step.rows) return Zone::kWindow;
   return Zone::kPicked;
@@ -165,8 +177,15 @@ QString IndexerHeatmap::describe(const QPoint& point) const {
   const float n = float(last - first + 1);
   switch (zoneOf(m_history.last(), layer, first, last)) {
     case Zone::kDense:
-      text += QStringLiteral("<br>") + tr("A dense layer (indexer_dense=%1): it attends every row.")
-                                           .arg(m_history.last().options.denseLayers);
+      text += QStringLiteral("<br>");
+      if (m_history.last().options.selects(static_cast<uint32_t>(layer))) {
+        text +=
+            tr("Every KV head of this layer is kept dense (indexer_dense_heads): it attends "
+               "every row.");
+      } else {
+        text += tr("A dense layer (indexer_dense=%1): it attends every row.")
+                    .arg(m_history.last().options.denseLayers);
+      }
       break;
     case Zone::kSink:
       text += QStringLiteral("<br>") + tr("An attention sink: always attended.");

@@ -157,6 +157,9 @@ class IndexerPanelTest : public QObject {
     panel.showReport(r);
     QVERIFY2(summary->text().contains(QStringLiteral("KV heads 1.0, 1.1 read every row")),
              qPrintable(summary->text()));
+    // Both of layer 1's heads dense: the layer is drawn and described as dense.
+    const QString headsDense = map->describe({x, y});
+    QVERIFY2(headsDense.contains(QStringLiteral("indexer_dense_heads")), qPrintable(headsDense));
     // More dense layers than the model has: every layer, not "layers 0-4".
     r.indexer.options.denseLayers = 5;
     panel.showReport(r);
