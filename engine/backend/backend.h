@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/codec_error.h"
@@ -101,6 +102,15 @@ struct IndexerLayerStep {
   // Diagnostic mode, [nHeadKv]: that share per KV head, averaged over its
   // query heads (1 for a head attending every row); empty when not measured.
   std::vector<double> headMass;
+
+  // Sets headMass and capturedMass, their mean (every group has as many
+  // query heads); an empty `perKvHead` is "not measured".
+  void setMass(std::vector<double> perKvHead) {
+    headMass = std::move(perKvHead);
+    double sum = 0.0;
+    for (double m : headMass) sum += m;
+    capturedMass = headMass.empty() ? -1.0 : sum / static_cast<double>(headMass.size());
+  }
 };
 
 struct IndexerStep {

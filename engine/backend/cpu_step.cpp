@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "backend/cpu_attention.h"
 #include "backend/cpu_backend.h"
@@ -221,23 +220,19 @@ Status CpuStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool ow
   IndexerLayerStep& step = owner ? m_b.m_indexerStep.layers[l] : shared;
   if (m_b.m_indexer.enabled() && m_n == 1 && (spec.window != 0 || !m_b.m_indexer.selects(l))) {
     step.heads.assign(spec.nHeadKv, {});  // every row of the window
-    step.capturedMass = m_b.m_indexer.diagnostic ? 1.0 : -1.0;
-    step.headMass.assign(m_b.m_indexer.diagnostic ? spec.nHeadKv : 0, 1.0);
+    step.setMass(std::vector<double>(m_b.m_indexer.diagnostic ? spec.nHeadKv : 0, 1.0));
   } else if (m_b.m_indexer.enabled() && m_n == 1) {
     kv::KvCache& cache = *m_b.m_cache;
     ThreadPool& pool = *m_b.m_pool;
     if (cpu::selectLayerRows(cache, l, qr, spec.nHead, m_b.m_indexer, pool, step.heads))
       options.selection = &step.heads;
-    step.headMass.clear();
-    if (m_b.m_indexer.diagnostic && options.selection) {
-      step.headMass = cpu::capturedMass(cache, l, qr, spec.nHead, step.heads, pool, spec.scale);
-    } else if (m_b.m_indexer.diagnostic) {
-      step.headMass.assign(spec.nHeadKv, 1.0);
+    if (!m_b.m_indexer.diagnostic) {
+      step.setMass({});
+    } else if (options.selection) {
+      step.setMass(cpu::capturedMass(cache, l, qr, spec.nHead, step.heads, pool, spec.scale));
+    } else {
+      step.setMass(std::vector<double>(spec.nHeadKv, 1.0));
     }
-    step.capturedMass = step.headMass.empty()
-                            ? -1.0
-                            : std::accumulate(step.headMass.begin(), step.headMass.end(), 0.0) /
-                                  static_cast<double>(step.headMass.size());
   }
   cpu::attention(*m_b.m_cache, l, qr, m_n, m_pos0, spec.nHead, *m_b.m_pool, span(out).data(),
                  options);

@@ -235,8 +235,7 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     // A window layer attends its window whole, as do the first layers; their
     // lists were not written.
     if (!selected || !ix.indexes(l) || !m_indexer.selects(l)) {
-      step.capturedMass = m_indexer.diagnostic ? 1.0 : -1.0;
-      step.headMass.assign(m_indexer.diagnostic ? c.headsKvOf(l) : 0, 1.0);
+      step.setMass(std::vector<double>(m_indexer.diagnostic ? c.headsKvOf(l) : 0, 1.0));
       continue;
     }
     for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
@@ -259,7 +258,7 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
     const auto* dense = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2));
     const auto* picked = reinterpret_cast<const float*>(mass + ix.massStride * (slot * 2 + 1));
     const uint32_t gqa = c.nHead / c.headsKvOf(l);
-    step.headMass.assign(c.headsKvOf(l), 0.0);
+    std::vector<double> perKvHead(c.headsKvOf(l), 0.0);
     for (uint32_t h = 0; h < c.nHead; ++h) {
       const double sum = dense[2 * h + 1];
       // A head without a positive dense sum counts as whole, as on the CPU,
@@ -268,11 +267,9 @@ void VulkanBackend::readIndexerStep(uint32_t rows, bool selected) {
           sum > 0.0 && m_indexer.selectsHead(l, h / gqa)
               ? picked[2 * h + 1] * std::exp(double{picked[2 * h]} - dense[2 * h]) / sum
               : 1.0;
-      step.headMass[h / gqa] += share / gqa;
+      perKvHead[h / gqa] += share / gqa;
     }
-    double total = 0.0;
-    for (double m : step.headMass) total += m;
-    step.capturedMass = total / static_cast<double>(step.headMass.size());
+    step.setMass(std::move(perKvHead));
   }
 }
 
