@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "gpu/attention_kernels.h"
+#include "gpu/loop_limit.h"
 #include "shaders/attention.h"
 
 namespace kvscope::gpu {
@@ -146,9 +147,15 @@ Status AttentionKernels::indexRows(Recorder& rec, const KvPageLayout& layout,
   push::IndexerPush push = indexerPush(index, layout, layer, index.slots[layer], rows);
   push.firstPage = firstRow / pageRows;
   push.pages = ceilDiv(rows, pageRows) - push.firstPage;
-  // A workgroup per (page, KV head) entry, up to groupCap() looping over them.
+  // A workgroup per (page, KV head) entry, up to groupCap() looping over
+  // them; an entry costs an invocation a loop over the row's groups and two
+  // over the page's rows.
+  const uint32_t entries = push.pages * layout.nHeadKv(layer);
+  const uint64_t perEntry = ceilDiv(variant.headDim, 8) + 2 * uint64_t{pageRows} + 16;
   rec.dispatchPaged(*p, {index.sidecar}, pages, push,
-                    std::min(push.pages * layout.nHeadKv(layer), groupCap()));
+                    groupsWithinLoopLimit(entries, perEntry, std::min(entries, groupCap()),
+                                          m_ctx.info().loopIterationLimit,
+                                          m_ctx.limits().maxComputeWorkGroupCount[0]));
   return okStatus();
 }
 

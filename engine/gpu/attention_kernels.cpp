@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu/loop_limit.h"
 #include "shaders/attention.h"
 
 namespace kvscope::gpu {
@@ -332,10 +333,35 @@ AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead,
   const uint32_t target = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : kGpuTargetGroups;
   if (n <= kSplitMaxTokens && tasks < target)
     p.splits = std::min({ceilDiv(target, tasks), ceilDiv(rows, kSplitAlign), kMaxSplits});
+  // Under a loop limit (lavapipe) a task loops over at most the rows its
+  // budget allows, whatever the batch: a long prefill splits too.
+  const uint32_t limit = m_ctx.info().loopIterationLimit;
+  const uint64_t perRow = rowIterations(p.tokens * gqa, queryWords(layout.headDim(layer), codec));
+  if (limit != 0) {
+    const uint64_t budgetRows = loopBudget(limit) / perRow / kSplitAlign * kSplitAlign;
+    p.splits =
+        std::max(p.splits,
+                 ceilDiv(rows, static_cast<uint32_t>(std::max<uint64_t>(budgetRows, kSplitAlign))));
+  }
   p.splitRows = ceilDiv(ceilDiv(rows, p.splits), kSplitAlign) * kSplitAlign;
   p.splits = ceilDiv(rows, p.splitRows);
-  p.groups = std::max(1u, std::min(tasks * p.splits, groupCap()));
+  // A task also loops over the splits' statistics (2 per split and pair).
+  const uint64_t perTask = perRow * p.splitRows + 2 * uint64_t{p.splits} * p.tokens * gqa;
+  p.groups = groupsWithinLoopLimit(uint64_t{tasks} * p.splits, perTask,
+                                   std::min(tasks * p.splits, groupCap()), limit,
+                                   m_ctx.limits().maxComputeWorkGroupCount[0]);
   return p;
+}
+
+// Loop iterations a task of `pairs` (token, query head) pairs spends on one
+// cached row, over both passes (an estimate from above, for the loop limit).
+// kCpu walks the rows one at a time in each pass. kGpu takes a tile of WG
+// rows per step: per tile, the score loop over the row's words, the pair
+// loops, and per row batch the value loads (one per item) and, with sparse V,
+// a scan of the batch's weights (pairs per row).
+uint64_t AttentionKernels::rowIterations(uint32_t pairs, uint32_t words) const {
+  if (m_shape == AttentionShape::kCpu) return 2;
+  return 4 + pairs + ceilDiv(2 * (words + 2 * pairs), m_workgroup);
 }
 
 AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout, uint32_t nHead,
@@ -344,7 +370,13 @@ AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout,
   // Splits grow with the rows and only small batches split: try those sizes
   // (for every layer: a layer's codecs can change its tiles).
   for (uint32_t layer = 0; layer < layout.nLayer(); ++layer) {
-    for (uint32_t n = 1; n <= std::min(maxTokens, kSplitMaxTokens) && n <= maxRows; ++n) {
+    // Batches past kSplitMaxTokens split only under a loop limit, by the
+    // rows alone: the largest batch takes the most.
+    std::vector<uint32_t> sizes;
+    for (uint32_t n = 1; n <= std::min(maxTokens, kSplitMaxTokens) && n <= maxRows; ++n)
+      sizes.push_back(n);
+    if (maxTokens > kSplitMaxTokens && maxTokens <= maxRows) sizes.push_back(maxTokens);
+    for (uint32_t n : sizes) {
       const AttentionPlan p = plan(layout, nHead, n, maxRows - n, layer);
       if (p.splits == 1) continue;
       const size_t pairs = size_t{p.splits} * n * nHead;
@@ -441,13 +473,22 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
   // on CPU devices, a workgroup per vector on GPUs; else one per 4 outputs
   // (or per output), as kv_rotate.comp splits them.
   const bool fast = std::has_single_bit(headDim);
+  const bool perVector = fast && m_shape == AttentionShape::kGpu;
   const uint32_t groups =
-      fast && m_shape == AttentionShape::kGpu
-          ? count
-          : ceilDiv(fast ? count : count * (headDim % 4 == 0 ? headDim / 4 : headDim),
-                    kRotateWorkgroup);
+      perVector ? count
+                : ceilDiv(fast ? count : count * (headDim % 4 == 0 ? headDim / 4 : headDim),
+                          kRotateWorkgroup);
+  // Loop iterations per round of a workgroup: the fast transform's stages
+  // over the vector (shared by a GPU workgroup's invocations), or a matrix
+  // row per output.
+  const uint32_t stages = std::bit_width(headDim);
+  const uint64_t perRound = !fast       ? headDim + 8
+                            : perVector ? stages * ceilDiv(headDim, kRotateWorkgroup) + 8
+                                        : 2 * headDim + uint64_t{stages} * headDim / 2 + 8;
   rec.dispatch(*p, {in, *stream.rotation, out}, push::KvRotatePush{count},
-               std::min(groups, groupCap()));
+               groupsWithinLoopLimit(groups, perRound, std::min(groups, groupCap()),
+                                     m_ctx.info().loopIterationLimit,
+                                     m_ctx.limits().maxComputeWorkGroupCount[0]));
   rec.traffic((2 * uint64_t{count} * headDim + uint64_t{headDim} * headDim) * sizeof(float),
               2 * uint64_t{count} * headDim * headDim);
   return okStatus();
@@ -653,9 +694,16 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   const auto count = static_cast<uint32_t>(size_t{n} * nHead * headDim);
   // attention_reduce_gpu: a workgroup per kGpuReduceOutputs outputs; on CPU devices an invocation
   // per output.
+  // An output costs an invocation a loop over the splits (the GPU shape's
+  // lanes share it, then sum their lanes).
   const uint32_t perGroup = m_shape == AttentionShape::kCpu ? kReduceWorkgroup : kGpuReduceOutputs;
+  const uint32_t rounds = ceilDiv(count, perGroup);
+  const uint64_t perRound =
+      3 + p.splits + (m_shape == AttentionShape::kCpu ? 0 : kReduceWorkgroup / kGpuReduceOutputs);
   rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
-               std::min(ceilDiv(count, perGroup), groupCap()));
+               groupsWithinLoopLimit(rounds, perRound, std::min(rounds, groupCap()),
+                                     m_ctx.info().loopIterationLimit,
+                                     m_ctx.limits().maxComputeWorkGroupCount[0]));
   rec.traffic(partialBytes + ioBytes);
   return okStatus();
 }
@@ -669,6 +717,13 @@ Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
   KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
   // One task per KV head over all rows: one split, one token.
   const AttentionPlan whole{.splitRows = pos0 + 1};
+  const uint32_t limit = m_ctx.info().loopIterationLimit;
+  if (limit != 0 && pos0 + 1 > loopBudget(limit)) {
+    return makeError(ErrorCode::kUnsupported,
+                     "the captured-mass diagnostic reads {} rows in one pass; this device runs at "
+                     "most {} loop iterations per invocation",
+                     pos0 + 1, loopBudget(limit));
+  }
   const push::AttentionPush push =
       attentionPush(layout, layer, 1, pos0, nHead, whole, 0, rowCounts, 0.0f, scale);
   // One split: the pass writes (max, sum) of query head h at pair h of its output.

@@ -34,9 +34,11 @@
 // Work is cut into tasks (KV head, tile of query tokens, split of the cached
 // rows). Decode (few tokens) splits the rows until there are enough tasks to
 // fill the device, then sums the splits with a reduction kernel; prefill tiles
-// the query tokens and does not split. On CPU devices a few workgroups loop
-// over the tasks (lavapipe pays ~3 us per group). See AttentionShape for how
-// a task maps to invocations.
+// the query tokens and splits only where a driver caps an invocation's loop
+// iterations (lavapipe: gpu/loop_limit.h), past the rows a task may loop
+// over. On CPU devices a few workgroups loop over the tasks (lavapipe pays
+// ~3 us per group), as many more as that cap needs. See AttentionShape for
+// how a task maps to invocations.
 
 #include <cstddef>
 #include <cstdint>
@@ -268,7 +270,8 @@ class AttentionKernels {
   AttentionPlan plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n, uint32_t pos0,
                      uint32_t layer = 0, uint32_t window = 0) const;
   // Scratch large enough for every attend() with n <= maxTokens and
-  // pos0 + n <= maxRows; `scores` is sized for decode (n = 1), kGpu only.
+  // pos0 + n <= maxRows (under a loop limit, a long prefill's splits
+  // included); `scores` is sized for decode (n = 1), kGpu only.
   AttentionScratchBytes scratchBytes(const KvPageLayout& layout, uint32_t nHead, uint32_t maxTokens,
                                      uint32_t maxRows) const;
   // Device buffers of scratchBytes(); kOutOfMemory when they do not fit.
@@ -369,6 +372,7 @@ class AttentionKernels {
                 const Buffer& out, uint32_t count, bool back);
   uint32_t tokensPerTask(uint32_t headDim, bool codec, uint32_t gqa, uint32_t n) const;
   uint32_t groupCap() const;
+  uint64_t rowIterations(uint32_t pairs, uint32_t words) const;
 
   Context& m_ctx;
   AttentionShape m_shape;

@@ -42,6 +42,13 @@ struct DeviceInfo {
   bool storageBuffer8 = false;
   bool unifiedMemory = false;  // some memory type is both device-local and host-visible
   bool timestampsSupported = false;
+  // Loop iterations one shader invocation may run, over all its loops
+  // together; 0 when the driver has no such limit. llvmpipe (lavapipe) stops
+  // every loop of an invocation once 65535 iterations have run in all
+  // (gallivm's loop limiter, a guard against hangs) and says nothing: the
+  // rest of the invocation's work is skipped. Kernels whose workgroups loop
+  // over tasks keep each one under it (gpu/loop_limit.h).
+  uint32_t loopIterationLimit = 0;
 };
 
 // Enumerates devices. Fails with kDevice when the loader or any driver is missing,

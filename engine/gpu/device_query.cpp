@@ -68,6 +68,7 @@ DeviceInfo queryDevice(VkPhysicalDevice device, int index) {
   info.apiVersion = versionString(props.properties.apiVersion);
   info.driverInfo = v12 && driver.driverInfo[0] ? std::string(driver.driverInfo)
                                                  : versionString(props.properties.driverVersion);
+  if (v12 && driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) info.loopIterationLimit = 65535;
   info.vendorId = props.properties.vendorID;
   info.deviceId = props.properties.deviceID;
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {

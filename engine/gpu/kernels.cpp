@@ -4,6 +4,7 @@
 #include <bit>
 #include <thread>
 
+#include "gpu/loop_limit.h"
 #include "shaders/activation.h"
 #include "shaders/elementwise.h"
 #include "shaders/moe.h"
@@ -71,17 +72,26 @@ Expected<const Pipeline*> Kernels::get(Id id) {
   return &*m_pipelines[id];
 }
 
-uint32_t Kernels::rowGroups(uint32_t rows) const {
+uint32_t Kernels::rowGroups(uint32_t rows, uint32_t n, uint32_t passes) const {
   const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread
                                     : m_ctx.limits().maxComputeWorkGroupCount[0];
-  return std::max(1u, std::min(rows, cap));
+  // A row costs an invocation `passes` strided walks over its n values and
+  // the reductions' halving loops (a loop limit is a CPU device's, where the
+  // workgroup is kReduceWg).
+  const uint64_t perRow = uint64_t{passes} * ((n + kReduceWg - 1) / kReduceWg) + 16;
+  return groupsWithinLoopLimit(rows, perRow, std::max(1u, std::min(rows, cap)),
+                               m_ctx.info().loopIterationLimit,
+                               m_ctx.limits().maxComputeWorkGroupCount[0]);
 }
 
-uint32_t Kernels::elementGroups(uint32_t n, uint32_t wg) const {
+uint32_t Kernels::elementGroups(uint32_t n, uint32_t wg, uint32_t perElement) const {
   const uint32_t needed = (n + wg - 1) / wg;
   const uint32_t cap = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread
                                     : m_ctx.limits().maxComputeWorkGroupCount[0];
-  return std::max(1u, std::min(needed, cap));
+  // An invocation takes an element per round.
+  return groupsWithinLoopLimit(needed, perElement + 1, std::max(1u, std::min(needed, cap)),
+                               m_ctx.info().loopIterationLimit,
+                               m_ctx.limits().maxComputeWorkGroupCount[0]);
 }
 
 Status Kernels::convertF32ToF16(Recorder& rec, const Buffer& in, const Buffer& out, uint32_t n) {
@@ -104,7 +114,7 @@ Status Kernels::rmsnorm(Recorder& rec, const Buffer& x, const Buffer* weight, co
   // Without a weight, x stands in for the binding the shader does not read.
   rec.dispatch(*p, {x, weight ? *weight : x, y},
                push::RowsPush{n, rows, eps, accumulate ? 1u : 0u, weight ? 0u : 1u},
-               rowGroups(rows));
+               rowGroups(rows, n, 2));
   rec.traffic((uint64_t{n} * rows * (accumulate ? 3 : 2) + (weight ? n : 0)) * sizeof(float));
   return okStatus();
 }
@@ -150,7 +160,7 @@ Status Kernels::gatedMul(Recorder& rec, Gate gate, const Buffer& x, const Buffer
 Status Kernels::softmax(Recorder& rec, const Buffer& x, const Buffer& y, uint32_t n, uint32_t rows,
                         float scale) {
   KVS_ASSIGN_OR_RETURN(const Pipeline* p, get(kSoftmax));
-  rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale, 0u}, rowGroups(rows));
+  rec.dispatch(*p, {x, y}, push::RowsPush{n, rows, scale, 0u}, rowGroups(rows, n, 3));
   rec.traffic(uint64_t{n} * rows * 2 * sizeof(float));
   return okStatus();
 }
@@ -202,7 +212,7 @@ Status Kernels::moeSum(Recorder& rec, const BufferRange& products, const BufferR
       *p,
       {products, weights, out, residual ? *residual : out, expertScale.ids ? *expertScale.ids : out,
        expertScale.scale ? *expertScale.scale : out},
-      push, elementGroups(n * width, kElementWg));
+      push, elementGroups(n * width, kElementWg, used));
   rec.traffic((uint64_t{n} * used * (width + 1) + uint64_t{n} * width * (residual ? 3 : 1)) *
               sizeof(float));
   return okStatus();

@@ -78,10 +78,12 @@ class Kernels {
 
   static constexpr uint32_t kMaxExpertsUsed = 64;  // moe_route.comp's kMaxUsed
 
-  // Workgroups for a kernel that loops over `rows` independent rows.
-  uint32_t rowGroups(uint32_t rows) const;
-  // Workgroups for an element-wise kernel over n values with `wg` invocations each.
-  uint32_t elementGroups(uint32_t n, uint32_t wg) const;
+  // Workgroups for a kernel that loops over `rows` independent rows of n
+  // values, making `passes` passes over each (rmsnorm 2, softmax 3).
+  uint32_t rowGroups(uint32_t rows, uint32_t n, uint32_t passes) const;
+  // Workgroups for an element-wise kernel over n values with `wg` invocations
+  // each, an element costing `perElement` loop iterations of its own.
+  uint32_t elementGroups(uint32_t n, uint32_t wg, uint32_t perElement = 0) const;
 
  private:
   enum Id {

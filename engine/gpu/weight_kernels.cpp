@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "gpu/loop_limit.h"
 #include "shaders/weights.h"
 
 namespace kvscope::gpu {
@@ -61,6 +62,12 @@ const TypeInfo* findType(TensorType type) {
     if (t.type == type) return &t;
   }
   return nullptr;
+}
+
+// Values of a row one step of the kernels' loops takes (weight_types.glsl's UNIT).
+uint32_t unitValues(const TypeInfo& t) {
+  if (t.blockElements == 1) return t.type == TensorType::kF32 ? 8 : 16;
+  return std::min<uint32_t>(t.blockElements, 64);
 }
 
 uint64_t roundUp(uint64_t v, uint64_t to) {
@@ -379,22 +386,44 @@ Status WeightKernels::record(Recorder& rec, TensorType type, Kernel kernel, cons
                               static_cast<uint32_t>(layout.planeOffset[3] / 4),
                               routing ? routing->share() : 1,
                               experts};
+  // Workgroups, and what each round of them costs an invocation in loop
+  // iterations (for the loop limit, gpu/loop_limit.h): a walk over a row's
+  // units (value by value for a float row the unit does not divide) and the
+  // per-row loops.
+  const uint32_t unit = unitValues(*t);
+  const uint64_t unitSteps = cols % unit == 0 ? cols / unit : cols;
   uint32_t count = 0;
+  uint64_t rounds = 0, perRound = 0;
   if (m_shape == WeightShape::kCpu) {
     const bool vec = kernel == kMatvec || kernel == kExpertMatvec;
-    const uint64_t rowTasks = vec ? (rows + t->matvecRows - 1) / t->matvecRows
-                                  : (rows + t->matmulRows - 1) / t->matmulRows;
+    const uint32_t taskRows = vec ? t->matvecRows : t->matmulRows;
+    const uint64_t rowTasks = (rows + taskRows - 1) / taskRows;
     const uint64_t tokenTasks = vec ? 1 : (n + t->matmulTokens - 1) / t->matmulTokens;
+    // An invocation takes a task (rows x tokens) per round.
+    rounds = (rowTasks * tokenTasks + kCpuWorkgroup - 1) / kCpuWorkgroup;
+    perRound = unitSteps + 2 * taskRows + 4;
     count = groups(rowTasks * tokenTasks, kCpuWorkgroup);
     // Expert pairs or experts multiply the workgroups: a CPU device's
     // threads are already busy with a few per product.
     count = std::max(1u, count / std::min(count, zGroups));
   } else if (kernel == kMatvec || kernel == kExpertMatvec) {
-    count = groups((rows + launch.rows - 1) / launch.rows, 1);
+    // A workgroup takes launch.rows rows per round, its invocations a share
+    // of the units each, then sum across the workgroup.
+    rounds = (rows + launch.rows - 1) / launch.rows;
+    perRound = 2 * ((unitSteps + launch.workgroup - 1) / launch.workgroup) + 2 * launch.rows + 16;
+    count = groups(rounds, 1);
   } else {
+    // A workgroup takes a tile per round, staging kstep columns per step.
     const uint64_t rowTiles = (rows + KVS_WEIGHT_TILE_ROWS - 1) / KVS_WEIGHT_TILE_ROWS;
-    count = groups(rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS), 1);
+    const uint64_t kstep = t->blockElements == 1 ? 32 : unit;
+    const uint64_t perStep =
+        4 + kstep + (KVS_WEIGHT_TILE_ROWS + KVS_WEIGHT_TILE_TOKENS) * kstep / kGpuWorkgroup;
+    rounds = rowTiles * ((n + KVS_WEIGHT_TILE_TOKENS - 1) / KVS_WEIGHT_TILE_TOKENS);
+    perRound = (cols + kstep - 1) / kstep * perStep;
+    count = groups(rounds, 1);
   }
+  count = groupsWithinLoopLimit(rounds, perRound, count, m_ctx.info().loopIterationLimit,
+                                m_ctx.limits().maxComputeWorkGroupCount[0]);
   if (routing) {
     rec.dispatch(*p, {wb, xb, yb, biasb, *routeb}, push, count, 1, zGroups);
   } else {

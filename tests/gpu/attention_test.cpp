@@ -354,6 +354,19 @@ TEST_P(AttentionTest, MatchesReferenceAtLongContext) {
   }
 }
 
+// A 512-token prefill chunk over 2048 cached rows, with the plain4k
+// synthetic model's layer shape (2 KV heads, head_dim 32). Each of a CPU
+// device's few workgroups loops over many (KV head, token tile) tasks of
+// ~2,500 rows; lavapipe stops an invocation after 65535 loop iterations in
+// all, which left the last tasks (KV head 1's last token tiles) unwritten
+// until the plan sized its workgroups and splits under the limit
+// (DeviceInfo::loopIterationLimit).
+TEST_P(AttentionTest, MatchesReferenceAtALongPrefill) {
+  Twin c(2, 32, 256);
+  fill(c, 2048, 512, 5);
+  attendAndCompare(c, 512, 4, false, 9);
+}
+
 TEST_P(AttentionTest, SplitsDecodeOverPositions) {
   // One KV head leaves one task per token tile: decode must split the rows.
   Twin c(1, 64, 256);

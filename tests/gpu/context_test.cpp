@@ -36,6 +36,14 @@ TEST_F(ContextTest, ValidationLayerCountsMisuse) {
 // Contexts made one after another share the process's instance (a driver that
 // is unloaded and loaded again per context stopped loading on NVIDIA), and
 // each counts validation messages from its own start.
+// lavapipe (llvmpipe) ends a shader invocation's loops after 65535
+// iterations in all; the kernels size their dispatches by this figure.
+TEST_F(ContextTest, ReportsTheDriversLoopLimit) {
+  const gpu::DeviceInfo& info = ctx().info();
+  const bool llvmpipe = info.name.find("llvmpipe") != std::string::npos;
+  EXPECT_EQ(info.loopIterationLimit, llvmpipe ? 65535u : 0u) << info.name;
+}
+
 TEST_F(ContextTest, ContextsShareTheProcessInstance) {
   VkInstance first = VK_NULL_HANDLE;
   {

@@ -72,6 +72,32 @@ TEST_F(KernelTest, RmsnormMatchesReference) {
   }
 }
 
+// Many short rows: the shape of the per-head q/k norms of a prefill. A CPU
+// device's few workgroups each loop over thousands of rows; lavapipe stopped
+// an invocation after 65535 loop iterations and left the last rows unwritten
+// (DeviceInfo::loopIterationLimit) until the workgroups were sized under it.
+TEST_F(KernelTest, RmsnormAndSoftmaxReachTheLastOfManyRows) {
+  const uint32_t n = 128, rows = 65536;
+  auto x = randomFloats(size_t{n} * rows, 21, -3.0f, 3.0f);
+  auto w = randomFloats(n, 22, 0.5f, 1.5f);
+  gpu::Buffer xb = upload(x), wb = upload(w), normed = deviceBuffer(x.size() * sizeof(float)),
+              probs = deviceBuffer(x.size() * sizeof(float));
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(kernels().rmsnorm(rec(), xb, &wb, normed, n, rows, 1e-5f).ok());
+  ASSERT_TRUE(kernels().softmax(rec(), xb, probs, n, rows, 1.0f).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto gotNorm = download<float>(normed, x.size()),
+             gotProbs = download<float>(probs, x.size());
+  std::vector<float> refNorm(x.size()), refProbs(x.size());
+  cpu::rmsnorm(x, w, refNorm, n, rows, 1e-5f);
+  cpu::softmax(x, refProbs, n, rows, 1.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_NEAR(gotNorm[i], refNorm[i], 1e-5f * std::fabs(refNorm[i]) + 1e-6f)
+        << "rmsnorm row " << i / n;
+    ASSERT_NEAR(gotProbs[i], refProbs[i], 2e-5f * refProbs[i] + 1e-7f) << "softmax row " << i / n;
+  }
+}
+
 TEST_F(KernelTest, SoftmaxMatchesReferenceAndSumsToOne) {
   struct Case {
     uint32_t n, rows;

@@ -377,6 +377,48 @@ TEST(MatvecLaunchRule, OneInvocationPer64ColumnsWithinBounds) {
   }
 }
 
+// A prefill-sized product, 512 tokens through a 4096 x 8192 Q8_0 matrix (an
+// 8B model's FFN is 4096 x 14336): on a CPU device each invocation of a few
+// workgroups takes hundreds of tiles of 256 units. lavapipe stopped an
+// invocation after 65535 loop iterations and left the last tiles unwritten
+// (DeviceInfo::loopIterationLimit). The rows and tokens handed out last are
+// checked against a double-precision product, with a spread of the others.
+TEST_F(WeightKernelApiTest, APrefillSizedMatmulReachesItsLastTiles) {
+  const uint32_t rows = 4096, cols = 8192, n = 512;
+  const Weights w = makeWeights(TensorType::kQ8_0, rows, cols, 5);
+  const auto x = randomFloats(size_t{n} * cols, 6);
+  gpu::WeightKernels wk(ctx());
+  gpu::Buffer wb = upload(w.device), xb = upload(x),
+              yb = deviceBuffer(size_t{n} * rows * sizeof(float));
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(wk.matmul(rec(), TensorType::kQ8_0, wb, xb, yb, n, rows, cols).ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  const auto got = download<float>(yb, size_t{n} * rows);
+  auto expectProduct = [&](uint32_t t, uint32_t r) {
+    double ref = 0.0, mag = 0.0;
+    for (uint32_t k = 0; k < cols; ++k) {
+      const double p =
+          static_cast<double>(w.values[size_t{r} * cols + k]) * x[size_t{t} * cols + k];
+      ref += p;
+      mag += std::fabs(p);
+    }
+    ASSERT_NEAR(got[size_t{t} * rows + r], ref, 4.0 * std::sqrt(double{cols}) * kEps * mag + 1e-6)
+        << "token " << t << " row " << r;
+  };
+  for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t r = rows - 16; r < rows; ++r) {
+      expectProduct(t, r);
+      if (HasFatalFailure()) return;
+    }
+  }
+  for (uint32_t t = n - 8; t < n; ++t) {
+    for (uint32_t r = 0; r < rows; r += 7) {
+      expectProduct(t, r);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST_F(WeightKernelApiTest, TensorsShareOneBufferAtAlignedOffsets) {
   // Two Q4_K tensors and their inputs/outputs packed into single buffers, as a
   // backend packs a model; each dispatch binds its own sub-range.
