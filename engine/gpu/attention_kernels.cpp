@@ -717,12 +717,16 @@ Status AttentionKernels::recordStats(Recorder& rec, const KvPageLayout& layout,
   KVS_ASSIGN_OR_RETURN(const Pipeline* stats, pipeline(Kind::kStats, variant));
   // One task per KV head over all rows: one split, one token.
   const AttentionPlan whole{.splitRows = pos0 + 1};
+  // The pass is one task per KV head: under a loop limit it cannot split.
   const uint32_t limit = m_ctx.info().loopIterationLimit;
-  if (limit != 0 && pos0 + 1 > loopBudget(limit)) {
+  const uint64_t perRow = rowIterations(
+      std::max(1u, nHead / layout.nHeadKv(layer)),
+      queryWords(layout.headDim(layer), isCodec(layout.stream(layer, 0), layout.stream(layer, 1))));
+  if (limit != 0 && uint64_t{pos0 + 1} * perRow / 2 > loopBudget(limit)) {
     return makeError(ErrorCode::kUnsupported,
-                     "the captured-mass diagnostic reads {} rows in one pass; this device runs at "
-                     "most {} loop iterations per invocation",
-                     pos0 + 1, loopBudget(limit));
+                     "the captured-mass diagnostic reads {} rows in one pass, more than this "
+                     "device runs in one shader invocation ({} loop iterations)",
+                     pos0 + 1, limit);
   }
   const push::AttentionPush push =
       attentionPush(layout, layer, 1, pos0, nHead, whole, 0, rowCounts, 0.0f, scale);
