@@ -182,6 +182,10 @@ QString IndexerHeatmap::describe(const QPoint& point) const {
         text +=
             tr("Every KV head of this layer is kept dense (indexer_dense_heads): it attends "
                "every row.");
+      } else if (m_history.last().options.autoDenseHeads) {
+        text +=
+            tr("indexer_dense_heads=auto has not measured yet: every layer attends every "
+               "row until then.");
       } else {
         text += tr("A dense layer (indexer_dense=%1): it attends every row.")
                     .arg(m_history.last().options.denseLayers);

@@ -135,7 +135,9 @@ void IndexerPanel::updateSummary() {
   // The first layers attend every row (IndexerOptions::denseLayers, which may
   // name more layers than the model has).
   const auto layers = static_cast<uint32_t>(r.step.layers.size());
-  const uint32_t dense = std::min(r.options.denseLayers, layers);
+  // While indexer_dense_heads=auto measures, every layer does.
+  const uint32_t dense =
+      r.options.autoDenseHeads ? layers : std::min(r.options.denseLayers, layers);
   const QString whole = dense == 0        ? QString()
                         : dense == layers ? tr("; every layer reads every row")
                         : dense == 1      ? tr("; layer 0 reads every row")
@@ -143,16 +145,21 @@ void IndexerPanel::updateSummary() {
   // Single KV heads kept dense (IndexerOptions::denseHeads), as LAYER.HEAD.
   QString heads;
   if (!r.options.denseHeads.empty() && dense < layers) {
-    heads = tr("; KV heads %1 read every row")
-                .arg(QString::fromStdString(r.options.denseHeadsText())
-                         .replace(QLatin1Char('+'), QStringLiteral(", ")));
+    const QString named = QString::fromStdString(r.options.denseHeadsText())
+                              .replace(QLatin1Char('+'), QStringLiteral(", "));
+    heads = r.options.denseHeads.size() == 1 ? tr("; KV head %1 reads every row").arg(named)
+                                             : tr("; KV heads %1 read every row").arg(named);
   }
-  m_summary->setText(tr("top %1 rows by score, the first %2 and the last %3%4 · "
-                        "%5% of %6 cached rows read in the last step")
-                         .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),
-                              locale.toString(r.options.window), whole + heads,
-                              locale.toString(100.0 * m_history.rowsRead(), 'f', 1),
-                              locale.toString(r.step.rows)));
+  QString summary =
+      tr("top %1 rows by score, the first %2 and the last %3%4 · "
+         "%5% of %6 cached rows read in the last step")
+          .arg(locale.toString(r.options.topK), locale.toString(r.options.sinks),
+               locale.toString(r.options.window), whole + heads,
+               locale.toString(100.0 * m_history.rowsRead(), 'f', 1), locale.toString(r.step.rows));
+  // indexer_dense_heads=auto: measuring, or what it measured.
+  if (!r.denseHeadsNote.empty())
+    summary += QLatin1Char('\n') + QString::fromStdString(r.denseHeadsNote);
+  m_summary->setText(summary);
   const double mass = m_history.lastMass();
   m_massValue->setText(mass >= 0.0 ? locale.toString(100.0 * mass, 'f', 1) + QLatin1Char('%')
                                    : QStringLiteral("–"));

@@ -166,7 +166,7 @@ Expected<kv::KvPolicy> policyOf(const std::string& kv) {
   if (kv == "f16") return kv::KvPolicy{};
   if (kv.find('=') == std::string::npos && !kv.starts_with("auto"))
     return kv::KvPolicy::parse(fmt::format("k={},v={}", kv, kv));
-  return kv::KvPolicy::parse(kv);
+  return sessionlessPolicy(kv);
 }
 
 struct BenchOutput {

@@ -42,7 +42,7 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   KVS_ASSIGN_OR_RETURN(const auto tokens, forcedTextTokens(tokenizer, a.file));
-  KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, sessionlessPolicy(policy));
   const runtime::BackendChoice choice{.kind = a.backend,
                                       .contextLimit = a.context,
                                       .device = global.device,

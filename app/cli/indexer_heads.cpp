@@ -41,7 +41,7 @@ Expected<Measured> measure(const HeadsArgs& a, const GlobalOptions& global) {
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   KVS_ASSIGN_OR_RETURN(const auto tokens, forcedTextTokens(tokenizer, a.file));
-  KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kv::KvPolicy::parse(withIndexer(a.policy, a.indexer)));
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, sessionlessPolicy(withIndexer(a.policy, a.indexer)));
   if (!policy.attention.enabled())
     return makeError(ErrorCode::kInvalidArgument, "indexer-heads needs --indexer TOP_K");
   if (policy.autoBits)

@@ -62,6 +62,17 @@ Expected<kv::KvPolicy> kvPolicyOf(const ModelOptions& o) {
   return kv::KvPolicy::parse(withIndexer(text, o.indexer));
 }
 
+Expected<kv::KvPolicy> sessionlessPolicy(const std::string& text) {
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kv::KvPolicy::parse(text));
+  if (policy.attention.autoDenseHeads) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "indexer_dense_heads=auto is measured by a chat session (chat, generate, "
+                     "serve, the app); here name the heads: `kvscope-cli indexer-heads` measures "
+                     "them on a text and prints the item");
+  }
+  return policy;
+}
+
 void addIndexerOption(CLI::App* cmd, std::string& indexer) {
   cmd->add_option("--indexer", indexer,
                   "Sparse decode attention: the top TOP_K cached rows by the indexer's score, "

@@ -39,6 +39,11 @@ void addModelOptions(CLI::App* cmd, ModelOptions& options);
 // parse is its error, naming the item.
 Expected<kv::KvPolicy> kvPolicyOf(const ModelOptions& options);
 
+// A KV cache policy for a command that runs a backend without a chat session
+// (eval, probe, bench, indexer-heads): indexer_dense_heads=auto, which a
+// session measures on its first long prompt, is refused with what to use.
+Expected<kv::KvPolicy> sessionlessPolicy(const std::string& text);
+
 // --indexer on `cmd`, and the policy text with it added as indexer=... (a
 // policy that names its own indexer then fails to parse: given twice).
 void addIndexerOption(CLI::App* cmd, std::string& indexer);

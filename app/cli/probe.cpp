@@ -56,7 +56,7 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::Model
   runs.depth = depth;
   runs.seed = seed;
   runs.policy = withIndexer(a.policy, a.indexer);
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(runs.policy));
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, sessionlessPolicy(runs.policy));
   runs.indexer = policy.attention.selectionText();
   runs.context = a.context ? a.context : model->config().contextLength;
   KVS_ASSIGN_OR_RETURN(

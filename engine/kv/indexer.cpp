@@ -81,6 +81,11 @@ bool IndexerOptions::denseHead(uint32_t layer, uint32_t head) const {
 }
 
 Status IndexerOptions::parseDenseHeads(std::string_view text, IndexerOptions& out) {
+  out.autoDenseHeads = text == "auto";
+  if (out.autoDenseHeads) {
+    out.denseHeads.clear();
+    return okStatus();
+  }
   std::vector<KvHeadRef> heads;
   size_t start = 0;
   while (text != "none" && start <= text.size()) {
@@ -92,7 +97,7 @@ Status IndexerOptions::parseDenseHeads(std::string_view text, IndexerOptions& ou
         !parseCount(item.substr(dot + 1), h.head)) {
       return makeError(ErrorCode::kInvalidArgument,
                        "indexer dense heads '{}': expected LAYER.KV_HEAD pairs joined by '+', "
-                       "e.g. 2.0+3.1 (or 'none')",
+                       "e.g. 2.0+3.1 (or 'none', or 'auto' to measure them)",
                        text);
     }
     heads.push_back(h);
@@ -120,7 +125,10 @@ std::string IndexerOptions::policyItems() const {
   if (scorerText() != IndexerOptions{}.scorerText()) s += ",indexer_scorer=" + scorerText();
   if (denseLayers != IndexerOptions{}.denseLayers)
     s += fmt::format(",indexer_dense={}", denseLayers);
-  if (!denseHeads.empty()) s += ",indexer_dense_heads=" + denseHeadsText();
+  if (autoDenseHeads)
+    s += ",indexer_dense_heads=auto";
+  else if (!denseHeads.empty())
+    s += ",indexer_dense_heads=" + denseHeadsText();
   if (sparseV > 0.0f) s += fmt::format(",sparse_v={}", sparseV);
   return s;
 }

@@ -76,14 +76,22 @@ struct IndexerOptions {
   uint32_t denseLayers = 2;  // the first cache layers attend every row
   // KV heads of selecting layers that attend every row; sorted, no repeats.
   std::vector<KvHeadRef> denseHeads;
+  // "indexer_dense_heads=auto": the dense heads are still to be measured,
+  // and until then every layer reads every row. runtime::Session measures
+  // them once the context is long enough and hands the backend explicit
+  // denseHeads; tools that run a backend without a session refuse it.
+  bool autoDenseHeads = false;
   // Also compute dense attention scores, to report the share of the softmax
   // mass the selection captured (telemetry; costs a dense score pass).
   bool diagnostic = false;
 
   bool enabled() const { return topK > 0; }
   // Whether a decode step of cache layer `layer` selects its rows (the
-  // indexer is on and the layer is not among the first denseLayers).
-  bool selects(uint32_t layer) const { return enabled() && layer >= denseLayers; }
+  // indexer is on, the layer is not among the first denseLayers, and the
+  // dense heads are not still to be measured: autoDenseHeads).
+  bool selects(uint32_t layer) const {
+    return enabled() && layer >= denseLayers && !autoDenseHeads;
+  }
   // Whether (layer, head) is among denseHeads.
   bool denseHead(uint32_t layer, uint32_t head) const;
   // Whether a decode step of KV head `head` of cache layer `layer` attends
@@ -99,9 +107,10 @@ struct IndexerOptions {
   // Sets pageScore and pageRows from a scorer name (above).
   static Status parseScorer(std::string_view name, IndexerOptions& out);
   std::string scorerText() const;
-  // Sets denseHeads from "L.H+L.H..." (e.g. "2.0+3.1"; "none": no head).
+  // Sets denseHeads from "L.H+L.H..." (e.g. "2.0+3.1"; "none": no head), or
+  // autoDenseHeads from "auto".
   static Status parseDenseHeads(std::string_view text, IndexerOptions& out);
-  // "L.H+L.H...", or "none".
+  // "L.H+L.H...", or "none" (the heads themselves, measured ones included).
   std::string denseHeadsText() const;
   // The policy items these options write, each with a leading comma
   // (",indexer=512:64:4,sparse_v=0.001"; "" for the defaults, indexer off).

@@ -20,7 +20,8 @@
 //   indexer_scorer=S  the sidecar: bounds16 (default), bounds32, bounds64,
 //                     meanstd16, meanstd32, meanstd64 (kv/indexer.h)
 //   indexer_dense=N   the first N layers attend every row (default 2)
-//   indexer_dense_heads=L.H+L.H  ... and these KV heads of the others
+//   indexer_dense_heads=L.H+L.H  ... and these KV heads of the others;
+//                     "auto": the chat session measures them (kv/indexer.h)
 //   sparse_v=TAU      skip V rows weighted below TAU (0 <= TAU < 1)
 //   auto[:BITS]       choose each layer's K and V schemes by measuring the
 //                     first prompt's rows, within BITS bits per value on

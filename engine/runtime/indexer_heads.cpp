@@ -4,13 +4,16 @@ namespace kvscope::runtime {
 namespace {
 
 Status measure(backend::Backend& b, std::span<const int32_t> tokens, uint32_t steps,
-               IndexerHeadMass& out) {
+               uint32_t cached, IndexerHeadMass& out) {
   const model::ModelConfig& c = b.config();
   out.mass.assign(c.kvLayers(), {});
   for (uint32_t l = 0; l < c.kvLayers(); ++l) out.mass[l].assign(c.headsKvOf(l), 0.0);
-  KVS_TRY(b.trim(0));
+  // Keep the prefill's rows where the cache holds them and the backend can
+  // trim back to them (sliding-window layers keep only their last rows).
+  const bool keep = cached >= out.prefill && out.prefill >= b.trimFloor();
+  KVS_TRY(b.trim(keep ? out.prefill : 0));
   backend::Logits logits;
-  KVS_TRY(b.forward({tokens.first(out.prefill)}, logits));
+  if (!keep) KVS_TRY(b.forward({tokens.first(out.prefill)}, logits));
   for (uint32_t s = 0; s < steps; ++s) {
     KVS_TRY(b.forward({tokens.subspan(out.prefill + s, 1)}, logits));
     const backend::IndexerStep step = b.indexerStep();
@@ -33,7 +36,8 @@ Status measure(backend::Backend& b, std::span<const int32_t> tokens, uint32_t st
 
 Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
                                               std::span<const int32_t> tokens,
-                                              const kv::IndexerOptions& options, uint32_t steps) {
+                                              const kv::IndexerOptions& options, uint32_t steps,
+                                              uint32_t cached) {
   if (!options.enabled())
     return makeError(ErrorCode::kInvalidArgument, "measuring the indexer's heads needs its top_k");
   if (steps == 0 || tokens.size() < size_t{steps} + 1) {
@@ -50,6 +54,7 @@ Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
   out.options = options;
   out.options.denseLayers = 0;
   out.options.denseHeads.clear();
+  out.options.autoDenseHeads = false;
   out.options.diagnostic = true;
   out.prefill = static_cast<uint32_t>(tokens.size()) - steps;
   out.steps = steps;
@@ -61,10 +66,14 @@ Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
   }
   const kv::IndexerOptions before = backend.indexer();
   KVS_TRY(backend.setIndexer(out.options));
-  const Status measured = measure(backend, tokens, steps, out);
+  const Status measured = measure(backend, tokens, steps, cached, out);
   KVS_TRY(backend.setIndexer(before));
   KVS_TRY(measured);
   return out;
+}
+
+uint32_t autoHeadsMinTokens(const kv::IndexerOptions& options) {
+  return 4 * (options.topK + options.window + options.sinks) + kAutoHeadSteps;
 }
 
 std::vector<kv::KvHeadRef> headsBelow(const IndexerHeadMass& measured, double threshold) {

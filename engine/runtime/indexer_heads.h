@@ -31,15 +31,26 @@ struct IndexerHeadMass {
 };
 
 // Runs tokens[0, size - steps) as a prefill, then the last `steps` tokens one
-// decode step each, on `backend` (trimmed to 0 first; its indexer options
-// are restored after, its cache left holding the text) under `options` with
-// denseLayers 0, no dense heads and the diagnostic mode on. Errors: the
-// indexer off, fewer than steps + 1 tokens or more than the context, a
-// prefill the selection would cover whole (nothing to measure), a backend
-// without the indexer.
+// decode step each, on `backend` (its indexer options are restored after,
+// its cache left holding the text, the last `steps` rows as the selection
+// made them) under `options` with denseLayers 0, no dense heads and the
+// diagnostic mode on. When the cache already holds tokens[0, cached), it
+// keeps the prefill's part (trimmed back to it) where the backend can trim
+// there, else it starts from an empty cache. Errors: the indexer off, fewer
+// than steps + 1 tokens or more than the context, a prefill the selection
+// would cover whole (nothing to measure), a backend without the indexer.
 Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
                                               std::span<const int32_t> tokens,
-                                              const kv::IndexerOptions& options, uint32_t steps);
+                                              const kv::IndexerOptions& options, uint32_t steps,
+                                              uint32_t cached = 0);
+
+// indexer_dense_heads=auto (runtime::Session): decode steps measured, the
+// cut, and the fewest cached tokens before the measured steps: four times the
+// rows a step selects, so that a head needing rows outside its selection
+// shows.
+inline constexpr uint32_t kAutoHeadSteps = 64;
+inline constexpr double kAutoHeadCut = 0.5;
+uint32_t autoHeadsMinTokens(const kv::IndexerOptions& options);
 
 // The heads whose mean captured mass is below `threshold`, in (layer, head)
 // order: kv::IndexerOptions::denseHeads.

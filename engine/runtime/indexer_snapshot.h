@@ -6,6 +6,8 @@
 // A plain value type: the Session hands it to Observer::onIndexer, throttled
 // like KvSnapshot.
 
+#include <string>
+
 #include "backend/backend.h"
 #include "kv/indexer.h"
 
@@ -14,6 +16,7 @@ namespace kvscope::runtime {
 struct IndexerSnapshot {
   kv::IndexerOptions options;
   backend::IndexerStep step;  // step.layers empty: no indexed step yet
+  std::string denseHeadsNote;  // indexer_dense_heads=auto: measuring, or what it measured
 };
 
 inline IndexerSnapshot snapshotIndexer(const backend::Backend& backend) {

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "kv/kv_policy.h"
+#include "runtime/indexer_heads.h"
 #include "runtime/kv_auto.h"
 #include "runtime/kv_reencode.h"
 #include "tokenizer/detokenizer.h"
@@ -74,6 +75,9 @@ Expected<std::unique_ptr<Session>> Session::sibling() const {
   KVS_TRY(backend->setIndexer(m_backend->indexer()));
   std::unique_ptr<Session> s(
       new Session(m_model, std::move(backend), m_tokenizer, m_factory, m_kvPolicy));
+  // Measured dense heads are the model's, not the conversation's.
+  s->m_denseHeads = m_denseHeads;
+  s->m_denseHeadsNote = m_denseHeadsNote;
   s->m_chatTemplate = m_chatTemplate;
   s->m_toolTemplate = m_toolTemplate;
   s->m_chatSettings = m_chatSettings;
@@ -156,8 +160,7 @@ Status Session::setKvPolicy(const kv::KvPolicy& policy, Observer* observer, uint
   }
   const model::ModelConfig& c = m_backend->config();
   KVS_TRY(policy.resolve(backend::kvTarget(c)));
-  kv::IndexerOptions attention = policy.attention;
-  attention.diagnostic = m_backend->indexer().diagnostic;
+  const kv::IndexerOptions attention = attentionFor(policy);
   if (m_kvPolicy.sameCache(policy)) {
     // Only how attention reads the cache changes: no re-encode.
     KVS_TRY(m_backend->setIndexer(attention));
@@ -245,10 +248,8 @@ Expected<std::unique_ptr<backend::Backend>> Session::rebuild(const kv::KvPolicy&
 }
 
 Expected<std::unique_ptr<backend::Backend>> Session::build(const kv::KvPolicy& policy) {
-  kv::IndexerOptions attention = policy.attention;
-  attention.diagnostic = m_backend->indexer().diagnostic;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> next, m_factory(policy));
-  KVS_TRY(next->setIndexer(attention));
+  KVS_TRY(next->setIndexer(attentionFor(policy)));
   return next;
 }
 
@@ -275,7 +276,68 @@ bool Session::autoPending() const {
 
 void Session::setPolicy(kv::KvPolicy policy) {
   m_autoFailure.clear();
+  // Heads measured under another selection (or without auto) measure anew.
+  const kv::IndexerOptions& was = m_kvPolicy.attention;
+  const kv::IndexerOptions& now = policy.attention;
+  if (!now.autoDenseHeads || was.selectionText() != now.selectionText() ||
+      was.scorerText() != now.scorerText() || was.denseLayers != now.denseLayers) {
+    m_denseHeads.reset();
+    m_denseHeadsNote.clear();
+  }
   m_kvPolicy = std::move(policy);
+}
+
+kv::IndexerOptions Session::attentionFor(const kv::KvPolicy& policy) const {
+  kv::IndexerOptions attention = policy.attention;
+  attention.diagnostic = m_backend->indexer().diagnostic;
+  if (attention.autoDenseHeads && m_denseHeads) {
+    attention.autoDenseHeads = false;
+    attention.denseHeads = *m_denseHeads;
+  }
+  return attention;
+}
+
+bool Session::denseHeadsPending() const {
+  const kv::IndexerOptions& a = m_kvPolicy.attention;
+  return a.enabled() && a.autoDenseHeads && !m_denseHeads;
+}
+
+Status Session::settleDenseHeads(uint32_t chunk, backend::Logits& logits) {
+  const auto cached = static_cast<uint32_t>(m_history.size());
+  kv::IndexerOptions measuring = m_kvPolicy.attention;
+  measuring.autoDenseHeads = false;
+  Expected<IndexerHeadMass> measured =
+      measureIndexerHeads(*m_backend, m_history, measuring, kAutoHeadSteps, cached);
+  if (measured) {
+    m_denseHeads = headsBelow(*measured, kAutoHeadCut);
+    uint32_t heads = 0;
+    for (const auto& layer : measured->mass) heads += static_cast<uint32_t>(layer.size());
+    m_denseHeadsNote = fmt::format(
+        "indexer_dense_heads=auto measured {} decode steps at {} cached tokens: {} of {} KV heads "
+        "captured under {:.0f}% of the attention mass and read every row ({})",
+        kAutoHeadSteps, measured->prefill, m_denseHeads->size(), heads, 100.0 * kAutoHeadCut,
+        kv::IndexerOptions{.denseHeads = *m_denseHeads}.denseHeadsText());
+  } else {
+    m_denseHeads.emplace();
+    m_denseHeadsNote =
+        fmt::format("indexer_dense_heads=auto could not measure ({}); every KV head selects",
+                    measured.error().message);
+  }
+  KVS_TRY(m_backend->setIndexer(attentionFor(m_kvPolicy)));
+  // The measured steps ran under the selection: run them again as the
+  // prompt ran them (from the start where the backend cannot trim back).
+  uint32_t keep = std::min(m_backend->cachedTokens(), cached - std::min(cached, kAutoHeadSteps));
+  if (keep < m_backend->trimFloor()) keep = 0;
+  KVS_TRY(m_backend->trim(keep));
+  const std::vector<int32_t> rest(m_history.begin() + keep, m_history.end());
+  m_history.resize(keep);
+  for (size_t done = 0; done < rest.size();) {
+    const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), rest.size() - done);
+    KVS_TRY(run(std::span(rest).subspan(done, take), logits));
+    m_history.insert(m_history.end(), rest.begin() + done, rest.begin() + done + take);
+    done += take;
+  }
+  return okStatus();
 }
 
 Status Session::settleAuto(Observer* observer, uint32_t chunk, backend::Logits& logits) {
@@ -350,7 +412,24 @@ void Session::report(Observer* observer) const {
                           m_kvPolicy.toString(), kv::kAutoMinTokens, m_history.size());
   }
   observer->onKv(kv);
-  if (m_backend->indexer().enabled()) observer->onIndexer(snapshotIndexer(*m_backend));
+  if (m_backend->indexer().enabled()) {
+    IndexerSnapshot indexer = snapshotIndexer(*m_backend);
+    indexer.denseHeadsNote = m_denseHeadsNote;
+    const uint32_t needed = autoHeadsMinTokens(m_kvPolicy.attention);
+    if (denseHeadsPending() && needed > m_backend->contextLimit()) {
+      indexer.denseHeadsNote = fmt::format(
+          "indexer_dense_heads=auto measures once {} tokens are cached, more than this context "
+          "holds ({}), so every layer reads every row; name the heads instead "
+          "(indexer_dense_heads=L.H: `kvscope-cli indexer-heads` measures them on a text)",
+          needed, m_backend->contextLimit());
+    } else if (denseHeadsPending()) {
+      indexer.denseHeadsNote = fmt::format(
+          "indexer_dense_heads=auto: every layer reads every row until a prompt leaves {} tokens "
+          "cached; then the KV heads the selection misses are measured and kept dense",
+          needed);
+    }
+    observer->onIndexer(indexer);
+  }
   if (m_backend->config().nExpert > 0) observer->onExperts(m_backend->expertUsage());
 }
 
@@ -451,6 +530,8 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
 
   backend::Logits logits;
   KVS_TRY(prefill(prompt, options, observer, logits, stats));
+  if (denseHeadsPending() && m_history.size() >= autoHeadsMinTokens(m_kvPolicy.attention))
+    KVS_TRY(settleDenseHeads(options.prefillChunk, logits));
   // The inspector follows the cache while decoding, at a rate a person can read.
   auto lastKv = Clock::now();
   report(observer);

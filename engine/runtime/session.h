@@ -18,6 +18,13 @@
 //     those rows, chooses each layer's schemes, and re-encodes the history
 //     under that choice (runtime/kv_auto.h) before the rest runs: one extra
 //     prefill of the history at that point.
+//   - with indexer_dense_heads=auto (kv/indexer.h) every layer reads every
+//     row until a prompt leaves runtime::autoHeadsMinTokens cached; then the
+//     last kAutoHeadSteps tokens run again as decode steps with every head
+//     selecting (runtime/indexer_heads.h), the heads that captured under
+//     kAutoHeadCut of the attention mass stay dense for the rest of the
+//     session (and its siblings), and those rows run once more as the
+//     prompt ran them.
 //   - requestStop() may be called from any thread; it is checked every step.
 // Not thread-safe otherwise: the engine worker owns the session.
 
@@ -205,6 +212,15 @@ class Session {
                 uint32_t chunk, backend::Logits& logits);
   // Whether the policy is auto and has not measured yet.
   bool autoPending() const;
+  // The policy's attention options as the backend takes them: the session's
+  // diagnostic mode, and for indexer_dense_heads=auto the measured heads.
+  kv::IndexerOptions attentionFor(const kv::KvPolicy& policy) const;
+  // indexer_dense_heads=auto: whether the heads are still to be measured,
+  // and the measurement (the cache then holds the history as before, and
+  // `logits` its last token's). A failure leaves every head selecting and
+  // the indexer snapshot saying why.
+  bool denseHeadsPending() const;
+  Status settleDenseHeads(uint32_t chunk, backend::Logits& logits);
   // Sets m_kvPolicy; an auto policy measures anew.
   void setPolicy(kv::KvPolicy policy);
   // Measures the f16 rows cached so far, chooses, and re-encodes the history.
@@ -222,6 +238,10 @@ class Session {
   kv::KvPolicy m_kvPolicy;
   std::string m_autoFailure;  // why auto could not re-encode (then it stays f16)
   std::optional<kv::AutoPlan> m_autoPlan;
+  // indexer_dense_heads=auto: the measured heads, once measured (or tried),
+  // and what the indexer snapshot says about them.
+  std::optional<std::vector<kv::KvHeadRef>> m_denseHeads;
+  std::string m_denseHeadsNote;
   std::shared_ptr<const tokenizer::Tokenizer> m_tokenizer;  // shared with siblings
   tokenizer::ChatTemplate m_chatTemplate;
   std::optional<tokenizer::ChatTemplate> m_toolTemplate;  // the model's "tool_use" variant

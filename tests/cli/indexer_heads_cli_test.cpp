@@ -54,6 +54,8 @@ TEST(CliIndexerHeads, RefusesWhatItCannotMeasure) {
       {" -c 4096 --indexer 8192", "reads every row: nothing to measure"},
       {" -c 512 --indexer 64", "more than the context of 512"},
       {" -c 4096 --indexer 64 --kv-policy auto", "not auto"},
+      // What it measures is what a chat session's auto measures for itself.
+      {" -c 4096 --indexer 64 --kv-policy indexer_dense_heads=auto", "measured by a chat session"},
   };
   for (const auto& c : cases) {
     auto r = runCli(base + c.args);

@@ -161,6 +161,15 @@ TEST(IndexerOptions, PolicyItemsRoundTripAndLeaveTheCacheAlone) {
               p->toString().find("indexer_dense_heads") == std::string::npos);
   EXPECT_FALSE(p->attention.selectsHead(1, 0)) << "a dense layer's heads select nothing";
   EXPECT_TRUE(KvPolicy::parse("indexer=64,indexer_dense_heads=none")->attention.denseHeads.empty());
+  // Heads to measure (a chat session does): until then no layer selects.
+  auto measuring = KvPolicy::parse("indexer=64,indexer_dense=0,indexer_dense_heads=auto");
+  ASSERT_TRUE(measuring.ok()) << measuring.error().message;
+  EXPECT_TRUE(measuring->attention.autoDenseHeads && measuring->attention.denseHeads.empty());
+  EXPECT_NE(measuring->toString().find("indexer_dense_heads=auto"), std::string::npos)
+      << measuring->toString();
+  EXPECT_EQ(KvPolicy::parse(measuring->toString())->attention, measuring->attention);
+  EXPECT_FALSE(measuring->attention.selects(0) || measuring->attention.selects(3));
+  EXPECT_FALSE(heads->attention.autoDenseHeads);
   // Checked against a model's cache: 4 layers of 2 KV heads.
   const uint32_t headsKv[] = {2, 2, 2, 2};
   EXPECT_TRUE(heads->attention.checkHeads(headsKv).ok());

@@ -7,16 +7,22 @@
 // was trained (RoPE stretched by YaRN x8), and the indexer to finding the
 // rows a copy needs.
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/text_file.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "runtime/indexer_heads.h"
+#include "runtime/observer.h"
 #include "runtime/probe.h"
+#include "runtime/session.h"
 #include "support/demo_model.h"
 #include "support/policy.h"
 
@@ -110,6 +116,99 @@ TEST(RecallModel, MeasuredDenseHeadsKeepTheCopyAtTopK64) {
                              kv::IndexerOptions{.denseHeads = dense}.denseHeadsText();
   for (double depth : {0.1, 0.5, 0.9})
     EXPECT_GE(copyAccuracy(policy, depth), denseAccuracy(depth) - 0.05) << "depth " << depth;
+}
+
+std::unique_ptr<runtime::Session> recallSession(std::string_view policy) {
+  const Recall& r = recallModel();
+  if (!r.model || !r.tokenizer) return nullptr;
+  const runtime::BackendChoice choice{
+      .kind = "cpu", .contextLimit = kContext, .threads = 2, .kvPolicy = policyOf(policy)};
+  auto backend = runtime::makeBackend(r.model, choice);
+  EXPECT_TRUE(backend.ok()) << backend.error().describe();
+  if (!backend.ok()) return nullptr;
+  auto tokenizer = model::loadTokenizer(*r.model);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.error().describe();
+  if (!tokenizer.ok()) return nullptr;
+  return std::make_unique<runtime::Session>(
+      r.model, std::move(backend).value(), std::move(tokenizer).value(),
+      runtime::makeBackendFactory(r.model, choice), choice.kvPolicy);
+}
+
+// Greedy tokens a session answers `prompt` with.
+std::vector<int32_t> reply(runtime::Session& s, std::span<const int32_t> prompt, uint32_t n,
+                           runtime::Observer* observer = nullptr) {
+  runtime::GenerateOptions options{.maxTokens = n};
+  options.sampler = {.temperature = 0.0f, .topK = 0, .topP = 1.0f, .minP = 0.0f, .seed = 1};
+  auto result = s.generate(prompt, options, observer);
+  EXPECT_TRUE(result.ok()) << result.error().describe();
+  return result.ok() ? result->tokens : std::vector<int32_t>{};
+}
+
+// indexer_dense_heads=auto in a chat session. A short prompt runs dense (as
+// with the indexer off); the first prompt long enough measures the heads on
+// itself: the induction head the test above found on running text is among
+// them, and from there the session answers as one given those heads by
+// name (its cache as a plain prefill left it), copying the planted span.
+TEST(RecallModel, AutoDenseHeadsMeasureOnTheFirstLongPromptAndRunAsNamed) {
+  const Recall& r = recallModel();
+  if (!r.model || !r.tokenizer) GTEST_SKIP() << "the recall model is not bundled";
+  auto layout = runtime::buildProbe(*r.tokenizer, {.context = kContext, .depth = 0.5, .seed = 1});
+  ASSERT_TRUE(layout.ok()) << layout.error().describe();
+  const std::span<const int32_t> prompt = std::span(layout->tokens).first(layout->repeatAt + 1);
+  const std::string selecting = "indexer=64,indexer_dense=0";
+  auto autoHeads = recallSession(selecting + ",indexer_dense_heads=auto");
+  auto off = recallSession("kv=f16");
+  ASSERT_TRUE(autoHeads && off);
+
+  const uint32_t shortPrompt = runtime::autoHeadsMinTokens(autoHeads->kvPolicy().attention) / 2;
+  EXPECT_EQ(reply(*autoHeads, prompt.first(shortPrompt), 8),
+            reply(*off, prompt.first(shortPrompt), 8));
+  EXPECT_TRUE(autoHeads->backend().indexer().autoDenseHeads) << "measured on a short prompt";
+
+  struct : runtime::Observer {
+    std::string note;
+    void onIndexer(const runtime::IndexerSnapshot& s) override { note = s.denseHeadsNote; }
+  } watcher;
+  const std::vector<int32_t> got = reply(*autoHeads, prompt, layout->span - 1, &watcher);
+  const kv::IndexerOptions& settled = autoHeads->backend().indexer();
+  EXPECT_FALSE(settled.autoDenseHeads);
+  EXPECT_TRUE(std::ranges::binary_search(settled.denseHeads, kv::KvHeadRef{2, 0}))
+      << settled.denseHeadsText();
+  EXPECT_LE(settled.denseHeads.size(), 2u) << settled.denseHeadsText();
+  // What the indexer panel shows.
+  EXPECT_NE(watcher.note.find(fmt::format("measured {} decode steps at {} cached tokens",
+                                          runtime::kAutoHeadSteps,
+                                          prompt.size() - runtime::kAutoHeadSteps)),
+            std::string::npos)
+      << watcher.note;
+  EXPECT_NE(watcher.note.find("(" + settled.denseHeadsText() + ")"), std::string::npos)
+      << watcher.note;
+  EXPECT_EQ(autoHeads->history().size(), prompt.size() + got.size() - 1);
+  auto named = recallSession(selecting + ",indexer_dense_heads=" + settled.denseHeadsText());
+  ASSERT_TRUE(named);
+  EXPECT_EQ(got, reply(*named, prompt, layout->span - 1));
+  // The measured steps' rows were run again as a prefill: the last layer's
+  // values for the prompt's last tokens are the named session's (the
+  // selection's rows differ by ~1e-1).
+  const uint32_t layer = autoHeads->config().kvLayers() - 1;
+  auto mine = autoHeads->backend().readKv(layer, kv::KvPart::kValue);
+  auto theirs = named->backend().readKv(layer, kv::KvPart::kValue);
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  ASSERT_EQ(mine->size(), theirs->size());
+  const size_t width = mine->size() / autoHeads->history().size();
+  for (size_t i = (prompt.size() - runtime::kAutoHeadSteps) * width; i < prompt.size() * width; ++i)
+    ASSERT_NEAR((*mine)[i], (*theirs)[i], 2e-3) << "row " << i / width;
+  // The copy itself: the span's tokens after its first.
+  const std::vector<int32_t> span(layout->tokens.begin() + layout->spanAt + 1,
+                                  layout->tokens.begin() + layout->spanAt + layout->span);
+  size_t copied = 0;
+  for (size_t i = 0; i < got.size() && i < span.size(); ++i) copied += got[i] == span[i];
+  EXPECT_GE(copied, span.size() * 8 / 10);
+
+  // A sibling conversation keeps the measured heads.
+  auto sibling = autoHeads->sibling();
+  ASSERT_TRUE(sibling.ok()) << sibling.error().describe();
+  EXPECT_EQ((*sibling)->backend().indexer().denseHeads, settled.denseHeads);
 }
 
 }  // namespace

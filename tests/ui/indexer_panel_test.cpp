@@ -160,6 +160,25 @@ class IndexerPanelTest : public QObject {
     // Both of layer 1's heads dense: the layer is drawn and described as dense.
     const QString headsDense = map->describe({x, y});
     QVERIFY2(headsDense.contains(QStringLiteral("indexer_dense_heads")), qPrintable(headsDense));
+    // One head, measured by indexer_dense_heads=auto: the session's note follows.
+    r.indexer.options.denseHeads = {{1, 1}};
+    r.indexer.denseHeadsNote = "indexer_dense_heads=auto measured 64 decode steps";
+    panel.showReport(r);
+    QVERIFY2(summary->text().contains(QStringLiteral("KV head 1.1 reads every row")),
+             qPrintable(summary->text()));
+    QVERIFY2(summary->text().endsWith(
+                 QStringLiteral("\nindexer_dense_heads=auto measured 64 decode steps")),
+             qPrintable(summary->text()));
+    // Still measuring: every layer reads every row, whatever indexer_dense says.
+    r.indexer.options.autoDenseHeads = true;
+    r.indexer.options.denseHeads.clear();
+    panel.showReport(r);
+    QVERIFY2(summary->text().contains(QStringLiteral("every layer reads every row")),
+             qPrintable(summary->text()));
+    QVERIFY2(map->describe({x, y}).contains(QStringLiteral("has not measured yet")),
+             qPrintable(map->describe({x, y})));
+    r.indexer.options.autoDenseHeads = false;
+    r.indexer.denseHeadsNote.clear();
     // More dense layers than the model has: every layer, not "layers 0-4".
     r.indexer.options.denseLayers = 5;
     panel.showReport(r);
