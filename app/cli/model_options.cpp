@@ -66,9 +66,9 @@ Expected<kv::KvPolicy> sessionlessPolicy(const std::string& text) {
   KVS_ASSIGN_OR_RETURN(kv::KvPolicy policy, kv::KvPolicy::parse(text));
   if (policy.attention.autoDenseHeads) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "indexer_dense_heads=auto is measured by a chat session (chat, generate, "
-                     "serve, the app); here name the heads: `kvscope-cli indexer-heads` measures "
-                     "them on a text and prints the item");
+                     "indexer_dense_heads=auto is measured on a conversation's prompt (chat, "
+                     "generate, serve, probe, the app); here name the heads: `kvscope-cli "
+                     "indexer-heads` measures them on a text and prints the item");
   }
   return policy;
 }

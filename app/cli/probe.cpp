@@ -56,7 +56,7 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::Model
   runs.depth = depth;
   runs.seed = seed;
   runs.policy = withIndexer(a.policy, a.indexer);
-  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, sessionlessPolicy(runs.policy));
+  KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, kv::KvPolicy::parse(runs.policy));
   runs.indexer = policy.attention.selectionText();
   runs.context = a.context ? a.context : model->config().contextLength;
   KVS_ASSIGN_OR_RETURN(
@@ -93,6 +93,11 @@ Expected<ProbeRuns> probe(const ProbeArgs& a, std::shared_ptr<const model::Model
   if (!kept.test) {
     KVS_ASSIGN_OR_RETURN(kept.test, runtime::makeBackend(model, choice));
   }
+  // Each run is a new conversation: indexer_dense_heads=auto measures on its
+  // own prompt (runProbe leaves the heads it measured in the backend).
+  kv::IndexerOptions attention = policy.attention;
+  attention.diagnostic = true;
+  KVS_TRY(kept.test->setIndexer(attention));
   KVS_ASSIGN_OR_RETURN(runs.test, runtime::runProbe(*kept.test, layout));
   return runs;
 }
@@ -115,7 +120,8 @@ nlohmann::json runJson(const ProbeRuns& r, uint32_t span) {
           {"kv_policy", policyText(r)},
           {"indexer", r.indexer},
           {"rows_read", orNull(r.test.rowsRead)},
-          {"captured_mass", orNull(r.test.capturedMass)}};
+          {"captured_mass", orNull(r.test.capturedMass)},
+          {"auto_heads", r.test.autoHeads}};
 }
 
 void printRun(const ProbeRuns& r, uint32_t span) {
@@ -126,6 +132,7 @@ void printRun(const ProbeRuns& r, uint32_t span) {
     fmt::print("; indexer read {:.1f}% of the rows, captured {:.2f}% of the attention mass",
                100.0 * r.test.rowsRead, 100.0 * r.test.capturedMass);
   fmt::print("\n");
+  if (!r.test.autoHeads.empty()) fmt::print("  {}\n", r.test.autoHeads);
 }
 
 int runProbe(const ProbeArgs& a, const GlobalOptions& global) {

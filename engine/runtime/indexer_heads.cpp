@@ -1,5 +1,9 @@
 #include "runtime/indexer_heads.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 namespace kvscope::runtime {
 namespace {
 
@@ -74,6 +78,48 @@ Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
 
 uint32_t autoHeadsMinTokens(const kv::IndexerOptions& options) {
   return 4 * (options.topK + options.window + options.sinks) + kAutoHeadSteps;
+}
+
+std::string AutoHeads::describe() const {
+  if (!failure.empty())
+    return fmt::format("indexer_dense_heads=auto could not measure ({}); every KV head selects",
+                       failure);
+  return fmt::format(
+      "indexer_dense_heads=auto measured {} decode steps at {} cached tokens: {} of {} KV heads "
+      "captured under {:.0f}% of the attention mass and read every row ({})",
+      kAutoHeadSteps, measuredAt, heads.size(), kvHeads, 100.0 * kAutoHeadCut,
+      kv::IndexerOptions{.denseHeads = heads}.denseHeadsText());
+}
+
+Expected<AutoHeads> settleAutoHeads(backend::Backend& backend, std::span<const int32_t> tokens,
+                                    kv::IndexerOptions options, uint32_t chunk,
+                                    backend::Logits& logits) {
+  options.autoDenseHeads = false;
+  options.denseHeads.clear();
+  const auto cached = static_cast<uint32_t>(tokens.size());
+  AutoHeads out;
+  Expected<IndexerHeadMass> measured =
+      measureIndexerHeads(backend, tokens, options, kAutoHeadSteps, cached);
+  if (measured) {
+    out.heads = headsBelow(*measured, kAutoHeadCut);
+    out.measuredAt = measured->prefill;
+    for (const auto& layer : measured->mass) out.kvHeads += static_cast<uint32_t>(layer.size());
+  } else {
+    out.failure = measured.error().message;
+  }
+  options.denseHeads = out.heads;
+  KVS_TRY(backend.setIndexer(options));
+  // The measured steps ran under the selection: run them again as the
+  // prompt ran them.
+  uint32_t keep = std::min(backend.cachedTokens(), cached - std::min(cached, kAutoHeadSteps));
+  if (keep < backend.trimFloor()) keep = 0;
+  KVS_TRY(backend.trim(keep));
+  for (uint32_t done = keep; done < cached;) {
+    const uint32_t take = std::min(std::max(chunk, 1u), cached - done);
+    KVS_TRY(backend.forward({tokens.subspan(done, take)}, logits));
+    done += take;
+  }
+  return out;
 }
 
 std::vector<kv::KvHeadRef> headsBelow(const IndexerHeadMass& measured, double threshold) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -44,13 +45,35 @@ Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
                                               const kv::IndexerOptions& options, uint32_t steps,
                                               uint32_t cached = 0);
 
-// indexer_dense_heads=auto (runtime::Session): decode steps measured, the
-// cut, and the fewest cached tokens before the measured steps: four times the
-// rows a step selects, so that a head needing rows outside its selection
-// shows.
+// indexer_dense_heads=auto (runtime::Session, the probe): decode steps
+// measured, the cut, and the fewest cached tokens it measures at (four times
+// the rows a step selects, plus the steps), so that a head needing rows
+// outside its selection shows.
 inline constexpr uint32_t kAutoHeadSteps = 64;
 inline constexpr double kAutoHeadCut = 0.5;
 uint32_t autoHeadsMinTokens(const kv::IndexerOptions& options);
+
+struct AutoHeads {
+  std::vector<kv::KvHeadRef> heads;  // kept dense from now on
+  uint32_t measuredAt = 0;           // tokens cached before the measured steps
+  uint32_t kvHeads = 0;              // KV heads of the model's cache layers
+  std::string failure;               // why it could not measure (then heads is empty)
+  // For the inspector: what was measured and kept, or why not.
+  std::string describe() const;
+};
+
+// indexer_dense_heads=auto on a backend whose cache holds `tokens` (a prompt
+// just run): measures the last kAutoHeadSteps tokens (measureIndexerHeads
+// under `options`, every head selecting), sets the backend's indexer to
+// `options` with the heads under kAutoHeadCut by name, then runs the measured
+// tokens again in chunks of `chunk` (from the start where the backend cannot
+// trim back), so the cache holds what the prompt left; `logits` are its last
+// token's. A measurement that fails keeps every head selecting and says why
+// in AutoHeads::failure; an error is a run that failed (the cache then holds
+// backend.cachedTokens() of `tokens`).
+Expected<AutoHeads> settleAutoHeads(backend::Backend& backend, std::span<const int32_t> tokens,
+                                    kv::IndexerOptions options, uint32_t chunk,
+                                    backend::Logits& logits);
 
 // The heads whose mean captured mass is below `threshold`, in (layer, head)
 // order: kv::IndexerOptions::denseHeads.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kv/splitmix.h"
+#include "runtime/indexer_heads.h"
 #include "runtime/indexer_snapshot.h"
 
 namespace kvscope::runtime {
@@ -98,6 +99,14 @@ Expected<ProbeResult> runProbe(backend::Backend& backend, const ProbeLayout& lay
     KVS_TRY(backend.forward({tokens.subspan(done, n)}, logits));
     done += n;
   }
+  std::string autoHeads;
+  if (backend.indexer().autoDenseHeads &&
+      layout.repeatAt >= autoHeadsMinTokens(backend.indexer())) {
+    KVS_ASSIGN_OR_RETURN(
+        const AutoHeads settled,
+        settleAutoHeads(backend, tokens.first(layout.repeatAt), backend.indexer(), 512, logits));
+    autoHeads = settled.describe();
+  }
   // The repeat, one decode step per token; the last one predicts nothing.
   std::vector<int32_t> predictions;
   IndexerTally tally;
@@ -109,6 +118,7 @@ Expected<ProbeResult> runProbe(backend::Backend& backend, const ProbeLayout& lay
   ProbeResult r = scoreProbe(layout, predictions);
   r.rowsRead = tally.rowsRead();
   r.capturedMass = tally.capturedMass();
+  r.autoHeads = std::move(autoHeads);
   return r;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -49,6 +50,9 @@ struct ProbeResult {
   // only in its diagnostic mode); negative otherwise.
   double rowsRead = -1.0;
   double capturedMass = -1.0;
+  // indexer_dense_heads=auto: what it measured on the prompt (the part
+  // before the repeat), AutoHeads::describe; empty otherwise.
+  std::string autoHeads;
 };
 
 // The argmaxes of the repeat's steps, scored: predictions[i] is the argmax
@@ -56,6 +60,9 @@ struct ProbeResult {
 ProbeResult scoreProbe(const ProbeLayout& layout, std::span<const int32_t> predictions);
 
 // Runs the probe on an empty backend (trimmed to 0 first) and scores it.
+// With indexer_dense_heads=auto the heads are measured on the prompt after
+// its prefill, as a chat session does (settleAutoHeads), when it is long
+// enough; the backend keeps them.
 Expected<ProbeResult> runProbe(backend::Backend& backend, const ProbeLayout& layout);
 
 }  // namespace kvscope::runtime

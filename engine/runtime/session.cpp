@@ -303,40 +303,16 @@ bool Session::denseHeadsPending() const {
 }
 
 Status Session::settleDenseHeads(uint32_t chunk, backend::Logits& logits) {
-  const auto cached = static_cast<uint32_t>(m_history.size());
-  kv::IndexerOptions measuring = m_kvPolicy.attention;
-  measuring.autoDenseHeads = false;
-  Expected<IndexerHeadMass> measured =
-      measureIndexerHeads(*m_backend, m_history, measuring, kAutoHeadSteps, cached);
-  if (measured) {
-    m_denseHeads = headsBelow(*measured, kAutoHeadCut);
-    uint32_t heads = 0;
-    for (const auto& layer : measured->mass) heads += static_cast<uint32_t>(layer.size());
-    m_denseHeadsNote = fmt::format(
-        "indexer_dense_heads=auto measured {} decode steps at {} cached tokens: {} of {} KV heads "
-        "captured under {:.0f}% of the attention mass and read every row ({})",
-        kAutoHeadSteps, measured->prefill, m_denseHeads->size(), heads, 100.0 * kAutoHeadCut,
-        kv::IndexerOptions{.denseHeads = *m_denseHeads}.denseHeadsText());
-  } else {
-    m_denseHeads.emplace();
-    m_denseHeadsNote =
-        fmt::format("indexer_dense_heads=auto could not measure ({}); every KV head selects",
-                    measured.error().message);
+  kv::IndexerOptions options = m_kvPolicy.attention;
+  options.diagnostic = m_backend->indexer().diagnostic;
+  Expected<AutoHeads> settled = settleAutoHeads(*m_backend, m_history, options, chunk, logits);
+  if (!settled) {
+    // A run failed: the history keeps what the cache holds.
+    m_history.resize(std::min<size_t>(m_history.size(), m_backend->cachedTokens()));
+    return settled.error();
   }
-  KVS_TRY(m_backend->setIndexer(attentionFor(m_kvPolicy)));
-  // The measured steps ran under the selection: run them again as the
-  // prompt ran them (from the start where the backend cannot trim back).
-  uint32_t keep = std::min(m_backend->cachedTokens(), cached - std::min(cached, kAutoHeadSteps));
-  if (keep < m_backend->trimFloor()) keep = 0;
-  KVS_TRY(m_backend->trim(keep));
-  const std::vector<int32_t> rest(m_history.begin() + keep, m_history.end());
-  m_history.resize(keep);
-  for (size_t done = 0; done < rest.size();) {
-    const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), rest.size() - done);
-    KVS_TRY(run(std::span(rest).subspan(done, take), logits));
-    m_history.insert(m_history.end(), rest.begin() + done, rest.begin() + done + take);
-    done += take;
-  }
+  m_denseHeads = settled->heads;
+  m_denseHeadsNote = settled->describe();
   return okStatus();
 }
 

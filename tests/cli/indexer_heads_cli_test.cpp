@@ -55,7 +55,8 @@ TEST(CliIndexerHeads, RefusesWhatItCannotMeasure) {
       {" -c 512 --indexer 64", "more than the context of 512"},
       {" -c 4096 --indexer 64 --kv-policy auto", "not auto"},
       // What it measures is what a chat session's auto measures for itself.
-      {" -c 4096 --indexer 64 --kv-policy indexer_dense_heads=auto", "measured by a chat session"},
+      {" -c 4096 --indexer 64 --kv-policy indexer_dense_heads=auto",
+       "measured on a conversation's prompt"},
   };
   for (const auto& c : cases) {
     auto r = runCli(base + c.args);

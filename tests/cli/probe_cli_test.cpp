@@ -12,6 +12,30 @@ namespace {
 
 const std::string kRecall = std::string(KVSCOPE_MODELS_DIR) + "/kvscope-recall-4k.gguf";
 
+// indexer_dense_heads=auto measures on each run's own prompt (each run is a
+// new conversation), keeps the induction head (2.0) dense, and copies within
+// 0.05 of dense attention with every other head of every layer selecting.
+TEST(CliProbe, AutoDenseHeadsMeasureOnEachRunsPrompt) {
+  const std::string base = "probe -m " + kRecall +
+                           " --ctx 4096 --threads 2 --indexer 64 --json --kv-policy "
+                           "indexer_dense=0,indexer_dense_heads=auto --depth ";
+  auto r = runCli(base + "0.1,0.9");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto grid = nlohmann::json::parse(r.out);
+  const auto& runs = grid["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    const std::string heads = run["auto_heads"].get<std::string>();
+    EXPECT_NE(heads.find("measured 64 decode steps at 4000 cached tokens"), std::string::npos)
+        << heads;
+    EXPECT_NE(heads.find("(2.0"), std::string::npos) << heads;
+    EXPECT_GE(run["accuracy"].get<double>(), run["accuracy_dense"].get<double>() - 0.05);
+  }
+  auto alone = runCli(base + "0.9");
+  ASSERT_EQ(alone.exitCode, 0) << alone.err;
+  EXPECT_EQ(runs[1], nlohmann::json::parse(alone.out)) << "the second run measured anew";
+}
+
 TEST(CliProbe, AGridOfDepthsAndSeedsIsEachRunAloneAndTheirMeans) {
   const std::string base = "probe -m " + kRecall + " --ctx 1024 --threads 2 --indexer 64 --json";
   auto r = runCli(base + " --depth 0.1,0.9 --seed 1,2");
