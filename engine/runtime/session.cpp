@@ -274,13 +274,21 @@ bool Session::autoPending() const {
   return m_kvPolicy.autoBits && !m_autoPlan && m_autoFailure.empty();
 }
 
+namespace {
+
+// Whether dense heads measured under `measured` hold under `policy`: both
+// auto, with the same selection (heads are measured against it).
+bool headsCarryOver(const kv::IndexerOptions& measured, const kv::IndexerOptions& policy) {
+  return measured.autoDenseHeads && policy.autoDenseHeads &&
+         measured.selectionText() == policy.selectionText() &&
+         measured.scorerText() == policy.scorerText() && measured.denseLayers == policy.denseLayers;
+}
+
+}  // namespace
+
 void Session::setPolicy(kv::KvPolicy policy) {
   m_autoFailure.clear();
-  // Heads measured under another selection (or without auto) measure anew.
-  const kv::IndexerOptions& was = m_kvPolicy.attention;
-  const kv::IndexerOptions& now = policy.attention;
-  if (!now.autoDenseHeads || was.selectionText() != now.selectionText() ||
-      was.scorerText() != now.scorerText() || was.denseLayers != now.denseLayers) {
+  if (!headsCarryOver(m_kvPolicy.attention, policy.attention)) {
     m_denseHeads.reset();
     m_denseHeadsNote.clear();
   }
@@ -290,7 +298,9 @@ void Session::setPolicy(kv::KvPolicy policy) {
 kv::IndexerOptions Session::attentionFor(const kv::KvPolicy& policy) const {
   kv::IndexerOptions attention = policy.attention;
   attention.diagnostic = m_backend->indexer().diagnostic;
-  if (attention.autoDenseHeads && m_denseHeads) {
+  // m_denseHeads were measured under m_kvPolicy (setPolicy drops them
+  // otherwise).
+  if (m_denseHeads && headsCarryOver(m_kvPolicy.attention, attention)) {
     attention.autoDenseHeads = false;
     attention.denseHeads = *m_denseHeads;
   }

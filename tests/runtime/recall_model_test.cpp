@@ -209,6 +209,12 @@ TEST(RecallModel, AutoDenseHeadsMeasureOnTheFirstLongPromptAndRunAsNamed) {
   auto sibling = autoHeads->sibling();
   ASSERT_TRUE(sibling.ok()) << sibling.error().describe();
   EXPECT_EQ((*sibling)->backend().indexer().denseHeads, settled.denseHeads);
+  // Another selection measures anew: until then every layer reads every row.
+  ASSERT_TRUE(
+      autoHeads->setKvPolicy(policyOf("indexer=512,indexer_dense=0,indexer_dense_heads=auto"))
+          .ok());
+  EXPECT_TRUE(autoHeads->backend().indexer().autoDenseHeads);
+  EXPECT_TRUE(autoHeads->backend().indexer().denseHeads.empty());
 }
 
 }  // namespace
