@@ -42,7 +42,7 @@ Expected<Evaluation> evaluate(const EvalArgs& a, const std::string& policy,
   std::shared_ptr<const model::ModelFile> model(std::move(file));
   KVS_ASSIGN_OR_RETURN(const auto tokenizer, model::loadTokenizer(*model));
   KVS_ASSIGN_OR_RETURN(const auto tokens, forcedTextTokens(tokenizer, a.file));
-  KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, sessionlessPolicy(policy));
+  KVS_ASSIGN_OR_RETURN(kv::KvPolicy parsed, kv::KvPolicy::parse(policy));
   const runtime::BackendChoice choice{.kind = a.backend,
                                       .contextLimit = a.context,
                                       .device = global.device,
@@ -103,6 +103,7 @@ void printJson(const EvalArgs& a, const std::string& policy, const Evaluation& e
   nlohmann::json full = out;
   full["kv_policy_used"] = r.policy;
   if (r.autoPlan) full["auto"] = runtime::autoPlanJson(*r.autoPlan);
+  if (!r.autoHeads.empty()) full["auto_heads"] = r.autoHeads;
   fmt::print("{}\n", full.dump(2));
 }
 
@@ -119,6 +120,7 @@ void printTable(const EvalArgs& a, const std::string& policy, const Evaluation& 
     fmt::print("  indexer      {:.1f}% of the rows read, {:.2f}% of the attention mass captured\n",
                100.0 * r.rowsRead, 100.0 * r.capturedMass);
   }
+  if (!r.autoHeads.empty()) fmt::print("  {}\n", r.autoHeads);
   if (r.autoPlan) fmt::print("\n{}chose {}\n", runtime::describeAutoPlan(*r.autoPlan), r.policy);
   fmt::print("\n");
   // rel err: round trip of the f16 run's rows; run err: the test run's own

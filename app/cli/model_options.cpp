@@ -67,7 +67,7 @@ Expected<kv::KvPolicy> sessionlessPolicy(const std::string& text) {
   if (policy.attention.autoDenseHeads) {
     return makeError(ErrorCode::kInvalidArgument,
                      "indexer_dense_heads=auto is measured on a conversation's prompt (chat, "
-                     "generate, serve, probe, the app); here name the heads: `kvscope-cli "
+                     "generate, serve, probe, eval, the app); here name the heads: `kvscope-cli "
                      "indexer-heads` measures them on a text and prints the item");
   }
   return policy;

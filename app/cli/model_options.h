@@ -40,9 +40,9 @@ void addModelOptions(CLI::App* cmd, ModelOptions& options);
 Expected<kv::KvPolicy> kvPolicyOf(const ModelOptions& options);
 
 // A KV cache policy for a command that runs a backend without a prompt to
-// measure on (eval, bench, indexer-heads): indexer_dense_heads=auto, which a
-// session (or the probe) measures on its first long prompt, is refused with
-// what to use.
+// measure on (bench, indexer-heads): indexer_dense_heads=auto, which a
+// session (or probe and eval) measures on its first long prompt, is refused
+// with what to use.
 Expected<kv::KvPolicy> sessionlessPolicy(const std::string& text);
 
 // --indexer on `cmd`, and the policy text with it added as indexer=... (a

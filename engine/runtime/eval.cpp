@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "kv/kv_policy.h"
+#include "runtime/indexer_heads.h"
 #include "runtime/indexer_snapshot.h"
 #include "runtime/kv_auto.h"
 
@@ -43,6 +44,7 @@ struct ForcedRun {
   std::vector<float> logits;
   uint32_t vocab = 0;
   IndexerTally indexer;  // the indexed steps
+  std::string autoHeads;  // indexer_dense_heads=auto: what it measured on the prefill
   std::span<const float> step(size_t s) const { return {logits.data() + s * vocab, vocab}; }
 };
 
@@ -61,6 +63,13 @@ Expected<ForcedRun> forcedRun(backend::Backend& b, std::span<const int32_t> toke
   run.logits.resize(steps * run.vocab);
   backend::Logits logits;
   KVS_TRY(b.forward({tokens.first(prefill)}, logits));
+  // indexer_dense_heads=auto measures on the prefill, as a session does on a
+  // prompt, when it is long enough.
+  if (b.indexer().autoDenseHeads && prefill >= autoHeadsMinTokens(b.indexer())) {
+    KVS_ASSIGN_OR_RETURN(const AutoHeads settled,
+                         settleAutoHeads(b, tokens.first(prefill), b.indexer(), 512, logits));
+    run.autoHeads = settled.describe();
+  }
   for (size_t s = 0; s < steps; ++s) {
     std::copy(logits.last().begin(), logits.last().end(), run.logits.begin() + s * run.vocab);
     KVS_TRY(onStep());
@@ -214,6 +223,7 @@ Expected<std::vector<EvalResult>> evaluateKvPolicies(std::shared_ptr<const model
     r.prefill = options.prefill;
     KVS_ASSIGN_OR_RETURN(auto b, makeBackend(model, tested[i]));
     KVS_ASSIGN_OR_RETURN(const ForcedRun run, forcedRun(*b, tokens, options.prefill, onStep));
+    r.autoHeads = run.autoHeads;
     for (size_t s = 0; s < tokens.size() - options.prefill; ++s) {
       const auto p = f16.step(s), q = run.step(s);
       const auto lp = logSoftmax(p), lq = logSoftmax(q);

@@ -90,6 +90,10 @@ struct EvalResult {
   // test run used the explicit `policy`.
   std::optional<kv::AutoPlan> autoPlan;
   std::string policy;  // the policy the test run used, as text
+  // indexer_dense_heads=auto: what it measured on the prefill (runtime::
+  // AutoHeads::describe; a prefill shorter than autoHeadsMinTokens leaves
+  // every layer reading every row, and this empty).
+  std::string autoHeads;
 };
 
 // Runs the f16 and the `test` policy on `tokens` (at least prefill + 2 ids,

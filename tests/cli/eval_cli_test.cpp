@@ -84,6 +84,37 @@ TEST_F(CliEval, LossySchemeDivergesAndTableIsPrinted) {
   EXPECT_NE(table.out.find("| layer |"), std::string::npos) << table.out;
 }
 
+// indexer_dense_heads=auto measures on eval's prefill, as a chat session on
+// a prompt: on the recall model's running text it keeps the induction head
+// (2.0) dense; a prefill too short to measure on leaves every layer reading
+// every row, exactly dense attention.
+TEST_F(CliEval, AutoDenseHeadsMeasureOnALongEnoughPrefill) {
+  const std::string models = KVSCOPE_MODELS_DIR;
+  const std::string text = models + "/../texts/stories-4k.txt";
+  const std::string base = "eval -m " + models +
+                           "/kvscope-recall-4k.gguf -c 4096 --threads 2 --indexer 64 --json "
+                           "--kv-policy indexer_dense=0,indexer_dense_heads=auto";
+  auto r = runCli(base + " -f " + text + " --prefill 3840");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto measured = nlohmann::json::parse(r.out);
+  const std::string heads = measured.value("auto_heads", "");
+  EXPECT_NE(heads.find("measured 64 decode steps at 3776 cached tokens: 1 of 8 KV heads"),
+            std::string::npos)
+      << heads;
+  EXPECT_NE(heads.find("(2.0)"), std::string::npos) << heads;
+  EXPECT_LT(measured["rows_read"].get<double>(), 0.5);
+
+  std::ifstream in(text);
+  std::string start(1500, '\0');
+  in.read(start.data(), static_cast<std::streamsize>(start.size()));
+  auto shortPrefill = runCli(base + " -f " + textFile(start) + " --prefill 300");
+  ASSERT_EQ(shortPrefill.exitCode, 0) << shortPrefill.err;
+  const auto dense = nlohmann::json::parse(shortPrefill.out);
+  EXPECT_FALSE(dense.contains("auto_heads"));
+  EXPECT_EQ(dense["rows_read"].get<double>(), 1.0);
+  EXPECT_EQ(dense["kld_mean"].get<double>(), 0.0);
+}
+
 TEST_F(CliEval, UserErrorsAreOneLineAndNonZero) {
   auto missing = runCli("eval -m " + kModel + " -f /nonexistent/story.txt");
   EXPECT_EQ(missing.exitCode, 1);
