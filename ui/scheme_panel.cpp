@@ -119,6 +119,24 @@ QString withItem(const QString& policy, const QString& name, const QString& valu
   return items.join(QLatin1Char(','));
 }
 
+// The value of item `name` in `policy` ("" when it has none).
+QString itemValue(const QString& policy, const QString& name) {
+  for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts))
+    if (item.section(QLatin1Char('='), 0, 0).trimmed() == name)
+      return item.section(QLatin1Char('='), 1).trimmed();
+  return {};
+}
+
+// The dense-heads item that goes with the indexer at `topK` in `policy`: the
+// policy's own, else auto (the heads the selection misses, measured on the
+// chat's first long prompt: on the recall model the probe then copies as
+// dense attention does, docs/RESULTS.md); none with the indexer off.
+QString denseHeadsFor(const QString& policy, const QString& topK) {
+  if (topK.isEmpty()) return {};
+  const QString heads = itemValue(policy, QStringLiteral("indexer_dense_heads"));
+  return heads.isEmpty() ? QStringLiteral("auto") : heads;
+}
+
 QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignCenter) {
   auto* item = new QTableWidgetItem(text);
   item->setTextAlignment(align | Qt::AlignVCenter);
@@ -227,8 +245,10 @@ SchemePanel::SchemePanel(QWidget* parent)
     m_indexer->addItem(tr("Top %1 rows").arg(k), QString::number(k));
   m_indexer->setToolTip(
       tr("Sparse attention: each layer attends the first 4 and last 64 rows plus the top-k "
-         "rows by the indexer's score; up to top-k rows of context it is exact. Changes apply "
-         "at once; the cache is not re-encoded."));
+         "rows by the indexer's score; up to top-k rows of context it is exact. The KV heads "
+         "the selection would miss are measured on the chat's first long prompt and keep "
+         "reading every row (indexer_dense_heads=auto); until then every layer does. Changes "
+         "apply at once; the cache is not re-encoded."));
   m_sparseV->setObjectName(QStringLiteral("sparseVPicker"));
   m_sparseV->addItem(tr("Off"), QString());
   for (const char* tau : {"0.0001", "0.001", "0.01"})
@@ -312,8 +332,10 @@ SchemePanel::SchemePanel(QWidget* parent)
   connect(m_compare, &QPushButton::clicked, this, &SchemePanel::compareRequested);
   // Only the item a picker sets changes; the rest of the active policy is kept.
   connect(m_indexer, &QComboBox::activated, this, [this] {
+    const QString k = m_indexer->currentData().toString();
+    const QString policy = withItem(m_activePolicy, QStringLiteral("indexer"), k);
     emit policyRequested(
-        withItem(m_activePolicy, QStringLiteral("indexer"), m_indexer->currentData().toString()));
+        withItem(policy, QStringLiteral("indexer_dense_heads"), denseHeadsFor(m_activePolicy, k)));
   });
   connect(m_sparseV, &QComboBox::activated, this, [this] {
     emit policyRequested(
@@ -386,8 +408,10 @@ QString SchemePanel::chosenPolicy() const {
 
 QString SchemePanel::attentionItems() const {
   QString items;
-  if (const QString k = m_indexer->currentData().toString(); !k.isEmpty())
-    items += QStringLiteral(",indexer=") + k;
+  if (const QString k = m_indexer->currentData().toString(); !k.isEmpty()) {
+    items += QStringLiteral(",indexer=") + k + QStringLiteral(",indexer_dense_heads=") +
+             denseHeadsFor(m_activePolicy, k);
+  }
   if (const QString tau = m_sparseV->currentData().toString(); !tau.isEmpty())
     items += QStringLiteral(",sparse_v=") + tau;
   return items;

@@ -230,7 +230,9 @@ class IndexerPanelTest : public QObject {
     indexer->setCurrentIndex(top512);
     emit indexer->activated(top512);
     QCOMPARE(spy.count(), 1);
-    QCOMPARE(spy.at(0).at(0).toString(), QStringLiteral("k=q8_0,v=turbo4,indexer=512"));
+    // With the heads it would miss measured and kept dense (auto).
+    QCOMPARE(spy.at(0).at(0).toString(),
+             QStringLiteral("k=q8_0,v=turbo4,indexer=512,indexer_dense_heads=auto"));
     // Every other item of the active policy is kept as written.
     panel.setPolicy(QStringLiteral("k=q8_0,v=turbo3,seed=7,indexer=256:32:2,indexer_scorer=bounds64"));
     auto* sparseV = panel.findChild<QComboBox*>(QStringLiteral("sparseVPicker"));
@@ -244,6 +246,16 @@ class IndexerPanelTest : public QObject {
     emit indexer->activated(0);
     QCOMPARE(spy.at(2).at(0).toString(),
              QStringLiteral("k=q8_0,v=turbo3,seed=7,indexer_scorer=bounds64"));
+    // Heads the policy names stay with another top_k, and go with the indexer.
+    panel.setPolicy(QStringLiteral("k=q8_0,v=turbo3,indexer=64,indexer_dense_heads=2.0"));
+    const int top128 = indexer->findData(QStringLiteral("128"));
+    indexer->setCurrentIndex(top128);
+    emit indexer->activated(top128);
+    QCOMPARE(spy.at(3).at(0).toString(),
+             QStringLiteral("k=q8_0,v=turbo3,indexer=128,indexer_dense_heads=2.0"));
+    indexer->setCurrentIndex(0);
+    emit indexer->activated(0);
+    QCOMPARE(spy.at(4).at(0).toString(), QStringLiteral("k=q8_0,v=turbo3"));
     panel.setPolicy(QStringLiteral("k=f16,v=f16,indexer=off"));
     QCOMPARE(indexer->currentIndex(), 0);  // "off" is the Off item
     // The active policy read back selects the pickers.
