@@ -39,6 +39,13 @@ json indexerJson(const runtime::IndexerSnapshot& s) {
           {"scorer", s.options.scorerText()},
           {"sparse_v", s.options.sparseV},
           {"diagnostic", s.options.diagnostic},
+          {"dense_layers", s.options.denseLayers},
+          // The KV heads that read every row ("none"), and for
+          // indexer_dense_heads=auto whether they are still to be measured
+          // and what the session says about them.
+          {"dense_heads", s.options.denseHeadsText()},
+          {"dense_heads_measuring", s.options.autoDenseHeads},
+          {"dense_heads_note", s.denseHeadsNote},
           {"rows", s.step.rows},
           {"layers", layers}};
 }

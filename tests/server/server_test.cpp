@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "kv/kv_policy.h"
 #include "model/model_tokenizer.h"
 #include "runtime/backend_factory.h"
 #include "server/session_thread.h"
@@ -169,6 +170,32 @@ TEST(Server, ReusesTheCachedPrefixAcrossRequests) {
   EXPECT_GT(kv["rows"].get<int>(), 0);
   EXPECT_FALSE(kv["layers"].empty());
   EXPECT_EQ(kv["layers"][0]["key"]["scheme"], "f16");
+}
+
+// /v1/kv says which KV heads read every row under the indexer, and for
+// indexer_dense_heads=auto what the session says: on the demo model (512
+// tokens of context, less than auto measures at) every layer keeps reading
+// every row, and the note says so.
+TEST(Server, KvSnapshotNamesTheIndexersDenseHeads) {
+  auto session = openDemoSession();
+  ASSERT_TRUE(session);
+  auto policy = kv::KvPolicy::parse("indexer=64,indexer_dense_heads=auto");
+  ASSERT_TRUE(policy.ok()) << policy.error().message;
+  ASSERT_TRUE(session->setKvPolicy(*policy).ok());
+  SessionThread engine(std::move(session));
+  Server server(loopback(), engine);
+  ASSERT_TRUE(server.start().ok());
+  const auto reply = post(server.port(), "/v1/chat/completions", chatBody("Once upon a time", 4));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  const json indexer = json::parse(get(server.port(), "/v1/kv")->body)["indexer"];
+  ASSERT_TRUE(indexer.is_object()) << indexer.dump();
+  EXPECT_EQ(indexer["selection"], "64:64:4");
+  EXPECT_EQ(indexer["dense_heads"], "none");
+  EXPECT_TRUE(indexer["dense_heads_measuring"].get<bool>());
+  EXPECT_NE(indexer["dense_heads_note"].get<std::string>().find("more than this context holds"),
+            std::string::npos)
+      << indexer["dense_heads_note"];
 }
 
 // A request's tools reach the chat template: with a template that lists tool
