@@ -86,6 +86,7 @@ struct Choice {
   int boundary = 0;
   QString indexer;  // indexer= value, "" when off
   QString sparseV;  // sparse_v= value, "" when off
+  QString denseHeads;  // indexer_dense_heads= value, "" when absent
 };
 
 Choice parseChoice(const QString& policy) {
@@ -99,6 +100,7 @@ Choice parseChoice(const QString& policy) {
     if (name == QLatin1String("indexer")) c.indexer = arg.section(QLatin1Char(':'), 0, 0);
     if (c.indexer == QLatin1String("off") || c.indexer == QLatin1String("0")) c.indexer.clear();
     if (name == QLatin1String("sparse_v")) c.sparseV = arg;
+    if (name == QLatin1String("indexer_dense_heads")) c.denseHeads = arg;
   }
   return c;
 }
@@ -119,21 +121,13 @@ QString withItem(const QString& policy, const QString& name, const QString& valu
   return items.join(QLatin1Char(','));
 }
 
-// The value of item `name` in `policy` ("" when it has none).
-QString itemValue(const QString& policy, const QString& name) {
-  for (const QString& item : policy.split(QLatin1Char(','), Qt::SkipEmptyParts))
-    if (item.section(QLatin1Char('='), 0, 0).trimmed() == name)
-      return item.section(QLatin1Char('='), 1).trimmed();
-  return {};
-}
-
 // The dense-heads item that goes with the indexer at `topK` in `policy`: the
 // policy's own, else auto (the heads the selection misses, measured on the
 // chat's first long prompt: on the recall model the probe then copies as
 // dense attention does, docs/RESULTS.md); none with the indexer off.
 QString denseHeadsFor(const QString& policy, const QString& topK) {
   if (topK.isEmpty()) return {};
-  const QString heads = itemValue(policy, QStringLiteral("indexer_dense_heads"));
+  const QString heads = parseChoice(policy).denseHeads;
   return heads.isEmpty() ? QStringLiteral("auto") : heads;
 }
 

@@ -112,14 +112,8 @@ void printTable(const HeadsArgs& a, const Measured& m) {
     }
     fmt::print("\n");
   }
-  fmt::print(
-      "\n{} of {} KV heads captured less than {:.2f}: {}\n", m.dense.size(),
-      [&] {
-        size_t n = 0;
-        for (const auto& layer : r.mass) n += layer.size();
-        return n;
-      }(),
-      a.below, policyItem(m.dense));
+  fmt::print("\n{} of {} KV heads captured less than {:.2f}: {}\n", m.dense.size(), r.kvHeads(),
+             a.below, policyItem(m.dense));
 }
 
 int runHeads(const HeadsArgs& a, const GlobalOptions& global) {

@@ -76,6 +76,12 @@ Expected<IndexerHeadMass> measureIndexerHeads(backend::Backend& backend,
   return out;
 }
 
+uint32_t IndexerHeadMass::kvHeads() const {
+  size_t n = 0;
+  for (const auto& layer : mass) n += layer.size();
+  return static_cast<uint32_t>(n);
+}
+
 uint32_t autoHeadsMinTokens(const kv::IndexerOptions& options) {
   return 4 * (options.topK + options.window + options.sinks) + kAutoHeadSteps;
 }
@@ -103,7 +109,7 @@ Expected<AutoHeads> settleAutoHeads(backend::Backend& backend, std::span<const i
   if (measured) {
     out.heads = headsBelow(*measured, kAutoHeadCut);
     out.measuredAt = measured->prefill;
-    for (const auto& layer : measured->mass) out.kvHeads += static_cast<uint32_t>(layer.size());
+    out.kvHeads = measured->kvHeads();
   } else {
     out.failure = measured.error().message;
   }

@@ -29,6 +29,8 @@ struct IndexerHeadMass {
   // [cache layer][KV head]: the mean captured mass; 1 for a layer that
   // attended every row (a sliding-window layer).
   std::vector<std::vector<double>> mass;
+  // KV heads measured, over every layer.
+  uint32_t kvHeads() const;
 };
 
 // Runs tokens[0, size - steps) as a prefill, then the last `steps` tokens one

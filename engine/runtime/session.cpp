@@ -27,6 +27,15 @@ std::string modelName(const model::ModelFile* model) {
   return model ? model->path().filename().string() : std::string();
 }
 
+// Whether dense heads measured under `measured` hold under `policy`: both
+// auto, with the same selection (heads are measured against it).
+bool headsCarryOver(const kv::IndexerOptions& measured, const kv::IndexerOptions& policy) {
+  return measured.autoDenseHeads && policy.autoDenseHeads && measured.topK == policy.topK &&
+         measured.window == policy.window && measured.sinks == policy.sinks &&
+         measured.pageRows == policy.pageRows && measured.pageScore == policy.pageScore &&
+         measured.denseLayers == policy.denseLayers;
+}
+
 }  // namespace
 
 const char* stopReasonName(StopReason reason) {
@@ -273,18 +282,6 @@ Status Session::replay(backend::Backend& next, std::span<const int32_t> tokens,
 bool Session::autoPending() const {
   return m_kvPolicy.autoBits && !m_autoPlan && m_autoFailure.empty();
 }
-
-namespace {
-
-// Whether dense heads measured under `measured` hold under `policy`: both
-// auto, with the same selection (heads are measured against it).
-bool headsCarryOver(const kv::IndexerOptions& measured, const kv::IndexerOptions& policy) {
-  return measured.autoDenseHeads && policy.autoDenseHeads &&
-         measured.selectionText() == policy.selectionText() &&
-         measured.scorerText() == policy.scorerText() && measured.denseLayers == policy.denseLayers;
-}
-
-}  // namespace
 
 void Session::setPolicy(kv::KvPolicy policy) {
   m_autoFailure.clear();
