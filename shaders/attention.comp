@@ -149,11 +149,11 @@ void combineStats(Task t) {
     float m = kNoScore, l = 0.0;
     if (p / GQA < t.tokens) {
       const uint at = token(t, p) * pc.nHead + head(t, p);
-      for (uint s0 = lid; s0 < pc.splits; s0 += STATS_BATCH * WG) {
+      for (uint s0 = lid; s0 < pc.allSplits; s0 += STATS_BATCH * WG) {
         vec2 st[STATS_BATCH];
         for (uint b = 0u; b < STATS_BATCH; ++b) {
           const uint s = s0 + b * WG;
-          st[b] = s < pc.splits ? stats[s * stride + at] : vec2(kNoScore, 0.0);
+          st[b] = s < pc.allSplits ? stats[s * stride + at] : vec2(kNoScore, 0.0);
         }
         for (uint b = 0u; b < STATS_BATCH; ++b) {
           if (st[b].y <= 0.0) continue;
@@ -259,7 +259,7 @@ void main() {
     const Task t = task(index);
     loadQueries(t);
 #ifdef PASS_OUT
-    if (pc.splits == 1u) {
+    if (pc.allSplits == 1u) {
       statsPass(t);
     } else {
       combineStats(t);
@@ -278,7 +278,7 @@ void main() {
     statsPass(t);
     const uint lid = gl_LocalInvocationID.x;
     if (lid < PAIRS && lid / GQA < t.tokens) {
-      stats[(t.split * pc.n + token(t, lid)) * pc.nHead + head(t, lid)] =
+      stats[(arraySplit(t) * pc.n + token(t, lid)) * pc.nHead + head(t, lid)] =
           vec2(pairMax[lid], pairSum[lid]);
     }
 #endif

@@ -43,17 +43,32 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_UINT keyOffset;
   KVS_UINT valueOffset;
   KVS_UINT tokenTiles;   // ceil(n / TOKENS)
-  KVS_UINT splits;       // the cached rows are cut into `splits` ranges of splitRows
+  KVS_UINT splits;       // this dispatch cuts its rows into `splits` ranges of splitRows
   KVS_UINT splitRows;
+  // The stats and partial outputs hold allSplits splits (1: this dispatch is
+  // the only one and writes the output); this dispatch's are splitBase ..
+  // splitBase + splits - 1 (a pass over the codes and one over the precision
+  // tail share the arrays).
+  KVS_UINT allSplits;
+  KVS_UINT splitBase;
   KVS_UINT scoreStride;  // 0: pass 2 recomputes scores; else row stride of the score buffer
   // 0, or the word of page 0 where [nHeadKv] row counts start: KV head h
-  // then reads only rows [0, count[h]) (the gathered rows of an indexed step).
+  // then reads only rows [0, count[h] - countTrim) (the gathered rows of an
+  // indexed step, less the last countTrim: those of the precision tail).
   KVS_UINT rowCounts;
+  KVS_UINT countTrim;
   KVS_FLOAT scale;       // 1 / sqrt(head_dim)
   KVS_FLOAT sparseV;     // normalized weights below this are dropped (0: none)
   KVS_UINT window;       // 0, or a sliding window: query at p sees rows (p - window, p]
   KVS_UINT rowStart;     // the first row any query sees; splits cut [rowStart, pos0 + n)
   KVS_UINT sinks;        // 1: the Sinks binding holds an attention-sink logit per query head
+  // The precision tail (kv::CachedRows): the query at p reads rows from
+  // tailStart(p) = max(p + 1 - tailRows, tailFloor) at f16 from the tail's
+  // ring, older ones as codes. tailSide 0: every row is read here; 1: only
+  // rows older than the query's tail (the codes); 2: only its tail's.
+  KVS_UINT tailRows;
+  KVS_UINT tailFloor;
+  KVS_UINT tailSide;
 KVS_PUSH_END(AttentionPush)
 #endif
 

@@ -3,7 +3,10 @@
 // specialization constants, the bindings, and how a workgroup's task index
 // maps to (KV head, tile of query tokens, split of the cached rows). With
 // pc.rowCounts a KV head reads fewer rows than the causal mask allows: the
-// indexer's gathered rows (engine/gpu/attention_indexer.cpp).
+// indexer's gathered rows (engine/gpu/attention_indexer.cpp). With
+// pc.tailSide a dispatch sees one side of each query's precision tail: the
+// codes older than it, or the tail's f16 rows (bound as a ring page); the
+// two dispatches' splits share the stats, as splits of one dispatch do.
 //
 // Variants with CODEC defined read rows of any codec (kv_codec.glsl, picked
 // per K and V by specialization constants) in groups of 8 values, and keep
@@ -51,6 +54,11 @@ struct Task {
   uint kvHead, token0, tokens, split, rowBegin, rowEnd;
 };
 
+// The first row the query at `pos` reads from the precision tail.
+uint tailStart(uint pos) { return max(pos + 1u - min(pos + 1u, pc.tailRows), pc.tailFloor); }
+
+// t.split counts this dispatch's splits; its stats and partial output go to
+// split pc.splitBase + t.split of the arrays.
 Task task(uint index) {
   Task t;
   t.split = index % pc.splits;
@@ -59,9 +67,16 @@ Task task(uint index) {
   t.token0 = tile * TOKENS;
   t.tokens = min(TOKENS, pc.n - t.token0);
   t.rowBegin = pc.rowStart + t.split * pc.splitRows;
-  // Rows past the last token's position are visible to none of the tile.
-  t.rowEnd = min(t.rowBegin + pc.splitRows, pc.pos0 + t.token0 + t.tokens);
-  if (pc.rowCounts != 0u) t.rowEnd = min(t.rowEnd, pages[0].words[pc.rowCounts + t.kvHead]);
+  // Rows past the last token's position are visible to none of the tile,
+  // nor (codes side) rows from its last token's tail on, which are every
+  // token's tail.
+  const uint last = pc.pos0 + t.token0 + t.tokens - 1u;
+  t.rowEnd = min(t.rowBegin + pc.splitRows, last + 1u);
+  if (pc.tailSide == 1u) t.rowEnd = min(t.rowEnd, tailStart(last));
+  if (pc.rowCounts != 0u) {
+    const uint count = pages[0].words[pc.rowCounts + t.kvHead];
+    t.rowEnd = min(t.rowEnd, count - min(count, pc.countTrim));
+  }
   return t;
 }
 
@@ -70,7 +85,10 @@ uint head(Task t, uint pair) { return t.kvHead * GQA + pair % GQA; }
 uint token(Task t, uint pair) { return t.token0 + pair / GQA; }
 bool visible(Task t, uint pair, uint row) {
   const uint pos = pc.pos0 + token(t, pair);
-  return pair / GQA < t.tokens && row <= pos && (pc.window == 0u || row + pc.window > pos);
+  bool seen = pair / GQA < t.tokens && row <= pos && (pc.window == 0u || row + pc.window > pos);
+  if (pc.tailSide == 1u) seen = seen && row < tailStart(pos);
+  if (pc.tailSide == 2u) seen = seen && row >= tailStart(pos);
+  return seen;
 }
 uint scoreIndex(Task t, uint pair, uint row) {
   return (token(t, pair) * pc.nHead + head(t, pair)) * pc.scoreStride + row;
@@ -87,19 +105,21 @@ uint valueWord(Task t, uint row) {
 uint tileEnd(Task t, uint r0) {
   return min(min(r0 + WG, t.rowEnd), (r0 / pc.rowsPerPage + 1u) * pc.rowsPerPage);
 }
+// The split of the arrays a task's stats and partial output go to.
+uint arraySplit(Task t) { return pc.splitBase + t.split; }
 // Where the partial output of (split, token, head) starts.
 uint outIndex(Task t, uint pair) {
-  const uint splitBase = pc.splits > 1u ? t.split * pc.n * pc.nHead : 0u;
+  const uint splitBase = pc.allSplits > 1u ? arraySplit(t) * pc.n * pc.nHead : 0u;
   return (splitBase + token(t, pair) * pc.nHead + head(t, pair)) * HEAD_DIM;
 }
 // (max, sum of exp(score - max)) of pair `pair` over all splits.
 vec2 combinedStats(Task t, uint pair) {
   const uint at = token(t, pair) * pc.nHead + head(t, pair), stride = pc.n * pc.nHead;
   float mx = kNoScore, sum = 0.0;
-  for (uint s = 0u; s < pc.splits; ++s) {
+  for (uint s = 0u; s < pc.allSplits; ++s) {
     if (stats[s * stride + at].y > 0.0) mx = max(mx, stats[s * stride + at].x);
   }
-  for (uint s = 0u; s < pc.splits; ++s) {
+  for (uint s = 0u; s < pc.allSplits; ++s) {
     const vec2 st = stats[s * stride + at];
     if (st.y > 0.0) sum += st.y * exp(st.x - mx);
   }

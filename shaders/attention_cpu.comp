@@ -220,7 +220,7 @@ void main() {
     const Task t = task(index);
     loadQueries(t);
 #ifdef PASS_OUT
-    if (pc.splits == 1u) {
+    if (pc.allSplits == 1u) {
       statsPass(t);
     } else {
       [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
@@ -240,7 +240,7 @@ void main() {
     statsPass(t);
     [[unroll]] for (uint p = 0u; p < PAIRS; ++p) {
       if (gl_SubgroupInvocationID == 0u && p / GQA < t.tokens) {
-        stats[(t.split * pc.n + token(t, p)) * pc.nHead + head(t, p)] =
+        stats[(arraySplit(t) * pc.n + token(t, p)) * pc.nHead + head(t, p)] =
             vec2(pairMax[p], pairSum[p]);
       }
     }

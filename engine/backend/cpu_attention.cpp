@@ -215,7 +215,7 @@ class AttentionRun {
   float m_scale = 0.0f;
   KvRowDecoder m_keyRows, m_valueRows;
   // The precision tail: whether K and V keep one, and its f16 rows' decoder.
-  bool m_keyTail = false, m_valueTail = false;
+  bool m_tail = false;
   KvRowDecoder m_tailRows;
   // Chunked jobs (one group each) keep their scores (then exps) between the
   // two passes in m_chunkScores, [group][position][lane], and leave per job
@@ -238,8 +238,7 @@ AttentionRun::AttentionRun(const kv::KvCache& cache, uint32_t layer, const float
       m_selection(options.selection),
       m_keyRows(m_keys, options.portable),
       m_valueRows(m_values, options.portable),
-      m_keyTail(cache.hasTail(layer, KvPart::kKey)),
-      m_valueTail(cache.hasTail(layer, KvPart::kValue)),
+      m_tail(cache.hasTail(layer)),
       m_tailRows(cache.tailScheme(layer), options.portable) {
   const kv::KvGeometry& g = cache.geometry();
   assert(nHead % g.nHeadKv(layer) == 0 && nHead >= g.nHeadKv(layer));
@@ -327,10 +326,10 @@ Span AttentionRun::span(uint32_t job) const {
       lo = std::min(lo, sp.from[k][i]);
     }
     visible = std::max(visible, sp.last[k][sp.nq[k] - 1] + 1);
-    for (uint32_t i = 0; (m_keyTail || m_valueTail) && i < kLanes; ++i)
+    for (uint32_t i = 0; m_tail && i < kLanes; ++i)
       sp.tail[k][i] = m_cache.tailStart(m_layer, sp.last[k][i]);
   }
-  if (m_keyTail || m_valueTail) {
+  if (m_tail) {
     sp.tailLo = *std::min_element(&sp.tail[0][0], &sp.tail[0][0] + sp.groups * kLanes);
     sp.tailHi = *std::max_element(&sp.tail[0][0], &sp.tail[0][0] + sp.groups * kLanes);
   }
@@ -404,7 +403,7 @@ void AttentionRun::scorePass(const Span& sp, Scratch& s, float (*max)[kLanes],
   for (uint32_t j = sp.begin, rows; j < sp.end; j += rows) {
     const Tile t = tileAt(sp, j);
     rows = t.rows;
-    const TileSource from = source(sp, t, m_keyTail);
+    const TileSource from = source(sp, t, m_tail);
     const uint8_t* keyBytes = m_cache.row(m_layer, KvPart::kKey, sp.h, t.pos).data();
     const bool int8 = m_int8Keys && from != TileSource::kTail;
     if (from == TileSource::kTail) {
@@ -464,7 +463,7 @@ void AttentionRun::valuePass(const Span& sp, Scratch& s, const float (*factor)[k
       tiles[k] = scoresOf(sp, s, k) + size_t{j - sp.begin} * kLanes;
       tile::scale(tiles[k], rows, factor[k], m_roundToF16, portable);
     }
-    const TileSource from = source(sp, t, m_valueTail);
+    const TileSource from = source(sp, t, m_tail);
     if (from == TileSource::kBand) {
       bandValues(sp, s, t, tiles);
       continue;

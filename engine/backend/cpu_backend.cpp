@@ -221,6 +221,7 @@ Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(checkIndexerFor(config(), options));
   m_indexer = options;
+  m_selection = kv::selectionOptions(options, m_cache->tailRows());
   m_cache->enableIndex(options);
   if (!options.enabled()) m_indexerStep = {};
   return okStatus();

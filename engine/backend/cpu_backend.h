@@ -155,6 +155,7 @@ class CpuBackend final : public Backend {
   uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;
   kv::IndexerOptions m_indexer;
+  kv::IndexerOptions m_selection;  // kv::selectionOptions(m_indexer, the cache's tail)
   IndexerStep m_indexerStep;
   ExpertLog m_experts;  // a model with experts: each cached row's picks
 };

@@ -224,7 +224,7 @@ Status CpuStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool ow
   } else if (m_b.m_indexer.enabled() && m_n == 1) {
     kv::KvCache& cache = *m_b.m_cache;
     ThreadPool& pool = *m_b.m_pool;
-    if (cpu::selectLayerRows(cache, l, qr, spec.nHead, m_b.m_indexer, pool, step.heads))
+    if (cpu::selectLayerRows(cache, l, qr, spec.nHead, m_b.m_selection, pool, step.heads))
       options.selection = &step.heads;
     if (!m_b.m_indexer.diagnostic) {
       step.setMass({});

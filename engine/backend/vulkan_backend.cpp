@@ -101,7 +101,8 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   const std::vector<kv::LayerSchemes> f16(c.kvLayers());
   const std::vector<kv::LayerSchemes>& layers =
       m_options.kvSchemes.empty() ? f16 : m_options.kvSchemes;
-  const kv::KvGeometry geometry = kvGeometry(c, rowsPerPage, m_contextLimit, m_options.maxBatch);
+  const kv::KvGeometry geometry =
+      kvGeometry(c, rowsPerPage, m_contextLimit, m_options.maxBatch, m_options.kvTail);
   KVS_ASSIGN_OR_RETURN(m_kvLayout, kv::KvLayout::create(geometry, layers, m_options.kvSeed));
   m_held = kv::CachedRows(geometry);
   std::vector<gpu::KvHeads> heads;
@@ -109,6 +110,9 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   m_layout = gpu::KvPageLayout::f16(std::move(heads), rowsPerPage);
   m_layout.ringRows = geometry.ringRows;
   m_layout.ring = geometry.windowLayers;
+  m_layout.tailRows = geometry.tailRows;
+  m_layout.tailSlots = geometry.tailRingRows;
+  for (uint32_t l = 0; l < geometry.nLayer(); ++l) m_layout.tail.push_back(m_kvLayout.hasTail(l));
   m_rotations.reserve(size_t{geometry.nLayer()} * 2);  // KvStream::rotation points into it
   for (uint32_t l = 0; l < geometry.nLayer(); ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
@@ -128,8 +132,17 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
       }
     }
   }
+  const gpu::KvPageLayout tail = m_layout.tailLayout();
+  const auto tailAt = [&](uint32_t l, uint32_t part) {
+    return tail.rowOffset(l, part, 1 % geometry.nHeadKv(l), 1 % geometry.tailRingRows) ==
+           m_kvLayout.tailOffset(l, static_cast<kv::KvPart>(part), 1 % geometry.nHeadKv(l),
+                                 1 % geometry.tailRingRows);
+  };
+  bool tailAlike = tail.ringPageBytes() == m_kvLayout.tailBytes();
+  for (uint32_t l = 0; l < geometry.nLayer(); ++l)
+    if (m_kvLayout.hasTail(l)) tailAlike = tailAlike && tailAt(l, 0) && tailAt(l, 1);
   if (m_layout.pageBytes() != m_kvLayout.pageBytes() ||
-      m_layout.ringPageBytes() != m_kvLayout.ringPageBytes())
+      m_layout.ringPageBytes() != m_kvLayout.ringPageBytes() || !tailAlike)
     return makeError(ErrorCode::kInternal, "the device KV pages differ from the KV layout");
   return okStatus();
 }
@@ -165,6 +178,11 @@ Status VulkanBackend::ensurePages(uint32_t rows) {
     m_ring = std::move(ring);
     m_ringPtr = &*m_ring;
   }
+  if (!m_tail && rows > 0 && m_kvLayout.tailBytes() > 0) {
+    KVS_ASSIGN_OR_RETURN(auto tail,
+                         gpu::Buffer::create(m_shared->context(), m_kvLayout.tailBytes()));
+    m_tail = std::move(tail);
+  }
   return okStatus();
 }
 
@@ -178,6 +196,7 @@ Status VulkanBackend::trim(uint32_t n) {
   if (n == 0) {
     m_ring.reset();
     m_ringPtr = nullptr;
+    m_tail.reset();
   }
   m_experts.trim(n);
   // The sidecar needs nothing: the next write rebuilds its partial page.
@@ -194,11 +213,13 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(checkIndexerFor(config(), options));
   const auto& c = config();
   std::unique_ptr<gpu::IndexerBuffers> index;
+  const kv::IndexerOptions selection =
+      kv::selectionOptions(options, m_kvLayout.geometry().tailRows);
   if (options.enabled()) {
     const gpu::IndexerShape shape{.pageRows = options.pageRows,
                                   .meanStd = options.pageScore == kv::PageScore::kMeanStd,
                                   .sinks = options.sinks,
-                                  .window = options.window,
+                                  .window = selection.window,
                                   .pickedPages = kv::pickedPages(options),
                                   .entryBytes = kv::KvIndex::entryBytesFor(indexedHeadDim(c)),
                                   .diagnostic = options.diagnostic,
@@ -216,6 +237,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
     }
   }
   m_indexer = options;
+  m_selection = selection;
   m_denseHeads.assign(c.kvLayers(), {});
   for (const kv::KvHeadRef& h : options.denseHeads) m_denseHeads[h.layer].push_back(h.head);
   m_index = std::move(index);
@@ -289,11 +311,20 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
     const uint32_t held = rows - (window ? m_held.windowStart() : 0);
     const uint64_t room = ring ? (m_ring ? m_kvLayout.geometry().ringRows : 0) : capacity;
     kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, held, room);
+    kv::KvBytes value = m_kvLayout.bytes(l, kv::KvPart::kValue, held, room);
     key.sidecar = m_index && m_index->indexes(l) ? sidecar : 0;
+    if (m_tail) {  // as kv::KvCache::layerBytes counts it
+      const uint32_t tailHeld = std::min(kvTailHeld(), held);
+      const uint32_t slots = m_kvLayout.geometry().tailRingRows;
+      for (kv::KvBytes* b : {&key, &value}) {
+        b->tail = m_kvLayout.tailStreamBytes(l, tailHeld);
+        b->unused += m_kvLayout.tailStreamBytes(l, slots - tailHeld);
+      }
+    }
     layers.push_back({.key = &m_kvLayout.scheme(l, kv::KvPart::kKey),
                       .value = &m_kvLayout.scheme(l, kv::KvPart::kValue),
                       .keyBytes = key,
-                      .valueBytes = m_kvLayout.bytes(l, kv::KvPart::kValue, held, room),
+                      .valueBytes = value,
                       .rows = held,
                       .window = window ? c.slidingWindow : 0,
                       .ring = ring});
@@ -414,7 +445,7 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
   // A decode step with the indexer on attends the rows it selects, unless
   // they would be every row.
   const bool indexed = m_indexer.enabled() && n == 1;
-  m_selectStep = indexed && !kv::selectsAll(m_indexer, pos0 + 1);
+  m_selectStep = indexed && !kv::selectsAll(m_selection, pos0 + 1);
   out.vocab = c.nVocab;
   out.rows = batch.allLogits ? n : 1;
   out.values.resize(size_t{out.rows} * c.nVocab);

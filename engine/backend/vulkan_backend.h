@@ -59,6 +59,9 @@ struct VulkanBackendOptions {
   // kv::KvCache::create does.
   std::vector<kv::LayerSchemes> kvSchemes;
   uint64_t kvSeed = kv::kDefaultCacheSeed;
+  // The precision tail (kv/kv_cache.h): each query reads its last kvTail rows
+  // at f16 (0: none), from a ring on the device (gpu/attention_kernels.h).
+  uint32_t kvTail = 0;
   // Measure the codec error on the K/V rows of one position in this many
   // (0: never; kvErrors() is then empty). A probed step costs the host one
   // encode + decode per layer, KV head and part: ~6 ms for 32 layers x 8 heads
@@ -102,7 +105,8 @@ class VulkanBackend final : public Backend {
   uint32_t lastStepParts() const;
   uint64_t weightBytes() const { return m_shared->weightBytes(); }
   uint64_t kvBytesAllocated() const {
-    return uint64_t{m_layout.pageBytes()} * m_pages.size() + (m_ring ? m_ring->size() : 0);
+    return uint64_t{m_layout.pageBytes()} * m_pages.size() + (m_ring ? m_ring->size() : 0) +
+           (m_tail ? m_tail->size() : 0);
   }
   std::vector<KvLayerBytes> kvBytes() const override;
   Expected<std::vector<float>> readKv(uint32_t layer, kv::KvPart part) const override;
@@ -116,6 +120,13 @@ class VulkanBackend final : public Backend {
   Status exportKv(const std::function<Status(std::span<const uint8_t>)>& write) const override;
   Status importKv(const kv::KvLayout& layout, uint32_t rows,
                   const std::function<Status(std::span<uint8_t>)>& read) override;
+  uint32_t kvTailHeld() const override { return m_tail ? m_held.tailHeld() : 0; }
+  uint64_t kvTailBytes(uint32_t rows, uint32_t held) const override {
+    return m_kvLayout.savedTailBytes(rows, held);
+  }
+  Status exportKvTail(const std::function<Status(std::span<const uint8_t>)>& write) const override;
+  Status importKvTail(uint32_t held,
+                      const std::function<Status(std::span<uint8_t>)>& read) override;
 
  private:
   friend class VulkanStep;
@@ -149,6 +160,8 @@ class VulkanBackend final : public Backend {
   size_t pagesHolding(uint32_t layer, uint32_t rows) const;
   // The pages `layer`'s kernels bind: the growing pages, or the ring alone.
   std::span<const gpu::Buffer* const> pagesOf(uint32_t layer) const;
+  // The precision tail as the kernels take it, for the step being recorded.
+  gpu::KvTailRing tailRing() const { return {m_tail ? &*m_tail : nullptr, m_held.tailFirst()}; }
   Status forwardChunk(std::span<const int32_t> tokens, bool allLogits, Logits& out, uint32_t row0,
                       const Description& describe, bool lastChunk);
   // m_indexerStep from the device's lists (and mass) of the step just run.
@@ -173,6 +186,7 @@ class VulkanBackend final : public Backend {
   std::vector<const gpu::Buffer*> m_pagePtrs;
   std::optional<gpu::Buffer> m_ring;  // the window layers' ring page, from the first row
   const gpu::Buffer* m_ringPtr = nullptr;
+  std::optional<gpu::Buffer> m_tail;  // the precision tail's ring, from the first row
   kv::CachedRows m_held;
   uint32_t m_contextLimit = 0;
 
@@ -181,6 +195,7 @@ class VulkanBackend final : public Backend {
   int64_t m_probeRow = -1;  // the token of this step copied to m_probe (-1: none)
 
   kv::IndexerOptions m_indexer;
+  kv::IndexerOptions m_selection;                   // kv::selectionOptions(m_indexer, the tail)
   std::vector<std::vector<uint32_t>> m_denseHeads;  // [cache layer]: m_indexer.denseHeads' KV heads
   std::unique_ptr<gpu::IndexerBuffers> m_index;  // while m_indexer.enabled()
   bool m_selectStep = false;  // the step being recorded attends the selected rows

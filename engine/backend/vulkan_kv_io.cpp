@@ -1,6 +1,8 @@
 // VulkanBackend::exportKv / importKv: the device pages in the canonical row
 // order of a saved cache (kv/kv_cache.h), one (layer, part) block of a page
-// [nHeadKv][pageRows][rowBytes] through the host at a time.
+// [nHeadKv][pageRows][rowBytes] through the host at a time; exportKvTail /
+// importKvTail: the precision tail's ring in kv::KvLayout::forEachTailRun's
+// order, the whole ring through the host.
 
 #include <algorithm>
 
@@ -103,9 +105,41 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
     m_pagePtrs.clear();
     m_ring.reset();
     m_ringPtr = nullptr;
+    m_tail.reset();
     return status;
   }
-  m_held.restored(rows);
+  m_held.restored(rows);  // no tail until importKvTail
+  return okStatus();
+}
+
+Status VulkanBackend::exportKvTail(
+    const std::function<Status(std::span<const uint8_t>)>& write) const {
+  const uint32_t held = kvTailHeld();
+  if (held == 0) return okStatus();
+  std::vector<uint8_t> ring(m_tail->size());
+  KVS_TRY(m_tail->download(ring.data(), ring.size(), 0));
+  return m_kvLayout.forEachTailRun(cachedTokens(), held, [&](size_t offset, size_t bytes) {
+    return write({&ring[offset], bytes});
+  });
+}
+
+Status VulkanBackend::importKvTail(uint32_t held,
+                                   const std::function<Status(std::span<uint8_t>)>& read) {
+  if (held == 0) return okStatus();
+  const uint32_t rows = cachedTokens();
+  if (!m_tail || held > m_kvLayout.geometry().tailRows || held > rows ||
+      m_held.tailFirst() != rows) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a precision tail of {} rows does not fit this KV cache ({} rows, a tail of "
+                     "{})",
+                     held, rows, m_kvLayout.geometry().tailRows);
+  }
+  std::vector<uint8_t> ring(m_tail->size(), 0);
+  KVS_TRY(m_kvLayout.forEachTailRun(rows, held, [&](size_t offset, size_t bytes) {
+    return read({&ring[offset], bytes});
+  }));
+  KVS_TRY(m_tail->upload(ring.data(), ring.size(), 0));
+  m_held.tailRestored(held);
   return okStatus();
 }
 

@@ -265,9 +265,9 @@ Status VulkanStep::attention(Act q, Act k, Act v, Act out, const model::Attentio
   // A window layer's few rows are attended whole, never through the indexer,
   // so it has no sidecar.
   const gpu::IndexerBuffers* index = b.m_index.get();
-  KVS_TRY(b.m_shared->attention().writeKv(rec, b.m_layout, b.pagesOf(spec.layer), spec.layer,
-                                          buffer(k), buffer(v), m_n, m_pos0, b.m_act->scratch,
-                                          index && index->indexes(spec.layer) ? index : nullptr));
+  KVS_TRY(b.m_shared->attention().writeKv(
+      rec, b.m_layout, b.pagesOf(spec.layer), spec.layer, buffer(k), buffer(v), m_n, m_pos0,
+      b.m_act->scratch, index && index->indexes(spec.layer) ? index : nullptr, b.tailRing()));
   rec.barrier();
   return attend(q, out, spec, true, name);
 }
@@ -302,7 +302,7 @@ Status VulkanStep::attend(Act q, Act out, const model::AttentionSpec& spec, bool
                             : std::span<const uint32_t>()};
   KVS_TRY(b.m_shared->attention().attend(*b.m_rec, b.m_layout, b.pagesOf(spec.layer), spec.layer,
                                          buffer(q), buffer(out), m_n, m_pos0, spec.nHead,
-                                         b.m_act->scratch, sparse));
+                                         b.m_act->scratch, sparse, b.tailRing()));
   return captured(out, name);
 }
 

@@ -186,7 +186,7 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
                                         const Buffer& q, const Buffer& query, const Buffer& target,
                                         uint32_t pos0, uint32_t nHead,
                                         const AttentionScratch& scratch,
-                                        const SparseAttention& sparse) {
+                                        const SparseAttention& sparse, const KvTailRing& tail) {
   const IndexerBuffers& ix = *sparse.indexer;
   const uint32_t rows = pos0 + 1;
   if (!ix.indexes(layer))
@@ -216,16 +216,28 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   const KvPageLayout gathered = gatheredLayout(layout, layer, ix.gatherRows);
   const Buffer* gatheredPage[] = {&ix.gathered};
   const auto counts = static_cast<uint32_t>(gathered.pageBytes() / 4);
-  KVS_TRY(attendRows(rec, gathered, gatheredPage, 0, q, query, target, 1, ix.gatherRows - 1, nHead,
-                     scratch, counts, sparse));
+  // The gathered rows, every one visible; with a precision tail, less the
+  // last ones, the tail's (the selection holds them all, kv::selectionOptions),
+  // which a pass over the tail reads whole.
+  const KvPageLayout tailLayout = layout.tailLayout();
+  std::vector<Pass> selected =
+      passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail);
+  Pass codes{&gathered, gatheredPage, 0, ix.gatherRows - 1,
+             planRows(gathered, nHead, 1, 0, 0, ix.gatherRows, false)};
+  codes.rowCounts = counts;
+  if (layout.hasTail(layer)) codes.countTrim = pos0 + 1 - selected.back().plan.rowStart;
+  selected.erase(selected.begin(), selected.end() - (layout.hasTail(layer) ? 1 : 0));
+  selected.insert(selected.begin(), codes);
+  KVS_TRY(attendPasses(rec, selected, q, query, target, 1, nHead, scratch, sparse, tail));
   if (!sparse.denseHeads.empty()) {
     // Dense heads: the whole layer attended densely, the dense heads' query
     // heads copied over the selection's output, a run of heads per copy.
     SparseAttention dense = sparse;
     dense.indexer = nullptr;
     rec.barrier();
-    KVS_TRY(attendRows(rec, layout, pages, layer, q, query, ix.denseOut, 1, pos0, nHead, scratch, 0,
-                       dense));
+    const std::vector<Pass> all =
+        passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail);
+    KVS_TRY(attendPasses(rec, all, q, query, ix.denseOut, 1, nHead, scratch, dense, tail));
     const size_t headBytes = size_t{nHead / nHeadKv} * scoring.headDim * sizeof(float);
     const std::span<const uint32_t> heads = sparse.denseHeads;
     for (size_t i = 0, j; i < heads.size(); i = j) {

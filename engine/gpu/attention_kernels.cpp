@@ -109,29 +109,34 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
   }
 }
 
-// The push constants of an attention pass over `layer` of `layout`.
+// The push constants of an attention dispatch over `layer` of `layout`, the
+// only one of its step (allSplits = its splits; the caller sets the fields
+// of a pass that shares the stats with others).
 push::AttentionPush attentionPush(const KvPageLayout& layout, uint32_t layer, uint32_t n,
                                   uint32_t pos0, uint32_t nHead, const AttentionPlan& p,
                                   uint32_t scoreStride, uint32_t rowCounts, float sparseV,
                                   float scale, uint32_t window = 0, bool sinks = false) {
-  return {n,
-          pos0,
-          nHead,
-          layout.pageRows(layer),
-          layout.rowBytes(layer, 0) / 4,
-          layout.rowBytes(layer, 1) / 4,
-          static_cast<uint32_t>(layout.partOffset(layer, 0) / 4),
-          static_cast<uint32_t>(layout.partOffset(layer, 1) / 4),
-          p.tokenTiles,
-          p.splits,
-          p.splitRows,
-          scoreStride,
-          rowCounts,
-          scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim(layer))),
-          sparseV,
-          window,
-          p.rowStart,
-          sinks ? 1u : 0u};
+  push::AttentionPush push{};
+  push.n = n;
+  push.pos0 = pos0;
+  push.nHead = nHead;
+  push.rowsPerPage = layout.pageRows(layer);
+  push.keyRowWords = layout.rowBytes(layer, 0) / 4;
+  push.valueRowWords = layout.rowBytes(layer, 1) / 4;
+  push.keyOffset = static_cast<uint32_t>(layout.partOffset(layer, 0) / 4);
+  push.valueOffset = static_cast<uint32_t>(layout.partOffset(layer, 1) / 4);
+  push.tokenTiles = p.tokenTiles;
+  push.splits = p.splits;
+  push.splitRows = p.splitRows;
+  push.allSplits = p.splits;
+  push.scoreStride = scoreStride;
+  push.rowCounts = rowCounts;
+  push.scale = scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(layout.headDim(layer)));
+  push.sparseV = sparseV;
+  push.window = window;
+  push.rowStart = p.rowStart;
+  push.sinks = sinks ? 1u : 0u;
+  return push;
 }
 
 }  // namespace
@@ -184,6 +189,13 @@ bool KvPageLayout::rotated() const {
                      [](const KvStream& s) { return kvCodecRotated(s.codec); });
 }
 
+KvPageLayout KvPageLayout::tailLayout() const {
+  KvPageLayout view = f16(layers, rowsPerPage);
+  view.ringRows = tailRows > 0 ? tailSlots : 0;
+  view.ring = tail;
+  return view;
+}
+
 AttentionKernels::AttentionKernels(Context& ctx, AttentionShape shape)
     : m_ctx(ctx), m_shape(resolveShape(ctx, shape)) {
   m_workgroup = m_shape == AttentionShape::kCpu ? ctx.info().subgroupSize : kGpuWorkgroup;
@@ -214,7 +226,7 @@ Expected<const Pipeline*> AttentionKernels::pipeline(Kind kind, const Variant& v
       {"attention_stats_codec", "attention_stats_codec_cpu", 3, sizeof(push::AttentionPush), true},
       {"attention_out_codec", "attention_out_codec_cpu", 5, sizeof(push::AttentionPush), true},
   };
-  const bool codec = v.key != KvCodec::kF16 || v.value != KvCodec::kF16;
+  const bool codec = v.key != KvCodec::kF16 || v.value != KvCodec::kF16 || v.float32;
   const bool attention = kind == Kind::kStats || kind == Kind::kOut;
   const KindDesc& d = codec && attention ? kCodecDescs[kind == Kind::kStats ? 0 : 1]
                                          : kDescs[static_cast<int>(kind)];
@@ -319,16 +331,23 @@ Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHea
 
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
                                      uint32_t pos0, uint32_t layer, uint32_t window) const {
+  // The first token sees the earliest rows.
+  const uint32_t rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+  return planRows(layout, nHead, n, layer, rowStart, pos0 + n, false);
+}
+
+AttentionPlan AttentionKernels::planRows(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
+                                         uint32_t layer, uint32_t rowBegin, uint32_t rowEnd,
+                                         bool float32) const {
   AttentionPlan p;
   if (n == 0 || layer >= layout.nLayer() || layout.nHeadKv(layer) == 0) return p;
   const uint32_t nHeadKv = layout.nHeadKv(layer);
   const uint32_t gqa = std::max(1u, nHead / nHeadKv);
-  const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
+  const bool codec = float32 || isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
   p.tokens = tokensPerTask(layout.headDim(layer), codec, gqa, n);
   p.tokenTiles = ceilDiv(n, p.tokens);
-  // The first token sees the earliest rows.
-  p.rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
-  const uint32_t rows = pos0 + n - p.rowStart;
+  p.rowStart = rowBegin;
+  const uint32_t rows = std::max(rowEnd, rowBegin + 1) - rowBegin;
   const uint32_t tasks = nHeadKv * p.tokenTiles;
   const uint32_t target = m_cpuThreads ? m_cpuThreads * kGroupsPerCpuThread : kGpuTargetGroups;
   if (n <= kSplitMaxTokens && tasks < target)
@@ -377,9 +396,15 @@ AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout,
       sizes.push_back(n);
     if (maxTokens > kSplitMaxTokens && maxTokens <= maxRows) sizes.push_back(maxTokens);
     for (uint32_t n : sizes) {
-      const AttentionPlan p = plan(layout, nHead, n, maxRows - n, layer);
-      if (p.splits == 1) continue;
-      const size_t pairs = size_t{p.splits} * n * nHead;
+      uint32_t splits = plan(layout, nHead, n, maxRows - n, layer).splits;
+      // A precision tail adds its pass's splits (the codes' are at most the
+      // whole context's, an indexed step's gathered rows' too).
+      if (layout.hasTail(layer)) {
+        const uint32_t tailRows = std::min(layout.tailRows + n - 1, maxRows);
+        splits += planRows(layout.tailLayout(), nHead, n, layer, 0, tailRows, true).splits;
+      }
+      if (splits == 1) continue;
+      const size_t pairs = size_t{splits} * n * nHead;
       bytes.stats = std::max(bytes.stats, pairs * 2 * sizeof(float));
       bytes.partial = std::max(bytes.partial, pairs * layout.headDim(layer) * sizeof(float));
     }
@@ -497,7 +522,8 @@ Status AttentionKernels::rotate(Recorder& rec, const KvStream& stream, uint32_t 
 Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
                                  std::span<const Buffer* const> pages, uint32_t layer,
                                  const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
-                                 const AttentionScratch& scratch, const IndexerBuffers* index) {
+                                 const AttentionScratch& scratch, const IndexerBuffers* index,
+                                 const KvTailRing& tail) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
   const uint32_t nHeadKv = layout.nHeadKv(layer), headDim = layout.headDim(layer);
@@ -526,6 +552,7 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
   }
   // Otherwise one encoder dispatch per part, each specialized for its codec;
   // a rotated codec first rotates the rows (y = R x) into the scratch.
+  const Buffer* inCodecSpace[2] = {&k, &v};
   for (uint32_t part = 0; codec && part < 2; ++part) {
     const KvStream& s = layout.stream(layer, part);
     const Buffer& x = part == 0 ? k : v;
@@ -535,6 +562,7 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
       rec.barrier();
       rotated = &scratch.rotated[part];
     }
+    inCodecSpace[part] = rotated;
     Variant variant;
     variant.headDim = headDim;
     variant.key = s.codec;
@@ -549,6 +577,26 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
     rec.traffic(inputBytes * (rotated != &x ? 2 : 1) +
                 uint64_t{n} * nHeadKv * layout.rowBytes(layer, part));
   }
+  if (layout.hasTail(layer)) {
+    // The same rows at f16 into the tail's ring, in the codecs' space: the
+    // f16 writer over the tail's layout, its ring page bound in every slot.
+    if (!tail.buffer)
+      return makeError(ErrorCode::kInvalidArgument, "layer {} keeps a precision tail", layer);
+    const KvPageLayout ring = layout.tailLayout();
+    const std::span<const Buffer* const> ringPages(&tail.buffer, 1);
+    KVS_TRY(checkPages(ring, ringPages, layer, pos0 + n));
+    push::KvWritePush tailPush = push;
+    tailPush.rowsPerPage = ring.pageRows(layer);
+    tailPush.keyRowWords = ring.rowBytes(layer, 0) / 4;
+    tailPush.valueRowWords = ring.rowBytes(layer, 1) / 4;
+    tailPush.keyOffset = static_cast<uint32_t>(ring.partOffset(layer, 0) / 4);
+    tailPush.valueOffset = static_cast<uint32_t>(ring.partOffset(layer, 1) / 4);
+    tailPush.part = 0;
+    KVS_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(Kind::kKvWrite, {}));
+    rec.dispatchPaged(*p, {*inCodecSpace[0], *inCodecSpace[1]}, ringPages, tailPush,
+                      std::min(n, groupCap()));
+    rec.traffic(2 * inputBytes + 2 * uint64_t{n} * nHeadKv * ring.rowBytes(layer, 0));
+  }
   if (!index) return okStatus();
   rec.barrier();
   return indexRows(rec, layout, pages, *index, layer, pos0, pos0 + n);
@@ -556,14 +604,15 @@ Status AttentionKernels::writeKv(Recorder& rec, const KvPageLayout& layout,
 
 AttentionKernels::Variant AttentionKernels::attentionVariant(const KvPageLayout& layout,
                                                              uint32_t layer, uint32_t nHead,
-                                                             uint32_t tokens) const {
+                                                             uint32_t tokens, bool float32) const {
   const KvStream& ks = layout.stream(layer, 0);
   const KvStream& vs = layout.stream(layer, 1);
   Variant variant;
   variant.headDim = layout.headDim(layer);
   variant.gqa = nHead / layout.nHeadKv(layer);
   variant.tokens = tokens;
-  if (!isCodec(ks, vs)) {
+  variant.float32 = float32;
+  if (!isCodec(ks, vs) && !float32) {
     if (m_shape == AttentionShape::kCpu)
       variant.chunkWords = chunkWords(variant.headDim, layout.rowBytes(layer, 0) / 4, m_workgroup);
   } else {
@@ -579,7 +628,7 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
                                 std::span<const Buffer* const> pages, uint32_t layer,
                                 const Buffer& q, const Buffer& out, uint32_t n, uint32_t pos0,
                                 uint32_t nHead, const AttentionScratch& scratch,
-                                const SparseAttention& sparse) {
+                                const SparseAttention& sparse, const KvTailRing& tail) {
   if (n == 0) return okStatus();
   KVS_TRY(checkPages(layout, pages, layer, pos0 + n));
   const uint32_t headDim = layout.headDim(layer);
@@ -611,12 +660,16 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
     }
     target = &scratch.rotated[1];
   }
+  if (layout.hasTail(layer) && !tail.buffer)
+    return makeError(ErrorCode::kInvalidArgument, "layer {} keeps a precision tail", layer);
   if (sparse.indexer && n == 1) {
     KVS_TRY(attendSelected(rec, layout, pages, layer, q, *query, *target, pos0, nHead, scratch,
-                           sparse));
+                           sparse, tail));
   } else {
-    KVS_TRY(attendRows(rec, layout, pages, layer, q, *query, *target, n, pos0, nHead, scratch, 0,
-                       sparse));
+    const KvPageLayout tailLayout = layout.tailLayout();
+    const std::vector<Pass> all =
+        passes(layout, tailLayout, pages, layer, n, pos0, nHead, sparse.window, tail);
+    KVS_TRY(attendPasses(rec, all, q, *query, *target, n, nHead, scratch, sparse, tail));
   }
   if (kvCodecRotated(vs.codec)) {
     rec.barrier();
@@ -625,72 +678,141 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   return okStatus();
 }
 
-Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
-                                    std::span<const Buffer* const> pages, uint32_t layer,
-                                    const Buffer& q, const Buffer& query, const Buffer& target,
-                                    uint32_t n, uint32_t pos0, uint32_t nHead,
-                                    const AttentionScratch& scratch, uint32_t rowCounts,
-                                    const SparseAttention& sparse) {
-  const bool codec = isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
-  const AttentionPlan p = plan(layout, nHead, n, pos0, layer, sparse.window);
-  const Variant variant = attentionVariant(layout, layer, nHead, p.tokens);
-  if (m_shape == AttentionShape::kGpu &&
-      sharedBytes(variant.headDim, codec, p.tokens * variant.gqa) >
-          m_ctx.limits().maxComputeSharedMemorySize) {
-    return makeError(ErrorCode::kUnsupported,
-                     "attention with head_dim {} and {} query heads per KV head needs more shared "
-                     "memory than {} has",
-                     variant.headDim, variant.gqa, m_ctx.info().name);
+std::vector<AttentionKernels::Pass> AttentionKernels::passes(
+    const KvPageLayout& layout, const KvPageLayout& tailLayout,
+    std::span<const Buffer* const> pages, uint32_t layer, uint32_t n, uint32_t pos0, uint32_t nHead,
+    uint32_t window, const KvTailRing& tail) const {
+  const uint32_t rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+  const uint32_t end = pos0 + n;
+  if (!layout.hasTail(layer))
+    return {{&layout, pages, layer, pos0, planRows(layout, nHead, n, layer, rowStart, end, false)}};
+  // push::AttentionPush's tailStart; rows from the last query's are every
+  // query's tail, rows before the first query's no query's.
+  const auto tailStart = [&](uint32_t p) {
+    return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
+  };
+  std::vector<Pass> out;
+  const uint32_t codesEnd = std::min(end, tailStart(end - 1));
+  if (codesEnd > rowStart) {
+    out.push_back({&layout, pages, layer, pos0,
+                   planRows(layout, nHead, n, layer, rowStart, codesEnd, false), 1,
+                   layout.tailRows});
   }
-  const uint32_t rows = pos0 + n;
-  // attention_cpu.comp recomputes scores: cheaper there than reading them back.
+  const uint32_t tailBegin = std::max(rowStart, tailStart(pos0));
+  out.push_back({&tailLayout, std::span<const Buffer* const>(&tail.buffer, 1), layer, pos0,
+                 planRows(tailLayout, nHead, n, layer, tailBegin, end, true), 2, layout.tailRows});
+  return out;
+}
+
+Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passes, const Buffer& q,
+                                      const Buffer& query, const Buffer& target, uint32_t n,
+                                      uint32_t nHead, const AttentionScratch& scratch,
+                                      const SparseAttention& sparse, const KvTailRing& tail) {
+  uint32_t splits = 0, rows = 0;
+  for (const Pass& pass : passes) {
+    splits += pass.plan.splits;
+    rows = std::max(rows, pass.pos0 + n);
+  }
+  // attention_cpu.comp recomputes scores: cheaper there than reading them
+  // back. The passes see disjoint rows of each query and store their scores
+  // with one stride (`rows`), so they share the score buffer.
   const bool storeScores = m_shape == AttentionShape::kGpu &&
                            scratch.scores.size() >= size_t{n} * nHead * rows * sizeof(float);
-  const push::AttentionPush push =
-      attentionPush(layout, layer, n, pos0, nHead, p, storeScores ? rows : 0u, rowCounts,
-                    sparse.sparseV, sparse.scale, sparse.window, sparse.sinks != nullptr);
   // Bindings a variant does not touch still need a valid buffer: q stands in.
   const Buffer& scores = storeScores ? scratch.scores : q;
   const BufferRange sinks = sparse.sinks ? *sparse.sinks : BufferRange(q);
-  KVS_ASSIGN_OR_RETURN(const Pipeline* outPass, pipeline(Kind::kOut, variant));
-  // Roofline terms (Recorder::traffic): every K and V row of the KV heads
-  // once, scores kept in the score buffer written and read back (else K read
-  // twice), q in and the output out; 4 operations per (query head, visible
-  // row, value) for the scores and the weighted sum.
-  const uint64_t read = rows - p.rowStart;
-  const uint32_t nHeadKv = layout.nHeadKv(layer), headDim = layout.headDim(layer);
-  const uint64_t kBytes = read * nHeadKv * layout.rowBytes(layer, 0);
-  const uint64_t vBytes = read * nHeadKv * layout.rowBytes(layer, 1);
-  const uint64_t ioBytes = uint64_t{n} * nHead * headDim * sizeof(float);
-  const uint64_t scoreBytes = storeScores ? uint64_t{n} * nHead * read * sizeof(float) : kBytes;
+  const uint32_t headDim = passes.front().layout->headDim(passes.front().layer);
+  const size_t pairs = size_t{splits} * n * nHead;
+  if (splits > 1 && (scratch.stats.size() < pairs * 2 * sizeof(float) ||
+                     scratch.partial.size() < pairs * headDim * sizeof(float))) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "attention split {} ways needs scratch buffers (see scratchBytes())", splits);
+  }
+  // The query tokens' visible rows: 4 operations per (query head, row,
+  // value) for the scores and the weighted sum (Recorder::traffic).
+  const uint32_t pos0 = passes.front().pos0;
   uint64_t visible = uint64_t{n} * pos0 + uint64_t{n} * (n + 1) / 2;
   if (sparse.window != 0) {
     visible = 0;
     for (uint32_t t = 0; t < n; ++t) visible += std::min(pos0 + t + 1, sparse.window);
   }
   const uint64_t flops = 4 * visible * nHead * headDim;
-  if (p.splits == 1) {
-    rec.dispatchPaged(*outPass, {query, q, scores, target, sinks}, pages, push, p.groups);
-    rec.traffic(kBytes + vBytes + 2 * ioBytes + (storeScores ? 2 * scoreBytes : 0), flops);
+  const uint64_t ioBytes = uint64_t{n} * nHead * headDim * sizeof(float);
+  const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * headDim * 4;
+  struct Recorded {
+    const Pipeline* stats = nullptr;
+    const Pipeline* out = nullptr;
+    push::AttentionPush push;
+    uint64_t kBytes = 0, vBytes = 0, scoreBytes = 0;
+  };
+  std::vector<Recorded> recorded;
+  uint32_t splitBase = 0;
+  for (const Pass& pass : passes) {
+    const KvPageLayout& layout = *pass.layout;
+    const uint32_t layer = pass.layer;
+    const bool float32 = pass.tailSide == 2;
+    const bool codec = float32 || isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
+    const Variant variant = attentionVariant(layout, layer, nHead, pass.plan.tokens, float32);
+    if (m_shape == AttentionShape::kGpu &&
+        sharedBytes(variant.headDim, codec, pass.plan.tokens * variant.gqa) >
+            m_ctx.limits().maxComputeSharedMemorySize) {
+      return makeError(ErrorCode::kUnsupported,
+                       "attention with head_dim {} and {} query heads per KV head needs more "
+                       "shared memory than {} has",
+                       variant.headDim, variant.gqa, m_ctx.info().name);
+    }
+    Recorded r;
+    KVS_ASSIGN_OR_RETURN(r.out, pipeline(Kind::kOut, variant));
+    if (splits > 1) {
+      KVS_ASSIGN_OR_RETURN(r.stats, pipeline(Kind::kStats, variant));
+    }
+    r.push = attentionPush(layout, layer, n, pass.pos0, nHead, pass.plan, storeScores ? rows : 0u,
+                           pass.rowCounts, sparse.sparseV, sparse.scale, sparse.window,
+                           sparse.sinks != nullptr);
+    r.push.allSplits = splits;
+    r.push.splitBase = splitBase;
+    r.push.countTrim = pass.countTrim;
+    r.push.tailRows = pass.tailRows;
+    r.push.tailFloor = tail.floor;
+    r.push.tailSide = pass.tailSide;
+    splitBase += pass.plan.splits;
+    // Roofline terms: every K and V row of the range once, scores kept in the
+    // score buffer written and read back (else K read twice).
+    const uint64_t read = pass.pos0 + n - std::min(pass.pos0 + n, pass.plan.rowStart);
+    const uint32_t nHeadKv = layout.nHeadKv(layer);
+    r.kBytes = read * nHeadKv * layout.rowBytes(layer, 0);
+    r.vBytes = read * nHeadKv * layout.rowBytes(layer, 1);
+    r.scoreBytes = storeScores ? uint64_t{n} * nHead * read * sizeof(float) : r.kBytes;
+    recorded.push_back(r);
+  }
+  if (splits == 1) {
+    const Recorded& r = recorded.front();
+    const Pass& pass = passes.front();
+    rec.dispatchPaged(*r.out, {query, q, scores, target, sinks}, pass.pages, r.push,
+                      pass.plan.groups);
+    rec.traffic(r.kBytes + r.vBytes + 2 * ioBytes + (storeScores ? 2 * r.scoreBytes : 0), flops);
     return okStatus();
   }
-  const size_t pairs = size_t{p.splits} * n * nHead;
-  if (scratch.stats.size() < pairs * 2 * sizeof(float) ||
-      scratch.partial.size() < pairs * headDim * sizeof(float)) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "attention split {} ways needs scratch buffers (see scratchBytes())",
-                     p.splits);
+  // Passes write disjoint splits of the same buffers; a barrier between them
+  // all the same (the validation layer tracks whole buffers).
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const Recorded& r = recorded[i];
+    if (i > 0) rec.barrier();
+    rec.dispatchPaged(*r.stats, {query, scratch.stats, scores}, passes[i].pages, r.push,
+                      passes[i].plan.groups);
+    rec.traffic(r.kBytes + ioBytes + (storeScores ? r.scoreBytes : 0) + statsBytes,
+                i == 0 ? flops / 2 : 0);
   }
-  KVS_ASSIGN_OR_RETURN(const Pipeline* statsPass, pipeline(Kind::kStats, variant));
+  rec.barrier();
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const Recorded& r = recorded[i];
+    if (i > 0) rec.barrier();
+    rec.dispatchPaged(*r.out, {query, scratch.stats, scores, scratch.partial, sinks},
+                      passes[i].pages, r.push, passes[i].plan.groups);
+    rec.traffic(r.scoreBytes + r.vBytes + statsBytes + partialBytes, i == 0 ? flops / 2 : 0);
+  }
+  rec.barrier();
   KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
-  const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * headDim * 4;
-  rec.dispatchPaged(*statsPass, {query, scratch.stats, scores}, pages, push, p.groups);
-  rec.traffic(kBytes + ioBytes + (storeScores ? scoreBytes : 0) + statsBytes, flops / 2);
-  rec.barrier();
-  rec.dispatchPaged(*outPass, {query, scratch.stats, scores, scratch.partial, sinks}, pages, push,
-                    p.groups);
-  rec.traffic(scoreBytes + vBytes + statsBytes + partialBytes, flops / 2);
-  rec.barrier();
   const auto count = static_cast<uint32_t>(size_t{n} * nHead * headDim);
   // attention_reduce_gpu: a workgroup per kGpuReduceOutputs outputs; on CPU devices an invocation
   // per output.
@@ -699,8 +821,8 @@ Status AttentionKernels::attendRows(Recorder& rec, const KvPageLayout& layout,
   const uint32_t perGroup = m_shape == AttentionShape::kCpu ? kReduceWorkgroup : kGpuReduceOutputs;
   const uint32_t rounds = ceilDiv(count, perGroup);
   const uint64_t perRound =
-      3 + p.splits + (m_shape == AttentionShape::kCpu ? 0 : kReduceWorkgroup / kGpuReduceOutputs);
-  rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, p.splits},
+      3 + splits + (m_shape == AttentionShape::kCpu ? 0 : kReduceWorkgroup / kGpuReduceOutputs);
+  rec.dispatch(*reduce, {scratch.partial, target}, push::AttentionReducePush{count, splits},
                groupsWithinLoopLimit(rounds, perRound, std::min(rounds, groupCap()),
                                      m_ctx.info().loopIterationLimit,
                                      m_ctx.limits().maxComputeWorkGroupCount[0]));

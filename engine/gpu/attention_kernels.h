@@ -17,6 +17,13 @@
 // shaders take page (r / rows per page) mod kMaxPages (KVS_PAGE_OF), so the
 // ring is read and written wherever a row of it lands.
 //
+// The precision tail (kv/kv_layout.h): a layer with one keeps its last rows
+// of K and V again at f16 (in the codecs' rotated space) in a ring buffer
+// laid out as tailLayout()'s ring page. writeKv writes new rows there too;
+// attend reads each query's tail rows from it in a pass of its own (f16 rows,
+// float32 numerics, as CpuBackend reads them) beside the pass over the older
+// rows' codes, the two passes' splits merged as one dispatch's are.
+//
 // Codecs: writeKv encodes new rows with each stream's codec on the device
 // (shaders/kv_encode.comp, the kv scheme's bytes); attend reads the codes
 // where it reads a row (shaders/kv_codec.glsl decodes groups of 8 values),
@@ -114,6 +121,23 @@ struct KvPageLayout {
   // Whether some stream uses a rotated codec (attend and writeKv then need
   // AttentionScratch::rotated).
   bool rotated() const;
+
+  // The precision tail: tailRows > 0 keeps the last tailRows rows of every
+  // layer with tail[layer] in a ring of tailSlots rows per (part, KV head).
+  uint32_t tailRows = 0, tailSlots = 0;
+  std::vector<bool> tail;  // [nLayer]
+  bool hasTail(uint32_t layer) const { return tailRows > 0 && layer < tail.size() && tail[layer]; }
+  // The tail's ring as a layout of its own: f16 streams, the layers with a
+  // tail in a ring page of tailSlots rows (its bytes: ringPageBytes()).
+  KvPageLayout tailLayout() const;
+};
+
+// A cache's precision tail on the device (KvPageLayout::tailRows > 0): the
+// ring buffer, and kv::CachedRows::tailFirst() of the step being recorded (no
+// row below it is in the ring).
+struct KvTailRing {
+  const Buffer* buffer = nullptr;
+  uint32_t floor = 0;
 };
 
 // Scratch sizes in bytes; 0 means the buffer is never read.
@@ -271,7 +295,8 @@ class AttentionKernels {
                      uint32_t layer = 0, uint32_t window = 0) const;
   // Scratch large enough for every attend() with n <= maxTokens and
   // pos0 + n <= maxRows (under a loop limit, a long prefill's splits
-  // included); `scores` is sized for decode (n = 1), kGpu only.
+  // included; with a precision tail, its pass's); `scores` is sized for
+  // decode (n = 1), kGpu only.
   AttentionScratchBytes scratchBytes(const KvPageLayout& layout, uint32_t nHead, uint32_t maxTokens,
                                      uint32_t maxRows) const;
   // Device buffers of scratchBytes(); kOutOfMemory when they do not fit.
@@ -284,10 +309,12 @@ class AttentionKernels {
   // dispatch for an f16 layer, else one per part, a rotated part preceded by
   // its rotation (then scratch.rotated must hold n * nHeadKv * headDim floats).
   // With `index`, the sidecar pages holding the new rows are then rebuilt
-  // from the stored keys (indexRows).
+  // from the stored keys (indexRows). A layer with a precision tail also
+  // writes the rows at f16 into tail.buffer (one more dispatch).
   Status writeKv(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                  uint32_t layer, const Buffer& k, const Buffer& v, uint32_t n, uint32_t pos0,
-                 const AttentionScratch& scratch = {}, const IndexerBuffers* index = nullptr);
+                 const AttentionScratch& scratch = {}, const IndexerBuffers* index = nullptr,
+                 const KvTailRing& tail = {});
 
   // Buffers for the indexer over a cache of at most maxRows rows (no indexed
   // layer is allowed: a cache of window layers only); kOutOfMemory when they
@@ -328,10 +355,16 @@ class AttentionKernels {
   // splits fit the scratch of scratchBytes(): gatherRows is a multiple of the
   // split alignment and at most maxRows rounded up to it); in diagnostic mode
   // two stats passes (every row, the selection) write indexer->mass.
+  //
+  // A layer with a precision tail reads each query's tail rows from
+  // tail.buffer (two passes more, or more splits: scratchBytes() covers them);
+  // an indexed step attends the selection less its tail rows (the selection
+  // holds them all: kv::selectionOptions), and the tail whole. The
+  // diagnostic's mass reads the codes.
   Status attend(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                 uint32_t layer, const Buffer& q, const Buffer& out, uint32_t n, uint32_t pos0,
                 uint32_t nHead, const AttentionScratch& scratch = {},
-                const SparseAttention& sparse = {});
+                const SparseAttention& sparse = {}, const KvTailRing& tail = {});
 
  private:
   enum class Kind {
@@ -342,29 +375,55 @@ class AttentionKernels {
   struct Variant {
     uint32_t headDim = 0, gqa = 0, tokens = 0, chunkWords = 0;
     uint32_t meanStd = 0;  // the indexer's kinds: IndexerShape::meanStd
+    // Attention kinds: the codec shader (float32 numerics) even for f16 rows
+    // (a precision tail's pass).
+    bool float32 = false;
     KvCodec key = KvCodec::kF16, value = KvCodec::kF16;
     std::vector<float> keyCodebook, valueCodebook;
     auto operator<=>(const Variant&) const = default;
   };
   Expected<const Pipeline*> pipeline(Kind kind, const Variant& v);
-  // attend() after the rotation of q: `query` in K's space, `target` in V's.
-  // rowCounts: see push::AttentionPush.
-  Status attendRows(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
-                    uint32_t layer, const Buffer& q, const Buffer& query, const Buffer& target,
-                    uint32_t n, uint32_t pos0, uint32_t nHead, const AttentionScratch& scratch,
-                    uint32_t rowCounts, const SparseAttention& sparse);
+  // One dispatch's worth of attend(): the rows [plan.rowStart, ...) of
+  // `layer` of `layout` in `pages`, and which side of each query's precision
+  // tail it reads (push::AttentionPush::tailSide).
+  struct Pass {
+    const KvPageLayout* layout = nullptr;
+    std::span<const Buffer* const> pages;
+    uint32_t layer = 0;
+    uint32_t pos0 = 0;  // the first query's row (an indexed step's gathered rows: their last)
+    AttentionPlan plan;
+    uint32_t tailSide = 0, tailRows = 0;  // see push::AttentionPush
+    uint32_t rowCounts = 0, countTrim = 0;
+  };
+  // The passes of attend() over `layer` (without the indexer): its codes,
+  // all of them or those older than each query's tail, and then the tail.
+  // tailLayout: layout.tailLayout() (the tail pass points into it).
+  std::vector<Pass> passes(const KvPageLayout& layout, const KvPageLayout& tailLayout,
+                           std::span<const Buffer* const> pages, uint32_t layer, uint32_t n,
+                           uint32_t pos0, uint32_t nHead, uint32_t window,
+                           const KvTailRing& tail) const;
+  // attend() after the rotation of q: `query` in K's space, `target` in V's,
+  // over `passes` (their splits merged by the reduction when more than one).
+  Status attendPasses(Recorder& rec, std::span<const Pass> passes, const Buffer& q,
+                      const Buffer& query, const Buffer& target, uint32_t n, uint32_t nHead,
+                      const AttentionScratch& scratch, const SparseAttention& sparse,
+                      const KvTailRing& tail);
   // The indexed decode step of attend() (attention_indexer.cpp).
   Status attendSelected(Recorder& rec, const KvPageLayout& layout,
                         std::span<const Buffer* const> pages, uint32_t layer, const Buffer& q,
                         const Buffer& query, const Buffer& target, uint32_t pos0, uint32_t nHead,
-                        const AttentionScratch& scratch, const SparseAttention& sparse);
+                        const AttentionScratch& scratch, const SparseAttention& sparse,
+                        const KvTailRing& tail);
   // One stats pass of the decode query over the rows of `layer` (one split):
   // (max, sum) per query head into `mass` from byte `offset` (diagnostic mode).
   Status recordStats(Recorder& rec, const KvPageLayout& layout, std::span<const Buffer* const> pages,
                      uint32_t layer, const Buffer& query, uint32_t pos0, uint32_t nHead,
                      uint32_t rowCounts, float scale, const Buffer& mass, size_t offset);
   Variant attentionVariant(const KvPageLayout& layout, uint32_t layer, uint32_t nHead,
-                           uint32_t tokens) const;
+                           uint32_t tokens, bool float32 = false) const;
+  // plan() over rows [rowBegin, rowEnd) (float32: the codec shader's tiles).
+  AttentionPlan planRows(const KvPageLayout& layout, uint32_t nHead, uint32_t n, uint32_t layer,
+                         uint32_t rowBegin, uint32_t rowEnd, bool float32) const;
   Status checkPages(const KvPageLayout& layout, std::span<const Buffer* const> pages,
                     uint32_t layer, uint32_t rows) const;
   // Records out = R in (back: R^T in) for `count` vectors of headDim floats.

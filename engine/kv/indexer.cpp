@@ -174,6 +174,11 @@ bool selectsAll(const IndexerOptions& options, uint32_t rows) {
   return pickedPages(options) >= candidates;
 }
 
+IndexerOptions selectionOptions(IndexerOptions options, uint32_t tailRows) {
+  options.window = std::max(options.window, tailRows);
+  return options;
+}
+
 uint32_t pickedPages(const IndexerOptions& options) {
   return static_cast<uint32_t>((uint64_t{options.topK} + options.pageRows - 1) / options.pageRows);
 }

@@ -8,19 +8,7 @@
 
 namespace kvscope::kv {
 
-KvCache::KvCache(KvLayout layout) : m_layout(std::move(layout)), m_held(m_layout.geometry()) {
-  const KvGeometry& g = geometry();
-  m_tailOffset.assign(size_t{g.nLayer()} * 2, ~size_t{0});
-  for (uint32_t l = 0; l < g.nLayer(); ++l) {
-    // The layout accepted this head dim, so f16 takes it too.
-    m_tailSchemes.push_back(makeScheme("f16", {.dim = g.headDim(l)}).value());
-    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      if (g.tailRows == 0 || scheme(l, p).rowCode() == RowCode::kF16) continue;
-      m_tailOffset[size_t{l} * 2 + static_cast<size_t>(p)] = m_tailBytes;
-      m_tailBytes += size_t{g.nHeadKv(l)} * g.tailRingRows * m_tailSchemes[l]->rowBytes();
-    }
-  }
-}
+KvCache::KvCache(KvLayout layout) : m_layout(std::move(layout)), m_held(m_layout.geometry()) {}
 
 Expected<std::unique_ptr<KvCache>> KvCache::create(KvGeometry geometry,
                                                    std::span<const LayerSchemes> layers,
@@ -57,19 +45,16 @@ Status KvCache::grow(uint32_t rows) {
     m_ring.reset(new (std::nothrow) uint8_t[m_layout.ringPageBytes()]);
     if (!m_ring) return outOfMemory(m_layout.ringPageBytes());
   }
-  if (!m_tail && m_tailBytes > 0) {
-    m_tail.reset(new (std::nothrow) uint8_t[m_tailBytes]);
-    if (!m_tail) return outOfMemory(m_tailBytes);
+  if (!m_tail && m_layout.tailBytes() > 0) {
+    m_tail.reset(new (std::nothrow) uint8_t[m_layout.tailBytes()]);
+    if (!m_tail) return outOfMemory(m_layout.tailBytes());
   }
   m_held.grow(rows);
   return okStatus();
 }
 
 Status KvCache::trim(uint32_t n) {
-  const uint32_t first = tailFirst();
   KVS_TRY(m_held.trim(n));
-  // The ring still holds rows [first, n); the rows before were overwritten.
-  m_tailFloor = std::min(n, first);
   if (n == 0) {
     m_ring.reset();
     m_tail.reset();
@@ -101,8 +86,8 @@ Status KvCache::appendRecoded(const KvCache& source) {
   bool exact = true;
   for (uint32_t l = 0; l < g.nLayer(); ++l)
     for (KvPart p : {KvPart::kKey, KvPart::kValue})
-      exact &= !hasTail(l, p) || source.scheme(l, p).rowCode() == RowCode::kF16;
-  m_tailFloor = exact ? 0 : rows();
+      exact &= !hasTail(l) || source.scheme(l, p).rowCode() == RowCode::kF16;
+  m_held.tailRecoded(exact);
   std::vector<float> values;
   for (uint32_t l = 0; l < g.nLayer(); ++l) {
     values.resize(g.headDim(l));
@@ -136,7 +121,7 @@ void KvCache::write(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
   assert(values.size() == geometry().headDim(layer));
   const KvScheme& s = scheme(layer, part);
   s.encode(values, row(layer, part, head, index));
-  if (hasTail(layer, part)) {
+  if (hasTail(layer)) {
     std::span<const float> rotated = values;
     if (s.rotated()) {
       m_tailRow.resize(values.size());
@@ -209,8 +194,7 @@ Status KvCache::importRows(uint32_t rows, const std::function<Status(std::span<u
   if (this->rows() != 0)
     return makeError(ErrorCode::kInternal, "rows can only be imported into an empty KV cache");
   KVS_TRY(grow(rows));
-  m_held.restored(rows);  // the window layers hold only the rows the next token sees
-  m_tailFloor = rows;     // until importTail brings the tail back
+  m_held.restored(rows);  // the window layers' last rows, no tail until importTail
   const auto page = [this](uint32_t l, uint32_t r) { return pageOf(l, r); };
   const Status status = forEachRun<std::span<uint8_t>>(m_layout, page, rows, read);
   if (!status.ok()) {
@@ -243,11 +227,10 @@ KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
       m_layout.inRing(layer) ? (m_ring ? geometry().ringRows : 0) : this->capacity();
   KvBytes b = m_layout.bytes(layer, part, rows() - firstRow(layer), capacity);
   if (m_index && part == KvPart::kKey) b.sidecar = m_index->layerBytes(layer);
-  if (m_tail && hasTail(layer, part)) {
-    const uint64_t row = uint64_t{geometry().nHeadKv(layer)} * tailScheme(layer).rowBytes();
+  if (m_tail) {
     const uint32_t held = std::min(tailHeld(), rows() - firstRow(layer));
-    b.tail = held * row;
-    b.unused += (tailSlots() - held) * row;
+    b.tail = m_layout.tailStreamBytes(layer, held);
+    b.unused += m_layout.tailStreamBytes(layer, tailSlots() - held);
   }
   return b;
 }
@@ -256,98 +239,42 @@ uint64_t KvCache::allocatedBytes() const {
   uint64_t sidecar = 0;
   for (uint32_t l = 0; m_index && l < geometry().nLayer(); ++l) sidecar += m_index->layerBytes(l);
   return uint64_t{m_pages.size()} * m_layout.pageBytes() + (m_ring ? m_layout.ringPageBytes() : 0) +
-         sidecar + (m_tail ? m_tailBytes : 0);
+         sidecar + (m_tail ? m_layout.tailBytes() : 0);
 }
 
 void KvCache::readAttended(uint32_t layer, KvPart part, uint32_t head, uint32_t index,
                            uint32_t position, std::span<float> values) const {
-  if (hasTail(layer, part) && index >= tailStart(layer, position)) {
+  if (hasTail(layer) && index >= tailStart(layer, position)) {
     tailScheme(layer).decode(tailRow(layer, part, head, index), values);
   } else {
     readRotated(layer, part, head, index, values);
   }
 }
 
-bool KvCache::hasTail(uint32_t layer, KvPart part) const {
-  return m_tailOffset[size_t{layer} * 2 + static_cast<size_t>(part)] != ~size_t{0};
-}
-
-uint32_t KvCache::tailFirst() const {
-  return std::max(m_tailFloor, rows() > tailSlots() ? rows() - tailSlots() : 0);
-}
-
-uint32_t KvCache::tailStart(uint32_t layer, uint32_t position) const {
-  if (tailRows() == 0) return position + 1;
-  const uint32_t recent = position + 1 > tailRows() ? position + 1 - tailRows() : 0;
-  return std::max({recent, tailFirst(), firstRow(layer)});
-}
-
-uint8_t* KvCache::tailSlot(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const {
-  const uint32_t rowBytes = tailScheme(layer).rowBytes();
-  return m_tail.get() + m_tailOffset[size_t{layer} * 2 + static_cast<size_t>(part)] +
-         (size_t{head} * tailSlots() + slot) * rowBytes;
-}
-
 std::span<const uint8_t> KvCache::tailRow(uint32_t layer, KvPart part, uint32_t head,
                                           uint32_t index) const {
-  assert(hasTail(layer, part) && index >= tailFirst() && index < rows());
+  assert(hasTail(layer) && index >= m_held.tailFirst() && index < rows());
   return {tailSlot(layer, part, head, index % tailSlots()), tailScheme(layer).rowBytes()};
 }
 
-uint32_t KvCache::tailHeld() const {
-  if (!m_tail) return 0;
-  const uint32_t recent = rows() > tailRows() ? rows() - tailRows() : 0;
-  return rows() - std::max(tailFirst(), recent);
-}
-
-uint64_t KvCache::tailBytes(uint32_t rows, uint32_t held) const {
-  uint64_t bytes = 0;
-  for (uint32_t l = 0; l < geometry().nLayer(); ++l) {
-    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      if (!hasTail(l, p)) continue;
-      bytes += uint64_t{geometry().nHeadKv(l)} * std::min(held, m_layout.keptRows(l, rows)) *
-               tailScheme(l).rowBytes();
-    }
-  }
-  return bytes;
-}
-
-// Calls f(bytes of a run of slots) over the tail's last `held` rows of each
-// stream (a window layer's at most its kept rows), in the saved order: a
-// stream's run is one span, or two where it wraps around the ring.
-template <typename Span, typename F>
-Status KvCache::forEachTailRun(uint32_t held, F&& f) const {
-  const KvGeometry& g = geometry();
-  for (uint32_t l = 0; l < g.nLayer(); ++l) {
-    const uint32_t n = std::min(held, m_layout.keptRows(l, rows()));
-    const size_t rowBytes = tailScheme(l).rowBytes();
-    for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
-      if (!hasTail(l, p)) continue;
-      for (uint32_t h = 0; h < g.nHeadKv(l); ++h) {
-        for (uint32_t r = rows() - n, count; r < rows(); r += count) {
-          count = std::min(tailSlots() - r % tailSlots(), rows() - r);
-          KVS_TRY(f(Span(tailSlot(l, p, h, r % tailSlots()), count * rowBytes)));
-        }
-      }
-    }
-  }
-  return okStatus();
-}
-
 Status KvCache::exportTail(const std::function<Status(std::span<const uint8_t>)>& write) const {
-  return forEachTailRun<std::span<const uint8_t>>(tailHeld(), write);
+  return m_layout.forEachTailRun(rows(), tailHeld(), [&](size_t offset, size_t bytes) {
+    return write({m_tail.get() + offset, bytes});
+  });
 }
 
 Status KvCache::importTail(uint32_t held, const std::function<Status(std::span<uint8_t>)>& read) {
   if (held == 0) return okStatus();
-  if (!m_tail || held > tailRows() || held > rows() || m_tailFloor != rows()) {
+  if (!m_tail || held > tailRows() || held > rows() || m_held.tailFirst() != rows()) {
     return makeError(ErrorCode::kInvalidArgument,
                      "a precision tail of {} rows does not fit this KV cache ({} rows, a tail of "
                      "{})",
                      held, rows(), tailRows());
   }
-  KVS_TRY(forEachTailRun<std::span<uint8_t>>(held, read));
-  m_tailFloor = rows() - held;
+  KVS_TRY(m_layout.forEachTailRun(rows(), held, [&](size_t offset, size_t bytes) {
+    return read({m_tail.get() + offset, bytes});
+  }));
+  m_held.tailRestored(held);
   return okStatus();
 }
 

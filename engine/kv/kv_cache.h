@@ -15,21 +15,19 @@
 // it from the rows. Window layers never go through the indexer and have no
 // sidecar.
 //
-// The precision tail (geometry().tailRows = N > 0, the policy's tail=N): the
-// query at position p reads rows [p + 1 - N, p] at f16 (tailStart), the older
-// ones through their scheme. Every row written into a stream whose scheme is
-// not f16 is also kept, in the scheme's rotated space, as f16 in a ring of
-// geometry().tailRingRows slots per stream (row r at slot r % slots: enough
-// for the first query of a step of up to slots - N + 1 rows). The codes are
-// written as before, from the full-precision row, so a row that ages out of
-// the tail is read from codes made of it, not of its f16 copy. A rewind keeps
-// what the ring still holds: after trim(n) the rows it lost to later ones are
-// read through their scheme until the tail has filled again (tailStart never
-// goes below the oldest row it holds). A restore brings the tail back through
-// importTail; a recode (appendRecoded) fills it from an f16 source (a
-// two-phase cache's first compression) and else starts with an empty one.
-// Its bytes are KvBytes::tail (the rows the next query reads from it).
+// The precision tail (geometry().tailRows = N > 0, the policy's tail=N; its
+// layout is kv/kv_layout.h's, which rows it holds CachedRows's): the query at
+// position p reads rows [tailStart(p), p] at f16, the older ones through
+// their scheme. Every row written into a layer that keeps a tail is also kept
+// there, in the scheme's rotated space, as f16. The codes are written as
+// before, from the full-precision row, so a row that ages out of the tail is
+// read from codes made of it, not of its f16 copy. A restore brings the tail
+// back through importTail; a recode (appendRecoded) fills it from an f16
+// source (a two-phase cache's first compression) and else starts with an
+// empty one. Its bytes are KvBytes::tail (the rows the next query reads from
+// it).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -105,26 +103,28 @@ class KvCache {
   void readAttended(uint32_t layer, KvPart part, uint32_t head, uint32_t index, uint32_t position,
                     std::span<float> values) const;
 
-  // The precision tail. hasTail: whether the stream keeps one (tailRows > 0
-  // and its scheme is not f16). tailStart: the first row the query at
-  // `position` (< rows()) reads from the tail of a stream that keeps one
+  // The precision tail. hasTail: whether the layer keeps one (tailRows > 0
+  // and its K or V scheme is not f16). tailStart: the first row the query at
+  // `position` (< rows()) reads from the tail of a layer that keeps one
   // (position + 1 when the cache has no tail). tailRow: the f16 row
   // (tailScheme's bytes, rotated space) of an index some query reads from it.
   uint32_t tailRows() const { return geometry().tailRows; }
-  bool hasTail(uint32_t layer, KvPart part) const;
-  uint32_t tailStart(uint32_t layer, uint32_t position) const;
-  const KvScheme& tailScheme(uint32_t layer) const { return *m_tailSchemes[layer]; }
+  bool hasTail(uint32_t layer) const { return m_layout.hasTail(layer); }
+  uint32_t tailStart(uint32_t layer, uint32_t position) const {
+    return std::max(m_held.tailStart(position), firstRow(layer));
+  }
+  const KvScheme& tailScheme(uint32_t layer) const { return m_layout.tailScheme(layer); }
   std::span<const uint8_t> tailRow(uint32_t layer, KvPart part, uint32_t head,
                                    uint32_t index) const;
   // Saving the tail. tailHeld: how many of the last rows the tail holds (0:
-  // none). The saved order: per layer, K then V, per KV head of the streams
-  // that keep a tail, the last min(held, layout().keptRows(layer, rows)) rows
-  // back to back, each tailScheme(layer).rowBytes() bytes; tailBytes(rows,
-  // held) is its size. importTail fills the tail of a cache that importRows
-  // has just filled (held <= tailRows() and <= rows(), else an error); read's
-  // error stops it and leaves the tail empty.
-  uint32_t tailHeld() const;
-  uint64_t tailBytes(uint32_t rows, uint32_t held) const;
+  // none). exportTail writes them in KvLayout::forEachTailRun's order;
+  // tailBytes(rows, held) is its size. importTail fills the tail of a cache that importRows has
+  // just filled (held <= tailRows() and <= rows(), else an error); read's error stops it and leaves
+  // the tail empty.
+  uint32_t tailHeld() const { return m_tail ? m_held.tailHeld() : 0; }
+  uint64_t tailBytes(uint32_t rows, uint32_t held) const {
+    return m_layout.savedTailBytes(rows, held);
+  }
   Status exportTail(const std::function<Status(std::span<const uint8_t>)>& write) const;
   Status importTail(uint32_t held, const std::function<Status(std::span<uint8_t>)>& read);
 
@@ -172,19 +172,12 @@ class KvCache {
   std::unique_ptr<KvIndex> m_index;
   std::vector<float> m_indexRow;  // [head dim]: a K row decoded for the sidecar
 
-  // The oldest row the tail's ring holds in a global layer.
-  uint32_t tailFirst() const;
   uint32_t tailSlots() const { return geometry().tailRingRows; }
-  template <typename Span, typename F>
-  Status forEachTailRun(uint32_t held, F&& f) const;
   // The tail's f16 bytes of (layer, part, head) slot `slot`.
-  uint8_t* tailSlot(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const;
-
-  std::vector<std::shared_ptr<const KvScheme>> m_tailSchemes;  // [nLayer]: f16 of the head dim
-  std::vector<size_t> m_tailOffset;   // [nLayer * 2]: where a stream's ring starts; ~0: none
-  size_t m_tailBytes = 0;             // the whole tail
-  std::unique_ptr<uint8_t[]> m_tail;  // [layer][part][head][tailSlots][2 * head dim]
-  uint32_t m_tailFloor = 0;           // no row below it is in the tail
+  uint8_t* tailSlot(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const {
+    return m_tail.get() + m_layout.tailOffset(layer, part, head, slot);
+  }
+  std::unique_ptr<uint8_t[]> m_tail;  // layout().tailBytes(), from the first row
   std::vector<float> m_tailRow;       // [head dim]: a row rotated for the tail
 };
 

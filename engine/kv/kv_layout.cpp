@@ -59,17 +59,45 @@ Expected<KvLayout> KvLayout::create(KvGeometry geometry, std::span<const LayerSc
   layout.m_geometry = geometry;
   layout.m_cacheSeed = cacheSeed;
   for (uint32_t l = 0; l < geometry.nLayer(); ++l) {
+    bool compressed = false;
     for (uint32_t p = 0; p < 2; ++p) {
       const std::string& name = p == 0 ? layers[l].key : layers[l].value;
       KVS_ASSIGN_OR_RETURN(auto scheme,
                            makeScheme(name, {geometry.headDim(l), streamSeed(cacheSeed, l, p)}));
+      compressed |= scheme->rowCode() != RowCode::kF16;
       const uint32_t rowBytes = scheme->rowBytes();
       size_t& page = layout.inRing(l) ? layout.m_ringPageBytes : layout.m_pageBytes;
       layout.m_streams.push_back({std::move(scheme), rowBytes, page});
       page += size_t{geometry.nHeadKv(l)} * layout.pageRows(l) * rowBytes;
     }
+    // The layout accepted this head dim, so f16 takes it too.
+    KVS_ASSIGN_OR_RETURN(auto f16, makeScheme("f16", {.dim = geometry.headDim(l)}));
+    layout.m_tailScheme.push_back(std::move(f16));
+    layout.m_tailStart.push_back(kNoTail);
+    if (geometry.tailRows == 0 || !compressed) continue;
+    layout.m_tailStart.back() = layout.m_tailBytes;
+    layout.m_tailBytes += 2 * layout.tailStreamBytes(l, geometry.tailRingRows);
   }
   return layout;
+}
+
+size_t KvLayout::tailOffset(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const {
+  const size_t rowBytes = tailScheme(layer).rowBytes();
+  const size_t slots = m_geometry.tailRingRows;
+  return m_tailStart[layer] +
+         ((static_cast<size_t>(part) * m_geometry.nHeadKv(layer) + head) * slots + slot) * rowBytes;
+}
+
+uint64_t KvLayout::savedTailBytes(uint32_t rows, uint32_t held) const {
+  uint64_t bytes = 0;
+  for (uint32_t l = 0; l < m_geometry.nLayer(); ++l)
+    bytes += 2 * tailStreamBytes(l, std::min(held, keptRows(l, rows)));
+  return bytes;
+}
+
+uint64_t KvLayout::tailStreamBytes(uint32_t layer, uint64_t rows) const {
+  if (!hasTail(layer)) return 0;
+  return uint64_t{m_geometry.nHeadKv(layer)} * rows * tailScheme(layer).rowBytes();
 }
 
 std::vector<LayerSchemes> KvLayout::layerSchemes() const {
@@ -139,6 +167,8 @@ Status CachedRows::trim(uint32_t n) {
                      "can go back to {} tokens or to none, not to {}",
                      m_windowStart, trimFloor(), n);
   }
+  // The tail's ring still holds rows [tailFirst(), n); the rows before were overwritten.
+  m_tailFloor = std::min(n, tailFirst());
   m_rows = n;
   if (n == 0) m_windowStart = 0;
   return okStatus();
@@ -146,6 +176,7 @@ Status CachedRows::trim(uint32_t n) {
 
 void CachedRows::restored(uint32_t rows) {
   m_rows = rows;
+  m_tailFloor = rows;  // until tailRestored() brings the tail back
   m_windowStart = m_window > 0 ? rows - std::min(rows, m_window - 1) : 0;
 }
 

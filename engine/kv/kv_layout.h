@@ -23,9 +23,19 @@
 // The canonical order keeps, for a window layer, only its last keptRows()
 // rows, so a saved cache does not depend on the ring's size either.
 //
+// The precision tail (KvGeometry::tailRows = N > 0) is a third ring: a layer
+// whose K or V scheme is not f16 keeps the last rows of both, at f16 in their
+// schemes' rotated space, in
+//   tail[layer with a tail][part][head][tailRingRows][tailRowBytes(layer)]
+// with cache row r at slot r % tailRingRows. Both parts even where one is
+// f16, so that a layer's tail reads like one more page of f16 rows (the
+// Vulkan kernels attend it as one, gpu/attention_kernels.h). Which rows the
+// ring holds is CachedRows's bookkeeping.
+//
 // Accounting lives here too: bytes(rows, capacity) splits the rows' bytes by
 // what they are (codes, scales, padding, unused page rows) from the schemes'
-// row layouts; the indexer's sidecar is counted by its owner (KvIndex).
+// row layouts, tailStreamBytes the tail's; the indexer's sidecar is counted
+// by its owner (KvIndex).
 
 #include <algorithm>
 #include <cstddef>
@@ -58,9 +68,9 @@ struct KvGeometry {
   uint32_t window = 0;             // 0: every layer global
   std::vector<bool> windowLayers;  // [nLayer] when window > 0
   uint32_t ringRows = 0;           // rows of the window layers' ring; 0: no ring
-  // The precision tail (KvCache; the Vulkan backend keeps none): a query reads
-  // its last tailRows rows at f16; they live in a ring of tailRingRows >=
-  // tailRows (a step of n rows needs tailRows + n - 1). 0: no tail.
+  // The precision tail (KvLayout::hasTail): a query reads its last tailRows
+  // rows at f16; they live in a ring of tailRingRows >= tailRows (a step of n
+  // rows needs tailRows + n - 1). 0: no tail.
   uint32_t tailRows = 0;
   uint32_t tailRingRows = 0;
 
@@ -74,7 +84,7 @@ struct KvGeometry {
     return window > 0 && layer < windowLayers.size() && windowLayers[layer];
   }
   // Whether two geometries hold the same streams (layers and windows; the
-  // page and ring sizes aside).
+  // page and ring sizes and the tail aside).
   bool sameStreams(const KvGeometry& other) const {
     return layers == other.layers && window == other.window && windowLayers == other.windowLayers;
   }
@@ -156,6 +166,44 @@ class KvLayout {
   // rows (sidecar left 0).
   KvBytes bytes(uint32_t layer, KvPart part, uint64_t rows, uint64_t capacity) const;
 
+  // The precision tail (see above). hasTail: whether `layer` keeps one.
+  // tailScheme: f16 of the layer's head dim, its rows' scheme. tailOffset:
+  // where slot `slot` of (layer, part, head) starts in the tail's buffer of
+  // tailBytes() bytes (0 without a tail), for a layer that keeps one.
+  // tailStreamBytes: `rows` rows of one part of the layer, all KV heads (0
+  // for a layer without a tail).
+  bool hasTail(uint32_t layer) const { return m_tailStart[layer] != kNoTail; }
+  const KvScheme& tailScheme(uint32_t layer) const { return *m_tailScheme[layer]; }
+  size_t tailOffset(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const;
+  size_t tailBytes() const { return m_tailBytes; }
+  uint64_t tailStreamBytes(uint32_t layer, uint64_t rows) const;
+  // A saved tail: per layer that keeps one (window layers included), part
+  // and KV head, the last min(held, keptRows(layer, rows)) rows of a cache
+  // of `rows` rows back to back, tailScheme(layer).rowBytes() each;
+  // savedTailBytes is its size. forEachTailRun calls f(offset, bytes) over
+  // the runs of the tail's buffer that hold them, in that order (a stream's
+  // rows are one run, or two where they wrap around the ring); f's error
+  // stops it.
+  uint64_t savedTailBytes(uint32_t rows, uint32_t held) const;
+  template <typename F>
+  Status forEachTailRun(uint32_t rows, uint32_t held, F&& f) const {
+    const uint32_t ring = m_geometry.tailRingRows;
+    for (uint32_t l = 0; l < m_geometry.nLayer(); ++l) {
+      if (!hasTail(l)) continue;
+      const uint32_t n = std::min(held, keptRows(l, rows));
+      const size_t rowBytes = tailScheme(l).rowBytes();
+      for (KvPart p : {KvPart::kKey, KvPart::kValue}) {
+        for (uint32_t h = 0; h < m_geometry.nHeadKv(l); ++h) {
+          for (uint32_t r = rows - n, count; r < rows; r += count) {
+            count = std::min(ring - r % ring, rows - r);
+            KVS_TRY(f(tailOffset(l, p, h, r % ring), count * rowBytes));
+          }
+        }
+      }
+    }
+    return okStatus();
+  }
+
   // Whether both store the same bytes for the same rows: same geometry but
   // R and the ring's size, same cache seed and scheme names.
   bool sameStreams(const KvLayout& other) const;
@@ -175,15 +223,32 @@ class KvLayout {
   std::vector<Stream> m_streams;  // [nLayer * 2]: layer, then K, V
   size_t m_pageBytes = 0;
   size_t m_ringPageBytes = 0;
+  // [nLayer]: f16 of the layer's head dim, and where the layer's K block
+  // starts in the tail (its V block follows; kNoTail: it keeps none).
+  static constexpr size_t kNoTail = ~size_t{0};
+  std::vector<std::shared_ptr<const KvScheme>> m_tailScheme;
+  std::vector<size_t> m_tailStart;
+  size_t m_tailBytes = 0;
 };
 
 // Which rows a cache of some geometry holds: rows [0, rows()) in its global
-// layers, [windowStart(), rows()) in its window layers. The bookkeeping of the
-// host cache and the Vulkan backend's pages alike.
+// layers, [windowStart(), rows()) in its window layers, and in the precision
+// tail's ring [tailFirst(), rows()). The bookkeeping of the host cache and
+// the Vulkan backend's pages alike.
+//
+// The tail: the query at position p reads rows [tailStart(p), p] from it. A
+// rewind keeps what the ring still holds: after trim(n) the rows it lost to
+// later ones are read through their scheme until the tail has filled again
+// (tailStart never goes below tailFirst()). A restore holds no tail until
+// tailRestored() says how many of the last rows came back with it.
 class CachedRows {
  public:
   CachedRows() = default;
-  explicit CachedRows(const KvGeometry& g) : m_window(g.window), m_ringRows(g.ringRows) {}
+  explicit CachedRows(const KvGeometry& g)
+      : m_window(g.window),
+        m_ringRows(g.ringRows),
+        m_tailRows(g.tailRows),
+        m_tailSlots(g.tailRingRows) {}
 
   uint32_t rows() const { return m_rows; }
   // The first row the window layers hold.
@@ -204,10 +269,32 @@ class CachedRows {
     m_windowStart = std::max(m_windowStart, source.m_windowStart);
   }
 
+  // The oldest row the tail's ring holds (in a global layer).
+  uint32_t tailFirst() const {
+    return std::max(m_tailFloor, m_rows > m_tailSlots ? m_rows - m_tailSlots : 0);
+  }
+  // The first row the query at `position` (< rows()) reads from the tail of
+  // a layer that keeps one; position + 1 without a tail.
+  uint32_t tailStart(uint32_t position) const {
+    if (m_tailRows == 0) return position + 1;
+    return std::max(position + 1 > m_tailRows ? position + 1 - m_tailRows : 0, tailFirst());
+  }
+  // How many of the last rows the tail holds for the query at the last row.
+  uint32_t tailHeld() const {
+    if (m_tailRows == 0) return 0;
+    return m_rows - std::max(tailFirst(), m_rows > m_tailRows ? m_rows - m_tailRows : 0);
+  }
+  // The last `held` rows are in the tail again (a restore brought them), or
+  // (recoded) every row is when `exact`, else none.
+  void tailRestored(uint32_t held) { m_tailFloor = m_rows - held; }
+  void tailRecoded(bool exact) { m_tailFloor = exact ? 0 : m_rows; }
+
  private:
   uint32_t m_window = 0, m_ringRows = 0;
+  uint32_t m_tailRows = 0, m_tailSlots = 0;
   uint32_t m_rows = 0;
   uint32_t m_windowStart = 0;
+  uint32_t m_tailFloor = 0;  // no row below it is in the tail
 };
 
 }  // namespace kvscope::kv

@@ -88,6 +88,9 @@ kv::IndexerOptions vetAttention(const kv::IndexerOptions& asked) {
 // A window layer's window: shorter than the prefill (vetPrefill), so the
 // window's start moves through the cached rows.
 constexpr uint32_t kVetWindow = 7;
+// A precision tail's rows: shorter than the prefill and longer than the
+// indexer's window (vetAttention), so both passes and the grown selection run.
+constexpr uint32_t kVetTail = 6;
 
 // A prefill of a few pages, so that an indexed step leaves some out.
 uint32_t vetPrefill(const kv::IndexerOptions& attention) {
@@ -202,11 +205,14 @@ Expected<DeviceVerdict> measure(int device, const VetSpec& spec, DeviceVerdict v
   std::vector<kv::LayerSchemes> schemes(synthetic.nLayer);
   for (size_t i = 0; i < schemes.size() && !spec.layers.empty(); ++i)
     schemes[i] = spec.layers[i % spec.layers.size()];
-  KVS_ASSIGN_OR_RETURN(auto cpu, backend::CpuBackend::create(m, {.kvSchemes = schemes}));
-  KVS_ASSIGN_OR_RETURN(
-      auto gpu,
-      backend::VulkanBackend::create(
-          m, {.device = device, .timing = false, .kvSchemes = schemes, .errorStride = 0}));
+  const uint32_t tail = spec.tail ? kVetTail : 0;
+  KVS_ASSIGN_OR_RETURN(auto cpu,
+                       backend::CpuBackend::create(m, {.kvSchemes = schemes, .kvTail = tail}));
+  KVS_ASSIGN_OR_RETURN(auto gpu, backend::VulkanBackend::create(m, {.device = device,
+                                                                    .timing = false,
+                                                                    .kvSchemes = schemes,
+                                                                    .kvTail = tail,
+                                                                    .errorStride = 0}));
   backend::LogitComparison c;
   // A device that opens but cannot run the model is the one to avoid most.
   if (Status s = compare(*cpu, *gpu, vetAttention(spec.attention), synthetic.nVocab, c,
@@ -338,6 +344,7 @@ Expected<VetSpec> vetSpecFor(const model::ModelFile& model, const kv::KvPolicy& 
   } else {
     for (const kv::LayerSchemes& l : resolved) add(l);
   }
+  s.tail = policy.tail > 0;
   s.attention = policy.attention;
   s.attention.diagnostic = false;
   return s;
@@ -352,6 +359,7 @@ std::string VetSpec::text() const {
   }
   for (const kv::LayerSchemes& l : layers) cache.push_back(l.key + "/" + l.value);
   if (anyPair) cache.push_back("(any pair)");
+  if (tail) cache.push_back("tail");
   // Only the page size decides the indexer's kernels (vetAttention).
   return fmt::format(
       "{} head_dim {} gqa {} rope {}{}{}{}{} | {} | kv {} | attention dense, {}", architecture,
@@ -378,9 +386,9 @@ std::string VetSpec::describe() const {
   }
   return fmt::format(
       "a small {} model with {} weights, head_dim {}, {} query head{} per KV head and a KV cache "
-      "in {}",
+      "in {}{}",
       architecture, fmt::join(typeNames, ", "), headDim, gqa, gqa == 1 ? "" : "s",
-      fmt::join(schemes, ", "));
+      fmt::join(schemes, ", "), tail ? " with a precision tail" : "");
 }
 
 std::string DeviceVerdict::finding() const {

@@ -64,6 +64,9 @@ struct VetSpec {
   // pair any K scheme here with any V scheme here).
   std::vector<kv::LayerSchemes> layers;
   bool anyPair = false;
+  // The policy keeps a precision tail (its own kernel passes): the small model
+  // runs one of a few rows.
+  bool tail = false;
   kv::IndexerOptions attention;  // the policy's indexer; its page size picks the kernels
 
   // One canonical line: part of the verdict's key.

@@ -27,7 +27,7 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
       c, kv::KvGeometry{}.rowsPerPage, e.contextLength, backend::kMaxStepRows, policy.tail);
   // Bytes of one token's K and V rows of layer l, all KV heads.
   std::vector<double> layerBytes(c.kvLayers());
-  double tail = 0.0;  // the precision tail's ring: f16 rows of the streams not stored at f16
+  double tail = 0.0;  // the precision tail's ring (kv::KvLayout::tailBytes)
   if (policy.autoBits) {
     // What auto settles at: its budget's bits for every cached value (it
     // caches f16 only until it has measured the first prompt), the budget
@@ -43,11 +43,8 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
       layerBytes[l] =
           static_cast<double>(geometry.nHeadKv(l)) *
           (layout.rowBytes(l, kv::KvPart::kKey) + layout.rowBytes(l, kv::KvPart::kValue));
-      for (kv::KvPart p : {kv::KvPart::kKey, kv::KvPart::kValue}) {
-        if (layout.scheme(l, p).rowCode() != kv::RowCode::kF16)
-          tail += 2.0 * geometry.tailRingRows * geometry.nHeadKv(l) * geometry.headDim(l);
-      }
     }
+    tail = static_cast<double>(layout.tailBytes());
   }
   double perToken = kv::KvIndex::sidecarBytesPerToken(geometry, policy.attention), ring = tail;
   for (uint32_t l = 0; l < c.kvLayers(); ++l) {

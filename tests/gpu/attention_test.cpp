@@ -33,6 +33,7 @@
 #include "backend/cpu_attention.h"
 #include "core/float_convert.h"
 #include "gpu/attention_kernels.h"
+#include "gpu/kv_codec.h"
 #include "gpu_fixture.h"
 #include "kv/kv_cache.h"
 #include "kv/scheme_f16.h"
@@ -391,6 +392,90 @@ TEST_P(AttentionTest, SinksJoinEachHeadsSoftmax) {
   ASSERT_GT(attention().plan(split.layout, 4, 1, 1500).splits, 1u);
   attendAndCompare(split, 1, 4, false, 33,
                    std::vector<float>(sinks.begin() + 2, sinks.begin() + 6));
+}
+
+// The precision tail (kv/kv_cache.h): layer 1, q4_0 keys and values, keeps
+// its last 24 rows again at f16 in a ring of 39 (steps of up to 16 rows);
+// each query reads those from the ring, older rows as codes. Against
+// cpu::attentionReference over a host KvCache of the same geometry, which
+// reads rows the same way (KvCache::readAttended). Float32 numerics on both
+// sides and the same bytes (unrotated schemes), so the outputs agree to
+// summation order; a tail row read as its 4-bit code would move them by
+// ~1e-2. Prefill chunks (both sides of a tail within one step), decode steps
+// (which split their rows on a CPU device), and a rewind past what the ring
+// still holds: the rows it lost are read as codes (KvTailRing::floor).
+TEST_P(AttentionTest, APrecisionTailIsReadAtF16AndOlderRowsAsCodes) {
+  constexpr uint32_t kHeads = 2, kDim = 64, kTail = 24, kStep = 16, kHead = 4, kMaxRows = 128;
+  kv::KvGeometry g = kv::KvGeometry::uniform(kLayers, kHeads, kDim, 32);
+  g.tailRows = kTail;
+  g.tailRingRows = kTail + kStep - 1;
+  auto created =
+      kv::KvCache::create(g, std::vector<kv::LayerSchemes>{{"f16", "f16"}, {"q4_0", "q4_0"}}, 5);
+  ASSERT_TRUE(created.ok()) << created.error().describe();
+  kv::KvCache& host = **created;
+  gpu::KvPageLayout layout = gpu::KvPageLayout::f16(kLayers, kHeads, kDim, 32);
+  for (uint32_t part = 0; part < 2; ++part)
+    layout.streams[kLayer * 2 + part].codec = gpu::kvCodecFor("q4_0").value();
+  layout.tailRows = kTail;
+  layout.tailSlots = g.tailRingRows;
+  layout.tail = {host.hasTail(0), host.hasTail(1)};
+  ASSERT_EQ(layout.tail, (std::vector<bool>{false, true}));
+  ASSERT_EQ(layout.tailLayout().ringPageBytes(), host.layout().tailBytes());
+  std::vector<gpu::Buffer> pages;
+  std::vector<const gpu::Buffer*> pagePointers;
+  gpu::Buffer ring = deviceBuffer(host.layout().tailBytes());
+  auto scratch = attention().makeScratch(layout, kHead, kStep, kMaxRows);
+  ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
+  static ThreadPool pool(2);
+  uint32_t seed = 100;
+  const auto step = [&](uint32_t n) {
+    const uint32_t pos0 = host.rows(), width = kHeads * kDim;
+    const auto k = randomFloats(size_t{n} * width, seed++),
+               v = randomFloats(size_t{n} * width, seed++);
+    ASSERT_TRUE(host.append(n).ok());
+    for (uint32_t t = 0; t < n; ++t) {
+      for (uint32_t h = 0; h < kHeads; ++h) {
+        const size_t off = (size_t{t} * kHeads + h) * kDim;
+        host.write(kLayer, KvPart::kKey, h, pos0 + t, {&k[off], kDim});
+        host.write(kLayer, KvPart::kValue, h, pos0 + t, {&v[off], kDim});
+      }
+    }
+    while (pages.size() * layout.rowsPerPage < host.capacity())
+      pages.push_back(deviceBuffer(layout.pageBytes()));
+    pagePointers.clear();
+    for (const gpu::Buffer& p : pages) pagePointers.push_back(&p);
+    const auto q = randomFloats(size_t{n} * kHead * kDim, seed++, -3.0f, 3.0f);
+    gpu::Buffer kb = upload(k), vb = upload(v), qb = upload(q);
+    gpu::Buffer out = deviceBuffer(q.size() * sizeof(float));
+    // kv::CachedRows::tailFirst(): the first row the query at 0 would read.
+    const gpu::KvTailRing tail{&ring, host.tailStart(kLayer, 0)};
+    ASSERT_TRUE(rec().begin().ok());
+    auto s = attention().writeKv(rec(), layout, pagePointers, kLayer, kb, vb, n, pos0, *scratch,
+                                 nullptr, tail);
+    ASSERT_TRUE(s.ok()) << s.error().describe();
+    rec().barrier();
+    s = attention().attend(rec(), layout, pagePointers, kLayer, qb, out, n, pos0, kHead, *scratch,
+                           {}, tail);
+    ASSERT_TRUE(s.ok()) << s.error().describe();
+    ASSERT_TRUE(rec().submitAndWait().ok());
+    const auto got = download<float>(out, q.size());
+    std::vector<float> want(q.size());
+    cpu::attentionReference(host, kLayer, q.data(), n, pos0, kHead, pool, want.data(), 0.0f, 0,
+                            nullptr);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-5 + 1e-5 * std::fabs(want[i]))
+          << gpu::attentionShapeName(GetParam()) << " n " << n << " pos0 " << pos0 << " tail from "
+          << host.tailStart(kLayer, pos0) << " value " << i;
+    }
+  };
+  for (uint32_t n : {16u, 16u, 16u, 16u}) step(n);                  // prefill chunks: rows 0..63
+  for (uint32_t i = 0; i < 16 && !HasFatalFailure(); ++i) step(1);  // rows 64..79
+  // The ring (39 slots) holds rows 41..79; back to 50 rows, the query at 50
+  // reads rows 27..50 but finds only 41.. in the ring.
+  ASSERT_TRUE(host.trim(50).ok());
+  ASSERT_EQ(host.tailStart(kLayer, 50), 41u);
+  step(8);
+  for (uint32_t i = 0; i < 4 && !HasFatalFailure(); ++i) step(1);
 }
 
 // A decode step that splits its rows builds no pipeline after prepareDecode

@@ -12,6 +12,8 @@
 //     The sidecar's bytes are counted as the CPU counts them.
 //   - Diagnostic mode reports the CPU's captured mass per layer within 1e-3.
 //   - KV heads kept dense attend every row, the others select, as on the CPU.
+//   - A precision tail is attended whole beside the selection (the
+//     selection's window covers it), as on the CPU.
 //   - Turning the indexer on late equals having it on from the start.
 //   - A sliding-window layer (gemma3) attends its window whole on both
 //     backends, while the global layers select.
@@ -64,12 +66,14 @@ struct Pair {
   std::unique_ptr<backend::VulkanBackend> gpu;
 };
 
+// tail: the precision tail's rows (kv/kv_cache.h), 0: none.
 Pair makePair(const std::shared_ptr<const model::ModelFile>& model, const char* key,
-              const kv::IndexerOptions& indexer) {
+              const kv::IndexerOptions& indexer, uint32_t tail = 0) {
   const std::vector<kv::LayerSchemes> schemes(model->config().kvLayers(), {key, "turbo4"});
-  auto cpu = backend::CpuBackend::create(model, {.threads = 2, .kvSchemes = schemes, .indexer = indexer});
+  auto cpu = backend::CpuBackend::create(
+      model, {.threads = 2, .kvSchemes = schemes, .kvTail = tail, .indexer = indexer});
   auto gpu = backend::VulkanBackend::create(
-      model, {.validation = true, .kvSchemes = schemes, .indexer = indexer});
+      model, {.validation = true, .kvSchemes = schemes, .kvTail = tail, .indexer = indexer});
   EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
   EXPECT_TRUE(gpu.ok()) << gpu.error().describe();
   if (!cpu.ok() || !gpu.ok()) return {};
@@ -238,6 +242,43 @@ TEST(VulkanIndexer, DenseHeadsAttendEveryRowAsOnTheCpu) {
   backend::LogitComparison c;
   for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
   std::printf("dense heads 2.1+3.0: max %.2e mean %.2e argmax %u/%u\n", c.worstRel, c.meanRel,
+              c.argmaxAgree, c.steps);
+  EXPECT_LE(c.worstRel, 2e-3);
+  EXPECT_LE(c.meanRel, 1e-4);
+  EXPECT_EQ(c.argmaxAgree, c.steps);
+  EXPECT_EQ(p.gpu->context().validationMessages(), 0u);
+}
+
+// With a precision tail longer than the window (40 rows, window 16) the
+// selection's window grows to the tail (kv::selectionOptions) on both
+// backends: every step attends at least its last 40 rows, which the device
+// reads from the tail's ring beside the selection's codes, the dense heads'
+// pass too. Selections and logits as without a tail.
+TEST(VulkanIndexer, APrecisionTailIsAttendedWhole) {
+  const auto model = openBundledModel("kvscope-recall-4k.gguf");
+  ASSERT_TRUE(model);
+  constexpr uint32_t kTail = 40;
+  Pair p = makePair(model, "q8_0",
+                    {.topK = 32, .window = 16, .denseLayers = 0, .denseHeads = {{2, 1}}}, kTail);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const DecodeRun want = decodeRun(*p.cpu), got = decodeRun(*p.gpu);
+  ASSERT_EQ(got.steps.size(), 100u);
+  EXPECT_EQ(differentSelections(want, got), 0u);
+  for (const backend::IndexerStep& step : got.steps) {
+    for (size_t l = 0; l < step.layers.size(); ++l) {
+      for (size_t h = 0; h < step.layers[l].heads.size(); ++h) {
+        const auto& runs = step.layers[l].heads[h];
+        if (runs.empty()) continue;  // a dense head
+        EXPECT_EQ(runs.back().end, step.rows);
+        EXPECT_LE(runs.back().begin, step.rows - kTail) << "layer " << l << " head " << h;
+      }
+    }
+  }
+  EXPECT_TRUE(got.steps.back().layers[2].heads[1].empty()) << "a dense head";
+  EXPECT_FALSE(got.steps.back().layers[2].heads[0].empty()) << "a selecting head";
+  backend::LogitComparison c;
+  for (size_t s = 0; s < want.logits.size(); ++s) c.add(want.logits[s], got.logits[s]);
+  std::printf("tail %u: max %.2e mean %.2e argmax %u/%u\n", kTail, c.worstRel, c.meanRel,
               c.argmaxAgree, c.steps);
   EXPECT_LE(c.worstRel, 2e-3);
   EXPECT_LE(c.meanRel, 1e-4);

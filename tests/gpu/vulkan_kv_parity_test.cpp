@@ -37,18 +37,26 @@ namespace {
 
 using backend::LogitComparison;
 
+// stepRows: the most rows one forward step appends on both backends (a
+// longer batch runs as several steps).
 LogitComparison compare(std::shared_ptr<const model::ModelFile> m, const std::string& policyText,
-                        uint32_t prefill, uint32_t decode) {
+                        uint32_t prefill, uint32_t decode,
+                        uint32_t stepRows = backend::kMaxStepRows) {
   LogitComparison out;
   auto policy = kv::KvPolicy::parse(policyText);
   EXPECT_TRUE(policy.ok()) << policy.error().describe();
   auto layers = policy->resolve({m->config().architecture, m->config().nLayer});
   EXPECT_TRUE(layers.ok()) << layers.error().describe();
   if (!layers.ok()) return out;
-  auto cpu = backend::CpuBackend::create(m, {.kvSchemes = *layers, .kvSeed = policy->seed});
+  auto cpu = backend::CpuBackend::create(
+      m,
+      {.kvSchemes = *layers, .kvSeed = policy->seed, .kvTail = policy->tail, .stepRows = stepRows});
   EXPECT_TRUE(cpu.ok()) << cpu.error().describe();
-  auto gpu = backend::VulkanBackend::create(
-      m, {.validation = true, .kvSchemes = *layers, .kvSeed = policy->seed});
+  auto gpu = backend::VulkanBackend::create(m, {.validation = true,
+                                                .maxBatch = stepRows,
+                                                .kvSchemes = *layers,
+                                                .kvSeed = policy->seed,
+                                                .kvTail = policy->tail});
   EXPECT_TRUE(gpu.ok()) << gpu.error().describe();
   if (!cpu.ok() || !gpu.ok()) return out;
   std::vector<int32_t> tokens;
@@ -111,8 +119,9 @@ TEST(VulkanKvParity, Stories260k) {
     expectClose(compare(model, p.text, 16, 48), p, std::string("stories260K ") + p.text);
 }
 
-TEST(VulkanKvParity, RandomModel) {
-  // GQA 4:1, head_dim 80 (turbo rotations are dense there, not Hadamard).
+// A random model of GQA 4:1 and head_dim 80 (turbo rotations are dense
+// there, not Hadamard), written to a temporary file.
+std::shared_ptr<const model::ModelFile> randomModel() {
   model::SyntheticModelSpec spec;
   spec.nLayer = 3;
   spec.nEmbd = 320;
@@ -123,13 +132,112 @@ TEST(VulkanKvParity, RandomModel) {
   spec.nVocab = 512;
   spec.weightType = gguf::TensorType::kF32;
   const auto path = std::filesystem::temp_directory_path() / "kvscope-kv-parity.gguf";
-  ASSERT_TRUE(model::writeSyntheticModel(spec, path).ok());
+  EXPECT_TRUE(model::writeSyntheticModel(spec, path).ok());
   auto m = model::ModelFile::open(path);
-  ASSERT_TRUE(m.ok()) << m.error().describe();
-  std::shared_ptr<const model::ModelFile> model(std::move(m).value());
+  EXPECT_TRUE(m.ok()) << m.error().describe();
+  std::filesystem::remove(path);  // the model keeps it mapped
+  if (!m.ok()) return nullptr;
+  return std::shared_ptr<const model::ModelFile>(std::move(m).value());
+}
+
+TEST(VulkanKvParity, RandomModel) {
+  const auto model = randomModel();
+  ASSERT_TRUE(model);
   for (const Policy& p : kPolicies)
     expectClose(compare(model, p.text, 7, 40), p, std::string("random ") + p.text);
-  std::filesystem::remove(path);
+}
+
+// The precision tail (tail=12) in steps of at most 8 rows: the tail's ring
+// holds 19 rows. A prefill of 24 tokens runs as three steps whose queries
+// read older rows as codes and their last 12 from the tail; 40 decode steps;
+// then the rewind to 44 rows finds the ring holding rows 45.. only (64 rows
+// were cached), so the 20 tokens run again read rows before 45 as codes
+// until their tails have passed it. Bounds as for the same policies
+// without a tail; the tail's rows are f16 on both backends, so they add no
+// difference of their own. A mixed layer (f16 keys) keeps both parts.
+TEST(VulkanKvParity, APrecisionTail) {
+  const auto model = randomModel();
+  ASSERT_TRUE(model);
+  const Policy policies[] = {{"k=q8_0,v=turbo3,tail=12", 1e-4, 1e-5},
+                             {"kv=q4_0,tail=12", 4e-3, 2e-4},
+                             {"k=f16,v=q4_0,tail=12", 4e-3, 2e-4},
+                             {"k=turbo4b,v=turbo3b,tail=12", 2e-2, 1e-3}};
+  for (const Policy& p : policies)
+    expectClose(compare(model, p.text, 24, 40, 8), p, std::string("random ") + p.text);
+}
+
+// A cache saved with its precision tail (exportKv + exportKvTail) and
+// restored into a fresh Vulkan backend decodes on bit for bit as the one it
+// came from, and restored into a CPU backend within the bounds above; one
+// restored without its tail reads its last rows as codes and drifts.
+TEST(VulkanKvParity, ASavedTailRestoresOnEitherBackend) {
+  const auto model = randomModel();
+  ASSERT_TRUE(model);
+  auto policy = kv::KvPolicy::parse("kv=q4_0,tail=12");
+  ASSERT_TRUE(policy.ok());
+  auto layers = policy->resolve({model->config().architecture, model->config().nLayer});
+  ASSERT_TRUE(layers.ok());
+  const auto makeGpu = [&] {
+    return backend::VulkanBackend::create(
+        model, {.validation = true, .maxBatch = 8, .kvSchemes = *layers, .kvTail = policy->tail});
+  };
+  auto source = makeGpu(), restored = makeGpu(), tailless = makeGpu();
+  auto cpu = backend::CpuBackend::create(
+      model, {.kvSchemes = *layers, .kvTail = policy->tail, .stepRows = 8});
+  ASSERT_TRUE(source.ok() && restored.ok() && tailless.ok() && cpu.ok());
+  std::vector<int32_t> tokens;
+  for (uint32_t i = 0; i < 42; ++i) tokens.push_back(static_cast<int32_t>((i * 131 + 7) % 512));
+  backend::Logits logits;
+  ASSERT_TRUE((*source)->forward({std::span(tokens).first(24)}, logits).ok());
+  for (uint32_t i = 24; i < 34; ++i)
+    ASSERT_TRUE((*source)->forward({std::span(&tokens[i], 1)}, logits).ok());
+
+  std::vector<uint8_t> rows, tail;
+  const auto append = [](std::vector<uint8_t>& to) {
+    return [&to](std::span<const uint8_t> bytes) {
+      to.insert(to.end(), bytes.begin(), bytes.end());
+      return okStatus();
+    };
+  };
+  ASSERT_TRUE((*source)->exportKv(append(rows)).ok());
+  ASSERT_TRUE((*source)->exportKvTail(append(tail)).ok());
+  const uint32_t cached = (*source)->cachedTokens(), held = (*source)->kvTailHeld();
+  ASSERT_EQ(held, 12u);
+  ASSERT_EQ(tail.size(), (*source)->kvTailBytes(cached, held));
+  ASSERT_EQ(tail.size(), (*cpu)->kvTailBytes(cached, held));
+  const auto reader = [](const std::vector<uint8_t>& from) {
+    return [&from, at = size_t{0}](std::span<uint8_t> bytes) mutable {
+      if (at + bytes.size() > from.size()) return Status(makeError(ErrorCode::kInternal, "short"));
+      std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(at), bytes.size(), bytes.begin());
+      at += bytes.size();
+      return okStatus();
+    };
+  };
+  const kv::KvLayout& layout = *(*source)->kvLayout();
+  for (backend::Backend* b : {static_cast<backend::Backend*>(restored->get()),
+                              static_cast<backend::Backend*>(cpu->get())}) {
+    ASSERT_TRUE(b->importKv(layout, cached, reader(rows)).ok()) << b->name();
+    ASSERT_TRUE(b->importKvTail(held, reader(tail)).ok()) << b->name();
+    EXPECT_EQ(b->kvTailHeld(), held) << b->name();
+  }
+  ASSERT_TRUE((*tailless)->importKv(layout, cached, reader(rows)).ok());
+  EXPECT_EQ((*tailless)->kvTailHeld(), 0u);
+
+  LogitComparison onCpu, withoutTail;
+  for (uint32_t i = 34; i < 42; ++i) {
+    backend::Logits want, got, fromCpu, drifted;
+    const std::span<const int32_t> token(&tokens[i], 1);
+    ASSERT_TRUE((*source)->forward({token}, want).ok());
+    ASSERT_TRUE((*restored)->forward({token}, got).ok());
+    ASSERT_TRUE((*cpu)->forward({token}, fromCpu).ok());
+    ASSERT_TRUE((*tailless)->forward({token}, drifted).ok());
+    EXPECT_EQ(want.values, got.values) << "token " << i;
+    onCpu.add(want.last(), fromCpu.last());
+    withoutTail.add(want.last(), drifted.last());
+  }
+  expectClose(onCpu, {"kv=q4_0,tail=12", 4e-3, 2e-4}, "restored on the cpu backend");
+  EXPECT_GT(withoutTail.meanRel, 10 * onCpu.meanRel) << "restored without its tail";
+  EXPECT_EQ((*restored)->context().validationMessages(), 0u);
 }
 
 }  // namespace

@@ -101,8 +101,7 @@ void expectQueryReads(const KvCache& c, uint32_t p, uint32_t tailFrom, uint32_t 
 TEST(KvTail, EachQueryReadsItsLastRowsFromTheTailAndOlderOnesFromTheirCodes) {
   auto c = tailCache();
   ASSERT_TRUE(c);
-  EXPECT_TRUE(c->hasTail(0, KvPart::kKey));
-  EXPECT_TRUE(c->hasTail(0, KvPart::kValue));
+  EXPECT_TRUE(c->hasTail(0));
   grow(*c, 40);
   // The last step's queries (rows 36..39): each its own last 8 rows.
   for (uint32_t p = 36; p < 40; ++p) {
@@ -117,11 +116,30 @@ TEST(KvTail, EachQueryReadsItsLastRowsFromTheTailAndOlderOnesFromTheirCodes) {
   EXPECT_TRUE(std::equal(encoded.begin(), encoded.end(), stored.begin()));
 }
 
-TEST(KvTail, AStreamStoredAtF16KeepsNoTail) {
-  auto c = tailCache({{"f16", "q8_0"}});
-  ASSERT_TRUE(c);
-  EXPECT_FALSE(c->hasTail(0, KvPart::kKey));
-  EXPECT_TRUE(c->hasTail(0, KvPart::kValue));
+TEST(KvTail, ALayerWithOneCompressedPartKeepsBothAndALayerAtF16None) {
+  KvGeometry g = KvGeometry::uniform(2, kHeads, kDim, 16);
+  g.tailRows = kTail;
+  g.tailRingRows = kSlots;
+  auto c = KvCache::create(g, std::vector<LayerSchemes>{{"f16", "f16"}, {"f16", "q8_0"}}, 3);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  KvCache& cache = **c;
+  EXPECT_FALSE(cache.hasTail(0));
+  EXPECT_TRUE(cache.hasTail(1));
+  // Layer 1's f16 keys are in the tail too (the Vulkan kernels read a
+  // layer's tail rows as one page): both parts of every head, one ring each.
+  const uint64_t ring = uint64_t{kHeads} * kSlots * kDim * 2;
+  EXPECT_EQ(cache.layout().tailBytes(), 2 * ring);
+  ASSERT_TRUE(cache.append(kStep).ok());
+  for (uint32_t r = 0; r < kStep; ++r)
+    for (KvPart p : {KvPart::kKey, KvPart::kValue})
+      for (uint32_t h = 0; h < kHeads; ++h) cache.write(1, p, h, r, values(seedOf(p, h, r, 0)));
+  std::vector<float> fromTail(kDim), stored(kDim);
+  cache.readAttended(1, KvPart::kKey, 1, 2, 3, fromTail);
+  cache.read(1, KvPart::kKey, 1, 2, stored);
+  EXPECT_EQ(fromTail, stored);  // f16 both ways
+  EXPECT_EQ(cache.layerBytes(1, KvPart::kKey).tail, uint64_t{kHeads} * kStep * kDim * 2);
+  EXPECT_EQ(cache.layerBytes(0, KvPart::kKey).tail, 0u);
+  EXPECT_EQ(cache.bytes().total(), cache.allocatedBytes());
 }
 
 TEST(KvTail, ARewindReadsTheRowsTheRingLostFromTheirCodesUntilItRefills) {

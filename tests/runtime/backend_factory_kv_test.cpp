@@ -33,17 +33,25 @@ TEST(BackendFactory, ParsesKvPolicies) {
   auto r = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = policyOf("k@99=f16")});
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = {}}).ok());
-  // A precision tail is the CPU cache's: its geometry has it, and the Vulkan
-  // backend refuses it by name before it looks for a device.
+  // A precision tail reaches either backend's cache geometry; two-phase
+  // caching is the CPU cache's, and the Vulkan backend refuses it by name
+  // before it looks for a device.
   auto tail = runtime::makeBackend(
       m, {.kind = "cpu", .threads = 2, .kvPolicy = policyOf("kv=q4_0,tail=100")});
   ASSERT_TRUE(tail.ok()) << tail.error().describe();
   EXPECT_EQ(dynamic_cast<backend::CpuBackend&>(**tail).cache().tailRows(), 100u);
-  auto vulkan =
-      runtime::makeBackend(m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,tail=100")});
-  ASSERT_FALSE(vulkan.ok());
-  EXPECT_EQ(vulkan.error().code, ErrorCode::kUnsupported);
-  EXPECT_NE(vulkan.error().message.find("tail runs on the cpu backend only"), std::string::npos);
+  auto twoPhase =
+      runtime::makeBackend(m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,two_phase")});
+  ASSERT_FALSE(twoPhase.ok());
+  EXPECT_EQ(twoPhase.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(twoPhase.error().message.find("two_phase runs on the cpu backend only"),
+            std::string::npos);
+  auto devices = gpu::listDevices();
+  if (!devices.ok() || devices->empty()) return;
+  auto vulkan = runtime::makeBackend(
+      m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,tail=100"), .vetDevice = false});
+  ASSERT_TRUE(vulkan.ok()) << vulkan.error().describe();
+  EXPECT_EQ((*vulkan)->kvLayout()->geometry().tailRows, 100u);
 }
 
 // A Vulkan context longer than the device's memory can hold is refused before

@@ -136,17 +136,26 @@ TEST_F(DeviceVetting, TheSpecIsTheLoadedModelsOwn) {
   for (const char* part :
        {"qwen3", "Q4_K", "Q6_K", "head_dim 128", "4 query heads", "q8_0", "turbo4"})
     EXPECT_NE(said.find(part), std::string::npos) << part << " in " << said;
+
+  // A precision tail runs passes of its own: vetted with one, and only then covered.
+  const runtime::VetSpec t = specOf(*m, "k=q8_0,v=turbo4,tail=256");
+  EXPECT_TRUE(t.tail);
+  EXPECT_FALSE(s.tail);
+  EXPECT_FALSE(specOf(*m, "k=q8_0,v=turbo4").covers(t));
+  EXPECT_TRUE(t.covers(specOf(*m, "k=q8_0,v=turbo4,tail=32")));
+  EXPECT_NE(t.describe().find("precision tail"), std::string::npos) << t.describe();
 }
 
 // The k-quant mix at head_dim 128 and GQA 4, with its compressed cache and
-// the indexer selecting, matches the CPU backend on lavapipe: the synthetic
+// the indexer selecting (and with a precision tail), matches the CPU backend
+// on lavapipe: the synthetic
 // model is a fair test, not one a correct device fails. A correct device
 // stays 4x under the 2e-2 threshold: codec codes at a decision boundary flip
 // with float rounding and compound over the layers (2.4e-3 measured here).
 TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
   const auto m = kQuantMix();
   ASSERT_TRUE(m);
-  for (const char* policy : {"k=q8_0,v=turbo4,indexer=32", "auto"}) {
+  for (const char* policy : {"k=q8_0,v=turbo4,indexer=32", "auto", "kv=q4_0,tail=64"}) {
     SCOPED_TRACE(policy);
     auto v = runtime::vetDevice(-1, m_file, specOf(*m, policy));
     ASSERT_TRUE(v.ok()) << v.error().describe();
@@ -156,7 +165,7 @@ TEST_F(DeviceVetting, LavapipePassesTheModelsOwnSpec) {
     EXPECT_EQ(v->selectingSteps, 3u);  // the indexed ones, whatever the policy
     EXPECT_LT(v->worstRel, 5e-3) << v->summary();
   }
-  EXPECT_EQ(readFile().size(), 2u) << "one verdict per spec";
+  EXPECT_EQ(readFile().size(), 3u) << "one verdict per spec";
 }
 
 // Gemma 4's shape: window layers of 4 KV heads of 32 values, global ones of

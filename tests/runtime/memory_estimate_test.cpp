@@ -55,18 +55,19 @@ TEST_F(MemoryEstimateTest, CompressedPolicyPerLayer) {
 }
 
 // A precision tail of 16 rows lives in a ring of 16 + 512 - 1 rows (a step's
-// rows more), a fixed size: f16 rows (16 bytes per KV head) of the streams
-// not stored at f16, here the V of the three inner layers; at a context
-// shorter than the ring, the ring holds the context.
+// rows more), a fixed size: f16 rows (16 bytes per KV head) of K and V of
+// the layers not stored wholly at f16, here the three inner layers (their
+// f16 keys too); at a context shorter than the ring, the ring holds the
+// context.
 TEST_F(MemoryEstimateTest, APrecisionTailIsAFixedRingOfF16Rows) {
   auto e = runtime::estimateMemory(*m_model, 2048, policyOf("k=f16,v=q4_0,boundary=1,tail=16"));
   ASSERT_TRUE(e.ok()) << e.error().describe();
   EXPECT_EQ(e->kvBytesPerToken, 2u * 4 * (16 + 16) + 3u * 4 * (16 + 8));
-  EXPECT_EQ(e->kvRingBytes, 3u * 4 * 16 * (16 + 512 - 1));
+  EXPECT_EQ(e->kvRingBytes, 2u * 3 * 4 * 16 * (16 + 512 - 1));
   EXPECT_EQ(e->kvBytes, e->kvBytesPerToken * 2048 + e->kvRingBytes);
   e = runtime::estimateMemory(*m_model, 100, policyOf("k=f16,v=q4_0,boundary=1,tail=16"));
   ASSERT_TRUE(e.ok()) << e.error().describe();
-  EXPECT_EQ(e->kvRingBytes, 3u * 4 * 16 * 100);
+  EXPECT_EQ(e->kvRingBytes, 2u * 3 * 4 * 16 * 100);
 }
 
 // auto counts what it settles at, its budget per value: auto:10 over 5 layers x 4 KV
