@@ -67,12 +67,13 @@ Task task(uint index) {
   t.token0 = tile * TOKENS;
   t.tokens = min(TOKENS, pc.n - t.token0);
   t.rowBegin = pc.rowStart + t.split * pc.splitRows;
-  // Rows past the last token's position are visible to none of the tile,
-  // nor (codes side) rows from its last token's tail on, which are every
-  // token's tail.
+  // Rows past the last token's position are visible to none of the tile;
+  // nor, codes side, rows from its last token's tail on (every token's
+  // tail), nor, tail side, rows before its first token's tail (no token's).
   const uint last = pc.pos0 + t.token0 + t.tokens - 1u;
   t.rowEnd = min(t.rowBegin + pc.splitRows, last + 1u);
   if (pc.tailSide == 1u) t.rowEnd = min(t.rowEnd, tailStart(last));
+  if (pc.tailSide == 2u) t.rowBegin = max(t.rowBegin, tailStart(pc.pos0 + t.token0));
   if (pc.rowCounts != 0u) {
     const uint count = pages[0].words[pc.rowCounts + t.kvHead];
     t.rowEnd = min(t.rowEnd, count - min(count, pc.countTrim));
