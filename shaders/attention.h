@@ -69,6 +69,10 @@ KVS_PUSH_BEGIN(AttentionPush)
   KVS_UINT tailRows;
   KVS_UINT tailFloor;
   KVS_UINT tailSide;
+  // The KV heads this dispatch attends: kvHeads of them from kvHeadBase (0:
+  // every KV head), with their query heads (the indexer's dense heads).
+  KVS_UINT kvHeadBase;
+  KVS_UINT kvHeads;
 KVS_PUSH_END(AttentionPush)
 #endif
 

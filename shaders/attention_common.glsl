@@ -63,7 +63,7 @@ Task task(uint index) {
   Task t;
   t.split = index % pc.splits;
   const uint tile = (index / pc.splits) % pc.tokenTiles;
-  t.kvHead = index / (pc.splits * pc.tokenTiles);
+  t.kvHead = pc.kvHeadBase + index / (pc.splits * pc.tokenTiles);
   t.token0 = tile * TOKENS;
   t.tokens = min(TOKENS, pc.n - t.token0);
   t.rowBegin = pc.rowStart + t.split * pc.splitRows;
@@ -81,7 +81,9 @@ Task task(uint index) {
   return t;
 }
 
-uint taskCount() { return (pc.nHead / GQA) * pc.tokenTiles * pc.splits; }
+uint taskCount() {
+  return (pc.kvHeads != 0u ? pc.kvHeads : pc.nHead / GQA) * pc.tokenTiles * pc.splits;
+}
 uint head(Task t, uint pair) { return t.kvHead * GQA + pair % GQA; }
 uint token(Task t, uint pair) { return t.token0 + pair / GQA; }
 bool visible(Task t, uint pair, uint row) {

@@ -230,20 +230,22 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   selected.insert(selected.begin(), codes);
   KVS_TRY(attendPasses(rec, selected, q, query, target, 1, nHead, scratch, sparse, tail));
   if (!sparse.denseHeads.empty()) {
-    // Dense heads: the whole layer attended densely, the dense heads' query
-    // heads copied over the selection's output, a run of heads per copy.
+    // Dense heads: per run of consecutive dense KV heads, their query heads
+    // attend every row (into denseOut) and are copied over the selection's
+    // output. (The selection and gather above still ran for them.)
     SparseAttention dense = sparse;
     dense.indexer = nullptr;
-    rec.barrier();
-    const std::vector<Pass> all =
-        passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail);
-    KVS_TRY(attendPasses(rec, all, q, query, ix.denseOut, 1, nHead, scratch, dense, tail));
     const size_t headBytes = size_t{nHead / nHeadKv} * scoring.headDim * sizeof(float);
     const std::span<const uint32_t> heads = sparse.denseHeads;
     for (size_t i = 0, j; i < heads.size(); i = j) {
       for (j = i + 1; j < heads.size() && heads[j] == heads[j - 1] + 1;) ++j;
-      rec.copy(ix.denseOut, heads[i] * headBytes, target, heads[i] * headBytes,
-               (j - i) * headBytes);
+      const KvHeadRange run{heads[i], static_cast<uint32_t>(j - i)};
+      rec.barrier();
+      const std::vector<Pass> all =
+          passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail, run);
+      KVS_TRY(attendPasses(rec, all, q, query, ix.denseOut, 1, nHead, scratch, dense, tail));
+      rec.copy(ix.denseOut, run.first * headBytes, target, run.first * headBytes,
+               run.count * headBytes);
     }
   }
   if (!ix.shape.diagnostic) return okStatus();

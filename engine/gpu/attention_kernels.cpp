@@ -338,11 +338,11 @@ AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead,
 
 AttentionPlan AttentionKernels::planRows(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
                                          uint32_t layer, uint32_t rowBegin, uint32_t rowEnd,
-                                         bool float32) const {
+                                         bool float32, uint32_t kvHeads) const {
   AttentionPlan p;
   if (n == 0 || layer >= layout.nLayer() || layout.nHeadKv(layer) == 0) return p;
-  const uint32_t nHeadKv = layout.nHeadKv(layer);
-  const uint32_t gqa = std::max(1u, nHead / nHeadKv);
+  const uint32_t gqa = std::max(1u, nHead / layout.nHeadKv(layer));
+  const uint32_t nHeadKv = kvHeads != 0 ? kvHeads : layout.nHeadKv(layer);
   const bool codec = float32 || isCodec(layout.stream(layer, 0), layout.stream(layer, 1));
   p.tokens = tokensPerTask(layout.headDim(layer), codec, gqa, n);
   p.tokenTiles = ceilDiv(n, p.tokens);
@@ -681,26 +681,31 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
 std::vector<AttentionKernels::Pass> AttentionKernels::passes(
     const KvPageLayout& layout, const KvPageLayout& tailLayout,
     std::span<const Buffer* const> pages, uint32_t layer, uint32_t n, uint32_t pos0, uint32_t nHead,
-    uint32_t window, const KvTailRing& tail) const {
+    uint32_t window, const KvTailRing& tail, KvHeadRange heads) const {
   const uint32_t rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
   const uint32_t end = pos0 + n;
-  if (!layout.hasTail(layer))
-    return {{&layout, pages, layer, pos0, planRows(layout, nHead, n, layer, rowStart, end, false)}};
-  // push::AttentionPush's tailStart; rows from the last query's are every
-  // query's tail, rows before the first query's no query's.
-  const auto tailStart = [&](uint32_t p) {
-    return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
-  };
   std::vector<Pass> out;
-  const uint32_t codesEnd = std::min(end, tailStart(end - 1));
-  if (codesEnd > rowStart) {
+  if (!layout.hasTail(layer)) {
     out.push_back({&layout, pages, layer, pos0,
-                   planRows(layout, nHead, n, layer, rowStart, codesEnd, false), 1,
+                   planRows(layout, nHead, n, layer, rowStart, end, false, heads.count)});
+  } else {
+    // push::AttentionPush's tailStart; rows from the last query's are every
+    // query's tail, rows before the first query's no query's.
+    const auto tailStart = [&](uint32_t p) {
+      return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
+    };
+    const uint32_t codesEnd = std::min(end, tailStart(end - 1));
+    if (codesEnd > rowStart) {
+      out.push_back({&layout, pages, layer, pos0,
+                     planRows(layout, nHead, n, layer, rowStart, codesEnd, false, heads.count), 1,
+                     layout.tailRows});
+    }
+    const uint32_t tailBegin = std::max(rowStart, tailStart(pos0));
+    out.push_back({&tailLayout, std::span<const Buffer* const>(&tail.buffer, 1), layer, pos0,
+                   planRows(tailLayout, nHead, n, layer, tailBegin, end, true, heads.count), 2,
                    layout.tailRows});
   }
-  const uint32_t tailBegin = std::max(rowStart, tailStart(pos0));
-  out.push_back({&tailLayout, std::span<const Buffer* const>(&tail.buffer, 1), layer, pos0,
-                 planRows(tailLayout, nHead, n, layer, tailBegin, end, true), 2, layout.tailRows});
+  for (Pass& pass : out) pass.heads = heads;
   return out;
 }
 
@@ -736,8 +741,13 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
     visible = 0;
     for (uint32_t t = 0; t < n; ++t) visible += std::min(pos0 + t + 1, sparse.window);
   }
-  const uint64_t flops = 4 * visible * nHead * headDim;
-  const uint64_t ioBytes = uint64_t{n} * nHead * headDim * sizeof(float);
+  // The query heads of the passes' KV heads.
+  const Pass& first = passes.front();
+  const uint32_t queryHeads = first.heads.count != 0
+                                  ? first.heads.count * (nHead / first.layout->nHeadKv(first.layer))
+                                  : nHead;
+  const uint64_t flops = 4 * visible * queryHeads * headDim;
+  const uint64_t ioBytes = uint64_t{n} * queryHeads * headDim * sizeof(float);
   const uint64_t statsBytes = pairs * 2 * sizeof(float), partialBytes = pairs * headDim * 4;
   struct Recorded {
     const Pipeline* stats = nullptr;
@@ -775,11 +785,13 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
     r.push.tailRows = pass.tailRows;
     r.push.tailFloor = tail.floor;
     r.push.tailSide = pass.tailSide;
+    r.push.kvHeadBase = pass.heads.first;
+    r.push.kvHeads = pass.heads.count;
     splitBase += pass.plan.splits;
     // Roofline terms: every K and V row of the range once, scores kept in the
     // score buffer written and read back (else K read twice).
     const uint64_t read = pass.pos0 + n - std::min(pass.pos0 + n, pass.plan.rowStart);
-    const uint32_t nHeadKv = layout.nHeadKv(layer);
+    const uint32_t nHeadKv = pass.heads.count != 0 ? pass.heads.count : layout.nHeadKv(layer);
     r.kBytes = read * nHeadKv * layout.rowBytes(layer, 0);
     r.vBytes = read * nHeadKv * layout.rowBytes(layer, 1);
     r.scoreBytes = storeScores ? uint64_t{n} * nHead * read * sizeof(float) : r.kBytes;

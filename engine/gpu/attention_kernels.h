@@ -206,8 +206,9 @@ struct IndexerBuffers {
   // of the last indexed step's softmax over all rows and over the selection.
   Buffer mass;
   size_t massStride = 0;
-  // [nHead][headDim] float: a step's dense attention output for a layer with
-  // dense heads (SparseAttention::denseHeads), copied into the output there.
+  // [nHead][headDim] float: a step's dense attention output of the dense
+  // heads (SparseAttention::denseHeads) of a layer with some, copied into the
+  // output there (the other heads' entries are not written or are stale).
   Buffer denseOut;
 
   bool indexes(uint32_t layer) const { return layer < slots.size() && slots[layer] != kNotIndexed; }
@@ -239,8 +240,14 @@ struct SparseAttention {
   bool recorded = true;
   // With the indexer: the layer's KV heads that attend every row
   // (kv::IndexerOptions::denseHeads), ascending. Their query heads' output
-  // comes from a dense pass over the layer, the others' from the selection.
+  // comes from dense passes over those KV heads alone (one per run of
+  // consecutive heads), the others' from the selection.
   std::span<const uint32_t> denseHeads;
+};
+
+// KV heads [first, first + count) of a layer (count 0: every one).
+struct KvHeadRange {
+  uint32_t first = 0, count = 0;
 };
 
 // How the kernels map a task to invocations.
@@ -384,8 +391,8 @@ class AttentionKernels {
   };
   Expected<const Pipeline*> pipeline(Kind kind, const Variant& v);
   // One dispatch's worth of attend(): the rows [plan.rowStart, ...) of
-  // `layer` of `layout` in `pages`, and which side of each query's precision
-  // tail it reads (push::AttentionPush::tailSide).
+  // `layer` of `layout` in `pages` for `heads`, and which side of each
+  // query's precision tail it reads (push::AttentionPush::tailSide).
   struct Pass {
     const KvPageLayout* layout = nullptr;
     std::span<const Buffer* const> pages;
@@ -394,14 +401,15 @@ class AttentionKernels {
     AttentionPlan plan;
     uint32_t tailSide = 0, tailRows = 0;  // see push::AttentionPush
     uint32_t rowCounts = 0, countTrim = 0;
+    KvHeadRange heads;
   };
-  // The passes of attend() over `layer` (without the indexer): its codes,
-  // all of them or those older than each query's tail, and then the tail.
-  // tailLayout: layout.tailLayout() (the tail pass points into it).
+  // The passes of attend() over `heads` of `layer` (without the indexer):
+  // its codes, all of them or those older than each query's tail, and then
+  // the tail. tailLayout: layout.tailLayout() (the tail pass points into it).
   std::vector<Pass> passes(const KvPageLayout& layout, const KvPageLayout& tailLayout,
                            std::span<const Buffer* const> pages, uint32_t layer, uint32_t n,
-                           uint32_t pos0, uint32_t nHead, uint32_t window,
-                           const KvTailRing& tail) const;
+                           uint32_t pos0, uint32_t nHead, uint32_t window, const KvTailRing& tail,
+                           KvHeadRange heads = {}) const;
   // attend() after the rotation of q: `query` in K's space, `target` in V's,
   // over `passes` (their splits merged by the reduction when more than one).
   Status attendPasses(Recorder& rec, std::span<const Pass> passes, const Buffer& q,
@@ -421,9 +429,11 @@ class AttentionKernels {
                      uint32_t rowCounts, float scale, const Buffer& mass, size_t offset);
   Variant attentionVariant(const KvPageLayout& layout, uint32_t layer, uint32_t nHead,
                            uint32_t tokens, bool float32 = false) const;
-  // plan() over rows [rowBegin, rowEnd) (float32: the codec shader's tiles).
+  // plan() over rows [rowBegin, rowEnd) of `kvHeads` KV heads (0: every
+  // one; float32: the codec shader's tiles).
   AttentionPlan planRows(const KvPageLayout& layout, uint32_t nHead, uint32_t n, uint32_t layer,
-                         uint32_t rowBegin, uint32_t rowEnd, bool float32) const;
+                         uint32_t rowBegin, uint32_t rowEnd, bool float32,
+                         uint32_t kvHeads = 0) const;
   Status checkPages(const KvPageLayout& layout, std::span<const Buffer* const> pages,
                     uint32_t layer, uint32_t rows) const;
   // Records out = R in (back: R^T in) for `count` vectors of headDim floats.
