@@ -147,6 +147,7 @@ Status CpuBackend::step(const Batch& batch, Logits& out, const Description& desc
     KVS_TRY(compressed->appendRecoded(*m_cache));
     measureRecoded(*m_cache, *compressed);
     m_cache = std::move(compressed);
+    refreshSelection();
     m_pendingSchemes.clear();
   }
   KVS_TRY(m_cache->append(n));
@@ -213,15 +214,24 @@ Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
   KVS_TRY(cache.importRows(rows, read));
   if (target) {
     m_cache = std::move(target);
+    refreshSelection();
     m_pendingSchemes.clear();
   }
   return okStatus();
 }
 
+// The selection's options for the cache as it is now: a two-phase cache
+// keeps its tail from its first compression on.
+void CpuBackend::refreshSelection() {
+  const kv::KvLayout& layout = m_cache->layout();
+  m_selection =
+      kv::selectionOptions(m_indexer, layout.tailBytes() > 0 ? layout.geometry().tailRows : 0);
+}
+
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(checkIndexerFor(config(), options));
   m_indexer = options;
-  m_selection = kv::selectionOptions(options, m_cache->tailRows());
+  refreshSelection();
   m_cache->enableIndex(options);
   if (!options.enabled()) m_indexerStep = {};
   return okStatus();

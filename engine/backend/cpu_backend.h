@@ -110,6 +110,7 @@ class CpuBackend final : public Backend {
              std::span<const float> row);
   Status step(const Batch& batch, Logits& out, const Description& describe);
   void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
+  void refreshSelection();
   // A 1-D weight (norm, bias) as float32, converted once at load.
   std::span<const float> floats(const model::TensorView& t) const { return m_vectors.at(&t); }
   // Expert e of a stacked expert tensor as a 2-D weight (model::expertMatrix),
@@ -155,7 +156,7 @@ class CpuBackend final : public Backend {
   uint32_t m_errorStride = 16;
   cpu::MatmulPrecision m_matmul = cpu::MatmulPrecision::kExact;
   kv::IndexerOptions m_indexer;
-  kv::IndexerOptions m_selection;  // kv::selectionOptions(m_indexer, the cache's tail)
+  kv::IndexerOptions m_selection;  // refreshSelection()
   IndexerStep m_indexerStep;
   ExpertLog m_experts;  // a model with experts: each cached row's picks
 };

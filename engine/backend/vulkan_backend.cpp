@@ -144,6 +144,15 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   if (m_layout.pageBytes() != m_kvLayout.pageBytes() ||
       m_layout.ringPageBytes() != m_kvLayout.ringPageBytes() || !tailAlike)
     return makeError(ErrorCode::kInternal, "the device KV pages differ from the KV layout");
+  // The tail's ring is bound whole, as one page.
+  const uint64_t range = m_shared->context().limits().maxStorageBufferRange;
+  if (m_kvLayout.tailBytes() > range) {
+    return makeError(ErrorCode::kUnsupported,
+                     "a precision tail of {} rows takes {} bytes in one buffer; {} binds at most "
+                     "{} (use a shorter tail)",
+                     geometry.tailRows, m_kvLayout.tailBytes(), m_shared->context().info().name,
+                     range);
+  }
   return okStatus();
 }
 
@@ -213,8 +222,8 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(checkIndexerFor(config(), options));
   const auto& c = config();
   std::unique_ptr<gpu::IndexerBuffers> index;
-  const kv::IndexerOptions selection =
-      kv::selectionOptions(options, m_kvLayout.geometry().tailRows);
+  const kv::IndexerOptions selection = kv::selectionOptions(
+      options, m_kvLayout.tailBytes() > 0 ? m_kvLayout.geometry().tailRows : 0);
   if (options.enabled()) {
     const gpu::IndexerShape shape{.pageRows = options.pageRows,
                                   .meanStd = options.pageScore == kv::PageScore::kMeanStd,
@@ -313,13 +322,9 @@ std::vector<KvLayerBytes> VulkanBackend::kvBytes() const {
     kv::KvBytes key = m_kvLayout.bytes(l, kv::KvPart::kKey, held, room);
     kv::KvBytes value = m_kvLayout.bytes(l, kv::KvPart::kValue, held, room);
     key.sidecar = m_index && m_index->indexes(l) ? sidecar : 0;
-    if (m_tail) {  // as kv::KvCache::layerBytes counts it
-      const uint32_t tailHeld = std::min(kvTailHeld(), held);
-      const uint32_t slots = m_kvLayout.geometry().tailRingRows;
-      for (kv::KvBytes* b : {&key, &value}) {
-        b->tail = m_kvLayout.tailStreamBytes(l, tailHeld);
-        b->unused += m_kvLayout.tailStreamBytes(l, slots - tailHeld);
-      }
+    if (m_tail) {
+      for (kv::KvBytes* b : {&key, &value})
+        m_kvLayout.addTailBytes(*b, l, std::min(kvTailHeld(), held));
     }
     layers.push_back({.key = &m_kvLayout.scheme(l, kv::KvPart::kKey),
                       .value = &m_kvLayout.scheme(l, kv::KvPart::kValue),

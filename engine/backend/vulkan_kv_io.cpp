@@ -127,13 +127,9 @@ Status VulkanBackend::importKvTail(uint32_t held,
                                    const std::function<Status(std::span<uint8_t>)>& read) {
   if (held == 0) return okStatus();
   const uint32_t rows = cachedTokens();
-  if (!m_tail || held > m_kvLayout.geometry().tailRows || held > rows ||
-      m_held.tailFirst() != rows) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "a precision tail of {} rows does not fit this KV cache ({} rows, a tail of "
-                     "{})",
-                     held, rows, m_kvLayout.geometry().tailRows);
-  }
+  KVS_TRY(m_held.checkTailImport(held));
+  if (!m_tail)
+    return makeError(ErrorCode::kInvalidArgument, "this KV cache keeps no precision tail");
   std::vector<uint8_t> ring(m_tail->size(), 0);
   KVS_TRY(m_kvLayout.forEachTailRun(rows, held, [&](size_t offset, size_t bytes) {
     return read({&ring[offset], bytes});

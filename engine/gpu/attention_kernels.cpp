@@ -109,6 +109,11 @@ void addCodecConstants(std::vector<uint32_t>& spec, KvCodec key, KvCodec value,
   }
 }
 
+// The first row the query at pos0 sees under a sliding window (0: none).
+uint32_t windowStart(uint32_t pos0, uint32_t window) {
+  return window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+}
+
 // The push constants of an attention dispatch over `layer` of `layout`, the
 // only one of its step (allSplits = its splits; the caller sets the fields
 // of a pass that shares the stats with others).
@@ -317,11 +322,16 @@ uint32_t AttentionKernels::tokensPerTask(uint32_t headDim, bool codec, uint32_t 
 }
 
 Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHead) {
+  const KvPageLayout tailLayout = layout.tailLayout();
   for (uint32_t layer = 0; layer < layout.nLayer(); ++layer) {
-    const Variant variant = attentionVariant(layout, layer, nHead, 1);
-    for (Kind kind : {Kind::kStats, Kind::kOut}) {
-      KVS_ASSIGN_OR_RETURN(const Pipeline* built, pipeline(kind, variant));
-      (void)built;
+    std::vector<Variant> variants = {attentionVariant(layout, layer, nHead, 1)};
+    if (layout.hasTail(layer))
+      variants.push_back(attentionVariant(tailLayout, layer, nHead, 1, true));
+    for (const Variant& variant : variants) {
+      for (Kind kind : {Kind::kStats, Kind::kOut}) {
+        KVS_ASSIGN_OR_RETURN(const Pipeline* built, pipeline(kind, variant));
+        (void)built;
+      }
     }
   }
   KVS_ASSIGN_OR_RETURN(const Pipeline* reduce, pipeline(Kind::kReduce, {}));
@@ -331,9 +341,7 @@ Status AttentionKernels::prepareDecode(const KvPageLayout& layout, uint32_t nHea
 
 AttentionPlan AttentionKernels::plan(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
                                      uint32_t pos0, uint32_t layer, uint32_t window) const {
-  // The first token sees the earliest rows.
-  const uint32_t rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
-  return planRows(layout, nHead, n, layer, rowStart, pos0 + n, false);
+  return planRows(layout, nHead, n, layer, windowStart(pos0, window), pos0 + n, false);
 }
 
 AttentionPlan AttentionKernels::planRows(const KvPageLayout& layout, uint32_t nHead, uint32_t n,
@@ -362,14 +370,23 @@ AttentionPlan AttentionKernels::planRows(const KvPageLayout& layout, uint32_t nH
         std::max(p.splits,
                  ceilDiv(rows, static_cast<uint32_t>(std::max<uint64_t>(budgetRows, kSplitAlign))));
   }
+  // Rounding the rows per split up to whole tiles gives at most as many splits.
+  p.splitBound = p.splits;
   p.splitRows = ceilDiv(ceilDiv(rows, p.splits), kSplitAlign) * kSplitAlign;
   p.splits = ceilDiv(rows, p.splitRows);
-  // A task also loops over the splits' statistics (2 per split and pair).
-  const uint64_t perTask = perRow * p.splitRows + 2 * uint64_t{p.splits} * p.tokens * gqa;
-  p.groups = groupsWithinLoopLimit(uint64_t{tasks} * p.splits, perTask,
-                                   std::min(tasks * p.splits, groupCap()), limit,
-                                   m_ctx.limits().maxComputeWorkGroupCount[0]);
+  p.tasks = tasks;
+  p.pairs = p.tokens * gqa;
+  p.rowLoop = perRow * p.splitRows;
+  group(p, p.splits);
   return p;
+}
+
+void AttentionKernels::group(AttentionPlan& p, uint32_t allSplits) const {
+  // A task also loops over the splits' statistics (2 per split and pair).
+  const uint64_t perTask = p.rowLoop + 2 * uint64_t{allSplits} * p.pairs;
+  p.groups = groupsWithinLoopLimit(
+      uint64_t{p.tasks} * p.splits, perTask, std::min(p.tasks * p.splits, groupCap()),
+      m_ctx.info().loopIterationLimit, m_ctx.limits().maxComputeWorkGroupCount[0]);
 }
 
 // Loop iterations a task of `pairs` (token, query head) pairs spends on one
@@ -396,12 +413,13 @@ AttentionScratchBytes AttentionKernels::scratchBytes(const KvPageLayout& layout,
       sizes.push_back(n);
     if (maxTokens > kSplitMaxTokens && maxTokens <= maxRows) sizes.push_back(maxTokens);
     for (uint32_t n : sizes) {
-      uint32_t splits = plan(layout, nHead, n, maxRows - n, layer).splits;
-      // A precision tail adds its pass's splits (the codes' are at most the
-      // whole context's, an indexed step's gathered rows' too).
+      // The bound of every row count up to maxRows (the codes older than a
+      // tail and an indexed step's gathered rows are no more), and with a
+      // precision tail its pass's.
+      uint32_t splits = plan(layout, nHead, n, maxRows - n, layer).splitBound;
       if (layout.hasTail(layer)) {
         const uint32_t tailRows = std::min(layout.tailRows + n - 1, maxRows);
-        splits += planRows(layout.tailLayout(), nHead, n, layer, 0, tailRows, true).splits;
+        splits += planRows(layout.tailLayout(), nHead, n, layer, 0, tailRows, true).splitBound;
       }
       if (splits == 1) continue;
       const size_t pairs = size_t{splits} * n * nHead;
@@ -682,15 +700,16 @@ std::vector<AttentionKernels::Pass> AttentionKernels::passes(
     const KvPageLayout& layout, const KvPageLayout& tailLayout,
     std::span<const Buffer* const> pages, uint32_t layer, uint32_t n, uint32_t pos0, uint32_t nHead,
     uint32_t window, const KvTailRing& tail, KvHeadRange heads) const {
-  const uint32_t rowStart = window != 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+  const uint32_t rowStart = windowStart(pos0, window);
   const uint32_t end = pos0 + n;
   std::vector<Pass> out;
   if (!layout.hasTail(layer)) {
     out.push_back({&layout, pages, layer, pos0,
                    planRows(layout, nHead, n, layer, rowStart, end, false, heads.count)});
   } else {
-    // push::AttentionPush's tailStart; rows from the last query's are every
-    // query's tail, rows before the first query's no query's.
+    // The shaders' tailStart (attention_common.glsl; kv::CachedRows::tailStart
+    // on the host side): rows from the last query's are every query's tail,
+    // rows before the first query's no query's.
     const auto tailStart = [&](uint32_t p) {
       return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
     };
@@ -753,11 +772,13 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
     const Pipeline* stats = nullptr;
     const Pipeline* out = nullptr;
     push::AttentionPush push;
+    uint32_t groups = 1;
     uint64_t kBytes = 0, vBytes = 0, scoreBytes = 0;
   };
   std::vector<Recorded> recorded;
   uint32_t splitBase = 0;
-  for (const Pass& pass : passes) {
+  for (Pass pass : passes) {
+    group(pass.plan, splits);  // its tasks merge every pass's splits
     const KvPageLayout& layout = *pass.layout;
     const uint32_t layer = pass.layer;
     const bool float32 = pass.tailSide == 2;
@@ -772,6 +793,7 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
                        variant.headDim, variant.gqa, m_ctx.info().name);
     }
     Recorded r;
+    r.groups = pass.plan.groups;
     KVS_ASSIGN_OR_RETURN(r.out, pipeline(Kind::kOut, variant));
     if (splits > 1) {
       KVS_ASSIGN_OR_RETURN(r.stats, pipeline(Kind::kStats, variant));
@@ -800,8 +822,7 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
   if (splits == 1) {
     const Recorded& r = recorded.front();
     const Pass& pass = passes.front();
-    rec.dispatchPaged(*r.out, {query, q, scores, target, sinks}, pass.pages, r.push,
-                      pass.plan.groups);
+    rec.dispatchPaged(*r.out, {query, q, scores, target, sinks}, pass.pages, r.push, r.groups);
     rec.traffic(r.kBytes + r.vBytes + 2 * ioBytes + (storeScores ? 2 * r.scoreBytes : 0), flops);
     return okStatus();
   }
@@ -810,8 +831,7 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
   for (size_t i = 0; i < passes.size(); ++i) {
     const Recorded& r = recorded[i];
     if (i > 0) rec.barrier();
-    rec.dispatchPaged(*r.stats, {query, scratch.stats, scores}, passes[i].pages, r.push,
-                      passes[i].plan.groups);
+    rec.dispatchPaged(*r.stats, {query, scratch.stats, scores}, passes[i].pages, r.push, r.groups);
     rec.traffic(r.kBytes + ioBytes + (storeScores ? r.scoreBytes : 0) + statsBytes,
                 i == 0 ? flops / 2 : 0);
   }
@@ -820,7 +840,7 @@ Status AttentionKernels::attendPasses(Recorder& rec, std::span<const Pass> passe
     const Recorded& r = recorded[i];
     if (i > 0) rec.barrier();
     rec.dispatchPaged(*r.out, {query, scratch.stats, scores, scratch.partial, sinks},
-                      passes[i].pages, r.push, passes[i].plan.groups);
+                      passes[i].pages, r.push, r.groups);
     rec.traffic(r.scoreBytes + r.vBytes + statsBytes + partialBytes, i == 0 ? flops / 2 : 0);
   }
   rec.barrier();

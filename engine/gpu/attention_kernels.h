@@ -270,6 +270,14 @@ struct AttentionPlan {
   uint32_t splitRows = 0;   // rows per range
   uint32_t groups = 1;      // workgroups per dispatch
   uint32_t rowStart = 0;    // the first row a query sees (a sliding window's start)
+  // The most splits a plan of as many or fewer rows has: `splits` itself is
+  // not monotone in the rows (whole 64-row splits: 256 rows take 4, 260
+  // take 3), this bound is, so scratch is sized from it.
+  uint32_t splitBound = 1;
+  // For the loop limit: tasks, loop iterations of a task's rows, and its
+  // (token, query head) pairs (each loops over every split's statistics).
+  uint32_t tasks = 1, pairs = 1;
+  uint64_t rowLoop = 0;
 };
 
 class AttentionKernels {
@@ -440,6 +448,9 @@ class AttentionKernels {
   Status rotate(Recorder& rec, const KvStream& stream, uint32_t headDim, const Buffer& in,
                 const Buffer& out, uint32_t count, bool back);
   uint32_t tokensPerTask(uint32_t headDim, bool codec, uint32_t gqa, uint32_t n) const;
+  // p.groups for a dispatch whose tasks also loop over `allSplits` splits'
+  // statistics (its own and other passes').
+  void group(AttentionPlan& p, uint32_t allSplits) const;
   uint32_t groupCap() const;
   uint64_t rowIterations(uint32_t pairs, uint32_t words) const;
 

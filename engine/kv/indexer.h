@@ -136,11 +136,12 @@ bool selectsAll(const IndexerOptions& options, uint32_t rows);
 // Pages a step picks by score: ceil(topK / pageRows).
 uint32_t pickedPages(const IndexerOptions& options);
 
-// The selection rule's options over a cache with a precision tail of
-// tailRows rows (kv/kv_cache.h): the window covers at least the tail, so a
-// query attends every row it reads at f16 (the rows kept at full precision
-// are the recent ones; the Vulkan kernels attend the tail whole, beside the
-// selection). Both backends select with these.
+// The selection rule's options over a cache that keeps a precision tail of
+// tailRows rows (kv/kv_cache.h; 0: none, or no layer keeps one): the window
+// covers at least the tail, so a query attends every row it reads at f16
+// (the rows kept at full precision are the recent ones; the Vulkan kernels
+// attend the tail whole, beside the selection). Both backends select with
+// these.
 IndexerOptions selectionOptions(IndexerOptions options, uint32_t tailRows);
 
 // Pages [0, ceil(rows / pageRows)) of one KV head's `rows` visible rows

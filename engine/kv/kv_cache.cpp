@@ -19,12 +19,6 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(KvGeometry geometry,
 
 Status KvCache::append(uint32_t n) {
   KVS_TRY(m_held.checkStep(n));
-  if (tailRows() > 0 && uint64_t{rows()} + n > tailSlots() && n > tailSlots() - tailRows() + 1) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "a step of {} rows does not fit the precision tail's ring of {} rows (a "
-                     "tail of {})",
-                     n, tailSlots(), tailRows());
-  }
   return grow(rows() + n);
 }
 
@@ -227,11 +221,7 @@ KvBytes KvCache::layerBytes(uint32_t layer, KvPart part) const {
       m_layout.inRing(layer) ? (m_ring ? geometry().ringRows : 0) : this->capacity();
   KvBytes b = m_layout.bytes(layer, part, rows() - firstRow(layer), capacity);
   if (m_index && part == KvPart::kKey) b.sidecar = m_index->layerBytes(layer);
-  if (m_tail) {
-    const uint32_t held = std::min(tailHeld(), rows() - firstRow(layer));
-    b.tail = m_layout.tailStreamBytes(layer, held);
-    b.unused += m_layout.tailStreamBytes(layer, tailSlots() - held);
-  }
+  if (m_tail) m_layout.addTailBytes(b, layer, std::min(tailHeld(), rows() - firstRow(layer)));
   return b;
 }
 
@@ -265,12 +255,9 @@ Status KvCache::exportTail(const std::function<Status(std::span<const uint8_t>)>
 
 Status KvCache::importTail(uint32_t held, const std::function<Status(std::span<uint8_t>)>& read) {
   if (held == 0) return okStatus();
-  if (!m_tail || held > tailRows() || held > rows() || m_held.tailFirst() != rows()) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "a precision tail of {} rows does not fit this KV cache ({} rows, a tail of "
-                     "{})",
-                     held, rows(), tailRows());
-  }
+  KVS_TRY(m_held.checkTailImport(held));
+  if (!m_tail)
+    return makeError(ErrorCode::kInvalidArgument, "this KV cache keeps no precision tail");
   KVS_TRY(m_layout.forEachTailRun(rows(), held, [&](size_t offset, size_t bytes) {
     return read({m_tail.get() + offset, bytes});
   }));

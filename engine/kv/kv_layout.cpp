@@ -95,6 +95,11 @@ uint64_t KvLayout::savedTailBytes(uint32_t rows, uint32_t held) const {
   return bytes;
 }
 
+void KvLayout::addTailBytes(KvBytes& bytes, uint32_t layer, uint32_t held) const {
+  bytes.tail = tailStreamBytes(layer, held);
+  bytes.unused += tailStreamBytes(layer, m_geometry.tailRingRows - held);
+}
+
 uint64_t KvLayout::tailStreamBytes(uint32_t layer, uint64_t rows) const {
   if (!hasTail(layer)) return 0;
   return uint64_t{m_geometry.nHeadKv(layer)} * rows * tailScheme(layer).rowBytes();
@@ -148,6 +153,23 @@ Status CachedRows::checkStep(uint32_t n) const {
                      "a step of {} tokens overflows the sliding-window ring of {} rows (at most {} "
                      "per step)",
                      n, m_ringRows, m_ringRows - (m_window - 1));
+  }
+  // The tail's ring holds the tail and the step's rows, unless it holds every row.
+  if (m_tailRows > 0 && uint64_t{m_rows} + n > m_tailSlots && n > m_tailSlots - m_tailRows + 1) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a step of {} rows does not fit the precision tail's ring of {} rows (a "
+                     "tail of {})",
+                     n, m_tailSlots, m_tailRows);
+  }
+  return okStatus();
+}
+
+Status CachedRows::checkTailImport(uint32_t held) const {
+  if (held > m_tailRows || held > m_rows || tailFirst() != m_rows) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "a precision tail of {} rows does not fit this KV cache ({} rows, a tail of "
+                     "{})",
+                     held, m_rows, m_tailRows);
   }
   return okStatus();
 }

@@ -177,6 +177,9 @@ class KvLayout {
   size_t tailOffset(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const;
   size_t tailBytes() const { return m_tailBytes; }
   uint64_t tailStreamBytes(uint32_t layer, uint64_t rows) const;
+  // A (layer, part) stream's accounting of an allocated tail holding `held`
+  // rows: KvBytes::tail, and the rest of its ring as unused.
+  void addTailBytes(KvBytes& bytes, uint32_t layer, uint32_t held) const;
   // A saved tail: per layer that keeps one (window layers included), part
   // and KV head, the last min(held, keptRows(layer, rows)) rows of a cache
   // of `rows` rows back to back, tailScheme(layer).rowBytes() each;
@@ -255,7 +258,8 @@ class CachedRows {
   uint32_t windowStart() const { return m_windowStart; }
   // The smallest n > 0 trim(n) keeps (0: any n).
   uint32_t trimFloor() const { return m_windowStart == 0 ? 0 : m_windowStart + m_window - 1; }
-  // Whether a step may append n rows at once (a ring holds its window and them).
+  // Whether a step may append n rows at once (a window layer's ring holds
+  // its window and them, the tail's ring the tail and them).
   Status checkStep(uint32_t n) const;
   // Rows [0, rows) present; a ring keeps the last ringRows of them.
   void grow(uint32_t rows);
@@ -287,6 +291,9 @@ class CachedRows {
   // The last `held` rows are in the tail again (a restore brought them), or
   // (recoded) every row is when `exact`, else none.
   void tailRestored(uint32_t held) { m_tailFloor = m_rows - held; }
+  // Whether the last `held` rows' tail may be restored now: right after a
+  // restore of the rows, at most the tail's and the cache's rows.
+  Status checkTailImport(uint32_t held) const;
   void tailRecoded(bool exact) { m_tailFloor = exact ? 0 : m_rows; }
 
  private:

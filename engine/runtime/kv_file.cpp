@@ -342,6 +342,16 @@ Expected<KvFileReader> KvFileReader::read(std::unique_ptr<std::istream> in, uint
     return makeError(ErrorCode::kBadFile, "the saved KV cache's metadata is malformed: {}",
                      e.what());
   }
+  const bool mixedLayer =
+      std::any_of(r.m_info.schemes.begin(), r.m_info.schemes.end(),
+                  [](const kv::LayerSchemes& l) { return (l.key == "f16") != (l.value == "f16"); });
+  if (get<uint16_t>(&head[10]) < 2 && r.m_info.tailHeld > 0 && mixedLayer) {
+    return makeError(ErrorCode::kBadFile,
+                     "the saved KV cache was written by an older kvscope (format 4.{}), whose "
+                     "precision tail kept no copy of a layer's f16 part: run the conversation "
+                     "again to rebuild it",
+                     get<uint16_t>(&head[10]));
+  }
   if (s[1].bytes != uint64_t{rows} * sizeof(int32_t)) return bad("the token count");
   r.m_info.tokens.resize(rows);
   if (!in->read(reinterpret_cast<char*>(r.m_info.tokens.data()),

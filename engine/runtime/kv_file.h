@@ -3,11 +3,13 @@
 // one file, the same format for every backend, restored without prefill
 // (Session::restoreCache).
 //
-// Format "KVSCOPE" 4.1, little-endian (older files are refused with a
+// Format "KVSCOPE" 4.2, little-endian (older files are refused with a
 // message saying so: 2.0 came before sliding windows, 3.0 before per-layer
-// attention shapes; 4.1 added the precision tail, which 4.0 files lack):
+// attention shapes; 4.1 added the precision tail, which 4.0 files lack; 4.2
+// keeps both parts of a layer with a compressed part in the tail, so a 4.1
+// file whose tail has a layer with one f16 part is refused):
 //   header, 64 bytes:
-//     char magic[8] "KVSCOPE\0" | u16 major (4) | u16 minor (0) |
+//     char magic[8] "KVSCOPE\0" | u16 major (4) | u16 minor (2) |
 //     u32 sectionCount (3) | u64 fileBytes (the file's exact size) |
 //     u32 headerCrc (CRC-32C of these 64 bytes and the table, this field 0) |
 //     36 zero bytes
@@ -56,7 +58,7 @@
 namespace kvscope::runtime {
 
 inline constexpr uint16_t kKvFileMajor = 4;
-inline constexpr uint16_t kKvFileMinor = 1;
+inline constexpr uint16_t kKvFileMinor = 2;
 inline constexpr uint64_t kMaxMetaBytes = 1 << 20;
 inline constexpr uint32_t kMaxKvFileRows = 1 << 24;
 

@@ -478,6 +478,45 @@ TEST_P(AttentionTest, APrecisionTailIsReadAtF16AndOlderRowsAsCodes) {
   for (uint32_t i = 0; i < 4 && !HasFatalFailure(); ++i) step(1);
 }
 
+// scratchBytes() covers every step up to its rows. The splits of a plan are
+// not monotone in the rows (whole 64-row splits: on a CPU device with two
+// KV heads, 256 rows take 4 splits and 260 take 3), and scratch sized from
+// the plan at its most rows once failed decode steps from 193 rows of a
+// cache of 260 ("split 4 ways"); a precision tail's pass adds its own
+// splits. Every decode step of caches of 260 and 520 rows, with and without
+// a tail, is recorded against the scratch made for those rows.
+TEST_P(AttentionTest, EveryDecodeStepFitsTheScratchOfItsRows) {
+  constexpr uint32_t kHeads = 2, kDim = 64, kHead = 4, kRowsPerPage = 64;
+  for (uint32_t tail : {0u, 24u}) {
+    gpu::KvPageLayout layout = gpu::KvPageLayout::f16(kLayers, kHeads, kDim, kRowsPerPage);
+    for (uint32_t part = 0; part < 2; ++part)
+      layout.streams[kLayer * 2 + part].codec = gpu::kvCodecFor("q4_0").value();
+    layout.tailRows = tail;
+    layout.tailSlots = tail;
+    layout.tail = {false, tail > 0};
+    gpu::Buffer ring = deviceBuffer(std::max<size_t>(4, layout.tailLayout().ringPageBytes()));
+    for (uint32_t maxRows : {260u, 520u}) {
+      auto scratch = attention().makeScratch(layout, kHead, 1, maxRows);
+      ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
+      std::vector<gpu::Buffer> pages;
+      std::vector<const gpu::Buffer*> pagePointers;
+      while (pages.size() * kRowsPerPage < maxRows)
+        pages.push_back(deviceBuffer(layout.pageBytes()));
+      for (const gpu::Buffer& p : pages) pagePointers.push_back(&p);
+      gpu::Buffer q = upload(randomFloats(size_t{kHead} * kDim, maxRows + tail));
+      gpu::Buffer out = deviceBuffer(size_t{kHead} * kDim * sizeof(float));
+      for (uint32_t pos0 = 0; pos0 < maxRows; ++pos0) {
+        ASSERT_TRUE(rec().begin().ok());
+        const auto s = attention().attend(rec(), layout, pagePointers, kLayer, q, out, 1, pos0,
+                                          kHead, *scratch, {}, {&ring, 0});
+        ASSERT_TRUE(rec().submitAndWait().ok());
+        ASSERT_TRUE(s.ok()) << "tail " << tail << ", scratch for " << maxRows << " rows, step at "
+                            << pos0 << ": " << s.error().describe();
+      }
+    }
+  }
+}
+
 // A decode step that splits its rows builds no pipeline after prepareDecode
 // (kernels of their own, so no other test built them first).
 TEST_P(AttentionTest, PreparedDecodeBuildsWhatASplitStepUses) {

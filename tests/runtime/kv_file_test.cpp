@@ -152,6 +152,19 @@ TEST_F(KvFile, RefusesConsistentFilesWithBadContent) {
           }),
           "a precision tail the rows section does not hold");
   refused(withMeta([](nlohmann::json& m) { m["format"] = "something else"; }), "another format");
+  // A 4.1 file's tail held no copy of a layer's f16 part: with such a layer
+  // it is refused by name (a 4.2 file's tail holds both parts).
+  auto mixed = splitKvFile(m_bytes);
+  ASSERT_TRUE(mixed);
+  nlohmann::json mixedMeta = nlohmann::json::parse(mixed->meta);
+  mixedMeta["cache"]["schemes"][0] = {"f16", "q8_0"};
+  mixedMeta["cache"]["tail"] = {{"held", 1}, {"bytes", 64}};
+  mixed->meta = mixedMeta.dump();
+  std::string older = m_bytes;
+  older[10] = 1;  // minor
+  auto read41 = runtime::KvFileReader::parse(joinKvFile(*mixed, older));
+  ASSERT_FALSE(read41.ok());
+  EXPECT_NE(read41.error().message.find("format 4.1"), std::string::npos) << read41.error().message;
 
   // Consistent to the reader, refused by the restore.
   const Status failedAuto = restore(withMeta([](nlohmann::json& m) {
