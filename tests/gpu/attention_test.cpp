@@ -539,6 +539,36 @@ TEST_P(AttentionTest, PreparedDecodeBuildsWhatASplitStepUses) {
   EXPECT_EQ(fresh.pipelineCount(), built);
 }
 
+// The same with a precision tail: its pass's float32 f16 pipelines too.
+TEST_P(AttentionTest, PreparedDecodeBuildsTheTailPassToo) {
+  constexpr uint32_t kHeads = 1, kDim = 64, kHead = 4, kRowsPerPage = 256, kRows = 1500;
+  gpu::KvPageLayout layout = gpu::KvPageLayout::f16(kLayers, kHeads, kDim, kRowsPerPage);
+  for (uint32_t part = 0; part < 2; ++part)
+    layout.streams[kLayer * 2 + part].codec = gpu::kvCodecFor("q4_0").value();
+  layout.tailRows = 32;
+  layout.tailSlots = 32;
+  layout.tail = {false, true};
+  gpu::AttentionKernels fresh(ctx(), GetParam());
+  ASSERT_TRUE(fresh.prepareDecode(layout, kHead).ok());
+  const size_t built = fresh.pipelineCount();
+  std::vector<gpu::Buffer> pages;
+  std::vector<const gpu::Buffer*> pagePointers;
+  while (pages.size() * kRowsPerPage < kRows) pages.push_back(deviceBuffer(layout.pageBytes()));
+  for (const gpu::Buffer& p : pages) pagePointers.push_back(&p);
+  gpu::Buffer ring = deviceBuffer(layout.tailLayout().ringPageBytes());
+  gpu::Buffer q = upload(randomFloats(size_t{kHead} * kDim, 5));
+  gpu::Buffer out = deviceBuffer(size_t{kHead} * kDim * sizeof(float));
+  auto scratch = fresh.makeScratch(layout, kHead, 1, kRows);
+  ASSERT_TRUE(scratch.ok()) << scratch.error().describe();
+  ASSERT_TRUE(rec().begin().ok());
+  ASSERT_TRUE(fresh
+                  .attend(rec(), layout, pagePointers, kLayer, q, out, 1, kRows - 1, kHead,
+                          *scratch, {}, {&ring, 0})
+                  .ok());
+  ASSERT_TRUE(rec().submitAndWait().ok());
+  EXPECT_EQ(fresh.pipelineCount(), built);
+}
+
 TEST_P(AttentionTest, RejectsBadArguments) {
   Twin c(2, 64, 16);
   fill(c, 20, 20, 4);
