@@ -223,9 +223,7 @@ Status CpuBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
 // The selection's options for the cache as it is now: a two-phase cache
 // keeps its tail from its first compression on.
 void CpuBackend::refreshSelection() {
-  const kv::KvLayout& layout = m_cache->layout();
-  m_selection =
-      kv::selectionOptions(m_indexer, layout.tailBytes() > 0 ? layout.geometry().tailRows : 0);
+  m_selection = kv::selectionOptions(m_indexer, m_cache->layout().keptTailRows());
 }
 
 Status CpuBackend::setIndexer(const kv::IndexerOptions& options) {

@@ -222,8 +222,7 @@ Status VulkanBackend::setIndexer(const kv::IndexerOptions& options) {
   KVS_TRY(checkIndexerFor(config(), options));
   const auto& c = config();
   std::unique_ptr<gpu::IndexerBuffers> index;
-  const kv::IndexerOptions selection = kv::selectionOptions(
-      options, m_kvLayout.tailBytes() > 0 ? m_kvLayout.geometry().tailRows : 0);
+  const kv::IndexerOptions selection = kv::selectionOptions(options, m_kvLayout.keptTailRows());
   if (options.enabled()) {
     const gpu::IndexerShape shape{.pageRows = options.pageRows,
                                   .meanStd = options.pageScore == kv::PageScore::kMeanStd,

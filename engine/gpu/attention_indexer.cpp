@@ -3,6 +3,7 @@
 // gather, attend. The selection rule is kv::selectRows's (kv/indexer.h),
 // followed by shaders/index_select.comp.
 #include <algorithm>
+#include <optional>
 
 #include "gpu/attention_kernels.h"
 #include "gpu/loop_limit.h"
@@ -219,15 +220,15 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
   // The gathered rows, every one visible; with a precision tail, less the
   // last ones, the tail's (the selection holds them all, kv::selectionOptions),
   // which a pass over the tail reads whole.
-  const KvPageLayout tailLayout = layout.tailLayout();
-  std::vector<Pass> selected =
-      passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail);
-  Pass codes{&gathered, gatheredPage, 0, ix.gatherRows - 1,
-             planRows(gathered, nHead, 1, 0, 0, ix.gatherRows, false)};
-  codes.rowCounts = counts;
-  if (layout.hasTail(layer)) codes.countTrim = pos0 + 1 - selected.back().plan.rowStart;
-  selected.erase(selected.begin(), selected.end() - (layout.hasTail(layer) ? 1 : 0));
-  selected.insert(selected.begin(), codes);
+  std::optional<KvPageLayout> tailLayout;
+  if (layout.hasTail(layer)) tailLayout = layout.tailLayout();
+  std::vector<Pass> selected = {{&gathered, gatheredPage, 0, ix.gatherRows - 1,
+                                 planRows(gathered, nHead, 1, 0, 0, ix.gatherRows, false)}};
+  selected.front().rowCounts = counts;
+  if (tailLayout) {
+    selected.push_back(tailPass(layout, *tailLayout, layer, 1, pos0, nHead, sparse.window, tail));
+    selected.front().countTrim = pos0 + 1 - selected.back().plan.rowStart;
+  }
   KVS_TRY(attendPasses(rec, selected, q, query, target, 1, nHead, scratch, sparse, tail));
   if (!sparse.denseHeads.empty()) {
     // Dense heads: per run of consecutive dense KV heads, their query heads
@@ -241,8 +242,8 @@ Status AttentionKernels::attendSelected(Recorder& rec, const KvPageLayout& layou
       for (j = i + 1; j < heads.size() && heads[j] == heads[j - 1] + 1;) ++j;
       const KvHeadRange run{heads[i], static_cast<uint32_t>(j - i)};
       rec.barrier();
-      const std::vector<Pass> all =
-          passes(layout, tailLayout, pages, layer, 1, pos0, nHead, sparse.window, tail, run);
+      const std::vector<Pass> all = passes(layout, tailLayout ? &*tailLayout : nullptr, pages,
+                                           layer, 1, pos0, nHead, sparse.window, tail, run);
       KVS_TRY(attendPasses(rec, all, q, query, ix.denseOut, 1, nHead, scratch, dense, tail));
       rec.copy(ix.denseOut, run.first * headBytes, target, run.first * headBytes,
                run.count * headBytes);

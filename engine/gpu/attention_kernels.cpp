@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -684,9 +685,10 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
     KVS_TRY(attendSelected(rec, layout, pages, layer, q, *query, *target, pos0, nHead, scratch,
                            sparse, tail));
   } else {
-    const KvPageLayout tailLayout = layout.tailLayout();
-    const std::vector<Pass> all =
-        passes(layout, tailLayout, pages, layer, n, pos0, nHead, sparse.window, tail);
+    std::optional<KvPageLayout> tailLayout;
+    if (layout.hasTail(layer)) tailLayout = layout.tailLayout();
+    const std::vector<Pass> all = passes(layout, tailLayout ? &*tailLayout : nullptr, pages, layer,
+                                         n, pos0, nHead, sparse.window, tail);
     KVS_TRY(attendPasses(rec, all, q, *query, *target, n, nHead, scratch, sparse, tail));
   }
   if (kvCodecRotated(vs.codec)) {
@@ -696,35 +698,58 @@ Status AttentionKernels::attend(Recorder& rec, const KvPageLayout& layout,
   return okStatus();
 }
 
+// The shaders' tailStart (attention_common.glsl; kv::CachedRows::tailStart on
+// the host side): the first row the query at p reads from the tail.
+uint32_t AttentionKernels::tailStart(const KvPageLayout& layout, const KvTailRing& tail,
+                                     uint32_t p) {
+  return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
+}
+
+AttentionKernels::Pass AttentionKernels::tailPass(const KvPageLayout& layout,
+                                                  const KvPageLayout& tailLayout, uint32_t layer,
+                                                  uint32_t n, uint32_t pos0, uint32_t nHead,
+                                                  uint32_t window, const KvTailRing& tail,
+                                                  KvHeadRange heads) const {
+  // Rows before the first query's tail are no query's.
+  const uint32_t begin = std::max(windowStart(pos0, window), tailStart(layout, tail, pos0));
+  Pass pass{&tailLayout,
+            std::span<const Buffer* const>(&tail.buffer, 1),
+            layer,
+            pos0,
+            planRows(tailLayout, nHead, n, layer, begin, pos0 + n, true, heads.count),
+            2,
+            layout.tailRows};
+  pass.heads = heads;
+  return pass;
+}
+
 std::vector<AttentionKernels::Pass> AttentionKernels::passes(
-    const KvPageLayout& layout, const KvPageLayout& tailLayout,
+    const KvPageLayout& layout, const KvPageLayout* tailLayout,
     std::span<const Buffer* const> pages, uint32_t layer, uint32_t n, uint32_t pos0, uint32_t nHead,
     uint32_t window, const KvTailRing& tail, KvHeadRange heads) const {
   const uint32_t rowStart = windowStart(pos0, window);
   const uint32_t end = pos0 + n;
-  std::vector<Pass> out;
-  if (!layout.hasTail(layer)) {
-    out.push_back({&layout, pages, layer, pos0,
-                   planRows(layout, nHead, n, layer, rowStart, end, false, heads.count)});
-  } else {
-    // The shaders' tailStart (attention_common.glsl; kv::CachedRows::tailStart
-    // on the host side): rows from the last query's are every query's tail,
-    // rows before the first query's no query's.
-    const auto tailStart = [&](uint32_t p) {
-      return std::max(p + 1 - std::min(p + 1, layout.tailRows), tail.floor);
-    };
-    const uint32_t codesEnd = std::min(end, tailStart(end - 1));
-    if (codesEnd > rowStart) {
-      out.push_back({&layout, pages, layer, pos0,
-                     planRows(layout, nHead, n, layer, rowStart, codesEnd, false, heads.count), 1,
-                     layout.tailRows});
-    }
-    const uint32_t tailBegin = std::max(rowStart, tailStart(pos0));
-    out.push_back({&tailLayout, std::span<const Buffer* const>(&tail.buffer, 1), layer, pos0,
-                   planRows(tailLayout, nHead, n, layer, tailBegin, end, true, heads.count), 2,
-                   layout.tailRows});
+  if (!tailLayout) {
+    Pass all{&layout, pages, layer, pos0,
+             planRows(layout, nHead, n, layer, rowStart, end, false, heads.count)};
+    all.heads = heads;
+    return {all};
   }
-  for (Pass& pass : out) pass.heads = heads;
+  // Rows from the last query's tail on are every query's.
+  std::vector<Pass> out;
+  const uint32_t codesEnd = std::min(end, tailStart(layout, tail, end - 1));
+  if (codesEnd > rowStart) {
+    Pass codes{&layout,
+               pages,
+               layer,
+               pos0,
+               planRows(layout, nHead, n, layer, rowStart, codesEnd, false, heads.count),
+               1,
+               layout.tailRows};
+    codes.heads = heads;
+    out.push_back(codes);
+  }
+  out.push_back(tailPass(layout, *tailLayout, layer, n, pos0, nHead, window, tail, heads));
   return out;
 }
 

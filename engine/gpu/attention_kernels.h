@@ -413,11 +413,18 @@ class AttentionKernels {
   };
   // The passes of attend() over `heads` of `layer` (without the indexer):
   // its codes, all of them or those older than each query's tail, and then
-  // the tail. tailLayout: layout.tailLayout() (the tail pass points into it).
-  std::vector<Pass> passes(const KvPageLayout& layout, const KvPageLayout& tailLayout,
+  // the tail. tailLayout: layout.tailLayout() where the layer keeps a tail
+  // (the tail pass points into it), else null.
+  std::vector<Pass> passes(const KvPageLayout& layout, const KvPageLayout* tailLayout,
                            std::span<const Buffer* const> pages, uint32_t layer, uint32_t n,
                            uint32_t pos0, uint32_t nHead, uint32_t window, const KvTailRing& tail,
                            KvHeadRange heads = {}) const;
+  // The pass over the tail's ring: each query's tail rows.
+  Pass tailPass(const KvPageLayout& layout, const KvPageLayout& tailLayout, uint32_t layer,
+                uint32_t n, uint32_t pos0, uint32_t nHead, uint32_t window, const KvTailRing& tail,
+                KvHeadRange heads = {}) const;
+  // The first row the query at p reads from the tail (the shaders' tailStart).
+  static uint32_t tailStart(const KvPageLayout& layout, const KvTailRing& tail, uint32_t p);
   // attend() after the rotation of q: `query` in K's space, `target` in V's,
   // over `passes` (their splits merged by the reduction when more than one).
   Status attendPasses(Recorder& rec, std::span<const Pass> passes, const Buffer& q,

@@ -176,6 +176,8 @@ class KvLayout {
   const KvScheme& tailScheme(uint32_t layer) const { return *m_tailScheme[layer]; }
   size_t tailOffset(uint32_t layer, KvPart part, uint32_t head, uint32_t slot) const;
   size_t tailBytes() const { return m_tailBytes; }
+  // The tail's rows where some layer keeps one, else 0.
+  uint32_t keptTailRows() const { return m_tailBytes > 0 ? m_geometry.tailRows : 0; }
   uint64_t tailStreamBytes(uint32_t layer, uint64_t rows) const;
   // A (layer, part) stream's accounting of an allocated tail holding `held`
   // rows: KvBytes::tail, and the rest of its ring as unused.
