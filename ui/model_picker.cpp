@@ -400,14 +400,18 @@ void ModelPicker::showEstimate(const QString& path, const runtime::MemoryEstimat
   if (path != selectedPath()) return;
   const quint64 capacity = deviceBytes();
   // Under auto the f16 cache it measures with sits beside the compressed one
-  // while it settles: part of the peak, so of the bar's KV share too.
+  // while it settles, under two_phase the prefill's f16 cache while the first
+  // decode step encodes it: part of the peak, so of the bar's KV share too.
   m_memory->set(estimate.weightBytes, estimate.kvBytes + estimate.transientBytes, capacity);
   const QLocale locale;
   QString text = tr("Weights <b>%1</b> + KV cache <b>%2</b> at %3 tokens")
                      .arg(formatBytes(estimate.weightBytes), formatBytes(estimate.kvBytes),
                           locale.toString(estimate.contextLength));
   if (estimate.transientBytes > 0) {
-    text += tr(" + <b>%1</b> while auto measures in f16").arg(formatBytes(estimate.transientBytes));
+    const bool twoPhase = estimate.transient == runtime::MemoryEstimate::Transient::kTwoPhase;
+    text += (twoPhase ? tr(" + <b>%1</b> of f16 rows until the first reply token")
+                      : tr(" + <b>%1</b> while auto measures in f16"))
+                .arg(formatBytes(estimate.transientBytes));
   }
   text += tr(" = <b>%1</b>").arg(formatBytes(estimate.totalBytes()));
   text +=

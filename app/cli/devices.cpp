@@ -55,10 +55,6 @@ Expected<runtime::DeviceVerdict> vetModel(int device, const std::string& modelPa
   KVS_ASSIGN_OR_RETURN(const kv::KvPolicy policy, policyText.empty()
                                                       ? kv::defaultKvPolicy()
                                                       : kv::KvPolicy::parse(policyText));
-  // Refused as makeBackend refuses them, rather than vetted.
-  if (policy.twoPhase)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache option two_phase runs on the cpu backend only");
   KVS_TRY(backend::VulkanModel::checkWeightTypes(*model));
   KVS_ASSIGN_OR_RETURN(const runtime::VetSpec spec, runtime::vetSpecFor(*model, policy));
   return runtime::vetDevice(device, {}, spec);

@@ -113,6 +113,9 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
                        tok, c.nVocab);
     }
   }
+  // Two-phase: the first decode step compresses the prefilled rows (a
+  // prefill's last chunk of one token does not).
+  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) KVS_TRY(compressRows());
   if (n <= m_stepRows) return step(batch, out, describe);
   out = {.values = {}, .rows = 0, .vocab = c.nVocab};
   Logits chunk;
@@ -139,17 +142,6 @@ Status CpuBackend::step(const Batch& batch, Logits& out, const Description& desc
   const auto& c = config();
   const auto n = static_cast<uint32_t>(batch.tokens.size());
   const uint32_t pos0 = m_cache->rows();
-  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) {
-    // Two-phase: the first decode step compresses the prefilled rows.
-    KVS_ASSIGN_OR_RETURN(auto compressed, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
-                                                              m_cache->cacheSeed()));
-    compressed->enableIndex(m_indexer);
-    KVS_TRY(compressed->appendRecoded(*m_cache));
-    measureRecoded(*m_cache, *compressed);
-    m_cache = std::move(compressed);
-    refreshSelection();
-    m_pendingSchemes.clear();
-  }
   KVS_TRY(m_cache->append(n));
   if (m_indexer.enabled() && n == 1) {
     m_indexerStep.rows = pos0 + 1;
@@ -161,6 +153,18 @@ Status CpuBackend::step(const Batch& batch, Logits& out, const Description& desc
   // have overwritten rows pos0 needs.
   if (!run.ok() && !trim(pos0).ok()) (void)trim(0);
   return run;
+}
+
+Status CpuBackend::compressRows() {
+  KVS_ASSIGN_OR_RETURN(auto compressed, kv::KvCache::create(m_cache->geometry(), m_pendingSchemes,
+                                                            m_cache->cacheSeed()));
+  compressed->enableIndex(m_indexer);
+  KVS_TRY(compressed->appendRecoded(*m_cache));
+  measureRecoded(*m_cache, *compressed);
+  m_cache = std::move(compressed);
+  refreshSelection();
+  m_pendingSchemes.clear();
+  return okStatus();
 }
 
 // Encodes one row into the cache and, on sampled positions, measures what the

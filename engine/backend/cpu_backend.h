@@ -109,6 +109,9 @@ class CpuBackend final : public Backend {
   void store(uint32_t layer, kv::KvPart part, uint32_t head, uint32_t index,
              std::span<const float> row);
   Status step(const Batch& batch, Logits& out, const Description& describe);
+  // Two-phase, at the first decode step: the cached rows recoded into the
+  // pending schemes, their codec error measured from the f16 rows.
+  Status compressRows();
   void measureRecoded(const kv::KvCache& f16, const kv::KvCache& recoded);
   void refreshSelection();
   // A 1-D weight (norm, bias) as float32, converted once at load.

@@ -77,6 +77,14 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   const uint32_t perPage = (b->m_contextLimit + gpu::AttentionKernels::kMaxPages - 1) / gpu::AttentionKernels::kMaxPages;
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
   KVS_TRY(b->createKvLayout(rowsPerPage));
+  // Two-phase: the rows start f16, once the policy's layout has been built
+  // above (a scheme the device cannot run is refused now, not at the first
+  // decode step).
+  if (options.twoPhase && options.kvSchemes != std::vector<kv::LayerSchemes>(c.kvLayers())) {
+    b->m_pendingSchemes = options.kvSchemes;
+    b->m_options.kvSchemes.clear();
+    KVS_TRY(b->createKvLayout(rowsPerPage));
+  }
   // A GPU driver builds a pipeline at its first use: a reply's first step
   // past 64 rows would stall on the split passes (CPU devices build at
   // creation, and lavapipe's tests would pay for every variant).
@@ -113,6 +121,7 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   m_layout.tailRows = geometry.tailRows;
   m_layout.tailSlots = geometry.tailRingRows;
   for (uint32_t l = 0; l < geometry.nLayer(); ++l) m_layout.tail.push_back(m_kvLayout.hasTail(l));
+  m_rotations.clear();
   m_rotations.reserve(size_t{geometry.nLayer()} * 2);  // KvStream::rotation points into it
   for (uint32_t l = 0; l < geometry.nLayer(); ++l) {
     for (uint32_t part = 0; part < 2; ++part) {
@@ -154,6 +163,87 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
                      range);
   }
   return okStatus();
+}
+
+Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::compressedBackend() const {
+  VulkanBackendOptions options = m_options;
+  options.contextLimit = m_contextLimit;
+  options.kvSchemes = m_pendingSchemes;
+  options.twoPhase = false;
+  options.errorStride = 0;  // this backend measures the recoded rows
+  options.indexer = m_indexer;
+  return create(m_shared, options);
+}
+
+Status VulkanBackend::compressRows() {
+  const auto& c = config();
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, compressedBackend());
+  const uint32_t rows = cachedTokens(), batch = m_options.maxBatch;
+  KVS_TRY(next->ensureActivations(batch));
+  KVS_TRY(next->ensurePages(rows));
+  next->m_held.grow(rows);
+  next->m_held.holdNoEarlierThan(m_held);
+  next->m_held.tailRecoded(true);  // the tail's ring gets every row, from f16 rows
+  // [batch][nHeadKv * headDim] floats of K and of V: the layout writeKv reads.
+  const size_t staged = size_t{batch} * m_layout.widestKv() * sizeof(float);
+  KVS_ASSIGN_OR_RETURN(gpu::Buffer k,
+                       gpu::Buffer::create(m_shared->context(), staged, gpu::MemoryUse::kHost));
+  KVS_ASSIGN_OR_RETURN(gpu::Buffer v,
+                       gpu::Buffer::create(m_shared->context(), staged, gpu::MemoryUse::kHost));
+  const uint32_t stride = m_options.errorStride;
+  m_errors.reset();
+  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+    KVS_ASSIGN_OR_RETURN(const std::vector<float> keys, readKv(l, kv::KvPart::kKey));
+    KVS_ASSIGN_OR_RETURN(const std::vector<float> values, readKv(l, kv::KvPart::kValue));
+    const uint32_t first = m_kvLayout.isWindow(l) ? m_held.windowStart() : 0;
+    const uint32_t d = c.headDimOf(l), width = c.headsKvOf(l) * d;
+    for (uint32_t r0 = first, n; r0 < rows; r0 += n) {
+      n = std::min(batch, rows - r0);
+      const size_t at = size_t{r0 - first} * width, bytes = size_t{n} * width * sizeof(float);
+      KVS_TRY(k.upload(&keys[at], bytes));
+      KVS_TRY(v.upload(&values[at], bytes));
+      KVS_TRY(next->m_rec->step([&] {
+        return m_shared->attention().writeKv(*next->m_rec, next->m_layout, next->pagesOf(l), l, k,
+                                             v, n, r0, next->m_act->scratch, nullptr,
+                                             next->tailRing());
+      }));
+    }
+    // The codec error of the rows as now stored, at the sampled positions
+    // the layer still holds, against the f16 rows they came from.
+    const uint32_t sampled = stride > 0 ? (first + stride - 1) / stride * stride : rows;
+    for (uint32_t r = sampled; r < rows; r += stride) {
+      for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
+        const size_t at = size_t{r - first} * width + size_t{h} * d;
+        m_errors.measure(l, kv::KvPart::kKey, next->m_kvLayout.scheme(l, kv::KvPart::kKey),
+                         {&keys[at], d});
+        m_errors.measure(l, kv::KvPart::kValue, next->m_kvLayout.scheme(l, kv::KvPart::kValue),
+                         {&values[at], d});
+      }
+    }
+  }
+  if (next->m_index && rows > 0) KVS_TRY(next->rebuildSidecar(*next->m_index, rows));
+  adoptCache(*next);
+  m_pendingSchemes.clear();
+  return okStatus();
+}
+
+void VulkanBackend::adoptCache(VulkanBackend& next) {
+  std::swap(m_kvLayout, next.m_kvLayout);
+  std::swap(m_layout, next.m_layout);
+  std::swap(m_rotations, next.m_rotations);  // m_layout's streams point into it
+  std::swap(m_pages, next.m_pages);
+  std::swap(m_pagePtrs, next.m_pagePtrs);
+  std::swap(m_ring, next.m_ring);
+  std::swap(m_tail, next.m_tail);
+  std::swap(m_held, next.m_held);
+  std::swap(m_act, next.m_act);  // the attention scratch is sized for the layout
+  std::swap(m_slots, next.m_slots);
+  std::swap(m_index, next.m_index);
+  std::swap(m_selection, next.m_selection);  // it covers the tail the layout keeps
+  std::swap(m_options.kvSchemes, next.m_options.kvSchemes);
+  // The rings' buffers changed optionals: point at them where they are now.
+  m_ringPtr = m_ring ? &*m_ring : nullptr;
+  next.m_ringPtr = next.m_ring ? &*next.m_ring : nullptr;
 }
 
 Status VulkanBackend::ensureActivations(uint32_t n) {
@@ -446,6 +536,9 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
       return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
     }
   }
+  // Two-phase: the first decode step compresses the prefilled rows (a
+  // prefill's last chunk of one token does not).
+  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) KVS_TRY(compressRows());
   // A decode step with the indexer on attends the rows it selects, unless
   // they would be every row.
   const bool indexed = m_indexer.enabled() && n == 1;

@@ -59,6 +59,11 @@ struct VulkanBackendOptions {
   // kv::KvCache::create does.
   std::vector<kv::LayerSchemes> kvSchemes;
   uint64_t kvSeed = kv::kDefaultCacheSeed;
+  // Two-phase caching, as on the CPU backend (CpuBackendOptions::twoPhase):
+  // rows stay f16 through prefill; the first decode step (a one-token
+  // forward on a non-empty cache) re-encodes every row into kvSchemes on the
+  // device, and later rows are encoded as they are appended.
+  bool twoPhase = false;
   // The precision tail (kv/kv_cache.h): each query reads its last kvTail rows
   // at f16 (0: none), from a ring on the device (gpu/attention_kernels.h).
   uint32_t kvTail = 0;
@@ -154,7 +159,18 @@ class VulkanBackend final : public Backend {
   };
 
   VulkanBackend() = default;
+  // The layout of m_options.kvSchemes (f16 where empty) and its device view.
   Status createKvLayout(uint32_t rowsPerPage);
+  // Two-phase: a backend of the same options over the schemes the first
+  // decode step moves to, with this one's indexer, not yet holding rows.
+  Expected<std::unique_ptr<VulkanBackend>> compressedBackend() const;
+  // Two-phase, at the first decode step: every cached row read back as floats
+  // and encoded again with the pending schemes by writeKv, the codec error
+  // measured anew on them, then this backend adopts that cache.
+  Status compressRows();
+  // Takes `next`'s KV cache: its layouts, pages, rings, rows held, the
+  // scratch and indexer buffers made for them; `next` gets this one's.
+  void adoptCache(VulkanBackend& next);
   Status ensureActivations(uint32_t n);
   Status ensurePages(uint32_t rows);
   size_t pagesHolding(uint32_t layer, uint32_t rows) const;
@@ -189,6 +205,9 @@ class VulkanBackend final : public Backend {
   std::optional<gpu::Buffer> m_tail;  // the precision tail's ring, from the first row
   kv::CachedRows m_held;
   uint32_t m_contextLimit = 0;
+  // Two-phase: the schemes the first decode step moves the rows to; empty
+  // once it has (or when two-phase is off).
+  std::vector<kv::LayerSchemes> m_pendingSchemes;
 
   CodecErrorMeter m_errors;
   gpu::Buffer m_probe;      // [cache layer][K, V][m_layout.widestKv()] floats, host-visible

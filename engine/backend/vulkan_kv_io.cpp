@@ -69,8 +69,20 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
     return makeError(ErrorCode::kInternal, "a KV cache is restored only into an empty one");
   m_experts.trim(0);  // the restored rows' picks were not saved: unknown
   if (!m_kvLayout.sameStreams(layout)) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "the saved KV cache's schemes or seeds differ from this cache's");
+    // Two-phase, saved after the first decode step compressed the rows:
+    // restored into the compressed schemes directly.
+    const bool compressed = !m_pendingSchemes.empty() &&
+                            layout.layerSchemes() == m_pendingSchemes &&
+                            layout.cacheSeed() == m_kvLayout.cacheSeed();
+    if (!compressed) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "the saved KV cache's schemes or seeds differ from this cache's");
+    }
+    KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, compressedBackend());
+    KVS_TRY(next->importKv(layout, rows, read));
+    adoptCache(*next);
+    m_pendingSchemes.clear();
+    return okStatus();
   }
   if (rows > m_contextLimit) {
     return makeError(ErrorCode::kInvalidArgument,

@@ -102,9 +102,6 @@ Expected<std::string> checkChoice(const model::ModelFile& model, const BackendCh
       if (notice) *notice = "The CPU backend runs this model: " + runs.error().message + ".";
     }
   }
-  if (kind == "vulkan" && policy.twoPhase)
-    return makeError(ErrorCode::kUnsupported,
-                     "the KV cache option two_phase runs on the cpu backend only");
   if (kind == "cpu") KVS_TRY(backend::CpuBackend::checkRuns(model));
   return kind;
 }
@@ -170,6 +167,7 @@ Expected<std::unique_ptr<backend::Backend>> makeBackend(
                                                               .timingEvery = choice.timingEvery,
                                                               .kvSchemes = std::move(schemes),
                                                               .kvSeed = policy.seed,
+                                                              .twoPhase = policy.twoPhase,
                                                               .kvTail = policy.tail,
                                                               .indexer = attention}));
   return std::unique_ptr<backend::Backend>(std::move(b));

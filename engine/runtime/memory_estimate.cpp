@@ -46,27 +46,52 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     }
     tail = static_cast<double>(layout.tailBytes());
   }
-  double perToken = kv::KvIndex::sidecarBytesPerToken(geometry, policy.attention), ring = tail;
-  for (uint32_t l = 0; l < c.kvLayers(); ++l) {
-    if (geometry.ringRows > 0 && geometry.isWindow(l)) {
-      ring += layerBytes[l] * geometry.ringRows;
-    } else {
-      perToken += layerBytes[l];
+  // A cache's bytes per token (its global layers) and its rings (the window
+  // layers'), layer l's K and V rows of every KV head taking rowPair[l].
+  const auto split = [&](const std::vector<double>& rowPair, double& perToken, double& ring) {
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+      if (geometry.ringRows > 0 && geometry.isWindow(l)) {
+        ring += rowPair[l] * geometry.ringRows;
+      } else {
+        perToken += rowPair[l];
+      }
     }
-  }
+  };
+  double perToken = kv::KvIndex::sidecarBytesPerToken(geometry, policy.attention), ring = tail;
+  split(layerBytes, perToken, ring);
   e.kvBytesPerToken = static_cast<uint64_t>(std::ceil(perToken));
   e.kvRingBytes = static_cast<uint64_t>(std::ceil(ring));
   e.kvBytes = e.kvBytesPerToken * e.contextLength + e.kvRingBytes;
+  // Transient bytes per token of context and whatever the context.
+  uint64_t transientPerToken = 0, transientFixed = 0;
   if (policy.autoBits) {
-    e.transientBytes = c.kvBytesPerTokenF16() *
-                       std::min<uint64_t>(e.contextLength, kv::kAutoCalibrationTokens);
+    e.transient = MemoryEstimate::Transient::kAutoMeasuring;
+    transientFixed =
+        c.kvBytesPerTokenF16() * std::min<uint64_t>(e.contextLength, kv::kAutoCalibrationTokens);
+  } else if (policy.twoPhase) {
+    // The f16 cache the prefill fills, beside the compressed one while the
+    // first decode step encodes its rows again.
+    e.transient = MemoryEstimate::Transient::kTwoPhase;
+    KVS_ASSIGN_OR_RETURN(
+        const kv::KvLayout f16,
+        kv::KvLayout::create(geometry, std::vector<kv::LayerSchemes>(c.kvLayers()), policy.seed));
+    std::vector<double> f16Bytes(c.kvLayers());
+    for (uint32_t l = 0; l < c.kvLayers(); ++l) {
+      f16Bytes[l] = static_cast<double>(geometry.nHeadKv(l)) *
+                    (f16.rowBytes(l, kv::KvPart::kKey) + f16.rowBytes(l, kv::KvPart::kValue));
+    }
+    double f16PerToken = 0.0, f16Ring = 0.0;
+    split(f16Bytes, f16PerToken, f16Ring);
+    transientPerToken = static_cast<uint64_t>(std::ceil(f16PerToken));
+    transientFixed = static_cast<uint64_t>(std::ceil(f16Ring));
   }
+  e.transientBytes = transientPerToken * e.contextLength + transientFixed;
   if (memoryBytes == 0) {
     e.maxContextThatFits = c.contextLength;
-  } else if (const uint64_t fixed = e.weightBytes + e.transientBytes + e.kvRingBytes;
+  } else if (const uint64_t fixed = e.weightBytes + transientFixed + e.kvRingBytes;
              memoryBytes > fixed) {
-    const uint64_t tokens =
-        e.kvBytesPerToken ? (memoryBytes - fixed) / e.kvBytesPerToken : uint64_t{c.contextLength};
+    const uint64_t each = e.kvBytesPerToken + transientPerToken;
+    const uint64_t tokens = each ? (memoryBytes - fixed) / each : uint64_t{c.contextLength};
     e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
   }
   return e;

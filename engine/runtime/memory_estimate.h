@@ -6,7 +6,9 @@
 // once loaded) for the global layers, and the sliding-window layers' ring,
 // which does not grow with the context (backend::kvGeometry), nor does the precision tail's, plus
 // what settling `auto` holds for a moment (its f16 measuring cache of the first
-// kAutoCalibrationTokens tokens beside the cache it settles on). Activations and the logits buffer
+// kAutoCalibrationTokens tokens beside the cache it settles on), or a two_phase
+// cache (the f16 cache of its prefill beside the compressed one while the first
+// decode step encodes the rows again). Activations and the logits buffer
 // are not counted: they are a few MB for the models kvscope runs, small next to either term. A KV
 // policy switch later in a chat also holds two caches at once; that is not promised here: a switch
 // that does not fit fails with kOutOfMemory and keeps the old cache (Session::setKvPolicy).
@@ -26,7 +28,11 @@ struct MemoryEstimate {
   uint64_t kvRingBytes = 0;  // the window layers' ring and the precision tail, whatever the context
   uint32_t contextLength = 0;    // what the estimate is for
   uint64_t kvBytes = 0;          // kvBytesPerToken * contextLength + kvRingBytes
-  uint64_t transientBytes = 0;   // auto's f16 measuring cache while it settles
+  // What transientBytes holds: auto's f16 measuring cache while it settles,
+  // or two_phase's f16 cache (full at contextLength) while it is encoded again.
+  enum class Transient { kNone, kAutoMeasuring, kTwoPhase };
+  Transient transient = Transient::kNone;
+  uint64_t transientBytes = 0;
   // Longest context (<= the model's trained context) whose weights and KV fit
   // the given memory; 0 when the weights alone do not fit. The trained context
   // when no memory size was given.

@@ -33,25 +33,28 @@ TEST(BackendFactory, ParsesKvPolicies) {
   auto r = runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = policyOf("k@99=f16")});
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(runtime::makeBackend(m, {.kind = "cpu", .kvPolicy = {}}).ok());
-  // A precision tail reaches either backend's cache geometry; two-phase
-  // caching is the CPU cache's, and the Vulkan backend refuses it by name
-  // before it looks for a device.
+  // A precision tail and two-phase caching reach either backend's cache: a
+  // two-phase cache holds f16 rows until its first decode step.
   auto tail = runtime::makeBackend(
       m, {.kind = "cpu", .threads = 2, .kvPolicy = policyOf("kv=q4_0,tail=100")});
   ASSERT_TRUE(tail.ok()) << tail.error().describe();
   EXPECT_EQ(dynamic_cast<backend::CpuBackend&>(**tail).cache().tailRows(), 100u);
-  auto twoPhase =
-      runtime::makeBackend(m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,two_phase")});
-  ASSERT_FALSE(twoPhase.ok());
-  EXPECT_EQ(twoPhase.error().code, ErrorCode::kUnsupported);
-  EXPECT_NE(twoPhase.error().message.find("two_phase runs on the cpu backend only"),
-            std::string::npos);
   auto devices = gpu::listDevices();
   if (!devices.ok() || devices->empty()) return;
   auto vulkan = runtime::makeBackend(
       m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,tail=100"), .vetDevice = false});
   ASSERT_TRUE(vulkan.ok()) << vulkan.error().describe();
   EXPECT_EQ((*vulkan)->kvLayout()->geometry().tailRows, 100u);
+  auto twoPhase = runtime::makeBackend(
+      m, {.kind = "vulkan", .kvPolicy = policyOf("kv=q4_0,two_phase"), .vetDevice = false});
+  ASSERT_TRUE(twoPhase.ok()) << twoPhase.error().describe();
+  EXPECT_EQ((*twoPhase)->kvLayout()->scheme(1, kv::KvPart::kKey).name(), "f16");
+  backend::Logits logits;
+  const int32_t prompt[] = {1, 403, 407};
+  ASSERT_TRUE((*twoPhase)->forward({prompt}, logits).ok());
+  ASSERT_TRUE((*twoPhase)->forward({std::span(prompt).last(1)}, logits).ok());
+  EXPECT_EQ((*twoPhase)->kvLayout()->scheme(1, kv::KvPart::kKey).name(), "q4_0");
+  EXPECT_EQ((*twoPhase)->cachedTokens(), 4u);
 }
 
 // A Vulkan context longer than the device's memory can hold is refused before

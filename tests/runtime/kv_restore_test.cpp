@@ -244,7 +244,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, KvRestoreTest,
                                          Case{"cpu", "k=q8_0,v=turbo4,two_phase,tail=32"},
                                          Case{"vulkan", "k=q8_0,v=turbo4"},
                                          Case{"vulkan", "k=turbo4,v=turbo4,indexer=16:8:2"},
-                                         Case{"vulkan", "k=q8_0r,v=q4_0r,indexer=16:8:2"}),
+                                         Case{"vulkan", "k=q8_0r,v=q4_0r,indexer=16:8:2"},
+                                         Case{"vulkan", "k=q8_0,v=turbo4,two_phase"},
+                                         Case{"vulkan", "k=q8_0,v=turbo4,two_phase,tail=32"}),
                          caseName);
 
 std::vector<uint8_t> exportedRows(const backend::Backend& b) {

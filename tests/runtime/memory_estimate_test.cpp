@@ -90,6 +90,7 @@ TEST_F(MemoryEstimateTest, AutoCountsItsMeasuringCacheWhileItSettles) {
   auto e = runtime::estimateMemory(*m_model, 100, policyOf("auto"));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->transientBytes, 100u * 640);
+  EXPECT_EQ(e->transient, runtime::MemoryEstimate::Transient::kAutoMeasuring);
   EXPECT_EQ(e->totalBytes(), e->weightBytes + 100u * 320 + 100u * 640);
   e = runtime::estimateMemory(*m_model, 2000, policyOf("auto"));
   ASSERT_TRUE(e.ok());
@@ -102,6 +103,24 @@ TEST_F(MemoryEstimateTest, AutoCountsItsMeasuringCacheWhileItSettles) {
   e = runtime::estimateMemory(*m_model, 0, policyOf("auto"), memory);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->maxContextThatFits, 200u);
+}
+
+// A two_phase cache is f16 through the prefill and holds those rows beside
+// their compressed copies at the first decode step: 640 bytes per token of
+// context more at the peak, and the longest context that fits leaves room
+// for both.
+TEST_F(MemoryEstimateTest, TwoPhaseCountsItsF16CacheBesideTheCompressedOne) {
+  auto e = runtime::estimateMemory(*m_model, 100, policyOf("kv=q8_0,two_phase"));
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  const auto compressed = runtime::estimateMemory(*m_model, 100, policyOf("kv=q8_0"));
+  ASSERT_TRUE(compressed.ok());
+  EXPECT_EQ(e->kvBytes, compressed->kvBytes);
+  EXPECT_EQ(e->transientBytes, 100u * 640);
+  EXPECT_EQ(e->transient, runtime::MemoryEstimate::Transient::kTwoPhase);
+  const uint64_t memory = m_model->weightBytes() + 300 * (640 + e->kvBytesPerToken) + 10;
+  e = runtime::estimateMemory(*m_model, 0, policyOf("kv=q8_0,two_phase"), memory);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->maxContextThatFits, 300u);
 }
 
 TEST_F(MemoryEstimateTest, LongestContextThatFits) {

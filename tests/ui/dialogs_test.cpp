@@ -74,11 +74,20 @@ class DialogsTest : public QObject {
     QVERIFY(!text->text().contains(QStringLiteral("auto measures")));
     // Under auto its f16 measuring cache is part of the peak the sum states.
     estimate.transientBytes = 64u << 20;
+    estimate.transient = kvscope::runtime::MemoryEstimate::Transient::kAutoMeasuring;
     picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
     QVERIFY2(text->text().contains(
                  QStringLiteral("+ <b>%1</b> while auto measures in f16 = <b>%2</b>")
                      .arg(formatBytes(64u << 20), formatBytes((700u + 512u + 64u) << 20))),
              qPrintable(text->text()));
+    // Under two_phase, the prefill's f16 rows.
+    estimate.transient = kvscope::runtime::MemoryEstimate::Transient::kTwoPhase;
+    picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
+    QVERIFY2(
+        text->text().contains(QStringLiteral("+ <b>%1</b> of f16 rows until the first reply token")
+                                  .arg(formatBytes(64u << 20))),
+        qPrintable(text->text()));
+    estimate.transient = kvscope::runtime::MemoryEstimate::Transient::kAutoMeasuring;
     estimate.kvBytes = 16ull << 30;
     picker.showEstimate(QStringLiteral("/m/a.gguf"), estimate);
     QVERIFY(text->text().contains(QStringLiteral("Needs more")));
