@@ -1,7 +1,9 @@
 // `kvscope-cli bench -m MODEL`: llama-bench-style throughput. For each backend,
 // KV policy (--kv) and context depth d: the cache is filled to d tokens (not
-// timed), then a prefill of -p tokens and a decode of -n tokens are timed at
-// that depth. Each backend is warmed up untimed first (lazy drivers compile
+// timed), then a prefill of -p tokens, the decode step right after it and a
+// decode of -n tokens are timed at that depth (a two_phase cache is emptied
+// at each depth, so it fills and prefills at f16 and the step after the
+// prefill encodes every row again). Each backend is warmed up untimed first (lazy drivers compile
 // pipelines on first use). Also reported: cold start (model open, weight
 // upload, first token) and peak host memory. Everything runs one after the
 // other in this process, so the figures compare side by side (f16 against
@@ -48,6 +50,9 @@ struct Row {
   uint32_t depth = 0;
   double prefillTps = 0, decodeTps = 0;
   double lastDecodeMs = 0;                     // wall time of the last decode step
+  // Wall time of the decode step right after the prefill (a reply's second
+  // token): under two_phase it first encodes every cached row again.
+  double firstDecodeMs = 0;
   std::vector<backend::KernelTiming> kernels;  // its device time by kernel class
   std::vector<backend::KernelTiming> prefillKernels;  // the prefill's
 };
@@ -127,6 +132,10 @@ Expected<std::vector<Row>> benchDepth(backend::Backend& b, const BenchArgs& a, u
     KVS_TRY(b.forward({tokens}, logits));
     first.prefillTps = a.prefill / secondsSince(t0);
     first.prefillKernels = b.kernelTimings();  // of the prefill's last chunk
+    const int32_t next = 1;
+    const auto t1 = Clock::now();
+    KVS_TRY(b.forward({std::span(&next, 1)}, logits));
+    first.firstDecodeMs = secondsSince(t1) * 1e3;
     KVS_TRY(rewind(b, depth));
   }
   // One untimed step at this depth first: a driver that builds pipelines on
@@ -242,11 +251,14 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
            {"prefill_tps", row.prefillTps},
            {"decode_tokens", a.decode},
            {"decode_tps", row.decodeTps},
+           {"first_decode_ms", row.firstDecodeMs},
            {"cold_start_s", coldStart},
            {"peak_rss_mib", peakRssMiB()}});
       out.lines.push_back(
-          fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>13} |",
-                      kind, rowLabel, d, row.prefillTps, row.decodeTps, coldStart, peakRssMiB()));
+          fmt::format("| {:<7} | {:<18} | {:>6} | {:>12.1f} | {:>11.1f} | {:>11.2f} | {:>11.2f} "
+                      "| {:>13} |",
+                      kind, rowLabel, d, row.prefillTps, row.decodeTps, row.firstDecodeMs,
+                      coldStart, peakRssMiB()));
       if (a.kernels && !row.kernels.empty()) {
         double device = 0;
         for (const auto& k : row.kernels) device += k.ms;
@@ -286,12 +298,11 @@ int runBench(const BenchArgs& a, const GlobalOptions& global) {
   fmt::print("model: {}  prefill {} tokens, decode {} tokens\n\n",
              a.model.empty() ? std::string("the demo model") : a.model, a.prefill, a.decode);
   fmt::print(
-      "| backend | KV cache           | depth  | prefill t/s  | decode t/s  | cold start s| peak "
-      "RSS "
-      "MiB  |\n");
+      "| backend | KV cache           | depth  | prefill t/s  | decode t/s  | 1st step ms | cold "
+      "start s| peak RSS MiB  |\n");
   fmt::print(
       "|---------|--------------------|--------|--------------|-------------|-------------|-------"
-      "--------|\n");
+      "------|---------------|\n");
   for (const auto& l : out.lines) fmt::print("{}\n", l);
   for (const auto& l : out.breakdown) fmt::print("{}\n", l);
   return 0;

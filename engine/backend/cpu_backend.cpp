@@ -54,6 +54,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(
   // Built even when two-phase defers it, so a bad scheme fails here.
   KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, schemes, options.kvSeed));
   if (options.twoPhase && schemes != f16) {
+    b->m_twoPhase = schemes;
     b->m_pendingSchemes = schemes;
     KVS_ASSIGN_OR_RETURN(b->m_cache, kv::KvCache::create(geometry, f16, options.kvSeed));
   }
@@ -179,6 +180,17 @@ void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t inde
 }
 
 Status CpuBackend::trim(uint32_t n) {
+  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
+    // An emptied two-phase cache prefills at f16 again.
+    KVS_ASSIGN_OR_RETURN(
+        auto f16,
+        kv::KvCache::create(m_cache->geometry(), std::vector<kv::LayerSchemes>(config().kvLayers()),
+                            m_cache->cacheSeed()));
+    f16->enableIndex(m_indexer);
+    m_cache = std::move(f16);
+    refreshSelection();
+    m_pendingSchemes = m_twoPhase;
+  }
   KVS_TRY(m_cache->trim(n));
   if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
   m_experts.trim(n);

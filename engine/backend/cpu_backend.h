@@ -31,7 +31,8 @@ struct CpuBackendOptions {
   uint64_t kvSeed = kv::kDefaultCacheSeed;
   // Two-phase caching: rows stay f16 through prefill; the first decode step
   // (a one-token forward on a non-empty cache) re-encodes every row into
-  // kvSchemes, and later rows are encoded as they are appended.
+  // kvSchemes, and later rows are encoded as they are appended, until the
+  // cache is emptied (trim(0)): the next prefill is f16 again.
   bool twoPhase = false;
   // The precision tail (kv/kv_cache.h): each query reads its last kvTail rows
   // at f16 (0: none).
@@ -127,9 +128,10 @@ class CpuBackend final : public Backend {
   model::ModelWeights m_weights;
   std::unique_ptr<kv::KvCache> m_cache;
   uint32_t m_stepRows = kMaxStepRows;
-  // Two-phase: the schemes m_cache moves to at the first decode step; empty
-  // once it has (or when two-phase is off).
-  std::vector<kv::LayerSchemes> m_pendingSchemes;
+  // Two-phase: the schemes m_cache moves to at the first decode step (empty
+  // when two-phase is off), and those it has yet to move to (empty once it
+  // has; trim(0) empties the cache into f16 rows again).
+  std::vector<kv::LayerSchemes> m_twoPhase, m_pendingSchemes;
   // Sampled written rows (options.errorStride) against their decoded copies;
   // re-measured from the f16 rows when two-phase caching recodes them.
   CodecErrorMeter m_errors;

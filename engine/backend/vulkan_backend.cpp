@@ -81,6 +81,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   // above (a scheme the device cannot run is refused now, not at the first
   // decode step).
   if (options.twoPhase && options.kvSchemes != std::vector<kv::LayerSchemes>(c.kvLayers())) {
+    b->m_twoPhase = options.kvSchemes;
     b->m_pendingSchemes = options.kvSchemes;
     b->m_options.kvSchemes.clear();
     KVS_TRY(b->createKvLayout(rowsPerPage));
@@ -165,10 +166,11 @@ Status VulkanBackend::createKvLayout(uint32_t rowsPerPage) {
   return okStatus();
 }
 
-Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::compressedBackend() const {
+Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::backendFor(
+    const std::vector<kv::LayerSchemes>& schemes) const {
   VulkanBackendOptions options = m_options;
   options.contextLimit = m_contextLimit;
-  options.kvSchemes = m_pendingSchemes;
+  options.kvSchemes = schemes;
   options.twoPhase = false;
   options.errorStride = 0;  // this backend measures the recoded rows
   options.indexer = m_indexer;
@@ -177,7 +179,7 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::compressedBackend() cons
 
 Status VulkanBackend::compressRows() {
   const auto& c = config();
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, compressedBackend());
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, backendFor(m_pendingSchemes));
   const uint32_t rows = cachedTokens(), batch = m_options.maxBatch;
   KVS_TRY(next->ensureActivations(batch));
   KVS_TRY(next->ensurePages(rows));
@@ -291,6 +293,12 @@ std::span<const gpu::Buffer* const> VulkanBackend::pagesOf(uint32_t layer) const
 }
 
 Status VulkanBackend::trim(uint32_t n) {
+  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
+    // An emptied two-phase cache prefills at f16 again.
+    KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> f16, backendFor({}));
+    adoptCache(*f16);
+    m_pendingSchemes = m_twoPhase;
+  }
   KVS_TRY(m_held.trim(n));
   if (n == 0) {
     m_ring.reset();

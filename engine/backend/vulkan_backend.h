@@ -62,7 +62,8 @@ struct VulkanBackendOptions {
   // Two-phase caching, as on the CPU backend (CpuBackendOptions::twoPhase):
   // rows stay f16 through prefill; the first decode step (a one-token
   // forward on a non-empty cache) re-encodes every row into kvSchemes on the
-  // device, and later rows are encoded as they are appended.
+  // device, and later rows are encoded as they are appended, until the cache
+  // is emptied (trim(0)): the next prefill is f16 again.
   bool twoPhase = false;
   // The precision tail (kv/kv_cache.h): each query reads its last kvTail rows
   // at f16 (0: none), from a ring on the device (gpu/attention_kernels.h).
@@ -161,9 +162,10 @@ class VulkanBackend final : public Backend {
   VulkanBackend() = default;
   // The layout of m_options.kvSchemes (f16 where empty) and its device view.
   Status createKvLayout(uint32_t rowsPerPage);
-  // Two-phase: a backend of the same options over the schemes the first
-  // decode step moves to, with this one's indexer, not yet holding rows.
-  Expected<std::unique_ptr<VulkanBackend>> compressedBackend() const;
+  // Two-phase: a backend of the same options and this one's indexer whose
+  // cache holds `schemes` (empty: f16), no rows yet.
+  Expected<std::unique_ptr<VulkanBackend>> backendFor(
+      const std::vector<kv::LayerSchemes>& schemes) const;
   // Two-phase, at the first decode step: every cached row read back as floats
   // and encoded again with the pending schemes by writeKv, the codec error
   // measured anew on them, then this backend adopts that cache.
@@ -205,9 +207,10 @@ class VulkanBackend final : public Backend {
   std::optional<gpu::Buffer> m_tail;  // the precision tail's ring, from the first row
   kv::CachedRows m_held;
   uint32_t m_contextLimit = 0;
-  // Two-phase: the schemes the first decode step moves the rows to; empty
-  // once it has (or when two-phase is off).
-  std::vector<kv::LayerSchemes> m_pendingSchemes;
+  // Two-phase: the schemes the first decode step moves the rows to (empty
+  // when two-phase is off), and those it has yet to move to (empty once it
+  // has; trim(0) empties the cache into f16 pages again).
+  std::vector<kv::LayerSchemes> m_twoPhase, m_pendingSchemes;
 
   CodecErrorMeter m_errors;
   gpu::Buffer m_probe;      // [cache layer][K, V][m_layout.widestKv()] floats, host-visible

@@ -78,7 +78,7 @@ Status VulkanBackend::importKv(const kv::KvLayout& layout, uint32_t rows,
       return makeError(ErrorCode::kInvalidArgument,
                        "the saved KV cache's schemes or seeds differ from this cache's");
     }
-    KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, compressedBackend());
+    KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> next, backendFor(m_pendingSchemes));
     KVS_TRY(next->importKv(layout, rows, read));
     adoptCache(*next);
     m_pendingSchemes.clear();

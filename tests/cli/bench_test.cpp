@@ -29,6 +29,7 @@ TEST(CliBench, GeneratedModelOnBothBackends) {
   for (const auto& row : rows) {
     EXPECT_GT(row["prefill_tps"].get<double>(), 0.0);
     EXPECT_GT(row["decode_tps"].get<double>(), 0.0);
+    EXPECT_GT(row["first_decode_ms"].get<double>(), 0.0);
     EXPECT_GT(row["cold_start_s"].get<double>(), 0.0);
     EXPECT_GT(row["peak_rss_mib"].get<long>(), 0);
   }

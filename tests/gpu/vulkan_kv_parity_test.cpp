@@ -191,6 +191,36 @@ TEST(VulkanKvParity, TwoPhase) {
     expectClose(compare(model, p.text, 24, 40, 8), p, std::string("random ") + p.text);
 }
 
+// An emptied two-phase cache (trim(0): a new conversation) prefills at f16
+// again, on either backend: the same logits as the first prefill of a fresh
+// backend, and the rows recoded at the next decode step.
+TEST(VulkanKvParity, TwoPhaseStartsAnEmptiedCacheAtF16Again) {
+  const auto model = randomModel();
+  ASSERT_TRUE(model);
+  const std::vector<kv::LayerSchemes> layers(model->config().nLayer, {"q4_0", "q4_0"});
+  auto cpu = backend::CpuBackend::create(model, {.kvSchemes = layers, .twoPhase = true});
+  auto gpu = backend::VulkanBackend::create(
+      model, {.validation = true, .kvSchemes = layers, .twoPhase = true});
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  std::vector<int32_t> tokens;
+  for (uint32_t i = 0; i < 12; ++i) tokens.push_back(static_cast<int32_t>((i * 131 + 7) % 512));
+  for (backend::Backend* b :
+       {static_cast<backend::Backend*>(cpu->get()), static_cast<backend::Backend*>(gpu->get())}) {
+    backend::Logits first, again;
+    ASSERT_TRUE(b->forward({std::span(tokens).first(10)}, first).ok());
+    for (uint32_t i = 10; i < 12; ++i)
+      ASSERT_TRUE(b->forward({std::span(&tokens[i], 1)}, again).ok());
+    EXPECT_EQ(b->kvLayout()->scheme(0, kv::KvPart::kKey).name(), "q4_0") << b->name();
+    ASSERT_TRUE(b->trim(0).ok());
+    EXPECT_EQ(b->kvLayout()->scheme(0, kv::KvPart::kKey).name(), "f16") << b->name();
+    ASSERT_TRUE(b->forward({std::span(tokens).first(10)}, again).ok());
+    EXPECT_EQ(first.values, again.values) << b->name();
+    ASSERT_TRUE(b->forward({std::span(&tokens[10], 1)}, again).ok());
+    EXPECT_EQ(b->kvLayout()->scheme(0, kv::KvPart::kKey).name(), "q4_0") << b->name();
+  }
+  EXPECT_EQ((*gpu)->context().validationMessages(), 0u);
+}
+
 // A gemma3 model whose every other layer has a window of 16: its ring holds
 // 23 rows of steps of 8.
 std::shared_ptr<const model::ModelFile> windowModel() {
