@@ -193,7 +193,8 @@ Status VulkanBackend::compressRows() {
   KVS_ASSIGN_OR_RETURN(gpu::Buffer v,
                        gpu::Buffer::create(m_shared->context(), staged, gpu::MemoryUse::kHost));
   const uint32_t stride = m_options.errorStride;
-  m_errors.reset();
+  CodecErrorMeter measured = m_errors;  // replaces m_errors once every row is recoded
+  measured.reset();
   for (uint32_t l = 0; l < c.kvLayers(); ++l) {
     KVS_ASSIGN_OR_RETURN(const std::vector<float> keys, readKv(l, kv::KvPart::kKey));
     KVS_ASSIGN_OR_RETURN(const std::vector<float> values, readKv(l, kv::KvPart::kValue));
@@ -216,15 +217,16 @@ Status VulkanBackend::compressRows() {
     for (uint32_t r = sampled; r < rows; r += stride) {
       for (uint32_t h = 0; h < c.headsKvOf(l); ++h) {
         const size_t at = size_t{r - first} * width + size_t{h} * d;
-        m_errors.measure(l, kv::KvPart::kKey, next->m_kvLayout.scheme(l, kv::KvPart::kKey),
+        measured.measure(l, kv::KvPart::kKey, next->m_kvLayout.scheme(l, kv::KvPart::kKey),
                          {&keys[at], d});
-        m_errors.measure(l, kv::KvPart::kValue, next->m_kvLayout.scheme(l, kv::KvPart::kValue),
+        measured.measure(l, kv::KvPart::kValue, next->m_kvLayout.scheme(l, kv::KvPart::kValue),
                          {&values[at], d});
       }
     }
   }
   if (next->m_index && rows > 0) KVS_TRY(next->rebuildSidecar(*next->m_index, rows));
   adoptCache(*next);
+  m_errors = std::move(measured);
   m_pendingSchemes.clear();
   return okStatus();
 }
