@@ -184,7 +184,7 @@ class Backend {
   // exportKv hands the cached rows to `write` in kv::KvCache's canonical
   // order; importKv fills an empty cache with `rows` rows in that order,
   // encoded under `layout` (which must store what kvLayout() stores, or, for
-  // a two-phase CPU cache not yet compressed, what it will store), and
+  // a two-phase cache not yet compressed, what it will store), and
   // rebuilds the indexer's sidecar from them. Any error, `read`'s included,
   // leaves the cache empty.
   virtual const kv::KvLayout* kvLayout() const { return nullptr; }

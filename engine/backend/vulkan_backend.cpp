@@ -80,7 +80,8 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   // Two-phase: the rows start f16, once the policy's layout has been built
   // above (a scheme the device cannot run is refused now, not at the first
   // decode step).
-  if (options.twoPhase && options.kvSchemes != std::vector<kv::LayerSchemes>(c.kvLayers())) {
+  if (options.twoPhase && !options.kvSchemes.empty() &&
+      options.kvSchemes != std::vector<kv::LayerSchemes>(c.kvLayers())) {
     b->m_twoPhase = options.kvSchemes;
     b->m_pendingSchemes = options.kvSchemes;
     b->m_options.kvSchemes.clear();
