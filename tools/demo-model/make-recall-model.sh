@@ -145,3 +145,9 @@ nice -n 10 "${mix[@]}" --out "$work/phase10" --init "$work/phase9/training.pt" \
   --ambiguous-spans 0.9 --spans 8 --eval-every 40 --eval-windows 4
 "$cli" convert "$work/phase10" -o "$root/resources/models/kvscope-recall-4k.gguf" --type F16 \
   --tokenizer "$teacher" --name kvscope-recall-4k
+# Not kept (2026-11-29, a later session): 60 more steps of phase 10's mix at
+# 4096 from phase 10's weights, lr 1.5e-4 constant, warm-up 1 (about 45 s a
+# step beside builds): held-out loss 1.83, real probe at 4096 over seeds 1-3
+# 0.849 / 0.860 / 0.849 / 0.828 / 0.860 (mean 0.849, phase 10 0.88). Short
+# batch-1 runs at 4096 move the probe by a few points either way; reaching
+# 0.9 there needs a longer 4K phase than a session's spare cores give.
