@@ -12,9 +12,9 @@
 #include "backend/cpu_backend.h"
 #include "backend/vulkan_backend.h"
 #include "kv/kv_policy.h"
-#include "support/gemma4_spec.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
+#include "support/window_model_specs.h"
 
 namespace kvscope::test {
 namespace {

@@ -32,8 +32,8 @@
 #include "backend/logit_comparison.h"
 #include "backend/vulkan_backend.h"
 #include "support/demo_model.h"
-#include "support/gemma4_spec.h"
 #include "support/synthetic_model_file.h"
+#include "support/window_model_specs.h"
 
 namespace kvscope::test {
 namespace {
@@ -291,25 +291,9 @@ TEST(VulkanIndexer, APrecisionTailIsAttendedWhole) {
 // both backends, while the global layers select. (The two backends' selections
 // are not compared here: on this random-weight model a few page scores tie
 // within float rounding, so 4 of 400 layer steps picked other pages.)
-// A gemma3 model of `layers` layers with a window of 24 on the layers
-// windowLayersOfPeriod(layers, period) marks.
-model::SyntheticModelSpec gemma3Spec(uint32_t layers, uint32_t period, uint32_t seed) {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma3";
-  spec.nLayer = layers;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.slidingWindow = 24;
-  spec.windowPeriod = period;
-  spec.seed = seed;
-  return spec;
-}
 
 TEST(VulkanIndexer, WindowLayersAttendTheirWindowWhole) {
-  const auto model = openSyntheticModel(gemma3Spec(4, 2, 29), "indexer-gemma3");
+  const auto model = openSyntheticModel(smallGemma3Spec(4, 24, 2, 29), "indexer-gemma3");
   ASSERT_TRUE(model);
   Pair p = makePair(model, "f16", {.topK = 32, .window = 16, .denseLayers = 0, .diagnostic = true});
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -376,7 +360,7 @@ TEST(VulkanIndexer, KvSharedLayersSelectForTheirOwnQueries) {
 // layer attending its window whole, as on the CPU.
 TEST(VulkanIndexer, ACacheOfWindowLayersOnlyRunsWithTheIndexerOn) {
   // Period 0: no global layer.
-  const auto model = openSyntheticModel(gemma3Spec(2, 0, 41), "indexer-all-window");
+  const auto model = openSyntheticModel(smallGemma3Spec(2, 24, 0, 41), "indexer-all-window");
   ASSERT_TRUE(model);
   ASSERT_TRUE(model->config().isWindowLayer(0) && model->config().isWindowLayer(1));
   Pair p = makePair(model, "q8_0", {.topK = 32, .window = 16, .diagnostic = true});

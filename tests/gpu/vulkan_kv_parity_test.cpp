@@ -32,6 +32,7 @@
 #include "model/synthetic_model.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
+#include "support/window_model_specs.h"
 
 namespace kvscope::test {
 namespace {
@@ -224,18 +225,7 @@ TEST(VulkanKvParity, TwoPhaseStartsAnEmptiedCacheAtF16Again) {
 // A gemma3 model whose every other layer has a window of 16: its ring holds
 // 23 rows of steps of 8.
 std::shared_ptr<const model::ModelFile> windowModel() {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma3";
-  spec.nLayer = 2;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.slidingWindow = 16;
-  spec.windowPeriod = 2;
-  spec.seed = 53;
-  return openSyntheticModel(spec, "two-phase-gemma3");
+  return openSyntheticModel(smallGemma3Spec(2, 16, 2, 53), "two-phase-gemma3");
 }
 
 // The recode itself, against the CPU schemes: after the first decode step

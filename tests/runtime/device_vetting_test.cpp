@@ -19,10 +19,10 @@
 #include "runtime/backend_factory.h"
 #include "runtime/device_vetting.h"
 #include "support/demo_model.h"
-#include "support/gemma4_spec.h"
 #include "support/policy.h"
 #include "support/synthetic_model_file.h"
 #include "support/test_support.h"
+#include "support/window_model_specs.h"
 
 namespace kvscope::test {
 namespace {

@@ -20,8 +20,8 @@
 #include "runtime/kv_auto.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/session_load.h"
-#include "support/gemma4_spec.h"
 #include "support/policy.h"
+#include "support/window_model_specs.h"
 
 namespace kvscope::test {
 namespace {
@@ -29,20 +29,10 @@ namespace {
 constexpr uint32_t kWindow = 8;
 constexpr uint32_t kContext = 1024;  // the ring: 8 - 1 + 512 = 519 rows
 
+// Layer 0 a window layer, layer 1 global.
 model::SyntheticModelSpec windowSpec() {
-  model::SyntheticModelSpec spec;
-  spec.architecture = "gemma3";
-  spec.nLayer = 2;
-  spec.nEmbd = 128;
-  spec.nFf = 256;
-  spec.nHead = 4;
-  spec.nHeadKv = 2;
-  spec.headDim = 64;
-  spec.nVocab = 512;
+  model::SyntheticModelSpec spec = smallGemma3Spec(2, kWindow, 2, 77);
   spec.contextLength = kContext;
-  spec.slidingWindow = kWindow;
-  spec.windowPeriod = 2;  // layer 0 a window layer, layer 1 global
-  spec.seed = 77;
   return spec;
 }
 
