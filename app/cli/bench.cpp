@@ -3,8 +3,9 @@
 // timed), then a prefill of -p tokens, the decode step right after it and a
 // decode of -n tokens are timed at that depth (a two_phase cache is emptied
 // at each depth, so it fills and prefills at f16 and the step after the
-// prefill encodes every row again). Each backend is warmed up untimed first (lazy drivers compile
-// pipelines on first use). Also reported: cold start (model open, weight
+// prefill encodes every row again; at depth 0 its timed decode starts from
+// an empty cache, whose second step encodes the first row). Each backend is warmed up untimed first
+// (lazy drivers compile pipelines on first use). Also reported: cold start (model open, weight
 // upload, first token) and peak host memory. Everything runs one after the
 // other in this process, so the figures compare side by side (f16 against
 // compressed caches, CPU against Vulkan); compare ratios across machines.
@@ -191,8 +192,9 @@ Status benchBackend(const BenchArgs& a, const GlobalOptions& global, const std::
   std::shared_ptr<const model::ModelFile> m(std::move(file));
   uint32_t maxDepth = 0;
   for (uint32_t d : a.depths) maxDepth = std::max(maxDepth, d);
+  // A depth holds its prefill and the step after it, or its decode.
   const uint32_t ctx =
-      std::max(m->config().contextLength, maxDepth + std::max(a.prefill, a.decode));
+      std::max(m->config().contextLength, maxDepth + std::max(a.prefill + 1, a.decode));
   // Without per-dispatch timestamps: they are for the throughput panel and
   // cost about a fifth of decode speed on lavapipe. No device vetting: bench
   // measures the backend it is told to, and its cold start must not include

@@ -35,7 +35,16 @@ struct KernelTiming {
 struct Batch {
   std::span<const int32_t> tokens;  // consecutive tokens, n >= 1
   bool allLogits = false;           // logits for every token, else only for the last
+  // Part of a prompt run in chunks: never a decode step, even one token long.
+  bool prompt = false;
 };
+
+// A decode step: one token, not part of a prompt, after `cached` rows. A
+// two-phase cache (kv::KvPolicy::twoPhase) encodes its f16 rows at the
+// first one.
+inline bool isDecodeStep(const Batch& batch, uint32_t cached) {
+  return batch.tokens.size() == 1 && !batch.prompt && cached > 0;
+}
 
 // Logits of the batch: [rows, nVocab] row-major.
 struct Logits {

@@ -114,9 +114,7 @@ Status CpuBackend::forwardWith(const Batch& batch, Logits& out, const Descriptio
                        tok, c.nVocab);
     }
   }
-  // Two-phase: the first decode step compresses the prefilled rows (a
-  // prefill's last chunk of one token does not).
-  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) KVS_TRY(compressRows());
+  if (!m_pendingSchemes.empty() && isDecodeStep(batch, pos0)) KVS_TRY(compressRows());
   if (n <= m_stepRows) return step(batch, out, describe);
   out = {.values = {}, .rows = 0, .vocab = c.nVocab};
   Logits chunk;
@@ -180,20 +178,23 @@ void CpuBackend::store(uint32_t layer, KvPart part, uint32_t head, uint32_t inde
 }
 
 Status CpuBackend::trim(uint32_t n) {
-  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
-    // An emptied two-phase cache prefills at f16 again.
-    KVS_ASSIGN_OR_RETURN(
-        auto f16,
-        kv::KvCache::create(m_cache->geometry(), std::vector<kv::LayerSchemes>(config().kvLayers()),
-                            m_cache->cacheSeed()));
-    f16->enableIndex(m_indexer);
-    m_cache = std::move(f16);
-    refreshSelection();
-    m_pendingSchemes = m_twoPhase;
-  }
   KVS_TRY(m_cache->trim(n));
   if (n < m_indexerStep.rows) m_indexerStep = {};  // it described rows that are gone
   m_experts.trim(n);
+  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
+    // An emptied two-phase cache prefills at f16 again; where no f16 cache
+    // can be made, the empty compressed one stays (the rows go either way).
+    auto f16 =
+        kv::KvCache::create(m_cache->geometry(), std::vector<kv::LayerSchemes>(config().kvLayers()),
+                            m_cache->cacheSeed());
+    if (f16.ok()) {
+      (*f16)->enableIndex(m_indexer);
+      m_cache = std::move(f16).value();
+      refreshSelection();
+      m_pendingSchemes = m_twoPhase;
+      m_errors.reset();  // the next rows are f16 ones again
+    }
+  }
   return okStatus();
 }
 

@@ -78,8 +78,9 @@ Expected<std::unique_ptr<VulkanBackend>> VulkanBackend::create(std::shared_ptr<V
   const uint32_t rowsPerPage = std::max<uint32_t>(256, (perPage + 63) / 64 * 64);
   KVS_TRY(b->createKvLayout(rowsPerPage));
   // Two-phase: the rows start f16, once the policy's layout has been built
-  // above (a scheme the device cannot run is refused now, not at the first
-  // decode step).
+  // above (a scheme without a device codec, or a tail the device cannot
+  // bind, is refused now; that layout's pipelines and buffers are made at
+  // the first decode step).
   if (options.twoPhase && !options.kvSchemes.empty() &&
       options.kvSchemes != std::vector<kv::LayerSchemes>(c.kvLayers())) {
     b->m_twoPhase = options.kvSchemes;
@@ -296,12 +297,6 @@ std::span<const gpu::Buffer* const> VulkanBackend::pagesOf(uint32_t layer) const
 }
 
 Status VulkanBackend::trim(uint32_t n) {
-  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
-    // An emptied two-phase cache prefills at f16 again.
-    KVS_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBackend> f16, backendFor({}));
-    adoptCache(*f16);
-    m_pendingSchemes = m_twoPhase;
-  }
   KVS_TRY(m_held.trim(n));
   if (n == 0) {
     m_ring.reset();
@@ -315,6 +310,15 @@ Status VulkanBackend::trim(uint32_t n) {
   if (m_pages.size() > keep) {
     m_pages.resize(keep);
     KVS_TRY(ensurePages(n));
+  }
+  if (n == 0 && !m_twoPhase.empty() && m_pendingSchemes.empty()) {
+    // An emptied two-phase cache prefills at f16 again; where no f16 cache
+    // can be made (out of device memory), the empty compressed one stays.
+    if (auto f16 = backendFor({}); f16.ok()) {
+      adoptCache(**f16);
+      m_pendingSchemes = m_twoPhase;
+      m_errors.reset();  // the next rows are f16 ones again
+    }
   }
   return okStatus();
 }
@@ -547,9 +551,7 @@ Status VulkanBackend::forwardWith(const Batch& batch, Logits& out, const Descrip
       return makeError(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", tok, c.nVocab);
     }
   }
-  // Two-phase: the first decode step compresses the prefilled rows (a
-  // prefill's last chunk of one token does not).
-  if (!m_pendingSchemes.empty() && n == 1 && pos0 > 0) KVS_TRY(compressRows());
+  if (!m_pendingSchemes.empty() && isDecodeStep(batch, pos0)) KVS_TRY(compressRows());
   // A decode step with the indexer on attends the rows it selects, unless
   // they would be every row.
   const bool indexed = m_indexer.enabled() && n == 1;

@@ -122,7 +122,7 @@ Expected<AutoHeads> settleAutoHeads(backend::Backend& backend, std::span<const i
   KVS_TRY(backend.trim(keep));
   for (uint32_t done = keep; done < cached;) {
     const uint32_t take = std::min(std::max(chunk, 1u), cached - done);
-    KVS_TRY(backend.forward({tokens.subspan(done, take)}, logits));
+    KVS_TRY(backend.forward({.tokens = tokens.subspan(done, take), .prompt = true}, logits));
     done += take;
   }
   return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -86,15 +87,21 @@ Expected<MemoryEstimate> estimateMemory(const model::ModelFile& model, uint32_t 
     transientFixed = static_cast<uint64_t>(std::ceil(f16Ring));
   }
   e.transientBytes = transientPerToken * e.contextLength + transientFixed;
+  e.transientBytesPerToken = transientPerToken;
   if (memoryBytes == 0) {
     e.maxContextThatFits = c.contextLength;
-  } else if (const uint64_t fixed = e.weightBytes + transientFixed + e.kvRingBytes;
-             memoryBytes > fixed) {
-    const uint64_t each = e.kvBytesPerToken + transientPerToken;
-    const uint64_t tokens = each ? (memoryBytes - fixed) / each : uint64_t{c.contextLength};
-    e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(tokens, c.contextLength));
+  } else if (const std::optional<uint64_t> tokens = e.tokensThatFit(memoryBytes)) {
+    e.maxContextThatFits = static_cast<uint32_t>(std::min<uint64_t>(*tokens, c.contextLength));
   }
   return e;
+}
+
+std::optional<uint64_t> MemoryEstimate::tokensThatFit(uint64_t memoryBytes) const {
+  const uint64_t fixed =
+      weightBytes + kvRingBytes + transientBytes - transientBytesPerToken * contextLength;
+  if (fixed >= memoryBytes) return std::nullopt;
+  const uint64_t each = kvBytesPerToken + transientBytesPerToken;
+  return each ? (memoryBytes - fixed) / each : std::numeric_limits<uint64_t>::max();
 }
 
 Status checkFits(const model::ModelFile& model, uint32_t contextLength,
@@ -106,19 +113,21 @@ Status checkFits(const model::ModelFile& model, uint32_t contextLength,
       "a {}-token context needs {:.2f} GiB ({:.2f} GiB of weights and {:.2f} GiB of "
       "KV cache{}) but {} is {:.2f} GiB",
       e.contextLength, e.totalBytes() / kGiB, e.weightBytes / kGiB, e.kvBytes / kGiB,
-      e.transientBytes ? fmt::format(", {:.2f} GiB while auto settles", e.transientBytes / kGiB)
-                       : std::string(),
+      e.transientBytes == 0 ? std::string()
+      : e.transient == MemoryEstimate::Transient::kTwoPhase
+          ? fmt::format(", {:.2f} GiB of f16 rows until the first decode step",
+                        e.transientBytes / kGiB)
+          : fmt::format(", {:.2f} GiB while auto settles", e.transientBytes / kGiB),
       memoryName, memoryBytes / kGiB);
-  const uint64_t fixed = e.weightBytes + e.transientBytes + e.kvRingBytes;
-  if (fixed >= memoryBytes || e.kvBytesPerToken == 0)
-    return makeError(ErrorCode::kOutOfMemory, "{}: the weights alone do not fit", needs);
   // Less than contextLength, since that one did not fit; not capped at the
   // trained context: the answer to "how long can it be".
-  const uint64_t fits = (memoryBytes - fixed) / e.kvBytesPerToken;
+  const std::optional<uint64_t> fits = e.tokensThatFit(memoryBytes);
+  if (!fits || e.kvBytesPerToken + e.transientBytesPerToken == 0)
+    return makeError(ErrorCode::kOutOfMemory, "{}: the weights alone do not fit", needs);
   return makeError(ErrorCode::kOutOfMemory,
                    "{}; the longest context that fits is {} tokens (or use a more compressed KV "
                    "cache policy)",
-                   needs, fits);
+                   needs, *fits);
 }
 
 }  // namespace kvscope::runtime

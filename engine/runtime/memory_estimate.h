@@ -14,6 +14,7 @@
 // that does not fit fails with kOutOfMemory and keeps the old cache (Session::setKvPolicy).
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "core/error.h"
@@ -33,11 +34,16 @@ struct MemoryEstimate {
   enum class Transient { kNone, kAutoMeasuring, kTwoPhase };
   Transient transient = Transient::kNone;
   uint64_t transientBytes = 0;
+  uint64_t transientBytesPerToken = 0;  // the part of it that grows with the context
   // Longest context (<= the model's trained context) whose weights and KV fit
   // the given memory; 0 when the weights alone do not fit. The trained context
   // when no memory size was given.
   uint32_t maxContextThatFits = 0;
   uint64_t totalBytes() const { return weightBytes + kvBytes + transientBytes; }
+  // Tokens of context whose peak fits `memoryBytes` (not capped at the
+  // trained context); nullopt when what does not grow with the context
+  // (the weights, rings, auto's measuring cache) alone does not fit.
+  std::optional<uint64_t> tokensThatFit(uint64_t memoryBytes) const;
 };
 
 // `contextLength` 0 means the model's trained context. `kvPolicy` is resolved

@@ -96,7 +96,7 @@ Expected<ProbeResult> runProbe(backend::Backend& backend, const ProbeLayout& lay
   // Dense prefill in chunks, up to the repeat.
   for (uint32_t done = 0; done < layout.repeatAt;) {
     const uint32_t n = std::min<uint32_t>(512, layout.repeatAt - done);
-    KVS_TRY(backend.forward({tokens.subspan(done, n)}, logits));
+    KVS_TRY(backend.forward({.tokens = tokens.subspan(done, n), .prompt = true}, logits));
     done += n;
   }
   std::string autoHeads;

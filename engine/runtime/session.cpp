@@ -271,7 +271,7 @@ Status Session::replay(backend::Backend& next, std::span<const int32_t> tokens,
     if (m_stop.load())
       return makeError(ErrorCode::kCancelled, "stopped while re-encoding the cache");
     const size_t n = std::min(step, tokens.size() - done);
-    KVS_TRY(next.forward({tokens.subspan(done, n)}, logits));
+    KVS_TRY(next.forward({.tokens = tokens.subspan(done, n), .prompt = true}, logits));
     done += n;
     if (observer)
       observer->onProgress(static_cast<uint32_t>(done), static_cast<uint32_t>(tokens.size()));
@@ -418,8 +418,8 @@ void Session::report(Observer* observer) const {
 
 // forward() on the history's cache; a failed one that lost rows (a window
 // ring that moved on, backend.h) takes the history with it.
-Status Session::run(std::span<const int32_t> tokens, backend::Logits& logits) {
-  const Status status = m_backend->forward({tokens}, logits);
+Status Session::run(std::span<const int32_t> tokens, backend::Logits& logits, bool prompt) {
+  const Status status = m_backend->forward({.tokens = tokens, .prompt = prompt}, logits);
   if (!status.ok() && m_backend->cachedTokens() < m_history.size())
     m_history.resize(m_backend->cachedTokens());
   return status;
@@ -441,7 +441,7 @@ Status Session::shiftContext(uint32_t keep, uint32_t chunk, StepStats& stats) {
     // A stop leaves the cache holding what was re-run so far, the history alike.
     if (m_stop.load()) return makeError(ErrorCode::kCancelled, "stopped during a context shift");
     const size_t take = std::min<size_t>(std::max<uint32_t>(chunk, 1), tail.size() - done);
-    KVS_TRY(run(std::span(tail).subspan(done, take), unused));
+    KVS_TRY(run(std::span(tail).subspan(done, take), unused, true));
     m_history.insert(m_history.end(), tail.begin() + done, tail.begin() + done + take);
     done += take;
   }
@@ -474,7 +474,7 @@ Status Session::prefill(std::span<const int32_t> prompt, const GenerateOptions& 
     const bool measuring = autoPending();
     if (measuring && m_history.size() < kv::kAutoCalibrationTokens)
       n = std::min(n, kv::kAutoCalibrationTokens - m_history.size());
-    KVS_TRY(run(prompt.subspan(common + done, n), logits));
+    KVS_TRY(run(prompt.subspan(common + done, n), logits, true));
     m_history.insert(m_history.end(), prompt.begin() + common + done,
                      prompt.begin() + common + done + n);
     done += n;
@@ -555,7 +555,7 @@ Expected<GenerationResult> Session::generate(std::span<const int32_t> prompt,
       report(observer);
     }
     const auto t0 = Clock::now();
-    KVS_TRY(run(std::span(&token, 1), logits));
+    KVS_TRY(run(std::span(&token, 1), logits, false));
     m_history.push_back(token);
     // An auto policy whose first prompt was short chooses once the
     // conversation is long enough to measure.

@@ -182,9 +182,9 @@ class Session {
           kv::KvPolicy kvPolicy);
   Status prefill(std::span<const int32_t> prompt, const GenerateOptions& options,
                  Observer* observer, backend::Logits& logits, StepStats& stats);
-  // The backend's forward() over `tokens`, keeping the history in step with
-  // the cache when a failure costs rows.
-  Status run(std::span<const int32_t> tokens, backend::Logits& logits);
+  // The backend's forward() over `tokens` (part of a prompt, or a decode
+  // step), keeping the history in step with the cache when a failure costs rows.
+  Status run(std::span<const int32_t> tokens, backend::Logits& logits, bool prompt);
   // Drops the older half of the history after the first `keep` tokens and
   // runs the newer half again behind them (ContextShift); kCancelled on a
   // stop request, with the cache and history holding what was re-run.

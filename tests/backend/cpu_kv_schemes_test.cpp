@@ -243,9 +243,10 @@ TEST(CpuKvSchemes, TwoPhaseCompressesAtFirstDecode) {
   }
 }
 
-// A prefill longer than a step runs as several; a last step of one token is
+// A prefill longer than a step runs as several, and a prompt may come in
+// chunks of its own (Batch::prompt); a last step or chunk of one token is
 // still prefill, not the first decode step.
-TEST(CpuKvSchemes, TwoPhaseKeepsAPrefillsLastOneTokenStepAtF16) {
+TEST(CpuKvSchemes, TwoPhaseKeepsAPromptsLastOneTokenStepAtF16) {
   KVS_REQUIRE_FIXTURE(sharedFile("models/stories260K.gguf"));
   auto m = stories();
   const std::vector<kv::LayerSchemes> layers(m->config().nLayer, {"q8_0", "turbo3"});
@@ -253,9 +254,12 @@ TEST(CpuKvSchemes, TwoPhaseKeepsAPrefillsLastOneTokenStepAtF16) {
   backend::Logits logits;
   ASSERT_TRUE(twoPhase->forward({.tokens = std::span(kPrompt, 9)}, logits).ok());
   EXPECT_EQ(twoPhase->cache().scheme(0, kv::KvPart::kValue).name(), "f16");
-  ASSERT_TRUE(twoPhase->forward({.tokens = std::span(&kPrompt[9], 1)}, logits).ok());
+  ASSERT_TRUE(
+      twoPhase->forward({.tokens = std::span(&kPrompt[9], 1), .prompt = true}, logits).ok());
+  EXPECT_EQ(twoPhase->cache().scheme(0, kv::KvPart::kValue).name(), "f16");
+  ASSERT_TRUE(twoPhase->forward({.tokens = std::span(&kPrompt[10], 1)}, logits).ok());
   EXPECT_EQ(twoPhase->cache().scheme(0, kv::KvPart::kValue).name(), "turbo3");
-  EXPECT_EQ(twoPhase->cache().rows(), 10u);
+  EXPECT_EQ(twoPhase->cache().rows(), 11u);
 }
 
 }  // namespace

@@ -180,14 +180,16 @@ TEST(VulkanKvParity, APrecisionTail) {
 // f16 cache's of the prefill (vulkan_parity_test.cpp); where one backend did not
 // recode, its cache stays f16 and the q4_0 and turbo3b rows differ by their
 // codec error. With a tail, the recoded tail holds every row from the f16
-// ones; with the indexer, the sidecar is rebuilt from the recoded keys.
+// ones; with the indexer, the sidecar is rebuilt from the recoded keys; with
+// both, the recoded cache's indexer buffers select around a tail of 12.
 TEST(VulkanKvParity, TwoPhase) {
   const auto model = randomModel();
   ASSERT_TRUE(model);
   const Policy policies[] = {{"k=q8_0,v=turbo3,two_phase", 2e-3, 1e-4},
                              {"kv=q4_0,two_phase,tail=12", 4e-3, 2e-4},
                              {"k=turbo4b,v=turbo3b,two_phase", 2e-2, 1e-3},
-                             {"kv=q4_0,two_phase,indexer=16:8:1", 4e-3, 2e-4}};
+                             {"kv=q4_0,two_phase,indexer=16:8:1", 4e-3, 2e-4},
+                             {"kv=q4_0,two_phase,tail=12,indexer=16:8:1", 4e-3, 2e-4}};
   for (const Policy& p : policies)
     expectClose(compare(model, p.text, 24, 40, 8), p, std::string("random ") + p.text);
 }

@@ -121,6 +121,18 @@ TEST_F(MemoryEstimateTest, TwoPhaseCountsItsF16CacheBesideTheCompressedOne) {
   e = runtime::estimateMemory(*m_model, 0, policyOf("kv=q8_0,two_phase"), memory);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->maxContextThatFits, 300u);
+  // checkFits names the same longest context, and what the f16 rows take.
+  EXPECT_TRUE(
+      runtime::checkFits(*m_model, 300, policyOf("kv=q8_0,two_phase"), memory, "test").ok());
+  const Status tooLong =
+      runtime::checkFits(*m_model, 400, policyOf("kv=q8_0,two_phase"), memory, "test memory");
+  ASSERT_FALSE(tooLong.ok());
+  EXPECT_NE(tooLong.error().message.find("the longest context that fits is 300 tokens"),
+            std::string::npos)
+      << tooLong.error().message;
+  EXPECT_NE(tooLong.error().message.find("of f16 rows until the first decode step"),
+            std::string::npos)
+      << tooLong.error().message;
 }
 
 TEST_F(MemoryEstimateTest, LongestContextThatFits) {

@@ -95,6 +95,26 @@ TEST_F(SessionTest, SecondTurnReusesTheCachedPrefix) {
   EXPECT_EQ(second->tokens, fresh->tokens);
 }
 
+// A prompt whose last chunk is one token long is still a prompt: a
+// two-phase cache holds it at f16 until the reply's first decode step.
+TEST_F(SessionTest, ATwoPhaseCacheStaysF16ThroughAPromptsLastOneTokenChunk) {
+  auto file = model::ModelFile::open(sharedFile("models/stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const model::ModelFile> m(std::move(file).value());
+  auto tok = model::loadTokenizer(*m);
+  const std::vector<kv::LayerSchemes> layers(m->config().nLayer, {"q8_0", "q8_0"});
+  auto b = backend::CpuBackend::create(m, {.kvSchemes = layers, .twoPhase = true});
+  ASSERT_TRUE(tok.ok() && b.ok());
+  runtime::Session s(m, std::move(b).value(), std::move(tok).value());
+  const std::vector<int32_t> prompt = s.tokenizeCompletion("Once upon a time, a");
+  runtime::GenerateOptions o = greedy(1);
+  o.prefillChunk = static_cast<uint32_t>(prompt.size()) - 1;
+  ASSERT_TRUE(s.generate(prompt, o).ok());
+  EXPECT_EQ(s.backend().kvLayout()->scheme(0, kv::KvPart::kKey).name(), "f16");
+  ASSERT_TRUE(s.generate(prompt, greedy(2)).ok());
+  EXPECT_EQ(s.backend().kvLayout()->scheme(0, kv::KvPart::kKey).name(), "q8_0");
+}
+
 TEST_F(SessionTest, EditingAnEarlierTokenTrimsTheCache) {
   auto s = openStoriesSession();
   ASSERT_TRUE(s);
