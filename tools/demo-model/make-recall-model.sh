@@ -148,6 +148,10 @@ nice -n 10 "${mix[@]}" --out "$work/phase10" --init "$work/phase9/training.pt" \
 # Not kept (2026-11-29, a later session): 60 more steps of phase 10's mix at
 # 4096 from phase 10's weights, lr 1.5e-4 constant, warm-up 1 (about 45 s a
 # step beside builds): held-out loss 1.83, real probe at 4096 over seeds 1-3
-# 0.849 / 0.860 / 0.849 / 0.828 / 0.860 (mean 0.849, phase 10 0.88). Short
-# batch-1 runs at 4096 move the probe by a few points either way; reaching
-# 0.9 there needs a longer 4K phase than a session's spare cores give.
+# 0.849 / 0.860 / 0.849 / 0.828 / 0.860 (mean 0.849, phase 10 0.88). Then
+# 200 steps from phase 10's weights, lr 1e-4 falling to 2e-5, warm-up 5
+# (14 s a step on the idle machine): held-out loss 1.83, probe 0.839 / 0.871
+# / 0.903 / 0.882 / 0.892 (mean 0.877). Batch-1 runs at 4096 move the probe
+# by a few points either way and do not lift it past phase 10's; 0.9 there
+# needs another recipe (larger batches at 4K, or a longer 4K phase from an
+# earlier phase) than a session's spare cores give.
